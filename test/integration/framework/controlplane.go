@@ -1,0 +1,430 @@
+package framework
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
+)
+
+// Options says which parts of the control plane a test package needs.
+type Options struct {
+	// ControllerManager also runs kube-controller-manager with only its garbagecollector and namespace controllers,
+	// for tests that rely on owner-reference cascades or on namespaces really going away. Startup then waits until
+	// both controllers have been seen doing their job.
+	ControllerManager bool
+
+	// InstallProjectManifests applies manifests/crds (waiting until every CRD is Established) and manifests/rbac
+	// once the API server is ready. A directory that does not exist yet is skipped.
+	InstallProjectManifests bool
+
+	// ExtraManifestDirs are applied after the project manifests, e.g. "test/fixtures/crds" for third-party CRDs.
+	// Relative paths are relative to the repository root. Unlike the project manifests they must exist.
+	ExtraManifestDirs []string
+
+	// Progress receives one line per startup step (and the build script's output); nil means os.Stderr.
+	Progress io.Writer
+}
+
+// ControlPlane is a running etcd + kube-apiserver (+ kube-controller-manager). Use it from one test package; every
+// test isolates itself with CreateNamespace.
+type ControlPlane struct {
+	repoRoot       string
+	dir            string
+	kubeconfigPath string
+	adminConfig    *rest.Config
+	adminClient    kubernetes.Interface
+	progress       io.Writer
+
+	starter           *processStarter
+	etcd              *process
+	apiServer         *process
+	controllerManager *process
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+const (
+	// readinessTimeout bounds each wait for a component; a loaded 2-core machine makes kube-apiserver take ~10 s.
+	readinessTimeout = 2 * time.Minute
+	pollInterval     = 100 * time.Millisecond
+	// portRaceAttempts: free ports are found by binding port 0 and closing it, so another test package starting
+	// at the same moment can take the port before our component binds it. Such a start is retried.
+	portRaceAttempts = 3
+
+	adminUser = "integration-admin"
+	// serviceClusterIPRange is required by kube-apiserver; nothing routes to it on loopback.
+	serviceClusterIPRange = "10.0.0.0/24"
+	serviceAccountIssuer  = "https://kubernetes.default.svc.cluster.local"
+)
+
+// StartControlPlane finds or builds the binaries, starts the components in a new temporary directory and waits
+// until they are ready. On error nothing is left running. The caller must call Stop.
+func StartControlPlane(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
+	progress := opts.Progress
+	if progress == nil {
+		progress = os.Stderr
+	}
+	repoRoot, err := FindRepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	binaries := []string{etcdBinary, apiServerBinary}
+	if opts.ControllerManager {
+		binaries = append(binaries, controllerManagerBinary)
+	}
+	binDir, err := findBinaries(repoRoot, binaries, progress)
+	if err != nil {
+		return nil, fmt.Errorf("the integration tests need %v: %w", binaries, err)
+	}
+
+	dir, err := os.MkdirTemp("", "multiproject-controlplane-")
+	if err != nil {
+		return nil, err
+	}
+	cp := &ControlPlane{
+		repoRoot:       repoRoot,
+		dir:            dir,
+		kubeconfigPath: filepath.Join(dir, "admin.kubeconfig"),
+		progress:       progress,
+		starter:        newProcessStarter(),
+	}
+	defer func() {
+		if err != nil {
+			// Keep the directory: its logs say why startup failed.
+			err = errors.Join(err, cp.stop(true))
+		}
+	}()
+	fmt.Fprintf(progress, "framework: starting the control plane from %s in %s\n", binDir, dir)
+
+	creds, err := writeCredentials(dir)
+	if err != nil {
+		return nil, fmt.Errorf("writing control-plane credentials: %w", err)
+	}
+	etcdURL, err := cp.startEtcd(ctx, filepath.Join(binDir, etcdBinary))
+	if err != nil {
+		return nil, err
+	}
+	if err := cp.startAPIServer(ctx, filepath.Join(binDir, apiServerBinary), etcdURL, creds); err != nil {
+		return nil, err
+	}
+	if err := WriteKubeconfig(cp.kubeconfigPath, cp.adminConfig); err != nil {
+		return nil, err
+	}
+	if opts.ControllerManager {
+		if err := cp.startControllerManager(ctx, filepath.Join(binDir, controllerManagerBinary)); err != nil {
+			return nil, err
+		}
+	}
+	if opts.InstallProjectManifests {
+		if err := cp.InstallProjectManifests(ctx); err != nil {
+			return nil, err
+		}
+	}
+	for _, manifestDir := range opts.ExtraManifestDirs {
+		if _, err := cp.ApplyManifestDir(ctx, manifestDir); err != nil {
+			return nil, err
+		}
+	}
+	fmt.Fprintf(progress, "framework: control plane ready; admin kubeconfig %s\n", cp.kubeconfigPath)
+	return cp, nil
+}
+
+// credentials are the files kube-apiserver needs, plus what a client needs to trust and authenticate to it.
+type credentials struct {
+	servingCertFile, servingKeyFile string
+	servingCertPEM                  []byte // self-signed CA + serving cert; clients trust it as their CA bundle
+	serviceAccountKeyFile           string
+	tokenAuthFile                   string
+	adminToken                      string
+}
+
+func writeCredentials(dir string) (*credentials, error) {
+	c := &credentials{
+		servingCertFile:       filepath.Join(dir, "apiserver.crt"),
+		servingKeyFile:        filepath.Join(dir, "apiserver.key"),
+		serviceAccountKeyFile: filepath.Join(dir, "service-account.key"),
+		tokenAuthFile:         filepath.Join(dir, "tokens.csv"),
+	}
+	// Our own serving certificate (rather than the one kube-apiserver would generate in --cert-dir) so that clients
+	// verify TLS instead of skipping verification, and so that it is valid for 127.0.0.1, where we connect.
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", nil, []string{"localhost"})
+	if err != nil {
+		return nil, err
+	}
+	c.servingCertPEM = certPEM
+	// One RSA key both signs ServiceAccount tokens and (through its public half) verifies them.
+	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
+	saKeyPEM, err := keyutil.MarshalPrivateKeyToPEM(saKey)
+	if err != nil {
+		return nil, err
+	}
+	token := make([]byte, 32)
+	if _, err := rand.Read(token); err != nil {
+		return nil, err
+	}
+	c.adminToken = hex.EncodeToString(token)
+	// Static token file format: token,user,uid,"group1,group2". system:masters bypasses RBAC, like a cluster admin.
+	tokens := fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", c.adminToken, adminUser, adminUser)
+
+	for path, data := range map[string][]byte{
+		c.servingCertFile:       certPEM,
+		c.servingKeyFile:        keyPEM,
+		c.serviceAccountKeyFile: saKeyPEM,
+		c.tokenAuthFile:         []byte(tokens),
+	} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (cp *ControlPlane) startEtcd(ctx context.Context, binary string) (string, error) {
+	var clientURL string
+	p, err := cp.startRetryingPortRaces(ctx, "etcd", func() (*process, error) {
+		ports, err := freePorts(2)
+		if err != nil {
+			return nil, err
+		}
+		clientURL = "http://127.0.0.1:" + strconv.Itoa(ports[0])
+		peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+		dataDir, err := os.MkdirTemp(cp.dir, "etcd-data-")
+		if err != nil {
+			return nil, err
+		}
+		p, err := startProcess(cp.starter, "etcd", binary, filepath.Join(cp.dir, "etcd.log"), []string{
+			"--name=default",
+			"--data-dir=" + dataDir,
+			"--listen-client-urls=" + clientURL,
+			"--advertise-client-urls=" + clientURL,
+			"--listen-peer-urls=" + peerURL,
+			"--initial-advertise-peer-urls=" + peerURL,
+			"--initial-cluster=default=" + peerURL,
+			// The data is thrown away after the run, so durability buys nothing and fsync costs a lot on CI disks.
+			"--unsafe-no-fsync",
+		})
+		if err != nil {
+			return nil, err
+		}
+		return p, waitReady(ctx, p, func(ctx context.Context) error { return httpOK(ctx, clientURL+"/readyz") })
+	})
+	cp.etcd = p
+	return clientURL, err
+}
+
+func (cp *ControlPlane) startAPIServer(ctx context.Context, binary, etcdURL string, creds *credentials) error {
+	p, err := cp.startRetryingPortRaces(ctx, "kube-apiserver", func() (*process, error) {
+		ports, err := freePorts(1)
+		if err != nil {
+			return nil, err
+		}
+		cp.adminConfig = &rest.Config{
+			Host:            "https://127.0.0.1:" + strconv.Itoa(ports[0]),
+			BearerToken:     creds.adminToken,
+			TLSClientConfig: rest.TLSClientConfig{CAData: creds.servingCertPEM},
+			// Tests create many objects quickly; client-side throttling would only slow them down.
+			QPS:   100,
+			Burst: 200,
+		}
+		if cp.adminClient, err = kubernetes.NewForConfig(cp.adminConfig); err != nil {
+			return nil, err
+		}
+		p, err := startProcess(cp.starter, "kube-apiserver", binary, filepath.Join(cp.dir, "kube-apiserver.log"), []string{
+			"--etcd-servers=" + etcdURL,
+			"--bind-address=127.0.0.1",
+			// Advertise loopback, so startup does not depend on the host having a routable interface. The endpoint
+			// reconciler refuses a loopback address, and nothing here needs the "kubernetes" Service's endpoints.
+			"--advertise-address=127.0.0.1",
+			"--endpoint-reconciler-type=none",
+			"--secure-port=" + strconv.Itoa(ports[0]),
+			"--tls-cert-file=" + creds.servingCertFile,
+			"--tls-private-key-file=" + creds.servingKeyFile,
+			"--cert-dir=" + cp.dir, // unused with the files above, but keeps it from defaulting to /var/run/kubernetes
+			"--token-auth-file=" + creds.tokenAuthFile,
+			"--authorization-mode=RBAC",
+			"--service-account-issuer=" + serviceAccountIssuer,
+			"--service-account-key-file=" + creds.serviceAccountKeyFile,
+			"--service-account-signing-key-file=" + creds.serviceAccountKeyFile,
+			"--service-cluster-ip-range=" + serviceClusterIPRange,
+			// The ServiceAccount admission plugin rejects Pods until the namespace's "default" ServiceAccount exists,
+			// which needs the serviceaccount controller we do not run. Nothing here runs Pods, but fixtures may
+			// create them as plain objects. ServiceAccounts and TokenRequest work without the plugin.
+			"--disable-admission-plugins=ServiceAccount",
+		})
+		if err != nil {
+			return nil, err
+		}
+		return p, waitReady(ctx, p, func(ctx context.Context) error {
+			body, err := cp.adminClient.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+			if err != nil {
+				return err
+			}
+			if string(body) != "ok" {
+				return fmt.Errorf("/readyz answered %q", body)
+			}
+			return nil
+		})
+	})
+	cp.apiServer = p
+	return err
+}
+
+func (cp *ControlPlane) startControllerManager(ctx context.Context, binary string) error {
+	p, err := startProcess(cp.starter, "kube-controller-manager", binary, filepath.Join(cp.dir, "kube-controller-manager.log"), []string{
+		"--kubeconfig=" + cp.kubeconfigPath,
+		"--controllers=garbagecollector,namespace",
+		"--leader-elect=false",
+		// No serving port, so no port race and nothing to poll; readiness is proven by the controllers' work below.
+		"--secure-port=0",
+		"--use-service-account-credentials=false",
+	})
+	cp.controllerManager = p
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cp.progress, "framework: waiting for kube-controller-manager's garbage collector and namespace controller\n")
+	return cp.probeControllers(ctx, p)
+}
+
+// startRetryingPortRaces runs attempt (pick ports, start, wait for readiness) again when the component lost a
+// port to someone else between our probe and its bind.
+func (cp *ControlPlane) startRetryingPortRaces(ctx context.Context, name string, attempt func() (*process, error)) (*process, error) {
+	fmt.Fprintf(cp.progress, "framework: starting %s\n", name)
+	for i := 1; ; i++ {
+		p, err := attempt()
+		if err == nil {
+			return p, nil
+		}
+		if p == nil {
+			return nil, err
+		}
+		lostPortRace := p.logContains("address already in use")
+		if stopErr := p.stop(); stopErr != nil {
+			return p, errors.Join(err, stopErr)
+		}
+		if !lostPortRace || i == portRaceAttempts {
+			return p, err
+		}
+		fmt.Fprintf(cp.progress, "framework: %s lost a port to another process; retrying with new ports\n", name)
+	}
+}
+
+// waitReady polls ready until it succeeds, the process exits, or readinessTimeout passes, and then reports the
+// last reason it was not ready.
+func waitReady(ctx context.Context, p *process, ready func(context.Context) error) error {
+	var lastErr error
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, readinessTimeout, true, func(ctx context.Context) (bool, error) {
+		if err := p.exitedEarly(); err != nil {
+			return false, err
+		}
+		requestCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		lastErr = ready(requestCtx)
+		return lastErr == nil, nil
+	})
+	if err != nil && lastErr != nil && p.exitedEarly() == nil {
+		return fmt.Errorf("%s not ready: %w (last: %v); log %s", p.name, err, lastErr, p.logPath)
+	}
+	return err
+}
+
+func httpOK(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %d: %s", url, resp.StatusCode, body)
+	}
+	return nil
+}
+
+// freePorts asks the kernel for n distinct free loopback ports. The listeners stay open until all n are chosen so
+// that the kernel cannot hand out the same port twice.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// Stop stops kube-controller-manager, kube-apiserver and etcd, in that order so that no component logs errors about
+// one that is already gone, and removes the temporary directory. Calling it again does nothing.
+func (cp *ControlPlane) Stop() error { return cp.stop(false) }
+
+// stop is Stop with the choice to keep the directory (data and logs), for a run whose tests failed.
+func (cp *ControlPlane) stop(keepDir bool) error {
+	cp.stopOnce.Do(func() {
+		var errs []error
+		for _, p := range []*process{cp.controllerManager, cp.apiServer, cp.etcd} {
+			if p != nil {
+				errs = append(errs, p.stop())
+			}
+		}
+		cp.starter.close()
+		if keepDir {
+			fmt.Fprintf(cp.progress, "framework: control-plane logs kept in %s\n", cp.dir)
+		} else {
+			errs = append(errs, os.RemoveAll(cp.dir))
+		}
+		cp.stopErr = errors.Join(errs...)
+	})
+	return cp.stopErr
+}
+
+// Wait blocks until ctx is done (and returns nil) or until a component exits on its own (and returns why, with the
+// end of its log), for programs like hack/local-up.sh's runner that keep the control plane up until interrupted.
+func (cp *ControlPlane) Wait(ctx context.Context) error {
+	exited := make(chan *process, 3)
+	for _, p := range []*process{cp.etcd, cp.apiServer, cp.controllerManager} {
+		if p == nil {
+			continue
+		}
+		go func() {
+			select {
+			case <-p.exited:
+				exited <- p
+			case <-ctx.Done():
+			}
+		}()
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case p := <-exited:
+		return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", p.name, p.waitErr, p.logPath, p.logTail(40))
+	}
+}

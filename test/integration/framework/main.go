@@ -1,0 +1,50 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+)
+
+// Main is the whole TestMain of an integration test package: it starts a control plane with opts, stores it in
+// *controlPlane, runs the tests and stops the control plane, then exits with the tests' result.
+//
+// If the control plane cannot start (binaries missing and not buildable, a component failing) the package FAILS
+// with the reason; integration tests never skip for want of a control plane, or a broken setup would look green.
+// When tests fail, the control plane's directory with every component's log is kept and its path printed.
+func Main(m *testing.M, opts Options, controlPlane **ControlPlane) {
+	os.Exit(runWithControlPlane(m, opts, controlPlane))
+}
+
+func runWithControlPlane(m *testing.M, opts Options, controlPlane **ControlPlane) int {
+	cp, err := StartControlPlane(context.Background(), opts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: the integration control plane did not start: %v\n", err)
+		return 1
+	}
+	*controlPlane = cp
+
+	// A Ctrl-C or a SIGTERM would otherwise end the test binary at once; Pdeathsig would still kill the components,
+	// but stopping them here also removes the temporary directory.
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(signals)
+	go func() {
+		sig := <-signals
+		fmt.Fprintf(os.Stderr, "framework: %v: stopping the control plane\n", sig)
+		_ = cp.Stop()
+		os.Exit(1)
+	}()
+
+	code := m.Run()
+	if err := cp.stop(code != 0); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: stopping the integration control plane: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
