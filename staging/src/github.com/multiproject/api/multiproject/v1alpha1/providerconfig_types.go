@@ -1,0 +1,249 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DefaultProviderConfigLabelKey is the default key of the label that assigns
+// an object, or every object of a namespace, to a tenant; its value is the
+// name of the ProviderConfig. The manager can be told to use another key, so
+// code should take the key from its configuration and use this only as the
+// flag default.
+const DefaultProviderConfigLabelKey = "multiproject.io/provider-config"
+
+// ProviderConfigCleanupFinalizer is the finalizer the manager puts on every
+// ProviderConfig before it starts the tenant's controllers. It is what lets
+// the manager see a deletion (stop the tenant, clean up per policy) even when
+// the object would otherwise vanish while the manager is down.
+const ProviderConfigCleanupFinalizer = "multiproject.io/provider-config-cleanup"
+
+// Condition types of ProviderConfigStatus.Conditions. Every per-tenant
+// controller owns exactly one condition, so two controllers never fight over
+// one; Ready summarizes them.
+const (
+	// ProviderConfigConditionReady is True when every controller that the
+	// spec enables for this tenant is running and reports its own condition
+	// True.
+	ProviderConfigConditionReady = "Ready"
+	// ProviderConfigConditionNEGReady belongs to the neg controller, which
+	// runs when spec.gcp is set.
+	ProviderConfigConditionNEGReady = "NEGReady"
+	// ProviderConfigConditionNamespaceProjectReady belongs to the
+	// namespace-project controller, which runs when spec.rancher is set.
+	ProviderConfigConditionNamespaceProjectReady = "NamespaceProjectReady"
+	// ProviderConfigConditionIngressTunnelReady belongs to the ingress-tunnel
+	// controller, which runs when spec.pangolin is set.
+	ProviderConfigConditionIngressTunnelReady = "IngressTunnelReady"
+)
+
+// +genclient
+// +genclient:nonNamespaced
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=pc
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="GCP Project",type=string,JSONPath=`.spec.gcp.projectID`
+// +kubebuilder:printcolumn:name="Rancher Cluster",type=string,JSONPath=`.spec.rancher.clusterID`
+// +kubebuilder:printcolumn:name="Tunnel Namespace",type=string,JSONPath=`.spec.pangolin.tunnelNamespace`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="the name is used as a label value, so it must be at most 63 characters"
+
+// ProviderConfig is one tenant of the cluster. For each ProviderConfig the
+// manager runs the controllers whose spec section is present, and those
+// controllers only see the objects labelled with this ProviderConfig's name
+// (directly or through their namespace).
+type ProviderConfig struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec says which backends this tenant uses and how to reach them.
+	// +optional
+	Spec ProviderConfigSpec `json:"spec,omitempty"`
+
+	// Status is written by the manager and its controllers.
+	// +optional
+	Status ProviderConfigStatus `json:"status,omitempty"`
+}
+
+// ProviderConfigSpec holds one optional section per backend. An absent
+// section means the controller for that backend does not run for this tenant.
+type ProviderConfigSpec struct {
+	// GCP enables the neg controller: NEGs for this tenant's Services are
+	// kept in this GCP project.
+	// +optional
+	GCP *GCPConfig `json:"gcp,omitempty"`
+
+	// Rancher enables the namespace-project controller: this tenant's
+	// namespaces are assigned to Projects of this Rancher cluster.
+	// +optional
+	Rancher *RancherConfig `json:"rancher,omitempty"`
+
+	// Pangolin enables the ingress-tunnel controller: this tenant's Ingresses
+	// of the Pangolin classes are exposed through these tunnels.
+	// +optional
+	Pangolin *PangolinConfig `json:"pangolin,omitempty"`
+}
+
+// GCPConfig locates the tenant's GCP project and VPC.
+type GCPConfig struct {
+	// ProjectID is the GCP project ID (not its number or display name): 6 to
+	// 30 lowercase letters, digits and hyphens, starting with a letter and
+	// not ending with a hyphen. Legacy domain-scoped IDs ("example.com:p")
+	// are not accepted.
+	// +required
+	// +kubebuilder:validation:MinLength=6
+	// +kubebuilder:validation:MaxLength=30
+	// +kubebuilder:validation:Pattern=`^[a-z][-a-z0-9]{4,28}[a-z0-9]$`
+	ProjectID string `json:"projectID"`
+
+	// ProjectNumber is the numeric ID of the same project. Some GCE
+	// resources (and IAM) refer to the project by number; zero means unknown.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ProjectNumber int64 `json:"projectNumber,omitempty"`
+
+	// Network is the VPC network the tenant's NEGs attach to, as a name or a
+	// resource URL in the project.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Network string `json:"network"`
+
+	// Subnetwork is the subnetwork of Network the NEGs use, as a name or a
+	// resource URL. Empty means the network's default for the zone.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Subnetwork string `json:"subnetwork,omitempty"`
+
+	// CredentialsSecretRef points at a Secret key holding a service-account
+	// JSON key for the project. Absent means the manager's own credentials
+	// (for example workload identity) are used.
+	// +optional
+	CredentialsSecretRef *SecretKeyReference `json:"credentialsSecretRef,omitempty"`
+}
+
+// SecretKeyReference names one key of one Secret. The namespace is explicit
+// because a ProviderConfig is cluster-scoped and has no namespace of its own.
+type SecretKeyReference struct {
+	// Namespace of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace"`
+
+	// Name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// Key within the Secret's data.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key"`
+}
+
+// RancherConfig locates the tenant's Rancher cluster.
+type RancherConfig struct {
+	// ClusterID is the Rancher cluster ID ("local", "c-xxxxx", "c-m-xxxxxxxx").
+	// Rancher keeps a cluster's Projects in the namespace named by this ID in
+	// the management cluster, so it must be a valid namespace name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	ClusterID string `json:"clusterID"`
+}
+
+// PangolinConfig says which PangolinTunnels carry the tenant's Ingresses and
+// the defaults of the PangolinResources written for them.
+type PangolinConfig struct {
+	// TunnelNamespace is the namespace of the tenant's PangolinTunnels. Tunnel
+	// names are looked up only there, so two tenants may use the same tunnel
+	// name without ambiguity.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	TunnelNamespace string `json:"tunnelNamespace"`
+
+	// DefaultTunnel is the tunnel of Ingresses of the class "pangolin" that
+	// do not name a tunnel themselves.
+	// +optional
+	DefaultTunnel TunnelName `json:"defaultTunnel,omitempty"`
+
+	// TunnelsByClassSuffix maps the suffix s of an ingress class
+	// "pangolin-<s>" to the tunnel that carries Ingresses of that class. A
+	// class whose suffix is not in the map uses the tunnel named like the
+	// suffix.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=256
+	TunnelsByClassSuffix map[string]TunnelName `json:"tunnelsByClassSuffix,omitempty"`
+
+	// SSODefault is the sso setting of a PangolinResource when the Ingress
+	// has no sso annotation.
+	// +optional
+	SSODefault bool `json:"ssoDefault,omitempty"`
+
+	// BlockAccessDefault is the blockAccess setting of a PangolinResource
+	// when the Ingress has no block-access annotation.
+	// +optional
+	BlockAccessDefault bool `json:"blockAccessDefault,omitempty"`
+}
+
+// TunnelName is the name of a PangolinTunnel object (a DNS subdomain).
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=253
+// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+type TunnelName string
+
+// ProviderConfigStatus is what the manager last observed of the tenant.
+type ProviderConfigStatus struct {
+	// ObservedGeneration is the metadata.generation of the spec the running
+	// controllers were started with.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions holds Ready and one condition per controller; see the
+	// ProviderConfigCondition* constants.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// ProviderConfigList is a list of ProviderConfigs.
+type ProviderConfigList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []ProviderConfig `json:"items"`
+}

@@ -1,0 +1,284 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TranslationDeleterFinalizer is put on every Translation when it is created.
+// Only the pusher removes it, and only after it has deleted every backend
+// resource of the Translation, so a Translation (and with it the record of
+// what exists in the cloud) cannot disappear before the cloud side does.
+const TranslationDeleterFinalizer = "multiproject.io/deleter"
+
+// TranslationOwnerUIDLabelKey is the label holding the UID of the object a
+// Translation was made for. It exists because ownerReferences cannot be used
+// in a label or field selector: listing a Service's Translations (to find the
+// stale ones) is a label selection on this key.
+const TranslationOwnerUIDLabelKey = "multiproject.io/owner-uid"
+
+// TranslationConditionSynced is the condition the pusher sets on a
+// Translation: True when every backend resource matches the spec of
+// metadata.generation == status.observedGeneration.
+const TranslationConditionSynced = "Synced"
+
+// BackendResourceKind names a type of backend (cloud) resource.
+// +kubebuilder:validation:Enum=NetworkEndpointGroup
+type BackendResourceKind string
+
+const (
+	// BackendResourceKindNetworkEndpointGroup is a GCE zonal network
+	// endpoint group. Its parameters are in
+	// BackendResource.NetworkEndpointGroup and BackendResource.Zone.
+	BackendResourceKindNetworkEndpointGroup BackendResourceKind = "NetworkEndpointGroup"
+)
+
+// NetworkEndpointType is the GCE type of the endpoints of a NEG.
+// +kubebuilder:validation:Enum=GCE_VM_IP_PORT
+type NetworkEndpointType string
+
+const (
+	// NetworkEndpointTypeGCEVMIPPort is an endpoint given by a VM instance,
+	// an IP address of that VM (primary or alias) and a port.
+	NetworkEndpointTypeGCEVMIPPort NetworkEndpointType = "GCE_VM_IP_PORT"
+)
+
+// BackendResourceState is the pusher's view of one backend resource.
+// +kubebuilder:validation:Enum=Pending;Ready;Error;Deleting
+type BackendResourceState string
+
+const (
+	// BackendResourceStatePending means the resource has not been created or
+	// updated to the current spec yet.
+	BackendResourceStatePending BackendResourceState = "Pending"
+	// BackendResourceStateReady means the resource exists and matches the
+	// spec.
+	BackendResourceStateReady BackendResourceState = "Ready"
+	// BackendResourceStateError means the last attempt failed; see
+	// BackendResourceStatus.LastError. The pusher retries with backoff.
+	BackendResourceStateError BackendResourceState = "Error"
+	// BackendResourceStateDeleting means the Translation is being deleted and
+	// the resource has not been deleted in the backend yet.
+	BackendResourceStateDeleting BackendResourceState = "Deleting"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Namespaced,shortName=tr
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Owner Kind",type=string,JSONPath=`.metadata.ownerReferences[0].kind`
+// +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.metadata.ownerReferences[0].name`
+// +kubebuilder:printcolumn:name="Synced",type=string,JSONPath=`.status.conditions[?(@.type=="Synced")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// Translation declares, before they exist, the backend resources that one
+// Kubernetes object needs (for the neg controller: the NEGs, one per zone, of
+// one Service port). Controllers write Translations; the pusher is the only
+// writer to the backend and reports back in the status.
+//
+// A Translation carries an ownerReference to that object (so garbage
+// collection deletes it with its owner), the tenant label
+// (DefaultProviderConfigLabelKey, or the key the manager is configured with),
+// the TranslationOwnerUIDLabelKey label, and the TranslationDeleterFinalizer.
+type Translation struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired backend state.
+	// +optional
+	Spec TranslationSpec `json:"spec,omitempty"`
+
+	// Status is written by the pusher.
+	// +optional
+	Status TranslationStatus `json:"status,omitempty"`
+}
+
+// TranslationSpec is the ordered list of backend resources of a Translation.
+type TranslationSpec struct {
+	// Resources are created in this order and deleted in the reverse order,
+	// so a resource may depend on any resource before it. A resource is
+	// identified by kind, zone and name; an entry must not be changed into
+	// another resource, and a backend resource belongs to one Translation
+	// only.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Resources []BackendResource `json:"resources,omitempty"`
+}
+
+// BackendResource is one resource in the backend. Kind says which of the
+// type-specific fields is used.
+// +kubebuilder:validation:XValidation:rule="self.kind != 'NetworkEndpointGroup' || (has(self.networkEndpointGroup) && has(self.zone))",message="a NetworkEndpointGroup needs zone and networkEndpointGroup"
+type BackendResource struct {
+	// Kind is the type of the backend resource.
+	// +required
+	Kind BackendResourceKind `json:"kind"`
+
+	// Name is the resource's name in the backend. GCE names are RFC 1035
+	// labels: a lowercase letter, then lowercase letters, digits and hyphens,
+	// at most 63 characters, not ending with a hyphen.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// Zone is the zone of a zonal resource, such as "europe-west1-b".
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Zone string `json:"zone,omitempty"`
+
+	// Description is written to the backend resource as is. It carries the
+	// marker by which the pusher proves that it created a resource before it
+	// changes or deletes it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Description string `json:"description,omitempty"`
+
+	// NetworkEndpointGroup holds the parameters of a resource of kind
+	// NetworkEndpointGroup.
+	// +optional
+	NetworkEndpointGroup *NetworkEndpointGroupParameters `json:"networkEndpointGroup,omitempty"`
+}
+
+// NetworkEndpointGroupParameters describes a zonal GCE NEG and the endpoints
+// it should contain.
+type NetworkEndpointGroupParameters struct {
+	// NetworkEndpointType is the NEG's endpoint type. Empty means
+	// GCE_VM_IP_PORT, the only type supported so far. There is deliberately
+	// no schema default: a value filled in by the server would make every
+	// comparison with a controller's desired spec look like a change.
+	// +optional
+	NetworkEndpointType NetworkEndpointType `json:"networkEndpointType,omitempty"`
+
+	// Network is the VPC network of the NEG, as a name or resource URL.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Network string `json:"network"`
+
+	// Subnetwork is the subnetwork of the NEG, as a name or resource URL.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Subnetwork string `json:"subnetwork,omitempty"`
+
+	// Port is the NEG's default port: the port of endpoints that do not give
+	// one (GCE's defaultPort).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+
+	// Endpoints is the complete desired set of endpoints of this NEG. The
+	// pusher attaches what is missing and detaches what is not listed.
+	// +optional
+	// +listType=atomic
+	Endpoints []NetworkEndpoint `json:"endpoints,omitempty"`
+}
+
+// NetworkEndpoint is one GCE_VM_IP_PORT endpoint of a NEG.
+type NetworkEndpoint struct {
+	// Instance is the name of the VM, in the NEG's zone, that has IPAddress.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Instance string `json:"instance"`
+
+	// IPAddress is the endpoint's IP address (a pod IP for container-native
+	// load balancing).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=45
+	IPAddress string `json:"ipAddress"`
+
+	// Port is the endpoint's port; zero means the NEG's default port.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+}
+
+// TranslationStatus is what the pusher last did with a Translation.
+type TranslationStatus struct {
+	// ObservedGeneration is the metadata.generation the pusher last acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Resources has one entry per spec.resources entry the pusher has seen,
+	// in the same order.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Resources []BackendResourceStatus `json:"resources,omitempty"`
+
+	// Conditions holds the Synced condition.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
+
+// BackendResourceStatus is the state of one backend resource.
+type BackendResourceStatus struct {
+	// Kind of the resource, as in the spec.
+	// +optional
+	Kind BackendResourceKind `json:"kind,omitempty"`
+
+	// Name of the resource, as in the spec.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// Zone of the resource, as in the spec.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Zone string `json:"zone,omitempty"`
+
+	// State is the pusher's view of the resource.
+	// +required
+	State BackendResourceState `json:"state"`
+
+	// EndpointCount is the number of endpoints the resource had after the
+	// pusher's last successful sync (for a NEG).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	EndpointCount int32 `json:"endpointCount,omitempty"`
+
+	// LastError is the message of the last failed backend call, empty after
+	// a success.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32768
+	LastError string `json:"lastError,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// TranslationList is a list of Translations.
+type TranslationList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []Translation `json:"items"`
+}
