@@ -1,0 +1,46 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package tenancy
+
+// RoutingEntries counts the router's per-tenant bookkeeping for leak tests: entries in the per-resource handler
+// maps and lists. It is zero when no tenant has a live handler.
+func RoutingEntries(r *Router) int {
+	r.resourcesMu.RLock()
+	defer r.resourcesMu.RUnlock()
+	n := 0
+	for _, res := range r.resources {
+		res.registryMu.RLock()
+		n += len(res.byTenant) + len(res.everyTenant)
+		res.registryMu.RUnlock()
+	}
+	return n
+}
+
+// DeliveredUnlabeled counts the unlabeled namespaced objects the router remembers for namespace moves.
+func DeliveredUnlabeled(r *Router) int {
+	r.dispatchMu.Lock()
+	defer r.dispatchMu.Unlock()
+	r.resourcesMu.RLock()
+	defer r.resourcesMu.RUnlock()
+	n := 0
+	for _, res := range r.resources {
+		for _, byName := range res.unlabeledByNamespace {
+			n += len(byName)
+		}
+	}
+	return n
+}

@@ -1,0 +1,76 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package tenancy
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// DefaultLabelKey is the label whose value names the tenant (the ProviderConfig) that owns an object.
+const DefaultLabelKey = "multiproject.io/provider-config"
+
+// IndexName is the name of the ownership index that [Indexers] installs for labelKey. The label key is part of the
+// name so that a [Router] can check that its informers were indexed for the same key it routes by.
+func IndexName(labelKey string) string {
+	return "multiproject.io/tenancy-owner:" + labelKey
+}
+
+// Indexers returns the ownership index to install on every shared informer that a [Router] routes, before the
+// informer starts. Each object is indexed under exactly one value:
+//
+//   - its own tenant label, when present: the object belongs to that tenant whatever its namespace says;
+//   - else its namespace, when it has one: the namespace's label decides, and it is looked up when listing, so a
+//     namespace relabel changes nothing in this index;
+//   - else a shared value: an unlabeled cluster-scoped object (shared by every tenant for [ClusterScoped]
+//     resources, owned by nobody for Namespaces).
+func Indexers(labelKey string) cache.Indexers {
+	return cache.Indexers{IndexName(labelKey): ownershipIndexFunc(labelKey)}
+}
+
+func ownershipIndexFunc(labelKey string) cache.IndexFunc {
+	return func(obj any) ([]string, error) {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil, fmt.Errorf("tenancy: cannot index %T by owner: %w", obj, err)
+		}
+		if tenant := tenantLabel(m, labelKey); tenant != "" {
+			return []string{labelIndexValue(tenant)}, nil
+		}
+		if ns := m.GetNamespace(); ns != "" {
+			return []string{namespaceIndexValue(ns)}, nil
+		}
+		return []string{sharedIndexValue}, nil
+	}
+}
+
+// The three kinds of index value carry different prefixes, so a tenant and a namespace of the same name never
+// collide. Neither label values nor namespace names may contain '/'.
+const sharedIndexValue = "shared"
+
+func labelIndexValue(tenant string) string { return "label/" + tenant }
+
+func namespaceIndexValue(namespace string) string { return "namespace/" + namespace }
+
+// tenantLabel returns the tenant named by the object's own label, or "" when the label is absent or empty. An empty
+// value is treated as absent so that clearing the value hands the object back to its namespace's tenant.
+func tenantLabel(m metav1.Object, labelKey string) string {
+	return m.GetLabels()[labelKey]
+}
