@@ -112,7 +112,9 @@ func (v *View) Run(stopCh <-chan struct{}) { <-stopCh }
 func (v *View) RunWithContext(ctx context.Context) { <-ctx.Done() }
 
 // HasSynced reports whether the shared informer, and the Namespace informer that decides ownership, have synced.
-func (v *View) HasSynced() bool { return cache.IsDone(v.res.hasSyncedChecker()) }
+func (v *View) HasSynced() bool {
+	return v.res.informer.HasSynced() && v.tenant.router.namespaces.informer.HasSynced()
+}
 
 // HasSyncedChecker is HasSynced as a channel, for cache.WaitFor.
 func (v *View) HasSyncedChecker() cache.DoneChecker { return v.res.hasSyncedChecker() }
