@@ -63,6 +63,8 @@ require (
 	github.com/moby/term v0.5.2 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
+	github.com/multiproject/api v0.0.0
+	github.com/multiproject/client-go v0.0.0
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/prometheus/client_golang v1.24.0 // indirect
@@ -111,4 +113,11 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
+)
+
+// The API and client modules are developed in this repository under staging/, like kubernetes'
+// staging/src/k8s.io/*: the root module builds against the checked-out copies, never a published version.
+replace (
+	github.com/multiproject/api => ./staging/src/github.com/multiproject/api
+	github.com/multiproject/client-go => ./staging/src/github.com/multiproject/client-go
 )
