@@ -24,6 +24,14 @@ log() { printf '[build-controlplane] %s\n' "$*" >&2; }
 
 mkdir -p "${bin_dir}"
 
+# Several callers may start at once (go test runs integration packages in parallel, each may call this script, and
+# local-up may run beside them). One builds; the others wait for it and then find the binaries cached.
+exec {lock_fd}>"${bin_dir}/.lock"
+if ! flock --nonblock "${lock_fd}"; then
+  log "another build-controlplane.sh is building into ${bin_dir}; waiting for it"
+  flock "${lock_fd}"
+fi
+
 build() {
   local name=$1 module_dir=$2 pkg=$3
   if [[ -x "${bin_dir}/${name}" ]]; then
@@ -33,8 +41,11 @@ build() {
   log "${name}: building ${pkg} (cold builds on 2 cores: etcd ~1 min, kube-apiserver ~7 min, kube-controller-manager ~3 min, kubectl ~2 min)"
   local start=${SECONDS}
   # Build into a temporary name first so an interrupted build never leaves a half-written binary in the cache.
-  (cd "${module_dir}" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "${bin_dir}/.${name}.tmp" "${pkg}")
-  mv "${bin_dir}/.${name}.tmp" "${bin_dir}/${name}"
+  partial="${bin_dir}/.${name}.partial"
+  trap 'rm -f "${partial}"' EXIT
+  (cd "${module_dir}" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "${partial}" "${pkg}")
+  mv "${partial}" "${bin_dir}/${name}"
+  trap - EXIT
   log "${name}: built in $((SECONDS - start))s"
 }
 
