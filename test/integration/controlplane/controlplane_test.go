@@ -297,3 +297,17 @@ func cwd(t *testing.T) string {
 	}
 	return dir
 }
+
+// Components with a secure port (the manager, kube-controller-manager) authenticate callers by delegating to the API
+// server and read its client CAs from this ConfigMap; without them they log errors forever.
+func TestAPIServerPublishesItsClientCAsForDelegatedAuthentication(t *testing.T) {
+	configMap, err := controlPlane.AdminClient().CoreV1().ConfigMaps("kube-system").Get(t.Context(), "extension-apiserver-authentication", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"client-ca-file", "requestheader-client-ca-file"} {
+		if !strings.Contains(configMap.Data[key], "BEGIN CERTIFICATE") {
+			t.Errorf("kube-system/extension-apiserver-authentication has no certificate under %q", key)
+		}
+	}
+}

@@ -151,6 +151,8 @@ func StartControlPlane(ctx context.Context, opts Options) (_ *ControlPlane, err 
 type credentials struct {
 	servingCertFile, servingKeyFile string
 	servingCertPEM                  []byte // self-signed CA + serving cert; clients trust it as their CA bundle
+	clientCAFile                    string
+	requestHeaderCAFile             string
 	serviceAccountKeyFile           string
 	tokenAuthFile                   string
 	adminToken                      string
@@ -162,6 +164,8 @@ func writeCredentials(dir string) (*credentials, error) {
 		servingKeyFile:        filepath.Join(dir, "apiserver.key"),
 		serviceAccountKeyFile: filepath.Join(dir, "service-account.key"),
 		tokenAuthFile:         filepath.Join(dir, "tokens.csv"),
+		clientCAFile:          filepath.Join(dir, "client-ca.crt"),
+		requestHeaderCAFile:   filepath.Join(dir, "front-proxy-ca.crt"),
 	}
 	// Our own serving certificate (rather than the one kube-apiserver would generate in --cert-dir) so that clients
 	// verify TLS instead of skipping verification, and so that it is valid for 127.0.0.1, where we connect.
@@ -170,6 +174,18 @@ func writeCredentials(dir string) (*credentials, error) {
 		return nil, err
 	}
 	c.servingCertPEM = certPEM
+	// Client CAs, as every real cluster has. Nobody gets a certificate from them: they exist because kube-apiserver
+	// publishes them in the kube-system/extension-apiserver-authentication ConfigMap, and components that delegate
+	// authentication to the API server (the manager's secure port, like kube-controller-manager's) read that
+	// ConfigMap and log errors about every CA bundle it lacks.
+	clientCAPEM, err := newCAPEM("integration-client-ca")
+	if err != nil {
+		return nil, err
+	}
+	requestHeaderCAPEM, err := newCAPEM("integration-front-proxy-ca")
+	if err != nil {
+		return nil, err
+	}
 	// One RSA key both signs ServiceAccount tokens and (through its public half) verifies them.
 	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -192,12 +208,27 @@ func writeCredentials(dir string) (*credentials, error) {
 		c.servingKeyFile:        keyPEM,
 		c.serviceAccountKeyFile: saKeyPEM,
 		c.tokenAuthFile:         []byte(tokens),
+		c.clientCAFile:          clientCAPEM,
+		c.requestHeaderCAFile:   requestHeaderCAPEM,
 	} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			return nil, err
 		}
 	}
 	return c, nil
+}
+
+// newCAPEM returns a new self-signed CA certificate, PEM-encoded; its key is thrown away.
+func newCAPEM(commonName string) ([]byte, error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := certutil.NewSelfSignedCACert(certutil.Config{CommonName: commonName}, key)
+	if err != nil {
+		return nil, err
+	}
+	return certutil.EncodeCertificates(ca)
 }
 
 func (cp *ControlPlane) startEtcd(ctx context.Context, binary string) (string, error) {
@@ -262,6 +293,13 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, binary, etcdURL stri
 			"--tls-private-key-file=" + creds.servingKeyFile,
 			"--cert-dir=" + cp.dir, // unused with the files above, but keeps it from defaulting to /var/run/kubernetes
 			"--token-auth-file=" + creds.tokenAuthFile,
+			"--client-ca-file=" + creds.clientCAFile,
+			// The aggregation layer's front-proxy settings, with kubeadm's values.
+			"--requestheader-client-ca-file=" + creds.requestHeaderCAFile,
+			"--requestheader-allowed-names=front-proxy-client",
+			"--requestheader-username-headers=X-Remote-User",
+			"--requestheader-group-headers=X-Remote-Group",
+			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 			"--authorization-mode=RBAC",
 			"--service-account-issuer=" + serviceAccountIssuer,
 			"--service-account-key-file=" + creds.serviceAccountKeyFile,
