@@ -29,10 +29,13 @@ work_dir=${LOCAL_UP_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/multiproject-local-up.XXXX
 mkdir -p "${work_dir}/bin" "${work_dir}/logs" "${work_dir}/tmp"
 admin_kubeconfig="${work_dir}/admin.kubeconfig"
 manager_kubeconfig="${work_dir}/manager.kubeconfig"
+# A kubeconfig left by an earlier run in the same LOCAL_UP_DIR would look like "ready" below.
+rm -f "${admin_kubeconfig}" "${manager_kubeconfig}"
 
 controlplane_pid=""
 manager_pid=""
 
+# shellcheck disable=SC2317 # stop_group and cleanup run from the EXIT trap
 # stop_group PID NAME: SIGTERM to the process group PID leads (each component runs under setsid), then wait for
 # it to exit; SIGKILL to the group if it is still there after 30 s (kube-apiserver drains for a few seconds).
 stop_group() {
@@ -51,6 +54,7 @@ stop_group() {
   wait "${pid}" 2>/dev/null || true
 }
 
+# shellcheck disable=SC2317
 cleanup() {
   local status=$?
   trap - EXIT INT TERM

@@ -95,6 +95,7 @@ func StartControlPlane(ctx context.Context, opts Options) (_ *ControlPlane, err 
 		return nil, fmt.Errorf("the integration tests need %v: %w", binaries, err)
 	}
 
+	started := time.Now()
 	dir, err := os.MkdirTemp("", "multiproject-controlplane-")
 	if err != nil {
 		return nil, err
@@ -143,7 +144,8 @@ func StartControlPlane(ctx context.Context, opts Options) (_ *ControlPlane, err 
 			return nil, err
 		}
 	}
-	fmt.Fprintf(progress, "framework: control plane ready; admin kubeconfig %s\n", cp.kubeconfigPath)
+	fmt.Fprintf(progress, "framework: control plane ready in %s; admin kubeconfig %s\n",
+		time.Since(started).Round(100*time.Millisecond), cp.kubeconfigPath)
 	return cp, nil
 }
 
