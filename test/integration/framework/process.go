@@ -20,8 +20,9 @@ const stopGracePeriod = 10 * time.Second
 // Why: the parent-death signal (Pdeathsig, set in process_linux.go) fires when the *thread* that forked the child
 // exits, not when the process does (golang/go#27505). The Go runtime ends a thread when a goroutine locked to it
 // exits, so a child forked from an arbitrary thread could be killed in the middle of a test by unrelated code. A
-// thread that this package owns and keeps until the control plane stops avoids that, and when its goroutine finally
-// exits (still locked, on purpose) the thread ends and the kernel kills any child that somehow survived stop.
+// thread that this package owns and keeps until the control plane stops avoids that. When its goroutine finally
+// exits, still locked on purpose, the runtime ends the thread (unless it is the main thread, which it never ends),
+// and the kernel kills any child that somehow survived stop; in any case every child dies with the test binary.
 type processStarter struct {
 	requests chan startRequest
 }
