@@ -1,0 +1,59 @@
+// Package config owns the runtime configuration of multiproject-controller-manager: what the options become once
+// validated (clients, serving, event recording), and its completed form that Run accepts.
+package config
+
+import (
+	"time"
+
+	apiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	componentbaseconfig "k8s.io/component-base/config"
+)
+
+// Config is the validated configuration of the process.
+type Config struct {
+	// Controllers is the canonical --controllers list (aliases resolved).
+	Controllers []string
+	// ConcurrentSyncs maps a controller name to its worker count.
+	ConcurrentSyncs        map[string]int
+	ProviderConfigWorkers  int
+	ProviderConfigLabelKey string
+	ResyncPeriod           time.Duration
+	ShutdownTimeout        time.Duration
+	CacheSyncTimeout       time.Duration
+	LeaderElection         componentbaseconfig.LeaderElectionConfiguration
+	Debugging              componentbaseconfig.DebuggingConfiguration
+
+	Kubeconfig           *restclient.Config
+	Client               kubernetes.Interface
+	LeaderElectionClient kubernetes.Interface
+
+	// SecureServing is nil when --secure-port=0.
+	SecureServing  *apiserver.SecureServingInfo
+	Authentication apiserver.AuthenticationInfo
+	Authorization  apiserver.AuthorizationInfo
+
+	// EventBroadcaster records the process's own events (leader election); EventSink is where they go.
+	EventBroadcaster record.EventBroadcaster
+	EventRecorder    record.EventRecorder
+	EventSink        record.EventSink
+}
+
+type completedConfig struct {
+	*Config
+}
+
+// CompletedConfig can only be made by Complete, so Run never sees a config that skipped completion.
+type CompletedConfig struct {
+	*completedConfig
+}
+
+// Complete fills in what the options leave open.
+func (c *Config) Complete() CompletedConfig {
+	if c.ConcurrentSyncs == nil {
+		c.ConcurrentSyncs = map[string]int{}
+	}
+	return CompletedConfig{&completedConfig{c}}
+}

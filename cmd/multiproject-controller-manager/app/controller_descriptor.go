@@ -1,0 +1,35 @@
+package app
+
+import (
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+)
+
+// NewControllerDescriptors returns the per-tenant controllers this binary can run. Each controller package adds its
+// descriptor here; the table is validated by a unit test, so a broken entry never reaches a release.
+func NewControllerDescriptors() *registry.Registry[tenant.Constructor] {
+	r, err := registry.New(controllerDescriptors()...)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+func controllerDescriptors() []*registry.Descriptor[tenant.Constructor] {
+	return nil
+}
+
+// catalog adapts the registry to what the options need.
+type catalog struct {
+	*registry.Registry[tenant.Constructor]
+}
+
+func (c catalog) Info() []options.ControllerInfo {
+	var out []options.ControllerInfo
+	for _, name := range c.KnownControllers() {
+		d, _ := c.Get(name)
+		out = append(out, options.ControllerInfo{Name: name, DefaultConcurrentSyncs: d.DefaultConcurrentSyncs})
+	}
+	return out
+}

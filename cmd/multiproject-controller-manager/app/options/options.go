@@ -1,0 +1,333 @@
+// Package options owns the command line of multiproject-controller-manager: the defaulted options, their named
+// flag sections, their validation and their conversion into a config.Config.
+package options
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
+	apiserveroptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/client-go/kubernetes"
+	clientgokubescheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+	cliflag "k8s.io/component-base/cli/flag"
+	componentbaseconfig "k8s.io/component-base/config"
+	componentbaseoptions "k8s.io/component-base/config/options"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/metrics"
+	cmoptions "k8s.io/controller-manager/options"
+
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
+)
+
+const (
+	// DefaultSecurePort serves /healthz, /readyz, /livez, /metrics and pprof over HTTPS.
+	DefaultSecurePort = 10270
+	// DefaultProviderConfigLabelKey names the label that assigns an object to a tenant.
+	DefaultProviderConfigLabelKey = "multiproject.io/provider-config"
+	// DefaultLeaseName is the Lease that leader election holds in kube-system.
+	DefaultLeaseName = names.ComponentName
+)
+
+// ControllerInfo is what the options need to know of one registered per-tenant controller.
+type ControllerInfo struct {
+	Name                   string
+	DefaultConcurrentSyncs int
+}
+
+// ControllerCatalog is the registry as seen by the command line: names, aliases and defaults.
+type ControllerCatalog interface {
+	KnownControllers() []string
+	DisabledByDefault() []string
+	Canonicalize(controllers []string) ([]string, error)
+	Info() []ControllerInfo
+}
+
+// Options holds every flag of the command.
+type Options struct {
+	Controllers            []string
+	ConcurrentSyncs        map[string]*int32
+	ProviderConfigWorkers  int32
+	ProviderConfigLabelKey string
+	ResyncPeriod           metav1.Duration
+	ShutdownTimeout        metav1.Duration
+	CacheSyncTimeout       metav1.Duration
+	ClientConnection       componentbaseconfig.ClientConnectionConfiguration
+	LeaderElection         componentbaseconfig.LeaderElectionConfiguration
+
+	Debugging      *cmoptions.DebuggingOptions
+	SecureServing  *apiserveroptions.SecureServingOptions
+	Authentication *apiserveroptions.DelegatingAuthenticationOptions
+	Authorization  *apiserveroptions.DelegatingAuthorizationOptions
+	Metrics        *metrics.Options
+	Logs           *logsapi.LoggingConfiguration
+
+	Master     string
+	Kubeconfig string
+
+	catalog ControllerCatalog
+}
+
+// NewOptions returns the defaulted options for the controllers in catalog.
+func NewOptions(catalog ControllerCatalog) *Options {
+	o := &Options{
+		Controllers:            []string{"*"},
+		ConcurrentSyncs:        map[string]*int32{},
+		ProviderConfigWorkers:  5,
+		ProviderConfigLabelKey: DefaultProviderConfigLabelKey,
+		ResyncPeriod:           metav1.Duration{Duration: 10 * time.Minute},
+		ShutdownTimeout:        metav1.Duration{Duration: 30 * time.Second},
+		CacheSyncTimeout:       metav1.Duration{Duration: 2 * time.Minute},
+		ClientConnection: componentbaseconfig.ClientConnectionConfiguration{
+			ContentType: "application/vnd.kubernetes.protobuf",
+			QPS:         20,
+			Burst:       30,
+		},
+		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
+			LeaderElect:       true,
+			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
+			RenewDeadline:     metav1.Duration{Duration: 10 * time.Second},
+			RetryPeriod:       metav1.Duration{Duration: 2 * time.Second},
+			ResourceLock:      "leases",
+			ResourceName:      DefaultLeaseName,
+			ResourceNamespace: metav1.NamespaceSystem,
+		},
+		Debugging:      cmoptions.RecommendedDebuggingOptions(),
+		SecureServing:  apiserveroptions.NewSecureServingOptions(),
+		Authentication: apiserveroptions.NewDelegatingAuthenticationOptions(),
+		Authorization:  apiserveroptions.NewDelegatingAuthorizationOptions(),
+		Metrics:        metrics.NewOptions(),
+		Logs:           logsapi.NewLoggingConfiguration(),
+		catalog:        catalog,
+	}
+	for _, c := range catalog.Info() {
+		workers := int32(c.DefaultConcurrentSyncs)
+		o.ConcurrentSyncs[c.Name] = &workers
+	}
+	o.SecureServing.BindPort = DefaultSecurePort
+	o.SecureServing.ServerCert.PairName = names.ComponentName
+	// Keep the self-signed certificate in memory: the container's root filesystem is read-only.
+	o.SecureServing.ServerCert.CertDirectory = ""
+	// Serving must work without a kubeconfig for delegated auth (e.g. when run against a local control plane
+	// without one): then only the always-allowed health paths answer.
+	o.Authentication.RemoteKubeConfigFileOptional = true
+	o.Authorization.RemoteKubeConfigFileOptional = true
+	return o
+}
+
+// Flags returns the flags in named sections, in the order --help prints them.
+func (o *Options) Flags() cliflag.NamedFlagSets {
+	fss := cliflag.NamedFlagSets{}
+
+	generic := fss.FlagSet("generic")
+	generic.StringSliceVar(&o.Controllers, "controllers", o.Controllers, fmt.Sprintf(""+
+		"A list of per-tenant controllers to enable. '*' enables all on-by-default controllers, 'foo' enables the "+
+		"controller named 'foo', '-foo' disables the controller named 'foo'.\nAll controllers: %s\n"+
+		"Disabled-by-default controllers: %s",
+		strings.Join(o.catalog.KnownControllers(), ", "), strings.Join(o.catalog.DisabledByDefault(), ", ")))
+	generic.Float32Var(&o.ClientConnection.QPS, "kube-api-qps", o.ClientConnection.QPS, "QPS to use while talking with the Kubernetes API server.")
+	generic.Int32Var(&o.ClientConnection.Burst, "kube-api-burst", o.ClientConnection.Burst, "Burst to use while talking with the Kubernetes API server.")
+	generic.StringVar(&o.ClientConnection.ContentType, "kube-api-content-type", o.ClientConnection.ContentType, "Content type of requests sent to the API server.")
+	generic.DurationVar(&o.ResyncPeriod.Duration, "resync-period", o.ResyncPeriod.Duration, "How often the shared informers resync, re-queueing every object. A converged cluster makes no writes on a resync. 0 disables resync.")
+	generic.StringVar(&o.ProviderConfigLabelKey, "provider-config-name-label-key", o.ProviderConfigLabelKey, "Label whose value names the ProviderConfig (tenant) an object, or every object of a labeled namespace, belongs to.")
+	generic.DurationVar(&o.CacheSyncTimeout.Duration, "cache-sync-timeout", o.CacheSyncTimeout.Duration, "How long to wait for the shared informer caches to sync after becoming leader before giving up with an error.")
+	generic.DurationVar(&o.ShutdownTimeout.Duration, "controller-shutdown-timeout", o.ShutdownTimeout.Duration, "How long to wait on shutdown for controllers to drain their queues before exiting anyway.")
+	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, generic)
+
+	pcfs := fss.FlagSet("provider-config controller")
+	pcfs.Int32Var(&o.ProviderConfigWorkers, "concurrent-provider-config-syncs", o.ProviderConfigWorkers, "Number of ProviderConfigs that are started, stopped or updated concurrently. Larger means a faster start with many tenants, at more load.")
+	for _, c := range o.catalog.Info() {
+		fs := fss.FlagSet(c.Name + " controller")
+		fs.Int32Var(o.ConcurrentSyncs[c.Name], "concurrent-"+c.Name+"-syncs", *o.ConcurrentSyncs[c.Name],
+			fmt.Sprintf("Number of objects each tenant's %s controller syncs concurrently.", c.Name))
+	}
+
+	o.Debugging.AddFlags(fss.FlagSet("debugging"))
+	o.SecureServing.AddFlags(fss.FlagSet("secure serving"))
+	o.Authentication.AddFlags(fss.FlagSet("authentication"))
+	o.Authorization.AddFlags(fss.FlagSet("authorization"))
+	o.Metrics.AddFlags(fss.FlagSet("metrics"))
+	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
+
+	misc := fss.FlagSet("misc")
+	misc.StringVar(&o.Master, "master", o.Master, "The address of the Kubernetes API server (overrides any value in kubeconfig).")
+	misc.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig file with authorization and API server location. Empty means the in-cluster config of the Pod's ServiceAccount.")
+	return fss
+}
+
+// Validate returns every problem with the options, each naming its flag.
+func (o *Options) Validate() error {
+	var errs []error
+	if _, err := o.catalog.Canonicalize(o.Controllers); err != nil {
+		errs = append(errs, err)
+	}
+	for name, workers := range o.ConcurrentSyncs {
+		if *workers < 1 {
+			errs = append(errs, fmt.Errorf("--concurrent-%s-syncs must be at least 1, got %d", name, *workers))
+		}
+	}
+	if o.ProviderConfigWorkers < 1 {
+		errs = append(errs, fmt.Errorf("--concurrent-provider-config-syncs must be at least 1, got %d", o.ProviderConfigWorkers))
+	}
+	if o.ClientConnection.QPS <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps must be greater than 0, got %v", o.ClientConnection.QPS))
+	}
+	if o.ClientConnection.Burst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-burst must be at least 1, got %d", o.ClientConnection.Burst))
+	}
+	if o.ResyncPeriod.Duration < 0 {
+		errs = append(errs, fmt.Errorf("--resync-period must not be negative, got %s", o.ResyncPeriod.Duration))
+	}
+	if o.CacheSyncTimeout.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("--cache-sync-timeout must be positive, got %s", o.CacheSyncTimeout.Duration))
+	}
+	if o.ShutdownTimeout.Duration < 0 {
+		errs = append(errs, fmt.Errorf("--controller-shutdown-timeout must not be negative, got %s", o.ShutdownTimeout.Duration))
+	}
+	for _, msg := range validation.IsQualifiedName(o.ProviderConfigLabelKey) {
+		errs = append(errs, fmt.Errorf("--provider-config-name-label-key %q is not a valid label key: %s", o.ProviderConfigLabelKey, msg))
+	}
+	errs = append(errs, ValidateLeaderElection(&o.LeaderElection)...)
+	errs = append(errs, o.Debugging.Validate()...)
+	errs = append(errs, o.SecureServing.Validate()...)
+	errs = append(errs, o.Authentication.Validate()...)
+	errs = append(errs, o.Authorization.Validate()...)
+	errs = append(errs, o.Metrics.Validate()...)
+	return utilerrors.NewAggregate(errs)
+}
+
+// ValidateLeaderElection checks what client-go's leader elector would otherwise reject with a panic, and names the
+// flags involved.
+func ValidateLeaderElection(le *componentbaseconfig.LeaderElectionConfiguration) []error {
+	if !le.LeaderElect {
+		return nil
+	}
+	var errs []error
+	lease, renew, retry := le.LeaseDuration.Duration, le.RenewDeadline.Duration, le.RetryPeriod.Duration
+	if lease <= 0 || renew <= 0 || retry <= 0 {
+		errs = append(errs, fmt.Errorf("--leader-elect-lease-duration (%s), --leader-elect-renew-deadline (%s) and --leader-elect-retry-period (%s) must all be positive", lease, renew, retry))
+	} else {
+		if lease <= renew {
+			errs = append(errs, fmt.Errorf("--leader-elect-lease-duration (%s) must be greater than --leader-elect-renew-deadline (%s)", lease, renew))
+		}
+		if float64(renew) <= 1.2*float64(retry) {
+			errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline (%s) must be greater than 1.2 × --leader-elect-retry-period (%s)", renew, retry))
+		}
+	}
+	if le.ResourceLock != "leases" {
+		errs = append(errs, fmt.Errorf("--leader-elect-resource-lock must be %q, got %q", "leases", le.ResourceLock))
+	}
+	for _, msg := range validation.IsDNS1123Subdomain(le.ResourceName) {
+		errs = append(errs, fmt.Errorf("--leader-elect-resource-name %q: %s", le.ResourceName, msg))
+	}
+	for _, msg := range validation.IsDNS1123Label(le.ResourceNamespace) {
+		errs = append(errs, fmt.Errorf("--leader-elect-resource-namespace %q: %s", le.ResourceNamespace, msg))
+	}
+	return errs
+}
+
+// Config validates the options and builds the runtime configuration: clients, serving, event recording.
+func (o *Options) Config() (*config.Config, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	controllers, err := o.catalog.Canonicalize(o.Controllers)
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig, err := clientcmd.BuildConfigFromFlags(o.Master, o.Kubeconfig)
+	if err != nil {
+		if o.Kubeconfig == "" && o.Master == "" {
+			return nil, fmt.Errorf("no --kubeconfig given and not running in a cluster: %w", err)
+		}
+		return nil, fmt.Errorf("--kubeconfig %q: %w", o.Kubeconfig, err)
+	}
+	kubeconfig.ContentType = o.ClientConnection.ContentType
+	kubeconfig.QPS = o.ClientConnection.QPS
+	kubeconfig.Burst = int(o.ClientConnection.Burst)
+
+	client, err := kubernetes.NewForConfig(restclient.AddUserAgent(kubeconfig, names.ComponentName))
+	if err != nil {
+		return nil, err
+	}
+	// Leader election gets its own client so that a busy controller cannot starve lease renewal of QPS.
+	leaderElectionClient, err := kubernetes.NewForConfig(restclient.AddUserAgent(kubeconfig, "leader-election"))
+	if err != nil {
+		return nil, err
+	}
+
+	c := &config.Config{
+		Controllers:            controllers,
+		ConcurrentSyncs:        map[string]int{},
+		ProviderConfigWorkers:  int(o.ProviderConfigWorkers),
+		ProviderConfigLabelKey: o.ProviderConfigLabelKey,
+		ResyncPeriod:           o.ResyncPeriod.Duration,
+		ShutdownTimeout:        o.ShutdownTimeout.Duration,
+		CacheSyncTimeout:       o.CacheSyncTimeout.Duration,
+		LeaderElection:         o.LeaderElection,
+		Kubeconfig:             kubeconfig,
+		Client:                 client,
+		LeaderElectionClient:   leaderElectionClient,
+	}
+	for name, workers := range o.ConcurrentSyncs {
+		c.ConcurrentSyncs[name] = int(*workers)
+	}
+	if err := o.Debugging.ApplyTo(&c.Debugging); err != nil {
+		return nil, err
+	}
+	if err := o.applyServing(c); err != nil {
+		return nil, err
+	}
+	c.EventBroadcaster = record.NewBroadcaster()
+	c.EventRecorder = c.EventBroadcaster.NewRecorder(clientgokubescheme.Scheme, corev1.EventSource{Component: names.ComponentName})
+	c.EventSink = &typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")}
+	return c, nil
+}
+
+// applyServing sets up the secure port with authentication and authorization delegated to the API server, as
+// kube-controller-manager does: /healthz, /readyz and /livez answer anyone; /metrics and pprof need RBAC.
+func (o *Options) applyServing(c *config.Config) error {
+	if o.SecureServing.BindPort == 0 {
+		return nil
+	}
+	if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{net.ParseIP("127.0.0.1")}); err != nil {
+		return fmt.Errorf("self-signed serving certificate: %w", err)
+	}
+	// Delegated auth talks to the same API server as the controllers unless told otherwise.
+	if o.Authentication.RemoteKubeConfigFile == "" {
+		o.Authentication.RemoteKubeConfigFile = o.Kubeconfig
+	}
+	if o.Authorization.RemoteKubeConfigFile == "" {
+		o.Authorization.RemoteKubeConfigFile = o.Kubeconfig
+	}
+	if err := o.SecureServing.ApplyTo(&c.SecureServing); err != nil {
+		return fmt.Errorf("secure serving: %w", err)
+	}
+	if err := o.Authentication.ApplyTo(&c.Authentication, c.SecureServing, nil); err != nil {
+		return fmt.Errorf("delegated authentication: %w", err)
+	}
+	if err := o.Authorization.ApplyTo(&c.Authorization); err != nil {
+		return fmt.Errorf("delegated authorization: %w", err)
+	}
+	if c.SecureServing == nil {
+		return errors.New("secure serving: no listener")
+	}
+	return nil
+}
+
+// AddGlobalFlags adds the flags that belong to no component, such as --version, into the "global" section.
+func AddGlobalFlags(fs *pflag.FlagSet, name string) {
+	fs.BoolP("help", "h", false, fmt.Sprintf("help for %s", name))
+}

@@ -1,0 +1,213 @@
+package options
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cliflag "k8s.io/component-base/cli/flag"
+	componentbaseconfig "k8s.io/component-base/config"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
+)
+
+type testCatalog struct {
+	*registry.Registry[func()]
+}
+
+func (c testCatalog) Info() []ControllerInfo {
+	var out []ControllerInfo
+	for _, name := range c.KnownControllers() {
+		d, _ := c.Get(name)
+		out = append(out, ControllerInfo{Name: name, DefaultConcurrentSyncs: d.DefaultConcurrentSyncs})
+	}
+	return out
+}
+
+func newTestCatalog(t *testing.T) testCatalog {
+	t.Helper()
+	r, err := registry.New(
+		&registry.Descriptor[func()]{Name: "neg", DefaultConcurrentSyncs: 10, Constructor: func() {}},
+		&registry.Descriptor[func()]{Name: "ingress-tunnel", Aliases: []string{"tunnel"}, DefaultConcurrentSyncs: 5, Constructor: func() {}},
+		&registry.Descriptor[func()]{Name: "experimental", DisabledByDefault: true, DefaultConcurrentSyncs: 1, Constructor: func() {}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testCatalog{r}
+}
+
+// parse builds options, parses args into their flags and returns them.
+func parse(t *testing.T, args ...string) (*Options, cliflag.NamedFlagSets) {
+	t.Helper()
+	o := NewOptions(newTestCatalog(t))
+	fss := o.Flags()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	for _, f := range fss.FlagSets {
+		fs.AddFlagSet(f)
+	}
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("parse %v: %v", args, err)
+	}
+	return o, fss
+}
+
+func TestDefaultsAreValid(t *testing.T) {
+	o, _ := parse(t)
+	if err := o.Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	if got := *o.ConcurrentSyncs["neg"]; got != 10 {
+		t.Errorf("--concurrent-neg-syncs default = %d, want the descriptor's 10", got)
+	}
+	le := o.LeaderElection
+	if !le.LeaderElect || le.ResourceLock != "leases" || le.ResourceNamespace != "kube-system" || le.ResourceName != "multiproject-controller-manager" {
+		t.Errorf("leader election defaults = %+v", le)
+	}
+	if o.ProviderConfigLabelKey != "multiproject.io/provider-config" {
+		t.Errorf("label key default = %q", o.ProviderConfigLabelKey)
+	}
+}
+
+func TestFlagsParseIntoOptions(t *testing.T) {
+	o, _ := parse(t,
+		"--controllers=*,-neg", "--kubeconfig=/k", "--kube-api-qps=50", "--kube-api-burst=80",
+		"--concurrent-neg-syncs=3", "--concurrent-ingress-tunnel-syncs=7", "--resync-period=1m",
+		"--provider-config-name-label-key=example.com/tenant", "--leader-elect=false",
+		"--leader-elect-resource-name=other", "--secure-port=0", "--profiling=false",
+	)
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case strings.Join(o.Controllers, ",") != "*,-neg":
+		t.Errorf("controllers = %v", o.Controllers)
+	case o.Kubeconfig != "/k", o.ClientConnection.QPS != 50, o.ClientConnection.Burst != 80:
+		t.Errorf("client options = %q %v %v", o.Kubeconfig, o.ClientConnection.QPS, o.ClientConnection.Burst)
+	case *o.ConcurrentSyncs["neg"] != 3, *o.ConcurrentSyncs["ingress-tunnel"] != 7:
+		t.Errorf("concurrent syncs = %d %d", *o.ConcurrentSyncs["neg"], *o.ConcurrentSyncs["ingress-tunnel"])
+	case o.ResyncPeriod.Duration != time.Minute, o.ProviderConfigLabelKey != "example.com/tenant":
+		t.Errorf("resync %s, label %q", o.ResyncPeriod.Duration, o.ProviderConfigLabelKey)
+	case o.LeaderElection.LeaderElect, o.LeaderElection.ResourceName != "other":
+		t.Errorf("leader election = %+v", o.LeaderElection)
+	case o.SecureServing.BindPort != 0, o.Debugging.EnableProfiling:
+		t.Errorf("serving port %d profiling %v", o.SecureServing.BindPort, o.Debugging.EnableProfiling)
+	}
+}
+
+func TestValidateNamesTheBadFlag(t *testing.T) {
+	cases := map[string]struct {
+		args    []string
+		wantErr string
+	}{
+		"unknown controller":                     {[]string{"--controllers=*,bogus"}, `unknown controller(s) "bogus" in --controllers; valid names are experimental, ingress-tunnel, neg`},
+		"alias accepted":                         {[]string{"--controllers=tunnel,-neg"}, ""},
+		"disabled by default ok":                 {[]string{"--controllers=experimental"}, ""},
+		"zero workers":                           {[]string{"--concurrent-neg-syncs=0"}, "--concurrent-neg-syncs must be at least 1"},
+		"zero pc workers":                        {[]string{"--concurrent-provider-config-syncs=0"}, "--concurrent-provider-config-syncs must be at least 1"},
+		"zero qps":                               {[]string{"--kube-api-qps=0"}, "--kube-api-qps must be greater than 0"},
+		"zero burst":                             {[]string{"--kube-api-burst=0"}, "--kube-api-burst must be at least 1"},
+		"negative resync":                        {[]string{"--resync-period=-1s"}, "--resync-period must not be negative"},
+		"bad label key":                          {[]string{"--provider-config-name-label-key=not a key"}, "--provider-config-name-label-key"},
+		"zero cache sync timeout":                {[]string{"--cache-sync-timeout=0"}, "--cache-sync-timeout must be positive"},
+		"lease not over renew":                   {[]string{"--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=10s"}, "--leader-elect-lease-duration (10s) must be greater than --leader-elect-renew-deadline (10s)"},
+		"renew under retry":                      {[]string{"--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=2s"}, "--leader-elect-renew-deadline (2s) must be greater than 1.2 × --leader-elect-retry-period (2s)"},
+		"zero retry":                             {[]string{"--leader-elect-retry-period=0s"}, "must all be positive"},
+		"endpoints lock":                         {[]string{"--leader-elect-resource-lock=endpoints"}, `--leader-elect-resource-lock must be "leases"`},
+		"bad lease name":                         {[]string{"--leader-elect-resource-name=Not_Valid"}, "--leader-elect-resource-name"},
+		"bad durations ignored without election": {[]string{"--leader-elect=false", "--leader-elect-retry-period=0s"}, ""},
+		"bad secure port":                        {[]string{"--secure-port=70000"}, "--secure-port"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o, _ := parse(t, tc.args...)
+			err := o.Validate()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestValidateLeaderElectionReportsEveryProblem(t *testing.T) {
+	errs := ValidateLeaderElection(&componentbaseconfig.LeaderElectionConfiguration{
+		LeaderElect:   true,
+		LeaseDuration: metav1.Duration{Duration: time.Second},
+		RenewDeadline: metav1.Duration{Duration: 2 * time.Second},
+		RetryPeriod:   metav1.Duration{Duration: 2 * time.Second},
+		ResourceLock:  "configmaps",
+	})
+	// lease <= renew, renew <= 1.2*retry, lock, empty name, empty namespace.
+	if len(errs) != 5 {
+		t.Fatalf("got %d errors, want 5: %v", len(errs), errs)
+	}
+}
+
+func TestFlagSectionsAreNamed(t *testing.T) {
+	_, fss := parse(t)
+	var buf bytes.Buffer
+	cliflag.PrintSections(&buf, fss, 0)
+	help := buf.String()
+	for _, want := range []string{
+		"Generic flags:", "Provider-config controller flags:", "Neg controller flags:", "Ingress-tunnel controller flags:",
+		"Debugging flags:", "Secure serving flags:", "Authentication flags:", "Authorization flags:", "Metrics flags:",
+		"Logs flags:", "Misc flags:",
+		"--controllers", "All controllers: experimental, ingress-tunnel, neg", "Disabled-by-default controllers: experimental",
+		"--concurrent-neg-syncs", "--leader-elect-lease-duration", "--kubeconfig", "--logging-format", "--profiling",
+	} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+}
+
+func TestConfigBuildsClientsFromKubeconfig(t *testing.T) {
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, _ := parse(t, "--kubeconfig="+kubeconfig, "--secure-port=0", "--kube-api-qps=42", "--kube-api-burst=43", "--controllers=tunnel")
+	c, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Kubeconfig.Host != "https://127.0.0.1:6443" || c.Kubeconfig.QPS != 42 || c.Kubeconfig.Burst != 43 {
+		t.Errorf("rest config = host %q qps %v burst %v", c.Kubeconfig.Host, c.Kubeconfig.QPS, c.Kubeconfig.Burst)
+	}
+	if c.Client == nil || c.LeaderElectionClient == nil || c.EventRecorder == nil || c.SecureServing != nil {
+		t.Errorf("config incomplete: %+v", c)
+	}
+	if strings.Join(c.Controllers, ",") != "ingress-tunnel" {
+		t.Errorf("controllers not canonicalized: %v", c.Controllers)
+	}
+	if c.ConcurrentSyncs["neg"] != 10 {
+		t.Errorf("concurrent syncs = %v", c.ConcurrentSyncs)
+	}
+
+	o, _ = parse(t, "--kubeconfig="+filepath.Join(dir, "missing"), "--secure-port=0")
+	if _, err := o.Config(); err == nil || !strings.Contains(err.Error(), "--kubeconfig") {
+		t.Errorf("missing kubeconfig: error = %v, want one naming --kubeconfig", err)
+	}
+	o, _ = parse(t, "--kubeconfig="+kubeconfig, "--controllers=bogus")
+	if _, err := o.Config(); err == nil {
+		t.Error("Config accepted invalid options")
+	}
+}

@@ -1,0 +1,156 @@
+// Package registry owns the catalogue of per-tenant controllers: their descriptors (name, aliases, whether they
+// are disabled by default, default worker count, constructor) and kube-controller-manager's `--controllers`
+// semantics for choosing which of them a process runs.
+package registry
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	cmapp "k8s.io/controller-manager/app"
+)
+
+// Descriptor describes one kind of per-tenant controller. C is the constructor type, kept generic so this package
+// does not depend on what a tenant's controller needs to be built.
+type Descriptor[C any] struct {
+	// Name is the canonical name used by --controllers and in --concurrent-<name>-syncs.
+	Name string
+	// Aliases are former or short names still accepted by --controllers. Renaming a controller must keep the old
+	// name here, as kube-controller-manager's change policy requires.
+	Aliases []string
+	// DisabledByDefault keeps the controller off under `*`; only an explicit name enables it.
+	DisabledByDefault bool
+	// DefaultConcurrentSyncs is the default worker count of --concurrent-<name>-syncs.
+	DefaultConcurrentSyncs int
+	// Constructor builds the controller for one tenant.
+	Constructor C
+}
+
+// Registry is an immutable set of descriptors.
+type Registry[C any] struct {
+	byName  map[string]*Descriptor[C]
+	aliases map[string]string
+}
+
+// New validates the descriptors and returns a registry. A programming mistake in the descriptor table (empty name,
+// duplicate name or alias, alias equal to a name, no constructor) is an error, so the table itself is unit tested.
+func New[C any](descriptors ...*Descriptor[C]) (*Registry[C], error) {
+	r := &Registry[C]{byName: map[string]*Descriptor[C]{}, aliases: map[string]string{}}
+	for _, d := range descriptors {
+		switch {
+		case d == nil:
+			return nil, fmt.Errorf("nil controller descriptor")
+		case d.Name == "" || d.Name == "*" || strings.HasPrefix(d.Name, "-"):
+			return nil, fmt.Errorf("invalid controller name %q", d.Name)
+		case isZero(d.Constructor):
+			return nil, fmt.Errorf("controller %q has no constructor", d.Name)
+		case d.DefaultConcurrentSyncs < 1:
+			return nil, fmt.Errorf("controller %q: default concurrent syncs must be at least 1", d.Name)
+		}
+		if _, dup := r.byName[d.Name]; dup {
+			return nil, fmt.Errorf("controller %q registered twice", d.Name)
+		}
+		if owner, dup := r.aliases[d.Name]; dup {
+			return nil, fmt.Errorf("controller name %q is already an alias of %q", d.Name, owner)
+		}
+		r.byName[d.Name] = d
+	}
+	for _, d := range descriptors {
+		for _, alias := range d.Aliases {
+			if _, clash := r.byName[alias]; clash {
+				return nil, fmt.Errorf("alias %q of controller %q is the name of a controller", alias, d.Name)
+			}
+			if owner, dup := r.aliases[alias]; dup {
+				return nil, fmt.Errorf("alias %q of controller %q is already an alias of %q", alias, d.Name, owner)
+			}
+			r.aliases[alias] = d.Name
+		}
+	}
+	return r, nil
+}
+
+// isZero reports whether a constructor was left unset (a nil func, interface or pointer).
+func isZero[C any](c C) bool {
+	v := reflect.ValueOf(&c).Elem()
+	return v.IsZero()
+}
+
+// KnownControllers returns the canonical names, sorted.
+func (r *Registry[C]) KnownControllers() []string {
+	return sets.List(sets.KeySet(r.byName))
+}
+
+// DisabledByDefault returns the names of the controllers that `*` does not enable, sorted.
+func (r *Registry[C]) DisabledByDefault() []string {
+	names := sets.New[string]()
+	for name, d := range r.byName {
+		if d.DisabledByDefault {
+			names.Insert(name)
+		}
+	}
+	return sets.List(names)
+}
+
+// Aliases returns alias → canonical name.
+func (r *Registry[C]) Aliases() map[string]string {
+	out := make(map[string]string, len(r.aliases))
+	for k, v := range r.aliases {
+		out[k] = v
+	}
+	return out
+}
+
+// Get returns the descriptor of a canonical name.
+func (r *Registry[C]) Get(name string) (*Descriptor[C], bool) {
+	d, ok := r.byName[name]
+	return d, ok
+}
+
+// Canonicalize validates a --controllers list and rewrites aliases to canonical names, keeping `*` and `-`
+// prefixes. An unknown name is an error that lists the valid names.
+func (r *Registry[C]) Canonicalize(controllers []string) ([]string, error) {
+	out := make([]string, 0, len(controllers))
+	var unknown []string
+	for _, entry := range controllers {
+		entry = strings.TrimSpace(entry)
+		if entry == "*" {
+			out = append(out, entry)
+			continue
+		}
+		name, disable := strings.CutPrefix(entry, "-")
+		if canonical, ok := r.aliases[name]; ok {
+			name = canonical
+		}
+		if _, ok := r.byName[name]; !ok {
+			unknown = append(unknown, fmt.Sprintf("%q", entry))
+			continue
+		}
+		if disable {
+			name = "-" + name
+		}
+		out = append(out, name)
+	}
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("unknown controller(s) %s in --controllers; valid names are %s (and '*' for all enabled by default, '-name' to disable one)",
+			strings.Join(unknown, ", "), strings.Join(r.KnownControllers(), ", "))
+	}
+	return out, nil
+}
+
+// Enabled returns the descriptors that a canonical --controllers list enables, in name order, with
+// kube-controller-manager's semantics: the first explicit `name` or `-name` wins; otherwise `*` enables every
+// controller that is not disabled by default; with neither, the controller is off.
+func (r *Registry[C]) Enabled(canonicalControllers []string) []*Descriptor[C] {
+	disabled := sets.NewString(r.DisabledByDefault()...)
+	var out []*Descriptor[C]
+	for _, name := range r.KnownControllers() {
+		if cmapp.IsControllerEnabled(name, disabled, canonicalControllers) {
+			out = append(out, r.byName[name])
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

@@ -1,0 +1,130 @@
+package registry
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+type testConstructor func() string
+
+func descriptors() []*Descriptor[testConstructor] {
+	ctor := func() string { return "built" }
+	return []*Descriptor[testConstructor]{
+		{Name: "alpha", Aliases: []string{"a"}, DefaultConcurrentSyncs: 1, Constructor: ctor},
+		{Name: "beta", DefaultConcurrentSyncs: 2, Constructor: ctor},
+		{Name: "gamma", Aliases: []string{"g", "old-gamma"}, DisabledByDefault: true, DefaultConcurrentSyncs: 1, Constructor: ctor},
+	}
+}
+
+func names(ds []*Descriptor[testConstructor]) []string {
+	out := []string{}
+	for _, d := range ds {
+		out = append(out, d.Name)
+	}
+	return out
+}
+
+func TestNewRejectsBrokenDescriptorTables(t *testing.T) {
+	ctor := testConstructor(func() string { return "" })
+	cases := map[string]struct {
+		descriptors []*Descriptor[testConstructor]
+		wantErr     string
+	}{
+		"nil descriptor":   {[]*Descriptor[testConstructor]{nil}, "nil controller descriptor"},
+		"empty name":       {[]*Descriptor[testConstructor]{{DefaultConcurrentSyncs: 1, Constructor: ctor}}, "invalid controller name"},
+		"star name":        {[]*Descriptor[testConstructor]{{Name: "*", DefaultConcurrentSyncs: 1, Constructor: ctor}}, "invalid controller name"},
+		"dash name":        {[]*Descriptor[testConstructor]{{Name: "-x", DefaultConcurrentSyncs: 1, Constructor: ctor}}, "invalid controller name"},
+		"no constructor":   {[]*Descriptor[testConstructor]{{Name: "x", DefaultConcurrentSyncs: 1}}, "has no constructor"},
+		"no workers":       {[]*Descriptor[testConstructor]{{Name: "x", Constructor: ctor}}, "at least 1"},
+		"duplicate name":   {[]*Descriptor[testConstructor]{{Name: "x", DefaultConcurrentSyncs: 1, Constructor: ctor}, {Name: "x", DefaultConcurrentSyncs: 1, Constructor: ctor}}, "registered twice"},
+		"alias is a name":  {[]*Descriptor[testConstructor]{{Name: "x", Aliases: []string{"y"}, DefaultConcurrentSyncs: 1, Constructor: ctor}, {Name: "y", DefaultConcurrentSyncs: 1, Constructor: ctor}}, "is the name of a controller"},
+		"duplicate alias":  {[]*Descriptor[testConstructor]{{Name: "x", Aliases: []string{"z"}, DefaultConcurrentSyncs: 1, Constructor: ctor}, {Name: "y", Aliases: []string{"z"}, DefaultConcurrentSyncs: 1, Constructor: ctor}}, "already an alias"},
+		"valid table":      {descriptors(), ""},
+		"empty table okay": {nil, ""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := New(tc.descriptors...)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestListings(t *testing.T) {
+	r, err := New(descriptors()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"alpha", "beta", "gamma"}, r.KnownControllers()); diff != "" {
+		t.Errorf("KnownControllers (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"gamma"}, r.DisabledByDefault()); diff != "" {
+		t.Errorf("DisabledByDefault (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{"a": "alpha", "g": "gamma", "old-gamma": "gamma"}, r.Aliases()); diff != "" {
+		t.Errorf("Aliases (-want +got):\n%s", diff)
+	}
+	if d, ok := r.Get("beta"); !ok || d.DefaultConcurrentSyncs != 2 || d.Constructor() != "built" {
+		t.Errorf("Get(beta) = %+v, %v", d, ok)
+	}
+	if _, ok := r.Get("a"); ok {
+		t.Errorf("Get must take canonical names only, found alias a")
+	}
+}
+
+// TestControllersFlagSemantics pins kube-controller-manager's --controllers semantics.
+func TestControllersFlagSemantics(t *testing.T) {
+	r, err := New(descriptors()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		flag        []string
+		wantEnabled []string
+		wantErr     string
+	}{
+		{flag: []string{"*"}, wantEnabled: []string{"alpha", "beta"}},
+		{flag: []string{}, wantEnabled: []string{}},
+		{flag: []string{"beta"}, wantEnabled: []string{"beta"}},
+		{flag: []string{"*", "gamma"}, wantEnabled: []string{"alpha", "beta", "gamma"}},
+		{flag: []string{"*", "-alpha"}, wantEnabled: []string{"beta"}},
+		{flag: []string{"-alpha", "*"}, wantEnabled: []string{"beta"}},
+		// The first explicit mention wins.
+		{flag: []string{"alpha", "-alpha"}, wantEnabled: []string{"alpha"}},
+		{flag: []string{"-alpha", "alpha"}, wantEnabled: []string{}},
+		// Aliases are rewritten to canonical names, keeping the disable prefix.
+		{flag: []string{"g"}, wantEnabled: []string{"gamma"}},
+		{flag: []string{"*", "-a"}, wantEnabled: []string{"beta"}},
+		{flag: []string{"old-gamma", "a"}, wantEnabled: []string{"alpha", "gamma"}},
+		// Unknown names are an error that lists the valid names.
+		{flag: []string{"*", "delta"}, wantErr: `unknown controller(s) "delta" in --controllers; valid names are alpha, beta, gamma`},
+		{flag: []string{"-delta", "epsilon"}, wantErr: `"-delta", "epsilon"`},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.flag, ","), func(t *testing.T) {
+			canonical, err := r.Canonicalize(tc.flag)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantEnabled, names(r.Enabled(canonical))); diff != "" {
+				t.Errorf("enabled (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
