@@ -16,6 +16,11 @@ limitations under the License.
 
 package tenancy
 
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+)
+
 // RoutingEntries counts the router's per-tenant bookkeeping for leak tests: entries in the per-resource handler
 // maps and lists. It is zero when no tenant has a live handler.
 func RoutingEntries(r *Router) int {
@@ -43,4 +48,14 @@ func DeliveredUnlabeled(r *Router) int {
 		}
 	}
 	return n
+}
+
+// RouterHandlerOf returns the router's one event handler on a routed resource's shared informer, so benchmarks can
+// measure routing without an informer's goroutines in the way.
+func RouterHandlerOf(r *Router, resource schema.GroupVersionResource) cache.ResourceEventHandler {
+	res, ok := r.resource(resource)
+	if !ok {
+		return nil
+	}
+	return res
 }

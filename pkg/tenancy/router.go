@@ -128,8 +128,8 @@ func NewRouter(labelKey string, namespaces cache.SharedIndexInformer) (*Router, 
 func (r *Router) LabelKey() string { return r.labelKey }
 
 // AddResource routes one more shared informer. The informer must carry [Indexers] for the router's label key. It
-// may be called before or after the informer starts (an informer that is already running replays its objects to
-// the router), but not from a tenant handler.
+// may be called before or after the informer starts: an informer that is already running replays its objects to
+// the router, so an optional API discovered late can be routed when its informer is created.
 func (r *Router) AddResource(resource schema.GroupVersionResource, informer cache.SharedIndexInformer, scope Scope) error {
 	var kind resourceKind
 	switch scope {
