@@ -357,9 +357,8 @@ func (res *routedResource) OnUpdate(oldObj, newObj any) {
 	defer r.dispatchMu.Unlock()
 
 	oldOwner, newOwner := r.deliveredOwner(res, oldMeta), r.deliveredOwner(res, newMeta)
-	if res.remember(newMeta, newObj) {
-		// Still unlabeled: the entry was overwritten in place.
-	} else {
+	// An object that is unlabeled now has its entry overwritten; one that just got a label loses its entry.
+	if !res.remember(newMeta, newObj) {
 		res.forget(oldMeta)
 	}
 	// An unchanged resourceVersion is a resync (or a relist that found nothing new), which client-go hands only to

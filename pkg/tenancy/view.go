@@ -88,7 +88,7 @@ func (v *View) AddEventHandlerWithOptions(handler cache.ResourceEventHandler, op
 func (v *View) RemoveEventHandler(handle cache.ResourceEventHandlerRegistration) error {
 	g, ok := handle.(*registration)
 	if !ok || g.tenant != v.tenant || g.res != v.res {
-		return fmt.Errorf("tenancy: registration %v was not added to tenant %q's view of %s", handle, v.tenant.name, v.res.resource)
+		return fmt.Errorf("tenancy: this %T was not returned by tenant %q's view of %s", handle, v.tenant.name, v.res.resource)
 	}
 	v.tenant.router.removeRegistration(g)
 	return nil
