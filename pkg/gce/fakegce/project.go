@@ -1,0 +1,138 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package fakegce
+
+import (
+	"hash/fnv"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"time"
+
+	compute "google.golang.org/api/compute/v1"
+)
+
+// project is the state of one GCP project: its NEGs and operations in every zone, and the test controls (call
+// counters, faults, latency, quota) that belong to it, so that one tenant's faults never reach another's calls.
+type project struct {
+	s  *Server
+	id string
+
+	// mu guards everything below. Each project has its own lock, so tenants' calls do not serialise on each other.
+	mu sync.Mutex
+
+	negs map[negKey]*negState
+	// pendingInserts holds the names of NEGs whose insert operation has not completed, so that a second insert of
+	// the name is refused while the first is in flight.
+	pendingInserts map[negKey]bool
+	// instances are the VMs tests registered with AddInstance, by zone and name. When a project has any, endpoint
+	// instances must be among them.
+	instances map[string]map[string]instance
+
+	ops map[opKey]*operation
+	// opOrder lists operations oldest first: completion of due operations and pruning of old ones walk it.
+	opOrder    []*operation
+	opsByID    map[uint64]*operation
+	requestIDs map[string]*operation
+
+	calls   map[Method]int
+	errors  map[Method]int
+	faults  map[Method][]*faultState
+	latency map[Method]time.Duration
+	rng     *rand.Rand
+
+	quota       *Quota // nil: the server's Options.Quota
+	quotaWindow time.Time
+	readsUsed   int
+	writesUsed  int
+}
+
+type negKey struct{ zone, name string }
+
+type opKey struct{ zone, name string }
+
+type instance struct {
+	primaryIP netip.Addr
+}
+
+// negState is one NEG: the resource as GCE returns it (without size, which is derived) and its endpoints.
+type negState struct {
+	zone string
+	neg  compute.NetworkEndpointGroup
+	// endpoints are keyed by the endpoint's identity; byConflict maps what must be unique in the NEG (ip:port, or
+	// the instance for GCE_VM_IP) to the endpoint that holds it.
+	endpoints  map[endpointKey]*compute.NetworkEndpoint
+	byConflict map[string]endpointKey
+	// inUseBy lists the URLs of backend services that reference the NEG; a NEG in use cannot be deleted.
+	inUseBy []string
+}
+
+func newProject(s *Server, id string) *project {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(id))
+	return &project{
+		s:              s,
+		id:             id,
+		negs:           map[negKey]*negState{},
+		pendingInserts: map[negKey]bool{},
+		instances:      map[string]map[string]instance{},
+		ops:            map[opKey]*operation{},
+		opsByID:        map[uint64]*operation{},
+		requestIDs:     map[string]*operation{},
+		calls:          map[Method]int{},
+		errors:         map[Method]int{},
+		faults:         map[Method][]*faultState{},
+		latency:        map[Method]time.Duration{},
+		// Seeded per project so that one project's traffic does not change which calls of another fail.
+		rng: rand.New(rand.NewPCG(s.opts.Seed, h.Sum64())),
+	}
+}
+
+// countCall records a call to method and returns the latency to inject before answering it. Operations that are
+// due complete first, so that every call sees the state as of now.
+func (p *project) countCall(now time.Time, m Method) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.completeDue(now)
+	p.calls[m]++
+	if d, ok := p.latency[m]; ok {
+		return d
+	}
+	return p.latency[AnyMethod]
+}
+
+// admit decides whether a counted call may run: first the rate quota, then injected faults. A fault with Async set on
+// a mutating method is returned for the handler to put in the call's operation instead of failing the call.
+func (p *project) admit(now time.Time, m Method) (*Fault, *apiError) {
+	if aerr := p.takeQuota(now, m); aerr != nil {
+		return nil, aerr
+	}
+	f := p.fireFault(m)
+	if f == nil {
+		return nil, nil
+	}
+	if f.Async && m.Mutating() {
+		return f, nil
+	}
+	return nil, f.apiError()
+}
+
+func (p *project) selfLink(path string) string { return p.s.opts.SelfLinkBase + path }
+
+func (p *project) negPath(zone, name string) string {
+	return "projects/" + p.id + "/zones/" + zone + "/networkEndpointGroups/" + name
+}
