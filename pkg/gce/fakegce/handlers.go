@@ -78,6 +78,22 @@ func (n *negState) snapshot() *compute.NetworkEndpointGroup {
 	return &neg
 }
 
+// sortedEndpoint is an endpoint's identity with its sort key, computed once per listing rather than per comparison.
+type sortedEndpoint struct {
+	sortKey string
+	key     endpointKey
+}
+
+// sortedEndpoints returns the NEG's endpoints in listing order: by IP, port and instance.
+func (n *negState) sortedEndpoints() []sortedEndpoint {
+	out := make([]sortedEndpoint, 0, len(n.endpoints))
+	for k := range n.endpoints {
+		out = append(out, sortedEndpoint{k.sortKey(), k})
+	}
+	slices.SortFunc(out, func(a, b sortedEndpoint) int { return strings.Compare(a.sortKey, b.sortKey) })
+	return out
+}
+
 func (c *call) insert() (any, *apiError) {
 	var in compute.NetworkEndpointGroup
 	if aerr := c.decode(&in); aerr != nil {
@@ -388,13 +404,9 @@ func (c *call) listEndpoints() (any, *apiError) {
 	if !ok {
 		return nil, c.negNotFound()
 	}
-	keys := make([]endpointKey, 0, len(n.endpoints))
-	for k := range n.endpoints {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b endpointKey) int { return strings.Compare(a.sortKey(), b.sortKey()) })
 	scope := c.p.negPath(c.rt.zone, c.rt.name) + "/listNetworkEndpoints"
-	page, next, aerr := pageOf(keys, endpointKey.sortKey, scope, c.query.Get("pageToken"), pageSize(c.query))
+	page, next, aerr := pageOf(n.sortedEndpoints(), func(k sortedEndpoint) string { return k.sortKey }, scope,
+		c.query.Get("pageToken"), pageSize(c.query))
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -405,7 +417,7 @@ func (c *call) listEndpoints() (any, *apiError) {
 		Items:         make([]*compute.NetworkEndpointWithHealthStatus, 0, len(page)),
 	}
 	for _, k := range page {
-		ep := *n.endpoints[k]
+		ep := *n.endpoints[k.key]
 		ep.Annotations = maps.Clone(ep.Annotations)
 		item := &compute.NetworkEndpointWithHealthStatus{NetworkEndpoint: &ep}
 		if req.HealthStatus == "SHOW" {

@@ -19,8 +19,8 @@ package fakegce
 import (
 	"fmt"
 	"net/netip"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	compute "google.golang.org/api/compute/v1"
@@ -75,14 +75,11 @@ func (s *Server) Endpoints(project, zone, name string) ([]*compute.NetworkEndpoi
 	if !ok {
 		return nil, false
 	}
-	keys := make([]endpointKey, 0, len(n.endpoints))
-	for k := range n.endpoints {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].sortKey() < keys[j].sortKey() })
-	out := make([]*compute.NetworkEndpoint, 0, len(keys))
-	for _, k := range keys {
-		ep := *n.endpoints[k]
+	sorted := n.sortedEndpoints()
+	out := make([]*compute.NetworkEndpoint, 0, len(sorted))
+	for _, k := range sorted {
+		ep := *n.endpoints[k.key]
+		ep.Annotations = maps.Clone(ep.Annotations)
 		out = append(out, &ep)
 	}
 	return out, true
