@@ -18,8 +18,8 @@ package fakegce
 
 import (
 	"fmt"
-	"net/netip"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 
