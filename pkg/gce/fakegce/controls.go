@@ -133,12 +133,14 @@ type Quota struct {
 	MutationsPerMinute int
 }
 
-// SetQuota sets the project's rate quota, replacing Options.Quota for it.
+// SetQuota sets the project's rate quota, replacing Options.Quota for it. Counting starts afresh: calls made before
+// SetQuota in the current minute do not count against the new budget, so a test's setup calls do not spend it.
 func (s *Server) SetQuota(project string, q Quota) {
 	p := s.project(project)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.quota = &q
+	p.readsUsed, p.writesUsed = 0, 0
 }
 
 // takeQuota spends one call of the method's budget in the current window, or fails. Refused calls spend nothing.
