@@ -202,6 +202,12 @@ func TestPathParametersAreValidated(t *testing.T) {
 	wantAPIError(t, err, http.StatusBadRequest, fakegce.ReasonInvalid)
 	_, err = e.svc.NetworkEndpointGroups.Get("Bad Project", zone, "neg").Do()
 	wantAPIError(t, err, http.StatusBadRequest, fakegce.ReasonInvalid)
+	if got := e.srv.Projects(); len(got) != 1 || got[0] != project {
+		t.Errorf("projects = %v: an invalid project ID must not create state", got)
+	}
+	if got := e.srv.Errors(project)[fakegce.MethodGet]; got != 2 {
+		t.Errorf("get errors of %s = %d, want 2 (invalid NEG name, invalid zone)", project, got)
+	}
 	// Domain-scoped projects and project numbers are valid project identifiers.
 	for _, p := range []string{"example.com:tenant", "123456789012"} {
 		_, err = e.svc.NetworkEndpointGroups.Get(p, zone, "neg").Do()

@@ -117,6 +117,8 @@ func (c *call) startOperation(opType string, targetID uint64, apply func() *apiE
 	c.rec.Operation = name
 	if o.due(c.now) {
 		p.finish(o, c.now)
+	} else {
+		p.pending = append(p.pending, o)
 	}
 	p.pruneOperations()
 	return o.snapshot()
@@ -147,14 +149,21 @@ func (p *project) finish(o *operation, now time.Time) {
 	close(o.done)
 }
 
-// completeDue completes, oldest first, every operation whose time has come. Operations complete lazily, when a call
-// or a helper looks at the project, which is indistinguishable from outside and needs no background goroutine.
+// completeDue completes, oldest first, every operation whose time has come, and drops finished operations from the
+// pending list. Operations complete lazily, when a call or a helper looks at the project, which is
+// indistinguishable from outside and needs no background goroutine.
 func (p *project) completeDue(now time.Time) {
-	for _, o := range p.opOrder {
+	kept := p.pending[:0]
+	for _, o := range p.pending {
 		if !o.isDone() && o.due(now) {
 			p.finish(o, now)
 		}
+		if !o.isDone() {
+			kept = append(kept, o)
+		}
 	}
+	clear(p.pending[len(kept):])
+	p.pending = kept
 }
 
 // pruneOperations forgets the oldest finished operations beyond maxRetainedOperations.
@@ -278,11 +287,13 @@ func (s *Server) CompleteOperations(project string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := s.clock.Now()
-	for _, o := range p.opOrder {
+	for _, o := range p.pending {
 		if !o.isDone() {
 			p.finish(o, now)
 		}
 	}
+	clear(p.pending)
+	p.pending = p.pending[:0]
 }
 
 // PendingOperations returns how many of the project's operations are not DONE yet.
@@ -294,13 +305,7 @@ func (s *Server) PendingOperations(project string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.completeDue(s.clock.Now())
-	n := 0
-	for _, o := range p.opOrder {
-		if !o.isDone() {
-			n++
-		}
-	}
-	return n
+	return len(p.pending)
 }
 
 // formatTime writes a timestamp the way GCE does: RFC 3339 with milliseconds and a numeric offset.

@@ -44,8 +44,10 @@ type project struct {
 	instances map[string]map[string]instance
 
 	ops map[opKey]*operation
-	// opOrder lists operations oldest first: completion of due operations and pruning of old ones walk it.
+	// opOrder lists the retained operations oldest first, for pruning; pending lists those not DONE, oldest
+	// first, for completion.
 	opOrder    []*operation
+	pending    []*operation
 	opsByID    map[uint64]*operation
 	requestIDs map[string]*operation
 

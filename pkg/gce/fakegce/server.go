@@ -297,7 +297,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := CallRecord{Time: s.clock.Now()}
 	resp, aerr := s.serve(r, &rec)
 	// Count the error before answering: a test that asserts on Errors right after its call returns must see it.
-	if aerr != nil && rec.Method != "" {
+	if aerr != nil && rec.Method != "" && s.existingProject(rec.Project) != nil {
 		p := s.project(rec.Project)
 		p.mu.Lock()
 		p.errors[rec.Method]++
@@ -332,6 +332,11 @@ func (s *Server) serve(r *http.Request, rec *CallRecord) (any, *apiError) {
 			return nil, &apiError{http.StatusBadRequest, ReasonParseError, "fakegce: reading the request body: " + err.Error()}
 		}
 		body = b
+	}
+	// An invalid project ID is refused before any state is kept for it; other invalid path parameters are refused
+	// after the call is counted, like any failed call of the project.
+	if !validProject.MatchString(rt.project) {
+		return nil, errInvalidField("project", rt.project, "Must be a project ID or number.")
 	}
 	p := s.project(rt.project)
 	if delay := p.countCall(s.clock.Now(), rt.method); delay > 0 {
