@@ -347,3 +347,21 @@ func TestRequestIDMakesARetriedCallApplyOnce(t *testing.T) {
 	_, err = e.svc.NetworkEndpointGroups.Delete(project, zone, "neg-1").RequestId("not-a-uuid").Do()
 	wantAPIError(t, err, http.StatusBadRequest, fakegce.ReasonInvalid)
 }
+
+func TestNonGCPPrivateIPPortEndpointsHaveNoInstance(t *testing.T) {
+	e := newEnv(t, fakegce.Options{})
+	_, err := e.svc.NetworkEndpointGroups.Insert(project, zone, &compute.NetworkEndpointGroup{
+		Name: "on-prem", NetworkEndpointType: "NON_GCP_PRIVATE_IP_PORT", DefaultPort: 443,
+	}).Do()
+	noErr(t, err)
+	_, err = e.attach(project, zone, "on-prem", []*compute.NetworkEndpoint{{IpAddress: "10.0.0.1", Instance: "node-1"}})
+	wantAPIError(t, err, http.StatusBadRequest, fakegce.ReasonInvalid)
+	_, err = e.attach(project, zone, "on-prem", []*compute.NetworkEndpoint{{Port: 443}})
+	wantAPIError(t, err, http.StatusBadRequest, fakegce.ReasonRequired)
+	_, err = e.attach(project, zone, "on-prem", []*compute.NetworkEndpoint{{IpAddress: "10.0.0.1"}})
+	noErr(t, err)
+	got, _ := e.srv.Endpoints(project, zone, "on-prem")
+	if len(got) != 1 || got[0].Port != 443 || got[0].Instance != "" {
+		t.Errorf("endpoints = %+v", got)
+	}
+}
