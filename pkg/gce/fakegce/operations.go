@@ -269,7 +269,7 @@ func (s *Server) waitOperation(ctx context.Context, p *project, rt route) (any, 
 		case <-o.done:
 		case <-ctx.Done():
 			timer.Stop()
-			return nil, &apiError{http.StatusServiceUnavailable, ReasonBackendError, "fakegce: wait canceled by the client"}
+			return nil, &apiError{http.StatusServiceUnavailable, ReasonBackendError, "fakegce: wait ended: client gone or server closed"}
 		}
 		timer.Stop()
 		p.mu.Lock()

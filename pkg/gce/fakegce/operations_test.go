@@ -266,3 +266,20 @@ func TestCompleteOperationsSettlesEverythingPending(t *testing.T) {
 		t.Error("completing one project's operations touched another project")
 	}
 }
+
+func TestCloseEndsWaitsBlockedOnTheClock(t *testing.T) {
+	e := newEnv(t, fakegce.Options{OperationDelay: time.Hour})
+	op := e.insert(t, project, zone, "neg-1")
+	e.srv.SetLatency(project, fakegce.MethodGet, time.Hour)
+	errc := make(chan error, 2)
+	go func() { _, err := e.svc.ZoneOperations.Wait(project, zone, op.Name).Do(); errc <- err }()
+	go func() { errc <- e.get(project, "neg-1") }()
+	waitForWaiters(t, e.clock, 2)
+	// Without ending them, Close would block until the blocked calls finish, which on this clock is never.
+	e.srv.Close()
+	for range 2 {
+		if err := <-errc; err == nil {
+			t.Error("a call blocked on the clock succeeded after Close")
+		}
+	}
+}

@@ -123,6 +123,11 @@ type Server struct {
 	projects map[string]*project
 	httpSrv  *httptest.Server
 
+	// closed ends when Close is called. Calls blocked on the clock (a wait, injected latency) end with it, so that
+	// Close does not hang on a wait whose fake clock nobody advances.
+	closed      context.Context
+	closeBlocks context.CancelFunc
+
 	// nextID numbers resources and operations, so ids are unique across all projects as GCE's are.
 	nextID atomic.Uint64
 }
@@ -142,6 +147,7 @@ func New(opts Options) *Server {
 		opts.SelfLinkBase += "/"
 	}
 	s := &Server{opts: opts, clock: opts.Clock, projects: map[string]*project{}}
+	s.closed, s.closeBlocks = context.WithCancel(context.Background())
 	// GCE ids are 19-digit numbers; starting there keeps the fake's ids the same shape.
 	s.nextID.Store(1_000_000_000_000_000_000)
 	return s
@@ -179,8 +185,9 @@ func (s *Server) Endpoint() string {
 	return u + APIPrefix
 }
 
-// Close stops a started server and closes its client connections. It does nothing if Start was not called.
+// Close ends calls blocked on the clock, with 503, then stops a started server and closes its client connections.
 func (s *Server) Close() {
+	s.closeBlocks()
 	s.mu.Lock()
 	srv := s.httpSrv
 	s.mu.Unlock()
@@ -338,10 +345,15 @@ func (s *Server) serve(r *http.Request, rec *CallRecord) (any, *apiError) {
 	if !validProject.MatchString(rt.project) {
 		return nil, errInvalidField("project", rt.project, "Must be a project ID or number.")
 	}
+	// Blocking on the clock ends when the client gives up or the server closes.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(s.closed, cancel)()
+
 	p := s.project(rt.project)
 	if delay := p.countCall(s.clock.Now(), rt.method); delay > 0 {
-		if err := sleepCtx(r.Context(), s.clock, delay); err != nil {
-			return nil, &apiError{http.StatusServiceUnavailable, ReasonBackendError, "fakegce: request canceled during injected latency"}
+		if err := sleepCtx(ctx, s.clock, delay); err != nil {
+			return nil, &apiError{http.StatusServiceUnavailable, ReasonBackendError, "fakegce: request ended during injected latency: client gone or server closed"}
 		}
 	}
 	if aerr := checkRoute(rt); aerr != nil {
@@ -352,7 +364,7 @@ func (s *Server) serve(r *http.Request, rec *CallRecord) (any, *apiError) {
 	}
 
 	if rt.method == MethodOperationWait {
-		return s.waitOperation(r.Context(), p, rt)
+		return s.waitOperation(ctx, p, rt)
 	}
 
 	p.mu.Lock()
