@@ -8,7 +8,7 @@ import (
 
 // NewControllerDescriptors returns the per-tenant controllers this binary can run. Each controller package adds its
 // descriptor here; the table is validated by a unit test, so a broken entry never reaches a release.
-func NewControllerDescriptors() *registry.Registry[tenant.Constructor] {
+func NewControllerDescriptors() *registry.Registry[tenant.Factory] {
 	r, err := registry.New(controllerDescriptors()...)
 	if err != nil {
 		panic(err)
@@ -16,13 +16,13 @@ func NewControllerDescriptors() *registry.Registry[tenant.Constructor] {
 	return r
 }
 
-func controllerDescriptors() []*registry.Descriptor[tenant.Constructor] {
+func controllerDescriptors() []*registry.Descriptor[tenant.Factory] {
 	return nil
 }
 
 // catalog adapts the registry to what the options need.
 type catalog struct {
-	*registry.Registry[tenant.Constructor]
+	*registry.Registry[tenant.Factory]
 }
 
 func (c catalog) Info() []options.ControllerInfo {

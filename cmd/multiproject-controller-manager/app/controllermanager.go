@@ -113,7 +113,7 @@ type processState struct {
 
 // Run serves health and metrics and runs the controllers, under leader election unless it is disabled. It returns
 // when ctx ends (nil) or when something fatal happens: the lease is lost, the caches do not sync, serving fails.
-func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Registry[tenant.Constructor]) error {
+func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Registry[tenant.Factory]) error {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting", "component", names.ComponentName, "version", version.Get().String())
 

@@ -37,8 +37,9 @@ func TestControllerDescriptorTableIsValid(t *testing.T) {
 	r := NewControllerDescriptors()
 	for _, name := range r.KnownControllers() {
 		d, _ := r.Get(name)
-		if d.Constructor == nil {
-			t.Errorf("controller %s has no constructor", name)
+		f := d.Constructor
+		if f.New == nil || f.Section == nil || f.ConditionType == "" {
+			t.Errorf("controller %s: factory needs New, Section and ConditionType", name)
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	componentbaseconfig "k8s.io/component-base/config"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
 
 // Config is the validated configuration of the process.
@@ -39,6 +41,9 @@ type Config struct {
 	EventBroadcaster record.EventBroadcaster
 	EventRecorder    record.EventRecorder
 	EventSink        record.EventSink
+
+	// TenantControllers are the settings shared by every tenant's controllers.
+	TenantControllers tenant.Options
 }
 
 type completedConfig struct {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
 
 const (
@@ -37,6 +39,8 @@ const (
 	DefaultSecurePort = 10270
 	// DefaultProviderConfigLabelKey names the label that assigns an object to a tenant.
 	DefaultProviderConfigLabelKey = "multiproject.io/provider-config"
+	// DefaultAppOwnerLabelKey is the Namespace label whose value names the Rancher Project to join.
+	DefaultAppOwnerLabelKey = "appOwner"
 	// DefaultLeaseName is the Lease that leader election holds in kube-system.
 	DefaultLeaseName = names.ComponentName
 )
@@ -77,6 +81,10 @@ type Options struct {
 	Master     string
 	Kubeconfig string
 
+	// TenantControllers are the settings shared by every tenant's controllers (cluster name, app-owner label,
+	// Compute Engine endpoint and rate limit).
+	TenantControllers tenant.Options
+
 	catalog ControllerCatalog
 }
 
@@ -110,7 +118,13 @@ func NewOptions(catalog ControllerCatalog) *Options {
 		Authorization:  apiserveroptions.NewDelegatingAuthorizationOptions(),
 		Metrics:        metrics.NewOptions(),
 		Logs:           logsapi.NewLoggingConfiguration(),
-		catalog:        catalog,
+		TenantControllers: tenant.Options{
+			ClusterName:      "default",
+			AppOwnerLabelKey: DefaultAppOwnerLabelKey,
+			GCEQPS:           10,
+			GCEBurst:         20,
+		},
+		catalog: catalog,
 	}
 	for _, c := range catalog.Info() {
 		workers := int32(c.DefaultConcurrentSyncs)
@@ -148,6 +162,12 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 
 	pcfs := fss.FlagSet("provider-config controller")
 	pcfs.Int32Var(&o.ProviderConfigWorkers, "concurrent-provider-config-syncs", o.ProviderConfigWorkers, "Number of ProviderConfigs that are started, stopped or updated concurrently. Larger means a faster start with many tenants, at more load.")
+	tcfs := fss.FlagSet("tenant controllers")
+	tcfs.StringVar(&o.TenantControllers.ClusterName, "cluster-name", o.TenantControllers.ClusterName, "Name of this Kubernetes cluster, written into the names and descriptions of the cloud resources it creates so that clusters sharing a cloud project never touch each other's resources. A DNS label of at most 20 characters.")
+	tcfs.StringVar(&o.TenantControllers.AppOwnerLabelKey, "app-owner-label-key", o.TenantControllers.AppOwnerLabelKey, "Namespace label whose value is the display name of the Rancher Project the namespace joins (namespace-project controller).")
+	tcfs.StringVar(&o.TenantControllers.GCEEndpoint, "gce-endpoint", o.TenantControllers.GCEEndpoint, "Base URL of the Compute Engine API, e.g. http://127.0.0.1:8089/compute/v1/ for a fake GCE. Empty means Google's.")
+	tcfs.Float32Var(&o.TenantControllers.GCEQPS, "gce-qps", o.TenantControllers.GCEQPS, "Compute Engine calls per second allowed to each tenant (client-side token bucket).")
+	tcfs.IntVar(&o.TenantControllers.GCEBurst, "gce-burst", o.TenantControllers.GCEBurst, "Burst of Compute Engine calls allowed to each tenant.")
 	for _, c := range o.catalog.Info() {
 		fs := fss.FlagSet(c.Name + " controller")
 		fs.Int32Var(o.ConcurrentSyncs[c.Name], "concurrent-"+c.Name+"-syncs", *o.ConcurrentSyncs[c.Name],
@@ -198,6 +218,24 @@ func (o *Options) Validate() error {
 	}
 	for _, msg := range validation.IsQualifiedName(o.ProviderConfigLabelKey) {
 		errs = append(errs, fmt.Errorf("--provider-config-name-label-key %q is not a valid label key: %s", o.ProviderConfigLabelKey, msg))
+	}
+	tc := o.TenantControllers
+	if msgs := validation.IsDNS1123Label(tc.ClusterName); len(msgs) > 0 || len(tc.ClusterName) > 20 {
+		errs = append(errs, fmt.Errorf("--cluster-name %q must be a DNS label of at most 20 characters", tc.ClusterName))
+	}
+	for _, msg := range validation.IsQualifiedName(tc.AppOwnerLabelKey) {
+		errs = append(errs, fmt.Errorf("--app-owner-label-key %q is not a valid label key: %s", tc.AppOwnerLabelKey, msg))
+	}
+	if tc.GCEEndpoint != "" {
+		if u, err := url.Parse(tc.GCEEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("--gce-endpoint %q must be an http or https URL", tc.GCEEndpoint))
+		}
+	}
+	if tc.GCEQPS <= 0 {
+		errs = append(errs, fmt.Errorf("--gce-qps must be greater than 0, got %v", tc.GCEQPS))
+	}
+	if tc.GCEBurst < 1 {
+		errs = append(errs, fmt.Errorf("--gce-burst must be at least 1, got %d", tc.GCEBurst))
 	}
 	errs = append(errs, ValidateLeaderElection(&o.LeaderElection)...)
 	errs = append(errs, o.Debugging.Validate()...)
@@ -280,6 +318,7 @@ func (o *Options) Config() (*config.Config, error) {
 		Kubeconfig:             kubeconfig,
 		Client:                 client,
 		LeaderElectionClient:   leaderElectionClient,
+		TenantControllers:      o.TenantControllers,
 	}
 	for name, workers := range o.ConcurrentSyncs {
 		c.ConcurrentSyncs[name] = int(*workers)
