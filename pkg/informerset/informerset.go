@@ -33,6 +33,16 @@ var (
 	Ingresses      = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}
 )
 
+// CRD-backed resources. The manager registers them as optional informers: our own (Translations, ProviderConfigs)
+// are installed with the manifests, the others come with Rancher and the pangolin-operator.
+var (
+	ProviderConfigs   = schema.GroupVersionResource{Group: "multiproject.io", Version: "v1alpha1", Resource: "providerconfigs"}
+	Translations      = schema.GroupVersionResource{Group: "multiproject.io", Version: "v1alpha1", Resource: "translations"}
+	Projects          = schema.GroupVersionResource{Group: "management.cattle.io", Version: "v3", Resource: "projects"}
+	PangolinTunnels   = schema.GroupVersionResource{Group: "tunnel.pangolin.io", Version: "v1alpha1", Resource: "pangolintunnels"}
+	PangolinResources = schema.GroupVersionResource{Group: "tunnel.pangolin.io", Version: "v1alpha1", Resource: "pangolinresources"}
+)
+
 // DefaultDiscoveryInterval is how often the set looks again for optional APIs that the cluster did not serve.
 const DefaultDiscoveryInterval = 30 * time.Second
 
