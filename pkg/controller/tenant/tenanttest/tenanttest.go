@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 )
 
 // Informers serves the same plain informers for Informer and Shared. Tests that use it give the controller only
@@ -57,4 +59,27 @@ func (c *Conditions) Last() (Condition, bool) {
 		return Condition{}, false
 	}
 	return c.reports[len(c.reports)-1], true
+}
+
+// TenantInformers gives a controller the tenant's real filtered views from pkg/tenancy (Informer) and unfiltered
+// shared informers (Shared), as the manager does, for integration tests that run one controller without the
+// manager.
+type TenantInformers struct {
+	Views interface {
+		Informer(resource schema.GroupVersionResource) (*tenancy.View, error)
+	}
+	SharedInformers map[schema.GroupVersionResource]cache.SharedIndexInformer
+}
+
+// Informer returns the tenant's view of resource.
+func (t TenantInformers) Informer(resource schema.GroupVersionResource) (cache.SharedIndexInformer, error) {
+	return t.Views.Informer(resource)
+}
+
+// Shared returns the shared informer registered for resource.
+func (t TenantInformers) Shared(resource schema.GroupVersionResource) (cache.SharedIndexInformer, error) {
+	if inf, ok := t.SharedInformers[resource]; ok {
+		return inf, nil
+	}
+	return nil, fmt.Errorf("tenanttest: no shared informer for %s", resource)
 }
