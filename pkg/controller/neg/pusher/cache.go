@@ -1,0 +1,122 @@
+package pusher
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	compute "google.golang.org/api/compute/v1"
+)
+
+// negKey names one zonal NEG of the tenant's project.
+type negKey struct {
+	zone, name string
+}
+
+// endpointKey identifies an endpoint the way a detach must name it: instance, IP and port (the NEG's default port
+// filled in).
+type endpointKey struct {
+	instance, ip string
+	port         int64
+}
+
+// negEntry is what the pusher knows of one NEG in GCE. Its mutex is held for the whole of a sync step on the NEG,
+// so two workers never act on one NEG at once.
+type negEntry struct {
+	mu sync.Mutex
+	// known is false until GCE has been read (or written) since the entry was made or invalidated.
+	known       bool
+	exists      bool
+	description string
+	// owned: the NEG carried the marker of the Translation that used it last (or we created it).
+	owned       bool
+	defaultPort int64
+	// endpoints is GCE's endpoint set, as GCE lists it (instance as a name).
+	endpoints map[endpointKey]*compute.NetworkEndpoint
+	// observed is when GCE was last read for this NEG; a verify period forces a re-read after it.
+	observed time.Time
+}
+
+// invalidate makes the next use read GCE again: used after any error that may mean the entry is wrong.
+func (e *negEntry) invalidate() {
+	e.known = false
+	e.exists = false
+	e.description = ""
+	e.owned = false
+	e.defaultPort = 0
+	e.endpoints = nil
+	e.observed = time.Time{}
+}
+
+// negCache holds the entries of the NEGs of one tenant, and which Translation each was last used by, so the
+// entries of a Translation that is gone can be dropped.
+type negCache struct {
+	mu      sync.Mutex
+	entries map[negKey]*negEntry
+	byOwner map[string]map[negKey]struct{}
+}
+
+func newNEGCache() *negCache {
+	return &negCache{entries: map[negKey]*negEntry{}, byOwner: map[string]map[negKey]struct{}{}}
+}
+
+// lock returns the NEG's entry, locked, recording owner as its user.
+func (c *negCache) lock(owner string, k negKey) *negEntry {
+	c.mu.Lock()
+	e, ok := c.entries[k]
+	if !ok {
+		e = &negEntry{}
+		c.entries[k] = e
+	}
+	keys := c.byOwner[owner]
+	if keys == nil {
+		keys = map[negKey]struct{}{}
+		c.byOwner[owner] = keys
+	}
+	keys[k] = struct{}{}
+	c.mu.Unlock()
+	e.mu.Lock()
+	return e
+}
+
+// forget drops one NEG's entry.
+func (c *negCache) forget(owner string, k negKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, k)
+	delete(c.byOwner[owner], k)
+}
+
+// forgetOwner drops the entries of every NEG a Translation used.
+func (c *negCache) forgetOwner(owner string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.byOwner[owner] {
+		delete(c.entries, k)
+	}
+	delete(c.byOwner, owner)
+}
+
+// len is the number of cached NEGs (tests).
+func (c *negCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}
+
+// keyOf returns the identity of an endpoint as listed by GCE or as desired, with defaultPort for a missing port.
+func keyOf(ep *compute.NetworkEndpoint, defaultPort int64) endpointKey {
+	port := ep.Port
+	if port == 0 {
+		port = defaultPort
+	}
+	return endpointKey{instance: shortName(ep.Instance), ip: ep.IpAddress, port: port}
+}
+
+// shortName turns a resource URL or path into its last segment; GCE accepts an instance as either.
+func shortName(s string) string {
+	if i := strings.LastIndexByte(s, '/'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}

@@ -1,0 +1,10 @@
+// Package pusher owns the GCE half of the neg controller: for one tenant, it is the only code that writes to
+// Compute Engine. It watches the tenant's Translations and makes the zonal NEGs they declare exist, with exactly the
+// endpoints they list, in the tenant's own GCP project; when a Translation is deleted it deletes those NEGs, in
+// reverse order, and only then removes the Translation's finalizer.
+//
+// It keeps what it knows of GCE in memory, so a Translation that already matches GCE costs no call. It never
+// changes or deletes a NEG whose description differs from the Translation's ownership marker. It writes the
+// Translation's status (per NEG state, endpoint count, last error, and the Synced condition) only when it changes.
+// docs/neg-pusher.md describes the algorithm, the error handling and the measured call counts.
+package pusher

@@ -1,0 +1,83 @@
+package pusher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+)
+
+// secretGetter is the part of the Kubernetes client the pusher uses: it reads one Secret by name, never lists.
+type secretGetter = corev1client.SecretsGetter
+
+var getOptions = metav1.GetOptions{}
+
+// Pending reports what of the tenant would leak in GCE if the pusher stopped now: the Translations that still carry
+// the deleter finalizer, i.e. whose NEGs are not known to be deleted. It returns "" when there are none. It reads
+// the tenant's informer view when it has synced, and lists from the API server (by the tenant label) otherwise.
+func Pending(ctx context.Context, c *tenant.Context) (string, error) {
+	var names []string
+	collect := func(tr *mpv1alpha1.Translation) {
+		if hasFinalizer(tr) {
+			names = append(names, tr.Namespace+"/"+tr.Name)
+		}
+	}
+	informer, err := c.Informers.Informer(informerset.Translations)
+	if err == nil && informer.HasSynced() {
+		err = cache.ListAll(informer.GetIndexer(), labels.Everything(), func(obj any) {
+			if tr, ok := obj.(*mpv1alpha1.Translation); ok {
+				collect(tr)
+			}
+		})
+		if err != nil {
+			return "", err
+		}
+	} else {
+		if c.MultiprojectClient == nil {
+			return "", errors.New("neg pusher: no client to list Translations with")
+		}
+		selector := labels.Set{c.ProviderConfigLabelKey: c.Name()}.AsSelector().String()
+		list, err := c.MultiprojectClient.MultiprojectV1alpha1().Translations(metav1.NamespaceAll).
+			List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return "", fmt.Errorf("neg pusher: listing the tenant's Translations: %w", err)
+		}
+		for i := range list.Items {
+			collect(&list.Items[i])
+		}
+	}
+	if len(names) == 0 {
+		return "", nil
+	}
+	sort.Strings(names)
+	const shown = 5
+	noun := "Translations"
+	if len(names) == 1 {
+		noun = "Translation"
+	}
+	msg := fmt.Sprintf("%d %s with NEGs not yet deleted: %s", len(names), noun, strings.Join(names[:min(shown, len(names))], ", "))
+	if len(names) > shown {
+		msg += fmt.Sprintf(" and %d more", len(names)-shown)
+	}
+	return msg, nil
+}
+
+func hasFinalizer(tr *mpv1alpha1.Translation) bool {
+	for _, f := range tr.Finalizers {
+		if f == mpv1alpha1.TranslationDeleterFinalizer {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,65 @@
+package pusher
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// problem is something about one Translation that a person must fix (retrying alone does not help): a name
+// collision, a request GCE refuses, a NEG still in use, credentials that do not work.
+type problem struct {
+	reason, message string
+}
+
+// problemSet is the tenant's current problems by Translation key; it decides the pusher's ProviderConfig condition.
+type problemSet struct {
+	mu sync.Mutex
+	m  map[string]problem
+}
+
+func newProblemSet() *problemSet { return &problemSet{m: map[string]problem{}} }
+
+// set records key's problem (nil: none) and reports whether the set changed.
+func (s *problemSet) set(key string, pr *problem) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, had := s.m[key]
+	if pr == nil {
+		delete(s.m, key)
+		return had
+	}
+	s.m[key] = *pr
+	return !had || old != *pr
+}
+
+// summary is the condition the set amounts to: True when empty, otherwise False with the reason of the first
+// Translation (by key) and a count.
+func (s *problemSet) summary() (metav1.ConditionStatus, string, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.m) == 0 {
+		return metav1.ConditionTrue, ReasonPushed, "every Translation's NEGs are pushed to GCE or retried"
+	}
+	keys := make([]string, 0, len(s.m))
+	for k := range s.m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	first := s.m[keys[0]]
+	msg := fmt.Sprintf("Translation %s: %s", keys[0], first.message)
+	if len(keys) > 1 {
+		msg += fmt.Sprintf(" (and %d more Translations with problems)", len(keys)-1)
+	}
+	return metav1.ConditionFalse, first.reason, msg
+}
+
+// setProblem records key's problem and reports the tenant's condition when the set changed.
+func (p *Pusher) setProblem(key string, pr *problem) {
+	if !p.problems.set(key, pr) || p.condition == nil {
+		return
+	}
+	p.condition.Report(p.problems.summary())
+}

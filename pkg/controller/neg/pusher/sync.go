@@ -1,0 +1,469 @@
+package pusher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	compute "google.golang.org/api/compute/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	gceclient "github.com/multiproject/multiproject-controller-manager/pkg/gce/client"
+)
+
+// Event and condition reasons.
+const (
+	ReasonPushed                 = "NEGsPushed"
+	ReasonSynced                 = "Synced"
+	ReasonPending                = "Pending"
+	ReasonNEGCreated             = "NEGCreated"
+	ReasonNEGDeleted             = "NEGDeleted"
+	ReasonNameCollision          = "NEGNameCollision"
+	ReasonNotOwned               = "NEGNotOwned"
+	ReasonInUse                  = "NEGInUse"
+	ReasonInvalid                = "GCERequestInvalid"
+	ReasonGCEError               = "GCEError"
+	ReasonCredentialsUnavailable = "CredentialsUnavailable"
+	ReasonUnsupported            = "UnsupportedResource"
+)
+
+// maxErrorLength keeps a GCE error message in the status readable (the schema allows 32 KiB).
+const maxErrorLength = 1024
+
+type syncResult struct {
+	requeueAfter time.Duration
+}
+
+// outcome is what one sync step did with one backend resource.
+type outcome struct {
+	kind      mpv1alpha1.BackendResourceKind
+	zone      string
+	name      string
+	state     mpv1alpha1.BackendResourceState
+	endpoints int
+	err       error
+	// reason is the condition reason of a failed step; permanent says only a person can fix it (no fast retry).
+	reason    string
+	permanent bool
+}
+
+func (o outcome) status() mpv1alpha1.BackendResourceStatus {
+	s := mpv1alpha1.BackendResourceStatus{Kind: o.kind, Name: o.name, Zone: o.zone, State: o.state, EndpointCount: int32(o.endpoints)}
+	if o.err != nil {
+		s.LastError = truncate(o.err.Error(), maxErrorLength)
+	}
+	return s
+}
+
+func (p *Pusher) sync(ctx context.Context, key string) (syncResult, error) {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return syncResult{}, nil
+	}
+	tr, err := p.lister.Translations(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		// Gone: its NEGs were deleted before its finalizer was removed, or it was never ours to clean up.
+		p.cache.forgetOwner(key)
+		p.setProblem(key, nil)
+		return syncResult{}, nil
+	}
+	if err != nil {
+		return syncResult{}, err
+	}
+	if tr.DeletionTimestamp != nil {
+		return p.syncDeletion(ctx, key, tr.DeepCopy())
+	}
+	return p.syncLive(ctx, key, tr.DeepCopy())
+}
+
+// syncLive makes GCE match a live Translation: removed resources deleted, every spec resource created with exactly
+// its endpoints.
+func (p *Pusher) syncLive(ctx context.Context, key string, tr *mpv1alpha1.Translation) (syncResult, error) {
+	var err error
+	if !hasFinalizer(tr) {
+		// Declared before made: without the finalizer a deletion could outrun the NEGs' cleanup.
+		tr.Finalizers = append(tr.Finalizers, mpv1alpha1.TranslationDeleterFinalizer)
+		if tr, err = p.client.MultiprojectV1alpha1().Translations(tr.Namespace).Update(ctx, tr, metav1.UpdateOptions{}); err != nil {
+			return syncResult{}, fmt.Errorf("adding the finalizer: %w", err)
+		}
+	}
+	gce, err := p.gceClient(ctx)
+	if err != nil {
+		return syncResult{}, p.failWholly(ctx, key, tr, ReasonCredentialsUnavailable, err)
+	}
+
+	// Declare first: the status lists every resource before it is created, so that one later removed from the
+	// spec can still be found and deleted, also after a restart.
+	if declared, changed := declare(tr); changed {
+		if tr, err = p.writeStatus(ctx, tr, declared); err != nil {
+			return syncResult{}, err
+		}
+	}
+
+	var leftovers []outcome
+	removed := removedResources(tr)
+	markers := specDescriptions(tr)
+	for i := len(removed) - 1; i >= 0; i-- {
+		r := removed[i]
+		o := p.deleteNEG(ctx, gce, key, tr, negKey{zone: r.Zone, name: r.Name}, markers, false)
+		if o.err != nil {
+			leftovers = append(leftovers, o)
+		}
+	}
+	outcomes := make([]outcome, 0, len(tr.Spec.Resources))
+	for i := range tr.Spec.Resources {
+		// NEGs do not depend on each other, so one failing does not hold back the others.
+		outcomes = append(outcomes, p.ensure(ctx, gce, key, tr, &tr.Spec.Resources[i]))
+	}
+	return p.finish(ctx, key, tr, append(outcomes, leftovers...))
+}
+
+// finish writes the status the outcomes amount to and decides how the key is retried.
+func (p *Pusher) finish(ctx context.Context, key string, tr *mpv1alpha1.Translation, outcomes []outcome) (syncResult, error) {
+	status := buildStatus(tr, outcomes)
+	if _, err := p.writeStatus(ctx, tr, status); err != nil {
+		return syncResult{}, err
+	}
+	var retryable []error
+	var permanent *problem
+	for _, o := range outcomes {
+		switch {
+		case o.err == nil:
+		case o.permanent:
+			if permanent == nil {
+				permanent = &problem{reason: o.reason, message: fmt.Sprintf("NEG %s in zone %s: %v", o.name, o.zone, o.err)}
+			}
+		default:
+			retryable = append(retryable, fmt.Errorf("NEG %s in zone %s: %w", o.name, o.zone, o.err))
+		}
+	}
+	p.setProblem(key, permanent)
+	if len(retryable) > 0 {
+		return syncResult{}, errors.Join(retryable...)
+	}
+	if permanent != nil {
+		return syncResult{requeueAfter: p.permanentRetry}, nil
+	}
+	return syncResult{requeueAfter: p.verifyPeriod}, nil
+}
+
+// failWholly records an error that stops the whole Translation (no client for GCE): every resource keeps its last
+// known state with the error, and the key is retried with backoff.
+func (p *Pusher) failWholly(ctx context.Context, key string, tr *mpv1alpha1.Translation, reason string, cause error) error {
+	p.setProblem(key, &problem{reason: reason, message: cause.Error()})
+	status := *tr.Status.DeepCopy()
+	status.ObservedGeneration = tr.Generation
+	setSynced(&status, tr.Generation, metav1.ConditionFalse, reason, truncate(cause.Error(), maxErrorLength))
+	if _, err := p.writeStatus(ctx, tr, status); err != nil {
+		return errors.Join(cause, err)
+	}
+	return cause
+}
+
+// ensure makes one NEG exist with exactly the resource's endpoints. It holds the NEG's cache entry throughout.
+func (p *Pusher) ensure(ctx context.Context, gce *gceclient.Client, owner string, tr *mpv1alpha1.Translation, res *mpv1alpha1.BackendResource) outcome {
+	o := outcome{kind: res.Kind, zone: res.Zone, name: res.Name, state: mpv1alpha1.BackendResourceStatePending}
+	if res.Kind != mpv1alpha1.BackendResourceKindNetworkEndpointGroup || res.NetworkEndpointGroup == nil || res.Zone == "" {
+		o.state, o.reason, o.permanent = mpv1alpha1.BackendResourceStateError, ReasonUnsupported, true
+		o.err = fmt.Errorf("resource kind %q is not a NetworkEndpointGroup with zone and parameters", res.Kind)
+		return o
+	}
+	e := p.cache.lock(owner, negKey{zone: res.Zone, name: res.Name})
+	defer e.mu.Unlock()
+	// A second attempt follows an error that may come from a stale cache (the NEG vanished, an endpoint attached
+	// behind our back): the entry is re-read and the step tried once more before the error counts.
+	for attempt := 0; ; attempt++ {
+		o, retry := p.ensureOnce(ctx, gce, tr, res, e)
+		if !retry || attempt == 1 {
+			return o
+		}
+	}
+}
+
+func (p *Pusher) ensureOnce(ctx context.Context, gce *gceclient.Client, tr *mpv1alpha1.Translation, res *mpv1alpha1.BackendResource, e *negEntry) (outcome, bool) {
+	o := outcome{kind: res.Kind, zone: res.Zone, name: res.Name, state: mpv1alpha1.BackendResourceStatePending}
+	params := res.NetworkEndpointGroup
+	if err := p.observe(ctx, gce, res.Zone, res.Name, e, res.Description); err != nil {
+		return p.failed(o, e, err), false
+	}
+	if !e.exists {
+		neg := &compute.NetworkEndpointGroup{
+			Name:                res.Name,
+			Description:         res.Description,
+			NetworkEndpointType: string(params.NetworkEndpointType),
+			Network:             params.Network,
+			Subnetwork:          params.Subnetwork,
+			DefaultPort:         int64(params.Port),
+		}
+		if neg.NetworkEndpointType == "" {
+			neg.NetworkEndpointType = string(mpv1alpha1.NetworkEndpointTypeGCEVMIPPort)
+		}
+		err := gce.InsertNEG(ctx, res.Zone, neg)
+		switch gceclient.Classify(err) {
+		case gceclient.ClassNone:
+			e.known, e.exists, e.owned, e.description = true, true, true, res.Description
+			e.defaultPort = neg.DefaultPort
+			e.endpoints = map[endpointKey]*compute.NetworkEndpoint{}
+			e.observed = time.Now()
+			p.recorder.Eventf(tr, corev1.EventTypeNormal, ReasonNEGCreated, "Created NEG %s in zone %s of project %s", res.Name, res.Zone, gce.Project())
+		case gceclient.ClassAlreadyExists:
+			// Someone took the name since we looked: look again, then decide whose it is.
+			e.invalidate()
+			return p.failed(o, e, err), true
+		default:
+			return p.failed(o, e, err), false
+		}
+	}
+	if e.description != res.Description {
+		e.owned = false
+		o.state, o.reason, o.permanent = mpv1alpha1.BackendResourceStateError, ReasonNameCollision, true
+		o.err = fmt.Errorf("a NEG named %s already exists in zone %s of project %s without this Translation's "+
+			"ownership marker in its description; it is left untouched", res.Name, res.Zone, gce.Project())
+		p.recorder.Event(tr, corev1.EventTypeWarning, ReasonNameCollision, o.err.Error())
+		return o, false
+	}
+	e.owned = true
+
+	toDetach, toAttach := diff(e, params)
+	for batch := range slices.Chunk(toDetach, gceclient.MaxEndpointsPerCall) {
+		if err := gce.DetachEndpoints(ctx, res.Zone, res.Name, endpointsOf(batch)); err != nil {
+			return p.failed(o, e, err), retryAfterEndpointError(err)
+		}
+		for _, d := range batch {
+			delete(e.endpoints, d.key)
+		}
+	}
+	for batch := range slices.Chunk(toAttach, gceclient.MaxEndpointsPerCall) {
+		if err := gce.AttachEndpoints(ctx, res.Zone, res.Name, endpointsOf(batch)); err != nil {
+			return p.failed(o, e, err), retryAfterEndpointError(err)
+		}
+		for _, a := range batch {
+			e.endpoints[a.key] = a.endpoint
+		}
+	}
+	o.state, o.endpoints = mpv1alpha1.BackendResourceStateReady, len(e.endpoints)
+	return o, false
+}
+
+// retryAfterEndpointError says whether an attach or detach error may come from a stale cache: a vanished NEG (it
+// is recreated) or a refused batch (the endpoint set changed behind our back).
+func retryAfterEndpointError(err error) bool {
+	switch gceclient.Classify(err) {
+	case gceclient.ClassNotFound, gceclient.ClassInvalid:
+		return true
+	}
+	return false
+}
+
+// failed turns a GCE error into the resource's outcome and drops the cache entry unless the call certainly changed
+// nothing (a rate limit refuses the call before it runs).
+func (p *Pusher) failed(o outcome, e *negEntry, err error) outcome {
+	o.err = err
+	o.state = mpv1alpha1.BackendResourceStateError
+	class := gceclient.Classify(err)
+	if gceclient.Reason(err) != gceclient.ReasonRateLimitExceeded {
+		e.invalidate()
+	}
+	switch class {
+	case gceclient.ClassInvalid:
+		o.reason, o.permanent = ReasonInvalid, true
+	case gceclient.ClassInUse:
+		o.reason, o.permanent = ReasonInUse, true
+	default:
+		o.reason = ReasonGCEError
+	}
+	return o
+}
+
+// observe fills the entry from GCE unless it is known and fresh: a get, and, for a NEG carrying marker, its
+// endpoints (one call per 500).
+func (p *Pusher) observe(ctx context.Context, gce *gceclient.Client, zone, name string, e *negEntry, marker string) error {
+	fresh := p.verifyPeriod <= 0 || time.Since(e.observed) < p.verifyPeriod
+	if e.known && fresh && (!e.exists || e.endpoints != nil || e.description != marker) {
+		return nil
+	}
+	e.invalidate()
+	neg, err := gce.GetNEG(ctx, zone, name)
+	if gceclient.IsNotFound(err) {
+		e.known, e.observed = true, time.Now()
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	e.exists, e.description, e.defaultPort = true, neg.Description, neg.DefaultPort
+	if neg.Description == marker {
+		listed, err := gce.ListEndpoints(ctx, zone, name)
+		if gceclient.IsNotFound(err) {
+			e.exists, e.description = false, ""
+			e.known, e.observed = true, time.Now()
+			return nil
+		}
+		if err != nil {
+			e.invalidate()
+			return err
+		}
+		e.endpoints = make(map[endpointKey]*compute.NetworkEndpoint, len(listed))
+		for _, ep := range listed {
+			e.endpoints[keyOf(ep, e.defaultPort)] = ep
+		}
+	}
+	e.known, e.observed = true, time.Now()
+	return nil
+}
+
+type keyedEndpoint struct {
+	key      endpointKey
+	endpoint *compute.NetworkEndpoint
+}
+
+// diff returns what to detach (GCE's endpoints the spec does not list, in GCE's form, which a detach must match)
+// and what to attach (listed endpoints GCE lacks), each in a stable order.
+func diff(e *negEntry, params *mpv1alpha1.NetworkEndpointGroupParameters) (toDetach, toAttach []keyedEndpoint) {
+	defaultPort := int64(params.Port)
+	if e.defaultPort != 0 {
+		defaultPort = e.defaultPort
+	}
+	desired := make(map[endpointKey]*compute.NetworkEndpoint, len(params.Endpoints))
+	for _, ep := range params.Endpoints {
+		ce := &compute.NetworkEndpoint{Instance: ep.Instance, IpAddress: ep.IPAddress, Port: int64(ep.Port)}
+		desired[keyOf(ce, defaultPort)] = ce
+	}
+	for k, ep := range e.endpoints {
+		if _, ok := desired[k]; !ok {
+			toDetach = append(toDetach, keyedEndpoint{key: k, endpoint: ep})
+		}
+	}
+	for k, ep := range desired {
+		if _, ok := e.endpoints[k]; !ok {
+			toAttach = append(toAttach, keyedEndpoint{key: k, endpoint: ep})
+		}
+	}
+	byKey := func(a, b keyedEndpoint) int {
+		return strings.Compare(fmt.Sprint(a.key), fmt.Sprint(b.key))
+	}
+	slices.SortFunc(toDetach, byKey)
+	slices.SortFunc(toAttach, byKey)
+	return toDetach, toAttach
+}
+
+func endpointsOf(batch []keyedEndpoint) []*compute.NetworkEndpoint {
+	out := make([]*compute.NetworkEndpoint, len(batch))
+	for i, b := range batch {
+		out[i] = b.endpoint
+	}
+	return out
+}
+
+// syncDeletion deletes the NEGs of a Translation being deleted, in reverse order, and then removes the finalizer.
+func (p *Pusher) syncDeletion(ctx context.Context, key string, tr *mpv1alpha1.Translation) (syncResult, error) {
+	if !hasFinalizer(tr) {
+		return syncResult{}, nil
+	}
+	gce, err := p.gceClient(ctx)
+	if err != nil {
+		return syncResult{}, p.failWholly(ctx, key, tr, ReasonCredentialsUnavailable, err)
+	}
+	markers := specDescriptions(tr)
+	var failures []outcome
+	removed := removedResources(tr)
+	for i := len(removed) - 1; i >= 0; i-- {
+		r := removed[i]
+		if o := p.deleteNEG(ctx, gce, key, tr, negKey{zone: r.Zone, name: r.Name}, markers, false); o.err != nil {
+			failures = append(failures, o)
+		}
+	}
+	for i := len(tr.Spec.Resources) - 1; i >= 0; i-- {
+		r := &tr.Spec.Resources[i]
+		if r.Kind != mpv1alpha1.BackendResourceKindNetworkEndpointGroup || r.Zone == "" {
+			continue
+		}
+		if o := p.deleteNEG(ctx, gce, key, tr, negKey{zone: r.Zone, name: r.Name}, []string{r.Description}, true); o.err != nil {
+			failures = append(failures, o)
+		}
+	}
+	if len(failures) > 0 {
+		// The status says what is still there; NEGs already deleted are no longer listed.
+		return p.finish(ctx, key, tr, failures)
+	}
+	tr.Finalizers = slices.DeleteFunc(tr.Finalizers, func(f string) bool { return f == mpv1alpha1.TranslationDeleterFinalizer })
+	if _, err := p.client.MultiprojectV1alpha1().Translations(tr.Namespace).Update(ctx, tr, metav1.UpdateOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return syncResult{}, nil
+		}
+		return syncResult{}, fmt.Errorf("removing the finalizer: %w", err)
+	}
+	klog.FromContext(ctx).V(2).Info("Deleted the Translation's NEGs and removed its finalizer")
+	p.cache.forgetOwner(key)
+	p.setProblem(key, nil)
+	return syncResult{}, nil
+}
+
+// deleteNEG deletes one NEG if it is ours: its description is one of markers (or, from the cache, it was ours when
+// last seen). A NEG that is not ours is left alone and counts as done. inSpec says the NEG is still in the spec (a
+// Translation deletion) rather than removed from it.
+func (p *Pusher) deleteNEG(ctx context.Context, gce *gceclient.Client, owner string, tr *mpv1alpha1.Translation, k negKey, markers []string, inSpec bool) outcome {
+	o := outcome{kind: mpv1alpha1.BackendResourceKindNetworkEndpointGroup, zone: k.zone, name: k.name, state: mpv1alpha1.BackendResourceStateDeleting}
+	e := p.cache.lock(owner, k)
+	defer e.mu.Unlock()
+	if e.known && !e.exists {
+		return o
+	}
+	if !e.known || !e.owned {
+		neg, err := gce.GetNEG(ctx, k.zone, k.name)
+		if gceclient.IsNotFound(err) {
+			e.invalidate()
+			e.known = true
+			return o
+		}
+		if err != nil {
+			o.err, o.reason = err, ReasonGCEError
+			return o
+		}
+		if !slices.Contains(markers, neg.Description) {
+			what := "removed from"
+			if inSpec {
+				what = "of"
+			}
+			p.recorder.Eventf(tr, corev1.EventTypeWarning, ReasonNotOwned,
+				"Not deleting NEG %s in zone %s (%s the Translation): its description does not carry the Translation's ownership marker", k.name, k.zone, what)
+			return o
+		}
+	}
+	err := gce.DeleteNEG(ctx, k.zone, k.name)
+	switch gceclient.Classify(err) {
+	case gceclient.ClassNone, gceclient.ClassNotFound:
+		e.invalidate()
+		e.known = true
+		if err == nil {
+			p.recorder.Eventf(tr, corev1.EventTypeNormal, ReasonNEGDeleted, "Deleted NEG %s in zone %s of project %s", k.name, k.zone, gce.Project())
+		}
+		return o
+	case gceclient.ClassInUse:
+		o.err, o.reason, o.permanent = err, ReasonInUse, true
+		p.recorder.Eventf(tr, corev1.EventTypeWarning, ReasonInUse, "Cannot delete NEG %s in zone %s yet: %v", k.name, k.zone, err)
+	case gceclient.ClassInvalid:
+		e.invalidate()
+		o.err, o.reason, o.permanent = err, ReasonInvalid, true
+	default:
+		e.invalidate()
+		o.err, o.reason = err, ReasonGCEError
+	}
+	return o
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

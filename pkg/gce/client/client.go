@@ -1,0 +1,313 @@
+// Package client owns the Compute Engine client of one tenant: a compute/v1 service for the tenant's project, with
+// the API address override (--gce-endpoint), credentials (a service-account JSON key or the process's default
+// credentials), a client-side token bucket shared by every call of the tenant, operation waiting, and the
+// classification of GCE errors by code and reason. It offers exactly the zonal NEG calls the NEG pusher makes.
+//
+// One Client per tenant is what keeps tenants apart: each has its own project, credentials and rate limiter, so one
+// tenant's quota trouble never consumes another's budget.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	compute "google.golang.org/api/compute/v1"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/api/option"
+	"k8s.io/client-go/util/flowcontrol"
+)
+
+// MaxEndpointsPerCall is the most endpoints GCE accepts in one attach or detach call. The API reference states no
+// figure; ingress-gce and the Terraform provider both batch at 500 and the fake enforces it.
+const MaxEndpointsPerCall = 500
+
+// DefaultOperationTimeout bounds how long one call waits for its operation to finish.
+const DefaultOperationTimeout = 5 * time.Minute
+
+// Config says how to reach one tenant's project.
+type Config struct {
+	// ProjectID is the GCP project every call addresses.
+	ProjectID string
+	// Endpoint overrides the compute/v1 base URL, e.g. "http://127.0.0.1:8086/compute/v1/" for the fake. It must
+	// end in "/compute/v1/" (the client resolves "projects/..." against it). Empty means the real API.
+	Endpoint string
+	// CredentialsJSON is a service-account JSON key. Nil means the process's default credentials.
+	CredentialsJSON []byte
+	// QPS and Burst size the tenant's token bucket; every HTTP call (operation polls included) takes one token.
+	// QPS <= 0 disables client-side limiting.
+	QPS   float32
+	Burst int
+	// HTTPClient, if set, carries every call (tests). With it, credentials are not attached.
+	HTTPClient *http.Client
+	// OperationTimeout bounds the wait for one operation; DefaultOperationTimeout if 0.
+	OperationTimeout time.Duration
+}
+
+// Client makes one tenant's zonal NEG calls. It is safe for concurrent use.
+type Client struct {
+	project          string
+	svc              *compute.Service
+	limiter          flowcontrol.RateLimiter
+	operationTimeout time.Duration
+
+	calls    atomic.Int64
+	mutating atomic.Int64
+}
+
+// New builds the tenant's client. It makes no call.
+//
+// Credentials are never sent over plain HTTP: an http:// Endpoint (the fake on loopback) gets no authentication,
+// though a CredentialsJSON given with it is still checked, so a broken Secret shows the same way in a local run as
+// in production.
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	if cfg.ProjectID == "" {
+		return nil, errors.New("gce client: a project ID is required")
+	}
+	if cfg.CredentialsJSON != nil {
+		if err := checkServiceAccountKey(cfg.CredentialsJSON); err != nil {
+			return nil, err
+		}
+	}
+	var opts []option.ClientOption
+	plaintext := false
+	if cfg.Endpoint != "" {
+		u, err := url.Parse(cfg.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("gce client: endpoint %q is not an http(s) URL", cfg.Endpoint)
+		}
+		if !strings.HasSuffix(u.Path, "/compute/v1/") {
+			return nil, fmt.Errorf("gce client: endpoint %q must end in /compute/v1/", cfg.Endpoint)
+		}
+		plaintext = u.Scheme == "http"
+		opts = append(opts, option.WithEndpoint(cfg.Endpoint))
+	}
+	switch {
+	case cfg.HTTPClient != nil:
+		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	case plaintext:
+		opts = append(opts, option.WithoutAuthentication())
+	case cfg.CredentialsJSON != nil:
+		// Only a service-account key: other credential types (external accounts) make the library read files
+		// and URLs named in the Secret.
+		opts = append(opts, option.WithAuthCredentialsJSON(option.ServiceAccount, cfg.CredentialsJSON))
+	}
+	svc, err := compute.NewService(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("gce client: %w", err)
+	}
+	c := &Client{project: cfg.ProjectID, svc: svc, operationTimeout: cfg.OperationTimeout}
+	if c.operationTimeout <= 0 {
+		c.operationTimeout = DefaultOperationTimeout
+	}
+	if cfg.QPS > 0 {
+		burst := cfg.Burst
+		if burst < 1 {
+			burst = 1
+		}
+		c.limiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, burst)
+	} else {
+		c.limiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	}
+	return c, nil
+}
+
+// checkServiceAccountKey rejects what is not a service-account JSON key, with a message that names no secret
+// material.
+func checkServiceAccountKey(data []byte) error {
+	var key struct {
+		Type        string `json:"type"`
+		ClientEmail string `json:"client_email"`
+		PrivateKey  string `json:"private_key"`
+	}
+	if err := json.Unmarshal(data, &key); err != nil {
+		return errors.New("gce client: the credentials are not JSON")
+	}
+	if key.Type != "service_account" {
+		return fmt.Errorf("gce client: the credentials are of type %q, want a service-account key (\"service_account\")", key.Type)
+	}
+	if key.ClientEmail == "" || key.PrivateKey == "" {
+		return errors.New("gce client: the service-account key has no client_email or private_key")
+	}
+	return nil
+}
+
+// Project is the project the client addresses.
+func (c *Client) Project() string { return c.project }
+
+// Calls and MutatingCalls count the HTTP calls made so far (operation polls included in Calls).
+func (c *Client) Calls() int64 { return c.calls.Load() }
+
+// MutatingCalls counts insert, delete, attach and detach calls.
+func (c *Client) MutatingCalls() int64 { return c.mutating.Load() }
+
+// take waits for a token of the tenant's bucket; ctx ending aborts the wait.
+func (c *Client) take(ctx context.Context, mutating bool) error {
+	if err := c.limiter.Wait(ctx); err != nil {
+		return err
+	}
+	c.calls.Add(1)
+	if mutating {
+		c.mutating.Add(1)
+	}
+	return nil
+}
+
+// GetNEG returns the zonal NEG, or an error for which IsNotFound is true.
+func (c *Client) GetNEG(ctx context.Context, zone, name string) (*compute.NetworkEndpointGroup, error) {
+	if err := c.take(ctx, false); err != nil {
+		return nil, err
+	}
+	return c.svc.NetworkEndpointGroups.Get(c.project, zone, name).Context(ctx).Do()
+}
+
+// InsertNEG creates the NEG and waits until GCE has created it.
+func (c *Client) InsertNEG(ctx context.Context, zone string, neg *compute.NetworkEndpointGroup) error {
+	if err := c.take(ctx, true); err != nil {
+		return err
+	}
+	op, err := c.svc.NetworkEndpointGroups.Insert(c.project, zone, neg).RequestId(uuid.NewString()).Context(ctx).Do()
+	if err != nil {
+		return err
+	}
+	return c.wait(ctx, zone, op)
+}
+
+// DeleteNEG deletes the NEG, with its endpoints, and waits until GCE has deleted it.
+func (c *Client) DeleteNEG(ctx context.Context, zone, name string) error {
+	if err := c.take(ctx, true); err != nil {
+		return err
+	}
+	op, err := c.svc.NetworkEndpointGroups.Delete(c.project, zone, name).RequestId(uuid.NewString()).Context(ctx).Do()
+	if err != nil {
+		return err
+	}
+	return c.wait(ctx, zone, op)
+}
+
+// AttachEndpoints attaches at most MaxEndpointsPerCall endpoints in one call and waits for its operation.
+func (c *Client) AttachEndpoints(ctx context.Context, zone, name string, endpoints []*compute.NetworkEndpoint) error {
+	if err := checkBatch(endpoints); err != nil {
+		return err
+	}
+	if err := c.take(ctx, true); err != nil {
+		return err
+	}
+	req := &compute.NetworkEndpointGroupsAttachEndpointsRequest{NetworkEndpoints: endpoints}
+	op, err := c.svc.NetworkEndpointGroups.AttachNetworkEndpoints(c.project, zone, name, req).
+		RequestId(uuid.NewString()).Context(ctx).Do()
+	if err != nil {
+		return err
+	}
+	return c.wait(ctx, zone, op)
+}
+
+// DetachEndpoints detaches at most MaxEndpointsPerCall endpoints in one call and waits for its operation.
+func (c *Client) DetachEndpoints(ctx context.Context, zone, name string, endpoints []*compute.NetworkEndpoint) error {
+	if err := checkBatch(endpoints); err != nil {
+		return err
+	}
+	if err := c.take(ctx, true); err != nil {
+		return err
+	}
+	req := &compute.NetworkEndpointGroupsDetachEndpointsRequest{NetworkEndpoints: endpoints}
+	op, err := c.svc.NetworkEndpointGroups.DetachNetworkEndpoints(c.project, zone, name, req).
+		RequestId(uuid.NewString()).Context(ctx).Do()
+	if err != nil {
+		return err
+	}
+	return c.wait(ctx, zone, op)
+}
+
+func checkBatch(endpoints []*compute.NetworkEndpoint) error {
+	if len(endpoints) == 0 || len(endpoints) > MaxEndpointsPerCall {
+		return fmt.Errorf("gce client: a batch needs 1 to %d endpoints, got %d", MaxEndpointsPerCall, len(endpoints))
+	}
+	return nil
+}
+
+// ListEndpoints returns every endpoint of the NEG, following pages (500 per call).
+func (c *Client) ListEndpoints(ctx context.Context, zone, name string) ([]*compute.NetworkEndpoint, error) {
+	req := &compute.NetworkEndpointGroupsListEndpointsRequest{HealthStatus: "SKIP"}
+	call := c.svc.NetworkEndpointGroups.ListNetworkEndpoints(c.project, zone, name, req).Context(ctx)
+	var out []*compute.NetworkEndpoint
+	token := ""
+	for {
+		if err := c.take(ctx, false); err != nil {
+			return nil, err
+		}
+		page, err := call.PageToken(token).Do()
+		if err != nil {
+			return nil, err
+		}
+		for _, item := range page.Items {
+			if item.NetworkEndpoint != nil {
+				out = append(out, item.NetworkEndpoint)
+			}
+		}
+		if page.NextPageToken == "" {
+			return out, nil
+		}
+		token = page.NextPageToken
+	}
+}
+
+// wait polls the zonal operation with zoneOperations.wait until it is DONE. The wait method is best-effort (it may
+// return a RUNNING operation early), hence the loop; each round is one call from the tenant's bucket. A DONE
+// operation that failed becomes a *googleapi.Error with the operation's HTTP status, so callers classify it like a
+// synchronous error.
+func (c *Client) wait(ctx context.Context, zone string, op *compute.Operation) error {
+	ctx, cancel := context.WithTimeout(ctx, c.operationTimeout)
+	defer cancel()
+	for op.Status != "DONE" {
+		if err := c.take(ctx, false); err != nil {
+			return fmt.Errorf("waiting for operation %s: %w", op.Name, err)
+		}
+		next, err := c.svc.ZoneOperations.Wait(c.project, zone, op.Name).Context(ctx).Do()
+		if err != nil {
+			return fmt.Errorf("waiting for operation %s: %w", op.Name, err)
+		}
+		op = next
+	}
+	return operationError(op)
+}
+
+func operationError(op *compute.Operation) error {
+	if op.Error == nil || len(op.Error.Errors) == 0 {
+		return nil
+	}
+	first := op.Error.Errors[0]
+	code := int(op.HttpErrorStatusCode)
+	if code == 0 {
+		code = http.StatusInternalServerError
+	}
+	return &googleapi.Error{
+		Code:    code,
+		Message: fmt.Sprintf("operation %s failed: %s - %s", op.Name, first.Code, first.Message),
+		Errors:  []googleapi.ErrorItem{{Reason: operationReason(first.Code, code), Message: first.Message}},
+	}
+}
+
+// operationReason maps an operation error code to the reason the same failure has as a synchronous error, so that
+// IsNotFound and the others see through operations.
+func operationReason(code string, status int) string {
+	switch code {
+	case "RESOURCE_NOT_FOUND":
+		return ReasonNotFound
+	case "RESOURCE_ALREADY_EXISTS":
+		return ReasonAlreadyExists
+	case "RESOURCE_IN_USE_BY_ANOTHER_RESOURCE":
+		return ReasonInUse
+	}
+	if status == http.StatusTooManyRequests {
+		return ReasonRateLimitExceeded
+	}
+	return strings.ToLower(code)
+}
