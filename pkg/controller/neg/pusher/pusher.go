@@ -153,12 +153,11 @@ func (p *Pusher) enqueue(obj any) {
 }
 
 // onUpdate skips the updates the pusher's own status writes cause: only the spec (generation), the deletion mark
-// and the finalizers matter. A resync (same resourceVersion) is queued, and costs no GCE call when converged.
+// and the finalizers matter. Periodic re-checks come from the queue (verifyPeriod), not from informer resyncs.
 func (p *Pusher) onUpdate(oldObj, newObj any) {
 	oldTr, ok1 := oldObj.(*mpv1alpha1.Translation)
 	newTr, ok2 := newObj.(*mpv1alpha1.Translation)
-	if ok1 && ok2 && oldTr.ResourceVersion != newTr.ResourceVersion &&
-		oldTr.Generation == newTr.Generation &&
+	if ok1 && ok2 && oldTr.Generation == newTr.Generation &&
 		oldTr.DeletionTimestamp.Equal(newTr.DeletionTimestamp) &&
 		equalStrings(oldTr.Finalizers, newTr.Finalizers) {
 		return

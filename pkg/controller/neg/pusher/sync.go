@@ -184,6 +184,9 @@ func (p *Pusher) ensure(ctx context.Context, gce *gceclient.Client, owner string
 	for attempt := 0; ; attempt++ {
 		o, retry := p.ensureOnce(ctx, gce, tr, res, e)
 		if !retry || attempt == 1 {
+			if o.reason == ReasonInvalid || o.reason == ReasonInUse {
+				p.recorder.Eventf(tr, corev1.EventTypeWarning, o.reason, "GCE refused a change to NEG %s in zone %s: %v", res.Name, res.Zone, o.err)
+			}
 			return o
 		}
 	}

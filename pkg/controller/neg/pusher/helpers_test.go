@@ -1,0 +1,226 @@
+package pusher
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2/ktesting"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
+	mpinformers "github.com/multiproject/client-go/informers/externalversions"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
+	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
+)
+
+const (
+	testProject   = "tenant-a-project"
+	testNamespace = "shop"
+	testMarker    = `{"cluster":"test","service":"shop/web","port":"80"}`
+)
+
+// recorder remembers events; client-go's FakeRecorder blocks once its channel is full.
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *recorder) Event(_ runtime.Object, eventtype, reason, message string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, eventtype+" "+reason+" "+message)
+}
+
+func (r *recorder) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	r.Event(obj, eventtype, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+func (r *recorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventtype, reason, messageFmt string, args ...any) {
+	r.Eventf(obj, eventtype, reason, messageFmt, args...)
+}
+
+func (r *recorder) with(prefix string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, e := range r.events {
+		if strings.HasPrefix(e, prefix) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// harness runs one pusher against a fake clientset and a fake GCE over HTTP.
+type harness struct {
+	t          *testing.T
+	gce        *fakegce.Server
+	client     *mpfake.Clientset
+	kube       *kubefake.Clientset
+	events     *recorder
+	conditions *tenanttest.Conditions
+	pusher     *Pusher
+	tctx       *tenant.Context
+	stop       context.CancelFunc
+	done       chan struct{}
+}
+
+func newHarness(t *testing.T, gcp *mpv1alpha1.GCPConfig, objects ...runtime.Object) *harness {
+	t.Helper()
+	h := &harness{t: t, gce: fakegce.New(fakegce.Options{}), events: &recorder{}, conditions: &tenanttest.Conditions{}}
+	h.gce.Start()
+	t.Cleanup(h.gce.Close)
+	h.client = mpfake.NewClientset(objects...)
+	h.kube = kubefake.NewClientset()
+	if gcp == nil {
+		gcp = &mpv1alpha1.GCPConfig{ProjectID: testProject, Network: "default"}
+	}
+	factory := mpinformers.NewSharedInformerFactory(h.client, 0)
+	informer := factory.Multiproject().V1alpha1().Translations().Informer()
+	h.tctx = &tenant.Context{
+		ProviderConfig:         &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}, Spec: mpv1alpha1.ProviderConfigSpec{GCP: gcp}},
+		ProviderConfigLabelKey: mpv1alpha1.DefaultProviderConfigLabelKey,
+		KubeClient:             h.kube,
+		MultiprojectClient:     h.client,
+		Informers:              tenanttest.Informers{informerset.Translations: informer},
+		EventRecorder:          h.events,
+		Condition:              h.conditions,
+		Options:                tenant.Options{GCEEndpoint: h.gce.Endpoint(), GCEQPS: 1000, GCEBurst: 1000},
+		Workers:                2,
+	}
+	p, err := newPusher(h.tctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.pusher = p
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, h.stop = context.WithCancel(ctx)
+	factory.Start(ctx.Done())
+	h.done = make(chan struct{})
+	go func() {
+		defer close(h.done)
+		p.Run(ctx)
+	}()
+	t.Cleanup(h.shutdown)
+	return h
+}
+
+func (h *harness) shutdown() {
+	h.stop()
+	<-h.done
+}
+
+// translation returns a Translation with one NEG per zone; endpoints[zone] is how many endpoints the zone's NEG gets.
+func translation(name string, endpoints map[string]int, finalizer bool) *mpv1alpha1.Translation {
+	tr := &mpv1alpha1.Translation{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: name, Generation: 1,
+		Labels: map[string]string{mpv1alpha1.DefaultProviderConfigLabelKey: "tenant-a"}}}
+	if finalizer {
+		tr.Finalizers = []string{mpv1alpha1.TranslationDeleterFinalizer}
+	}
+	for _, zone := range sortedZones(endpoints) {
+		tr.Spec.Resources = append(tr.Spec.Resources, negResource(name, zone, endpoints[zone]))
+	}
+	return tr
+}
+
+func sortedZones(m map[string]int) []string {
+	var zones []string
+	for _, z := range []string{"us-central1-a", "us-central1-b", "us-central1-c"} {
+		if _, ok := m[z]; ok {
+			zones = append(zones, z)
+		}
+	}
+	return zones
+}
+
+func negResource(name, zone string, n int) mpv1alpha1.BackendResource {
+	params := &mpv1alpha1.NetworkEndpointGroupParameters{Network: "default", Port: 8080}
+	zoneIndex := int(zone[len(zone)-1] - 'a')
+	for i := range n {
+		params.Endpoints = append(params.Endpoints, mpv1alpha1.NetworkEndpoint{
+			Instance:  fmt.Sprintf("node-%s-%d", zone[len(zone)-1:], i/100),
+			IPAddress: fmt.Sprintf("10.%d.%d.%d", zoneIndex, i/250, i%250+1),
+		})
+	}
+	return mpv1alpha1.BackendResource{Kind: mpv1alpha1.BackendResourceKindNetworkEndpointGroup, Name: "k8s1-" + name,
+		Zone: zone, Description: testMarker, NetworkEndpointGroup: params}
+}
+
+func (h *harness) get(name string) *mpv1alpha1.Translation {
+	tr, err := h.client.MultiprojectV1alpha1().Translations(testNamespace).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatalf("getting Translation %s: %v", name, err)
+	}
+	return tr
+}
+
+// waitFor polls cond until it holds.
+func (h *harness) waitFor(what string, cond func() bool) {
+	h.t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		h.t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// waitSynced waits until the Translation's Synced condition has the status for its current generation.
+func (h *harness) waitSynced(name string, status metav1.ConditionStatus) *mpv1alpha1.Translation {
+	h.t.Helper()
+	reason := ReasonSynced
+	if status != metav1.ConditionTrue {
+		reason = ""
+	}
+	return h.waitReason(name, status, reason)
+}
+
+// waitReason waits for the Synced condition with status and, unless empty, reason; a False condition with reason
+// Pending (NEGs being created) never counts.
+func (h *harness) waitReason(name string, status metav1.ConditionStatus, reason string) *mpv1alpha1.Translation {
+	h.t.Helper()
+	var tr *mpv1alpha1.Translation
+	h.waitFor("Translation "+name+" Synced="+string(status)+" "+reason, func() bool {
+		tr = h.get(name)
+		c := findCondition(tr)
+		return c != nil && c.Status == status && c.ObservedGeneration == tr.Generation &&
+			c.Reason != ReasonPending && (reason == "" || c.Reason == reason)
+	})
+	return tr
+}
+
+func findCondition(tr *mpv1alpha1.Translation) *metav1.Condition {
+	for i := range tr.Status.Conditions {
+		if tr.Status.Conditions[i].Type == mpv1alpha1.TranslationConditionSynced {
+			return &tr.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func (h *harness) endpointCount(zone, name string) int {
+	eps, ok := h.gce.Endpoints(testProject, zone, name)
+	if !ok {
+		return -1
+	}
+	return len(eps)
+}
+
+func TestMain(m *testing.M) {
+	// The manager registers the metrics; without registration their vectors are not instantiated.
+	metrics.Register()
+	os.Exit(m.Run())
+}

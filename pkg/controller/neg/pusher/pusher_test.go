@@ -1,0 +1,195 @@
+package pusher
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	compute "google.golang.org/api/compute/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
+)
+
+func TestCreatesNEGsWithTheirEndpointsInFewestAttachCalls(t *testing.T) {
+	tr := translation("web", map[string]int{"us-central1-a": 1200, "us-central1-b": 3}, true)
+	h := newHarness(t, nil, tr)
+
+	got := h.waitSynced("web", metav1.ConditionTrue)
+	if n := h.endpointCount("us-central1-a", "k8s1-web"); n != 1200 {
+		t.Errorf("zone a has %d endpoints, want 1200", n)
+	}
+	if n := h.endpointCount("us-central1-b", "k8s1-web"); n != 3 {
+		t.Errorf("zone b has %d endpoints, want 3", n)
+	}
+	calls := h.gce.Calls(testProject)
+	if calls[fakegce.MethodAttachEndpoints] != 3+1 {
+		t.Errorf("attach calls = %d, want 4 (ceil(1200/500) + ceil(3/500))", calls[fakegce.MethodAttachEndpoints])
+	}
+	if calls[fakegce.MethodInsert] != 2 {
+		t.Errorf("insert calls = %d, want 2", calls[fakegce.MethodInsert])
+	}
+	want := []mpv1alpha1.BackendResourceStatus{
+		{Kind: mpv1alpha1.BackendResourceKindNetworkEndpointGroup, Name: "k8s1-web", Zone: "us-central1-a", State: mpv1alpha1.BackendResourceStateReady, EndpointCount: 1200},
+		{Kind: mpv1alpha1.BackendResourceKindNetworkEndpointGroup, Name: "k8s1-web", Zone: "us-central1-b", State: mpv1alpha1.BackendResourceStateReady, EndpointCount: 3},
+	}
+	for i := range want {
+		if i >= len(got.Status.Resources) || got.Status.Resources[i] != want[i] {
+			t.Fatalf("status.resources = %+v, want %+v", got.Status.Resources, want)
+		}
+	}
+	neg, _ := h.gce.NEG(testProject, "us-central1-a", "k8s1-web")
+	if neg.Description != testMarker || neg.DefaultPort != 8080 || neg.NetworkEndpointType != "GCE_VM_IP_PORT" {
+		t.Errorf("NEG = %+v, want the spec's description, port 8080 and GCE_VM_IP_PORT", neg)
+	}
+
+	// A converged Translation costs nothing: neither GCE calls nor status writes.
+	h.gce.ResetCalls()
+	writes := len(h.client.Actions())
+	h.pusher.queue.Add("shop/web")
+	h.waitFor("the resync to be processed", func() bool { return h.pusher.queue.Len() == 0 })
+	h.shutdown() // drains the worker, so the counts below are final
+	if c := h.gce.Calls(testProject); len(c) != 0 {
+		t.Errorf("a converged resync made GCE calls: %v", c)
+	}
+	if n := len(h.client.Actions()); n != writes {
+		t.Errorf("a converged resync made %d API calls", n-writes)
+	}
+}
+
+func TestScalesDownAndRemovesAResource(t *testing.T) {
+	tr := translation("web", map[string]int{"us-central1-a": 700, "us-central1-b": 10}, true)
+	h := newHarness(t, nil, tr)
+	tr = h.waitSynced("web", metav1.ConditionTrue)
+
+	h.gce.ResetCalls()
+	tr.Spec.Resources = tr.Spec.Resources[:1]
+	tr.Spec.Resources[0].NetworkEndpointGroup.Endpoints = tr.Spec.Resources[0].NetworkEndpointGroup.Endpoints[:100]
+	tr.Generation++
+	if _, err := h.client.MultiprojectV1alpha1().Translations(testNamespace).Update(context.Background(), tr, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr = h.waitSynced("web", metav1.ConditionTrue)
+	if n := h.endpointCount("us-central1-a", "k8s1-web"); n != 100 {
+		t.Errorf("zone a has %d endpoints, want 100", n)
+	}
+	if _, ok := h.gce.NEG(testProject, "us-central1-b", "k8s1-web"); ok {
+		t.Error("the NEG removed from the spec still exists")
+	}
+	calls := h.gce.Calls(testProject)
+	if calls[fakegce.MethodDetachEndpoints] != 2 || calls[fakegce.MethodDelete] != 1 || calls[fakegce.MethodAttachEndpoints] != 0 {
+		t.Errorf("calls = %v, want 2 detaches (600 endpoints) and 1 delete", calls)
+	}
+	if len(tr.Status.Resources) != 1 {
+		t.Errorf("status.resources = %+v, want only zone a", tr.Status.Resources)
+	}
+}
+
+func TestNameCollisionLeavesTheForeignNEGAlone(t *testing.T) {
+	tr := translation("web", map[string]int{"us-central1-a": 5, "us-central1-b": 5}, true)
+	h := newHarness(t, nil, tr)
+	foreign := &compute.NetworkEndpointGroup{Name: "k8s1-web", Description: "someone else's", NetworkEndpointType: "GCE_VM_IP_PORT", DefaultPort: 80}
+	if _, err := h.gce.SeedNEG(testProject, "us-central1-b", foreign, &compute.NetworkEndpoint{Instance: "vm-1", IpAddress: "192.168.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	got := h.waitReason("web", metav1.ConditionFalse, ReasonNameCollision)
+	if s := got.Status.Resources[1]; s.State != mpv1alpha1.BackendResourceStateError || !strings.Contains(s.LastError, "ownership marker") {
+		t.Errorf("zone b status = %+v, want Error about the marker", s)
+	}
+	if n := h.endpointCount("us-central1-a", "k8s1-web"); n != 5 {
+		t.Errorf("the other zone's NEG has %d endpoints, want 5", n)
+	}
+	h.waitFor("a collision event", func() bool { return len(h.events.with(corev1.EventTypeWarning+" "+ReasonNameCollision)) > 0 })
+	h.waitFor("the NEGReady condition", func() bool {
+		c, ok := h.conditions.Last()
+		return ok && c.Status == metav1.ConditionFalse && c.Reason == ReasonNameCollision
+	})
+
+	// Deleting the Translation deletes our NEG and leaves the foreign one.
+	now := metav1.Now()
+	got.DeletionTimestamp = &now
+	if _, err := h.client.MultiprojectV1alpha1().Translations(testNamespace).Update(context.Background(), got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("the finalizer to be removed", func() bool { return len(h.get("web").Finalizers) == 0 })
+	if _, ok := h.gce.NEG(testProject, "us-central1-a", "k8s1-web"); ok {
+		t.Error("our NEG was not deleted")
+	}
+	eps, ok := h.gce.Endpoints(testProject, "us-central1-b", "k8s1-web")
+	if !ok || len(eps) != 1 {
+		t.Errorf("the foreign NEG was touched: exists=%v endpoints=%d", ok, len(eps))
+	}
+	if h.gce.Calls(testProject)[fakegce.MethodDelete] != 1 {
+		t.Errorf("delete calls = %d, want 1", h.gce.Calls(testProject)[fakegce.MethodDelete])
+	}
+	h.waitFor("the NEGReady condition to clear", func() bool {
+		c, ok := h.conditions.Last()
+		return ok && c.Status == metav1.ConditionTrue
+	})
+}
+
+func TestAddsAMissingFinalizerBeforeCreatingNEGs(t *testing.T) {
+	h := newHarness(t, nil, translation("web", map[string]int{"us-central1-a": 1}, false))
+	tr := h.waitSynced("web", metav1.ConditionTrue)
+	if !hasFinalizer(tr) {
+		t.Error("no finalizer")
+	}
+}
+
+func TestFaultsConvergeWithNothingLost(t *testing.T) {
+	tr := translation("web", map[string]int{"us-central1-a": 1200, "us-central1-b": 600, "us-central1-c": 30}, true)
+	h := newHarness(t, nil, tr)
+	h.gce.InjectFault(testProject, fakegce.MethodAttachEndpoints, fakegce.Fault{Code: 503, EveryNth: 2})
+	h.gce.InjectFault(testProject, fakegce.MethodInsert, fakegce.Fault{Code: 403, Reason: fakegce.ReasonRateLimitExceeded, Times: 2})
+	h.gce.InjectFault(testProject, fakegce.MethodListEndpoints, fakegce.Fault{Code: 429, Times: 1})
+	h.waitSynced("web", metav1.ConditionTrue)
+	for zone, want := range map[string]int{"us-central1-a": 1200, "us-central1-b": 600, "us-central1-c": 30} {
+		if n := h.endpointCount(zone, "k8s1-web"); n != want {
+			t.Errorf("zone %s has %d endpoints, want %d", zone, n, want)
+		}
+	}
+}
+
+func TestInvalidRequestIsAWarningNotAHotLoop(t *testing.T) {
+	tr := translation("web", map[string]int{"us-central1-a": 1}, true)
+	tr.Spec.Resources[0].NetworkEndpointGroup.Port = 0 // endpoints without a port and a NEG without a default: 400
+	h := newHarness(t, nil, tr)
+	h.waitReason("web", metav1.ConditionFalse, ReasonInvalid)
+	h.waitFor("a Warning event", func() bool { return len(h.events.with(corev1.EventTypeWarning)) > 0 })
+	h.shutdown()
+	// One attempt and one after re-reading GCE; the next one is scheduled minutes later, not with backoff.
+	if n := h.gce.Calls(testProject)[fakegce.MethodAttachEndpoints]; n != 2 {
+		t.Errorf("attach calls = %d, want 2", n)
+	}
+	if n := h.pusher.queue.NumRequeues("shop/web"); n != 0 {
+		t.Errorf("the key is in rate-limited backoff (%d requeues)", n)
+	}
+}
+
+func TestCredentialsProblemsAreAConditionAndRetried(t *testing.T) {
+	gcp := &mpv1alpha1.GCPConfig{ProjectID: testProject, Network: "default",
+		CredentialsSecretRef: &mpv1alpha1.SecretKeyReference{Namespace: "kube-system", Name: "tenant-a-gcp", Key: "key.json"}}
+	h := newHarness(t, gcp, translation("web", map[string]int{"us-central1-a": 1}, true))
+	got := h.waitReason("web", metav1.ConditionFalse, ReasonCredentialsUnavailable)
+	if c := findCondition(got); c.Reason != ReasonCredentialsUnavailable || !strings.Contains(c.Message, "does not exist") {
+		t.Errorf("Synced = %+v, want CredentialsUnavailable about a missing Secret", c)
+	}
+	key := `{"type":"service_account","client_email":"neg@tenant-a-project.iam.gserviceaccount.com","private_key":"-----BEGIN PRIVATE KEY-----\n"}`
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "tenant-a-gcp"}, Data: map[string][]byte{"key.json": []byte(key)}}
+	if _, err := h.kube.CoreV1().Secrets("kube-system").Create(context.Background(), secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSynced("web", metav1.ConditionTrue)
+}
+
+func TestPendingNamesTranslationsWithTheFinalizer(t *testing.T) {
+	h := newHarness(t, nil, translation("web", map[string]int{"us-central1-a": 1}, true), translation("api", map[string]int{"us-central1-a": 1}, true))
+	h.waitFor("the informer", h.pusher.informer.HasSynced)
+	msg, err := Pending(context.Background(), h.tctx)
+	if err != nil || msg != "2 Translations with NEGs not yet deleted: shop/api, shop/web" {
+		t.Errorf("Pending = %q, %v", msg, err)
+	}
+}
