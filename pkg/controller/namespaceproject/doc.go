@@ -1,0 +1,13 @@
+// Package namespaceproject owns the namespace-project controller: for one tenant, it puts each of the tenant's
+// Namespaces that carries the app-owner label (default `appOwner`) into the Rancher Project of that display name in
+// the tenant's Rancher cluster (ProviderConfig spec.rancher.clusterID).
+//
+// It matches spec.displayName case-insensitively, and also the project-name labels Rancher users set
+// (project.cattle.io/name, cattle.io/projectName, field.cattle.io/projectName), only among the Projects in the
+// namespace named by the cluster ID; two matches are an error (Event AmbiguousProject), none waits for such a
+// Project to appear (Event ProjectNotFound). It assigns with one patch that sets Rancher's annotation
+// field.cattle.io/projectId=<cluster>:<project> (the source of truth), the label field.cattle.io/projectId=<project>
+// and its own record of the assignment, so it can tell its assignments from those made by people or by Rancher: it
+// moves only its own, and leaves anyone else's alone with an Event. docs/namespace-project.md describes the
+// decisions, Events, condition, RBAC and measurements.
+package namespaceproject

@@ -1,0 +1,152 @@
+package namespaceproject
+
+import (
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	rancherv3 "github.com/multiproject/api/rancher/management/v3"
+)
+
+// projectNameLabels are the Project labels the seed operator also matched an app owner against; Rancher users set
+// them to give a Project a stable, selectable name.
+var projectNameLabels = []string{"project.cattle.io/name", "cattle.io/projectName", "field.cattle.io/projectName"}
+
+// fold is the one case-insensitive form used both for the index and for matching, so the two can never disagree.
+func fold(s string) string { return strings.ToLower(s) }
+
+// matchKeys are the folded names under which p matches an app owner. They ignore a deletion (matches does not), so
+// that the Project handler still finds the namespaces a deleted Project matched.
+func matchKeys(p *rancherv3.Project) []string {
+	if p == nil {
+		return nil
+	}
+	keys := make([]string, 0, 1+len(projectNameLabels))
+	if p.Spec.DisplayName != "" {
+		keys = append(keys, fold(p.Spec.DisplayName))
+	}
+	for _, label := range projectNameLabels {
+		if v := p.Labels[label]; v != "" {
+			keys = append(keys, fold(v))
+		}
+	}
+	return keys
+}
+
+// matches reports whether p is a candidate for the folded app owner.
+func matches(p *rancherv3.Project, foldedOwner string) bool {
+	if p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, key := range matchKeys(p) {
+		if key == foldedOwner {
+			return true
+		}
+	}
+	return false
+}
+
+// sameMatchFields reports whether two states of a Project match the same app owners.
+func sameMatchFields(a, b *rancherv3.Project) bool {
+	if a.Spec.DisplayName != b.Spec.DisplayName || (a.DeletionTimestamp == nil) != (b.DeletionTimestamp == nil) {
+		return false
+	}
+	for _, label := range projectNameLabels {
+		if a.Labels[label] != b.Labels[label] {
+			return false
+		}
+	}
+	return true
+}
+
+// ownerIndex maps a folded app owner to the tenant's namespaces labeled with it. The tenant's Namespace informer is
+// a view of a shared informer, which takes no indexers once started, so the controller keeps this one itself from
+// the view's events.
+type ownerIndex struct {
+	mu      sync.RWMutex
+	byOwner map[string]sets.Set[string]
+	ownerOf map[string]string
+}
+
+func newOwnerIndex() *ownerIndex {
+	return &ownerIndex{byOwner: map[string]sets.Set[string]{}, ownerOf: map[string]string{}}
+}
+
+// set records namespace's app owner; "" removes it from the index.
+func (x *ownerIndex) set(namespace, owner string) {
+	owner = fold(owner)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if old, ok := x.ownerOf[namespace]; ok {
+		if old == owner {
+			return
+		}
+		x.unlink(namespace, old)
+	}
+	if owner == "" {
+		return
+	}
+	x.ownerOf[namespace] = owner
+	if x.byOwner[owner] == nil {
+		x.byOwner[owner] = sets.New[string]()
+	}
+	x.byOwner[owner].Insert(namespace)
+}
+
+func (x *ownerIndex) remove(namespace string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if old, ok := x.ownerOf[namespace]; ok {
+		x.unlink(namespace, old)
+	}
+}
+
+func (x *ownerIndex) unlink(namespace, owner string) {
+	delete(x.ownerOf, namespace)
+	x.byOwner[owner].Delete(namespace)
+	if x.byOwner[owner].Len() == 0 {
+		delete(x.byOwner, owner)
+	}
+}
+
+// namespaces returns the namespaces whose folded app owner is key.
+func (x *ownerIndex) namespaces(key string) []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.byOwner[key].UnsortedList()
+}
+
+// len returns how many namespaces are indexed.
+func (x *ownerIndex) len() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.ownerOf)
+}
+
+// reportedEvents remembers the last Warning each namespace got, so that a problem that persists (a missing or
+// ambiguous Project) is reported once per change, not on every sync.
+type reportedEvents struct {
+	mu   sync.Mutex
+	last map[string]string
+}
+
+func newReportedEvents() *reportedEvents { return &reportedEvents{last: map[string]string{}} }
+
+// first records reason+message for namespace and reports whether it differs from what was recorded last.
+func (r *reportedEvents) first(namespace, reason, message string) bool {
+	v := reason + "\x00" + message
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last[namespace] == v {
+		return false
+	}
+	r.last[namespace] = v
+	return true
+}
+
+func (r *reportedEvents) forget(namespace string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.last, namespace)
+}
