@@ -259,6 +259,24 @@ func (c *Client) ListEndpoints(ctx context.Context, zone, name string) ([]*compu
 	}
 }
 
+// OperationWaitError says that a call was accepted but waiting for its operation failed (a rate limit, a timeout):
+// the change may still happen. Callers keep Operation and call WaitOperation before acting on the resource again.
+type OperationWaitError struct {
+	Zone, Operation string
+	Err             error
+}
+
+func (e *OperationWaitError) Error() string {
+	return fmt.Sprintf("waiting for operation %s: %v", e.Operation, e.Err)
+}
+
+func (e *OperationWaitError) Unwrap() error { return e.Err }
+
+// WaitOperation waits for an operation a call returned earlier, by name, until it is DONE, and returns its error.
+func (c *Client) WaitOperation(ctx context.Context, zone, name string) error {
+	return c.wait(ctx, zone, &compute.Operation{Name: name, Status: "RUNNING"})
+}
+
 // wait polls the zonal operation with zoneOperations.wait until it is DONE. The wait method is best-effort (it may
 // return a RUNNING operation early), hence the loop; each round is one call from the tenant's bucket. A DONE
 // operation that failed becomes a *googleapi.Error with the operation's HTTP status, so callers classify it like a
@@ -268,11 +286,11 @@ func (c *Client) wait(ctx context.Context, zone string, op *compute.Operation) e
 	defer cancel()
 	for op.Status != "DONE" {
 		if err := c.take(ctx, false); err != nil {
-			return fmt.Errorf("waiting for operation %s: %w", op.Name, err)
+			return &OperationWaitError{Zone: zone, Operation: op.Name, Err: err}
 		}
 		next, err := c.svc.ZoneOperations.Wait(c.project, zone, op.Name).Context(ctx).Do()
 		if err != nil {
-			return fmt.Errorf("waiting for operation %s: %w", op.Name, err)
+			return &OperationWaitError{Zone: zone, Operation: op.Name, Err: err}
 		}
 		op = next
 	}

@@ -33,6 +33,9 @@ type negEntry struct {
 	defaultPort int64
 	// endpoints is GCE's endpoint set, as GCE lists it (instance as a name).
 	endpoints map[endpointKey]*compute.NetworkEndpoint
+	// pendingOperation is an operation of a call on this NEG whose wait failed: it may still change the NEG, so it
+	// is waited for before the NEG is read or changed again.
+	pendingOperation string
 	// observed is when GCE was last read for this NEG; a verify period forces a re-read after it.
 	observed time.Time
 }

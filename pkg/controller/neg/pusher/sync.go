@@ -195,6 +195,9 @@ func (p *Pusher) ensure(ctx context.Context, gce *gceclient.Client, owner string
 func (p *Pusher) ensureOnce(ctx context.Context, gce *gceclient.Client, tr *mpv1alpha1.Translation, res *mpv1alpha1.BackendResource, e *negEntry) (outcome, bool) {
 	o := outcome{kind: res.Kind, zone: res.Zone, name: res.Name, state: mpv1alpha1.BackendResourceStatePending}
 	params := res.NetworkEndpointGroup
+	if err := p.awaitPending(ctx, gce, res.Zone, e); err != nil {
+		return p.failed(o, e, err), false
+	}
 	if err := p.observe(ctx, gce, res.Zone, res.Name, e, res.Description); err != nil {
 		return p.failed(o, e, err), false
 	}
@@ -257,6 +260,22 @@ func (p *Pusher) ensureOnce(ctx context.Context, gce *gceclient.Client, tr *mpv1
 	return o, false
 }
 
+// awaitPending waits for the operation of an earlier call whose wait failed; afterwards the entry is re-read, since
+// that operation may have changed the NEG either way.
+func (p *Pusher) awaitPending(ctx context.Context, gce *gceclient.Client, zone string, e *negEntry) error {
+	if e.pendingOperation == "" {
+		return nil
+	}
+	err := gce.WaitOperation(ctx, zone, e.pendingOperation)
+	var waitErr *gceclient.OperationWaitError
+	if errors.As(err, &waitErr) && !gceclient.IsNotFound(waitErr.Err) {
+		return err
+	}
+	e.invalidate()
+	e.pendingOperation = ""
+	return nil
+}
+
 // retryAfterEndpointError says whether an attach or detach error may come from a stale cache: a vanished NEG (it
 // is recreated) or a refused batch (the endpoint set changed behind our back).
 func retryAfterEndpointError(err error) bool {
@@ -273,7 +292,12 @@ func (p *Pusher) failed(o outcome, e *negEntry, err error) outcome {
 	o.err = err
 	o.state = mpv1alpha1.BackendResourceStateError
 	class := gceclient.Classify(err)
-	if gceclient.Reason(err) != gceclient.ReasonRateLimitExceeded {
+	var waitErr *gceclient.OperationWaitError
+	switch {
+	case errors.As(err, &waitErr):
+		e.invalidate()
+		e.pendingOperation = waitErr.Operation
+	case gceclient.Reason(err) != gceclient.ReasonRateLimitExceeded:
 		e.invalidate()
 	}
 	switch class {
@@ -418,6 +442,10 @@ func (p *Pusher) deleteNEG(ctx context.Context, gce *gceclient.Client, owner str
 	o := outcome{kind: mpv1alpha1.BackendResourceKindNetworkEndpointGroup, zone: k.zone, name: k.name, state: mpv1alpha1.BackendResourceStateDeleting}
 	e := p.cache.lock(owner, k)
 	defer e.mu.Unlock()
+	if err := p.awaitPending(ctx, gce, k.zone, e); err != nil {
+		o.err, o.reason = err, ReasonGCEError
+		return o
+	}
 	if e.known && !e.exists {
 		return o
 	}
@@ -459,6 +487,10 @@ func (p *Pusher) deleteNEG(ctx context.Context, gce *gceclient.Client, owner str
 		o.err, o.reason, o.permanent = err, ReasonInvalid, true
 	default:
 		e.invalidate()
+		var waitErr *gceclient.OperationWaitError
+		if errors.As(err, &waitErr) {
+			e.pendingOperation = waitErr.Operation
+		}
 		o.err, o.reason = err, ReasonGCEError
 	}
 	return o
