@@ -66,7 +66,7 @@ func (r *recorder) with(prefix string) []string {
 
 // harness runs one pusher against a fake clientset and a fake GCE over HTTP.
 type harness struct {
-	t          *testing.T
+	t          testing.TB
 	gce        *fakegce.Server
 	client     *mpfake.Clientset
 	kube       *kubefake.Clientset
@@ -78,7 +78,7 @@ type harness struct {
 	done       chan struct{}
 }
 
-func newHarness(t *testing.T, gcp *mpv1alpha1.GCPConfig, objects ...runtime.Object) *harness {
+func newHarness(t testing.TB, gcp *mpv1alpha1.GCPConfig, objects ...runtime.Object) *harness {
 	t.Helper()
 	h := &harness{t: t, gce: fakegce.New(fakegce.Options{}), events: &recorder{}, conditions: &tenanttest.Conditions{}}
 	h.gce.Start()
