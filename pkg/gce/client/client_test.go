@@ -1,0 +1,125 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	compute "google.golang.org/api/compute/v1"
+	"google.golang.org/api/googleapi"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
+)
+
+func newClient(t *testing.T, opts fakegce.Options) (*Client, *fakegce.Server) {
+	t.Helper()
+	srv := fakegce.New(opts)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c, err := New(context.Background(), Config{ProjectID: "p-tenant-a", Endpoint: srv.Endpoint(), QPS: 1000, Burst: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, srv
+}
+
+func TestCallsThroughTheFakeWaitForOperations(t *testing.T) {
+	ctx := context.Background()
+	c, srv := newClient(t, fakegce.Options{OperationPolls: 2})
+	const zone = "europe-west1-b"
+	if err := c.InsertNEG(ctx, zone, &compute.NetworkEndpointGroup{Name: "neg", NetworkEndpointType: "GCE_VM_IP_PORT", DefaultPort: 80}); err != nil {
+		t.Fatal(err)
+	}
+	var eps []*compute.NetworkEndpoint
+	for i := range 1200 {
+		eps = append(eps, &compute.NetworkEndpoint{Instance: "vm", IpAddress: fmt.Sprintf("10.0.%d.%d", i/250, i%250+1)})
+	}
+	if err := c.AttachEndpoints(ctx, zone, "neg", eps); err == nil {
+		t.Error("a batch of 1,200 was sent")
+	}
+	for i := 0; i < len(eps); i += MaxEndpointsPerCall {
+		if err := c.AttachEndpoints(ctx, zone, "neg", eps[i:min(i+MaxEndpointsPerCall, len(eps))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listed, err := c.ListEndpoints(ctx, zone, "neg")
+	if err != nil || len(listed) != 1200 {
+		t.Fatalf("listed %d endpoints, %v; want 1200", len(listed), err)
+	}
+	if err := c.DeleteNEG(ctx, zone, "neg"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetNEG(ctx, zone, "neg"); !IsNotFound(err) {
+		t.Errorf("get after delete: %v, want NotFound", err)
+	}
+	if srv.PendingOperations("p-tenant-a") != 0 {
+		t.Error("an operation was left running")
+	}
+	if c.MutatingCalls() != 5 {
+		t.Errorf("mutating calls = %d, want 5 (insert, 3 attaches, delete)", c.MutatingCalls())
+	}
+}
+
+func TestFailedOperationIsClassifiedLikeASynchronousError(t *testing.T) {
+	ctx := context.Background()
+	c, srv := newClient(t, fakegce.Options{OperationPolls: 1})
+	srv.InjectFault("p-tenant-a", fakegce.MethodInsert, fakegce.Fault{Code: 503, Async: true, Times: 1})
+	err := c.InsertNEG(ctx, "europe-west1-b", &compute.NetworkEndpointGroup{Name: "neg"})
+	if Classify(err) != ClassRetryable {
+		t.Errorf("failed operation: %v classified %q, want Retryable", err, Classify(err))
+	}
+	srv.InjectFault("p-tenant-a", fakegce.MethodOperationWait, fakegce.Fault{Code: 429, Times: 1})
+	err = c.InsertNEG(ctx, "europe-west1-b", &compute.NetworkEndpointGroup{Name: "neg"})
+	var waitErr *OperationWaitError
+	if !errors.As(err, &waitErr) || !IsRetryable(err) {
+		t.Fatalf("failed wait: %v, want an OperationWaitError that is retryable", err)
+	}
+	if err := c.WaitOperation(ctx, "europe-west1-b", waitErr.Operation); err != nil {
+		t.Errorf("waiting again: %v", err)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	gerr := func(code int, reason string) error {
+		return fmt.Errorf("wrapped: %w", &googleapi.Error{Code: code, Errors: []googleapi.ErrorItem{{Reason: reason}}})
+	}
+	for _, tc := range []struct {
+		err  error
+		want Class
+	}{
+		{nil, ClassNone},
+		{errors.New("dial tcp: refused"), ClassOther},
+		{gerr(http.StatusNotFound, "notFound"), ClassNotFound},
+		{gerr(http.StatusConflict, "alreadyExists"), ClassAlreadyExists},
+		{gerr(http.StatusForbidden, "rateLimitExceeded"), ClassRetryable},
+		{gerr(http.StatusForbidden, "forbidden"), ClassInvalid},
+		{gerr(http.StatusTooManyRequests, ""), ClassRetryable},
+		{gerr(http.StatusServiceUnavailable, "backendError"), ClassRetryable},
+		{gerr(http.StatusBadRequest, "resourceInUseByAnotherResource"), ClassInUse},
+		{gerr(http.StatusBadRequest, "invalid"), ClassInvalid},
+	} {
+		if got := Classify(tc.err); got != tc.want {
+			t.Errorf("Classify(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestNewChecksEndpointAndCredentials(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"no project", Config{Endpoint: "http://127.0.0.1:1/compute/v1/"}},
+		{"endpoint without /compute/v1/", Config{ProjectID: "p-tenant-a", Endpoint: "http://127.0.0.1:1/"}},
+		{"not a service-account key", Config{ProjectID: "p-tenant-a", Endpoint: "http://127.0.0.1:1/compute/v1/",
+			CredentialsJSON: []byte(`{"type":"external_account","credential_source":{"file":"/etc/passwd"}}`)}},
+		{"not JSON", Config{ProjectID: "p-tenant-a", Endpoint: "http://127.0.0.1:1/compute/v1/", CredentialsJSON: []byte("x")}},
+	} {
+		if _, err := New(ctx, tc.cfg); err == nil {
+			t.Errorf("%s: accepted", tc.name)
+		}
+	}
+}
