@@ -6,14 +6,19 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/cli/globalflag"
@@ -25,12 +30,19 @@ import (
 	controllerhealthz "k8s.io/controller-manager/pkg/healthz"
 	"k8s.io/klog/v2"
 
+	managementinformers "github.com/multiproject/client-go/informers/externalversions/management/v3"
+	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
+	tunnelinformers "github.com/multiproject/client-go/informers/externalversions/tunnel/v1alpha1"
+
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
+	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 
 	// Registers the client-go (REST client, leader election) and workqueue metrics with the legacy registry. The
 	// workqueue provider must be set before any queue is created.
@@ -116,6 +128,7 @@ type processState struct {
 func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Registry[tenant.Factory]) error {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting", "component", names.ComponentName, "version", version.Get().String())
+	metrics.Register()
 
 	c.EventBroadcaster.StartStructuredLogging(3)
 	c.EventBroadcaster.StartRecordingToSink(c.EventSink)
@@ -153,7 +166,7 @@ func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Re
 	}
 
 	run := func(ctx context.Context) error {
-		return runControllers(ctx, c, state)
+		return runControllers(ctx, c, descriptors, state)
 	}
 	if !c.LeaderElection.LeaderElect {
 		return run(ctx)
@@ -176,15 +189,47 @@ func newServingMux(c config.CompletedConfig, healthzHandler http.Handler, state 
 }
 
 // runControllers runs on the leader's context: it starts the shared informers once, waits for their caches, then
-// runs until ctx ends.
-func runControllers(ctx context.Context, c config.CompletedConfig, state *processState) error {
+// runs the ProviderConfig controller, which starts every tenant's controllers, until ctx ends.
+func runControllers(ctx context.Context, c config.CompletedConfig, descriptors *registry.Registry[tenant.Factory], state *processState) error {
 	logger := klog.FromContext(ctx)
 	defer state.synced.Store(false)
 
-	set, err := informerset.New(informerset.Config{Client: c.Client, ResyncPeriod: c.ResyncPeriod})
+	set, err := informerset.New(informerset.Config{
+		Client:       c.Client,
+		ResyncPeriod: c.ResyncPeriod,
+		Indexers:     tenancy.Indexers(c.ProviderConfigLabelKey),
+	})
 	if err != nil {
 		return err
 	}
+	providerConfigs := mpinformers.NewProviderConfigInformer(c.MultiprojectClient, c.ResyncPeriod, cache.Indexers{})
+	if err := set.Add(informerset.ProviderConfigs, providerConfigs); err != nil {
+		return err
+	}
+	for gvr, newInformer := range optionalInformers(c) {
+		if err := set.AddOptional(gvr, newInformer); err != nil {
+			return err
+		}
+	}
+	router, err := tenancy.NewRouter(c.ProviderConfigLabelKey, set.Informer(informerset.Namespaces))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = router.Close() }()
+	for _, r := range []struct {
+		gvr   schema.GroupVersionResource
+		scope tenancy.Scope
+	}{
+		{informerset.Services, tenancy.Namespaced},
+		{informerset.EndpointSlices, tenancy.Namespaced},
+		{informerset.Ingresses, tenancy.Namespaced},
+		{informerset.Nodes, tenancy.ClusterScoped},
+	} {
+		if err := router.AddResource(r.gvr, set.Informer(r.gvr), r.scope); err != nil {
+			return err
+		}
+	}
+
 	if err := set.Start(ctx); err != nil {
 		return err
 	}
@@ -197,7 +242,125 @@ func runControllers(ctx context.Context, c config.CompletedConfig, state *proces
 	state.synced.Store(true)
 	logger.Info("Shared informer caches synced")
 
-	<-ctx.Done()
-	logger.Info("Stopping controllers")
+	apis := newServedAPIs()
+	cfg := providerconfig.ManagerConfig{
+		KubeClient:         c.Client,
+		MultiprojectClient: c.MultiprojectClient,
+		Router:             router,
+		Shared: func(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
+			if inf := set.Informer(gvr); inf != nil {
+				return inf, true
+			}
+			if !apis.served(gvr) {
+				return nil, false
+			}
+			inf, _, _ := set.Optional(gvr)
+			return inf, inf != nil
+		},
+		APIServed:   apis.served,
+		LabelKey:    c.ProviderConfigLabelKey,
+		Options:     c.TenantControllers,
+		EventSink:   c.EventSink,
+		StopTimeout: c.ShutdownTimeout,
+	}
+	enabled := sets.New[string]()
+	for _, d := range descriptors.Enabled(c.Controllers) {
+		enabled.Insert(d.Name)
+		cfg.Enabled = append(cfg.Enabled, providerconfig.NamedFactory{Name: d.Name, Workers: c.ConcurrentSyncs[d.Name], Factory: d.Constructor})
+	}
+	for _, name := range descriptors.KnownControllers() {
+		if d, _ := descriptors.Get(name); !enabled.Has(name) {
+			cfg.Disabled = append(cfg.Disabled, providerconfig.NamedFactory{Name: d.Name, Factory: d.Constructor})
+		}
+	}
+	_, pcController := providerconfig.NewManagerAndController(cfg, c.MultiprojectClient, providerConfigs, c.EventRecorder)
+
+	// An optional API that appears later is routed to the tenants once its informer has synced, and every tenant
+	// is looked at again, so that controllers waiting for it start.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for gvr := range optionalInformers(c) {
+		wg.Go(func() {
+			if err := awaitOptional(ctx, set, router, gvr); err != nil {
+				if ctx.Err() == nil {
+					logger.Error(err, "Optional API could not be routed to tenants", "resource", gvr.String())
+				}
+				return
+			}
+			apis.add(gvr)
+			pcController.EnqueueAll()
+		})
+	}
+	return pcController.Run(ctx, c.ProviderConfigWorkers)
+}
+
+// optionalInformers builds the informers of CRD-backed APIs. Our own Translation CRD is optional too: a cluster
+// without it runs every controller but neg.
+func optionalInformers(c config.CompletedConfig) map[schema.GroupVersionResource]informerset.NewInformerFunc {
+	client := c.MultiprojectClient
+	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	return map[schema.GroupVersionResource]informerset.NewInformerFunc{
+		informerset.Translations: func(resync time.Duration) cache.SharedIndexInformer {
+			return mpinformers.NewTranslationInformer(client, metav1.NamespaceAll, resync, indexers)
+		},
+		informerset.Projects: func(resync time.Duration) cache.SharedIndexInformer {
+			return managementinformers.NewProjectInformer(client, metav1.NamespaceAll, resync, indexers)
+		},
+		informerset.PangolinTunnels: func(resync time.Duration) cache.SharedIndexInformer {
+			return tunnelinformers.NewPangolinTunnelInformer(client, metav1.NamespaceAll, resync, indexers)
+		},
+		informerset.PangolinResources: func(resync time.Duration) cache.SharedIndexInformer {
+			return tunnelinformers.NewPangolinResourceInformer(client, metav1.NamespaceAll, resync, indexers)
+		},
+	}
+}
+
+// routedOptionals are the optional resources that tenants own (they carry the tenant label), so they get
+// filtered views; the others (Projects, PangolinTunnels) are read through Informers.Shared.
+var routedOptionals = map[schema.GroupVersionResource]bool{
+	informerset.Translations:      true,
+	informerset.PangolinResources: true,
+}
+
+// awaitOptional waits until the optional API is served and its informer synced, then routes it if tenants own it.
+func awaitOptional(ctx context.Context, set *informerset.Set, router *tenancy.Router, gvr schema.GroupVersionResource) error {
+	_, started, _ := set.Optional(gvr)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-started:
+	}
+	inf, _, _ := set.Optional(gvr)
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, inf.HasSynced) {
+		return ctx.Err()
+	}
+	if routedOptionals[gvr] {
+		return router.AddResource(gvr, inf, tenancy.Namespaced)
+	}
 	return nil
+}
+
+// servedAPIs records the optional APIs whose informers are synced and routed.
+type servedAPIs struct {
+	mu  sync.RWMutex
+	set sets.Set[schema.GroupVersionResource]
+}
+
+func newServedAPIs() *servedAPIs { return &servedAPIs{set: sets.New[schema.GroupVersionResource]()} }
+
+func (s *servedAPIs) add(gvr schema.GroupVersionResource) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.set.Insert(gvr)
+}
+
+// served is true for the core APIs and for optional ones once added.
+func (s *servedAPIs) served(gvr schema.GroupVersionResource) bool {
+	switch gvr {
+	case informerset.Services, informerset.EndpointSlices, informerset.Nodes, informerset.Namespaces, informerset.Ingresses, informerset.ProviderConfigs:
+		return true
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.set.Has(gvr)
 }

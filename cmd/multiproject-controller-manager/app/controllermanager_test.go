@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -28,6 +29,8 @@ import (
 	genericcontrollermanager "k8s.io/controller-manager/app"
 	controllerhealthz "k8s.io/controller-manager/pkg/healthz"
 	"k8s.io/klog/v2/ktesting"
+
+	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 )
@@ -59,13 +62,16 @@ func leaderElection(lease, renew, retry time.Duration) componentbaseconfig.Leade
 func testConfig(client *fake.Clientset, le componentbaseconfig.LeaderElectionConfiguration) config.CompletedConfig {
 	broadcaster := record.NewBroadcaster()
 	c := &config.Config{
-		LeaderElection:       le,
-		Client:               client,
-		LeaderElectionClient: client,
-		CacheSyncTimeout:     30 * time.Second,
-		EventBroadcaster:     broadcaster,
-		EventRecorder:        record.NewFakeRecorder(100),
-		EventSink:            &discardSink{},
+		LeaderElection:         le,
+		ProviderConfigLabelKey: "multiproject.io/provider-config",
+		ProviderConfigWorkers:  1,
+		Client:                 client,
+		MultiprojectClient:     mpfake.NewClientset(),
+		LeaderElectionClient:   client,
+		CacheSyncTimeout:       30 * time.Second,
+		EventBroadcaster:       broadcaster,
+		EventRecorder:          record.NewFakeRecorder(100),
+		EventSink:              &discardSink{},
 	}
 	return c.Complete()
 }
@@ -233,6 +239,11 @@ func TestRunWithoutLeaderElectionSyncsAndStops(t *testing.T) {
 	go func() { done <- Run(ctx, c, NewControllerDescriptors()) }()
 	// The shared informers list what they watch once they run.
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		select {
+		case err := <-done:
+			return false, fmt.Errorf("Run returned early: %v", err)
+		default:
+		}
 		for _, a := range client.Actions() {
 			if a.GetVerb() == "list" && a.GetResource().Resource == "services" {
 				return true, nil
@@ -240,7 +251,7 @@ func TestRunWithoutLeaderElectionSyncsAndStops(t *testing.T) {
 		}
 		return false, nil
 	}); err != nil {
-		t.Fatal("shared informers never listed services")
+		t.Fatalf("shared informers never listed services: %v", err)
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	componentbaseconfig "k8s.io/component-base/config"
 
+	mpclientset "github.com/multiproject/client-go/clientset/versioned"
+
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
 
@@ -30,6 +32,7 @@ type Config struct {
 
 	Kubeconfig           *restclient.Config
 	Client               kubernetes.Interface
+	MultiprojectClient   mpclientset.Interface
 	LeaderElectionClient kubernetes.Interface
 
 	// SecureServing is nil when --secure-port=0.

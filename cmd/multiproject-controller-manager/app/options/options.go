@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	apiserveroptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/kubernetes"
-	clientgokubescheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -29,8 +28,11 @@ import (
 	"k8s.io/component-base/metrics"
 	cmoptions "k8s.io/controller-manager/options"
 
+	mpclientset "github.com/multiproject/client-go/clientset/versioned"
+
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
 
@@ -300,6 +302,10 @@ func (o *Options) Config() (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	mpClient, err := mpclientset.NewForConfig(restclient.AddUserAgent(kubeconfig, names.ComponentName))
+	if err != nil {
+		return nil, err
+	}
 	// Leader election gets its own client so that a busy controller cannot starve lease renewal of QPS.
 	leaderElectionClient, err := kubernetes.NewForConfig(restclient.AddUserAgent(kubeconfig, "leader-election"))
 	if err != nil {
@@ -317,6 +323,7 @@ func (o *Options) Config() (*config.Config, error) {
 		LeaderElection:         o.LeaderElection,
 		Kubeconfig:             kubeconfig,
 		Client:                 client,
+		MultiprojectClient:     mpClient,
 		LeaderElectionClient:   leaderElectionClient,
 		TenantControllers:      o.TenantControllers,
 	}
@@ -330,7 +337,7 @@ func (o *Options) Config() (*config.Config, error) {
 		return nil, err
 	}
 	c.EventBroadcaster = record.NewBroadcaster()
-	c.EventRecorder = c.EventBroadcaster.NewRecorder(clientgokubescheme.Scheme, corev1.EventSource{Component: names.ComponentName})
+	c.EventRecorder = c.EventBroadcaster.NewRecorder(providerconfig.Scheme, corev1.EventSource{Component: names.ComponentName})
 	c.EventSink = &typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")}
 	return c, nil
 }

@@ -1,0 +1,309 @@
+package providerconfig
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpclientset "github.com/multiproject/client-go/clientset/versioned"
+	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
+)
+
+// Event reasons on ProviderConfigs.
+const (
+	EventControllersStarted = "ControllersStarted"
+	EventControllerFailed   = "ControllerFailed"
+	EventCleanupPending     = "CleanupPending"
+	EventCleanedUp          = "CleanedUp"
+)
+
+// Ready condition reasons.
+const (
+	ReasonAllControllersReady = "AllControllersReady"
+	ReasonControllersNotReady = "ControllersNotReady"
+	ReasonNoControllers       = "NoControllersConfigured"
+	ReasonDeleting            = "Deleting"
+)
+
+// PendingRecheckInterval is how often a deleting ProviderConfig with pending cloud state is looked at again.
+const PendingRecheckInterval = 5 * time.Second
+
+// Controller is the ProviderConfigController: it hands every ProviderConfig to the Manager and writes its status.
+type Controller struct {
+	client   mpclientset.Interface
+	lister   mplisters.ProviderConfigLister
+	informer cache.SharedIndexInformer
+	manager  *Manager
+	recorder record.EventRecorder
+	queue    workqueue.TypedRateLimitingInterface[string]
+}
+
+// NewController builds the controller. informer is the shared ProviderConfig informer; manager must have been
+// built with OnConditionChange set to the returned controller's Enqueue (use NewManagerAndController).
+func NewController(client mpclientset.Interface, informer cache.SharedIndexInformer, manager *Manager, recorder record.EventRecorder) *Controller {
+	return &Controller{
+		client:   client,
+		lister:   mplisters.NewProviderConfigLister(informer.GetIndexer()),
+		informer: informer,
+		manager:  manager,
+		recorder: recorder,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "providerconfig"}),
+	}
+}
+
+// NewManagerAndController wires a Manager whose condition changes enqueue the ProviderConfig into the returned
+// Controller.
+func NewManagerAndController(cfg ManagerConfig, client mpclientset.Interface, informer cache.SharedIndexInformer, recorder record.EventRecorder) (*Manager, *Controller) {
+	// Controllers report conditions only once started, which is after this function returns, so c is set by then.
+	var c *Controller
+	cfg.OnConditionChange = func(name string) { c.Enqueue(name) }
+	m := NewManager(cfg)
+	c = NewController(client, informer, m, recorder)
+	return m, c
+}
+
+// Enqueue schedules a sync of the named ProviderConfig.
+func (c *Controller) Enqueue(name string) { c.queue.Add(name) }
+
+// EnqueueAll schedules every known ProviderConfig, e.g. when an API that controllers wait for appears.
+func (c *Controller) EnqueueAll() {
+	names, err := c.lister.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, pc := range names {
+		c.queue.Add(pc.Name)
+	}
+}
+
+// Run processes ProviderConfigs with the given number of workers until ctx ends, then stops every tenant's
+// controllers and returns once they are gone.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	logger := klog.FromContext(ctx)
+	reg, err := c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueueObject,
+		UpdateFunc: func(_, obj any) { c.enqueueObject(obj) },
+		DeleteFunc: c.enqueueObject,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.informer.RemoveEventHandler(reg) }()
+
+	logger.Info("Starting ProviderConfig controller", "workers", workers)
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, reg.HasSynced) {
+		c.queue.ShutDown()
+		c.manager.StopAll(ctx)
+		return nil
+	}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
+	}
+	<-ctx.Done()
+	logger.Info("Stopping ProviderConfig controller and every tenant's controllers")
+	c.queue.ShutDown()
+	wg.Wait()
+	c.manager.StopAll(ctx)
+	return nil
+}
+
+func (c *Controller) enqueueObject(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	if pc, ok := obj.(*mpv1alpha1.ProviderConfig); ok {
+		c.queue.Add(pc.Name)
+	}
+}
+
+func (c *Controller) runWorker(ctx context.Context) {
+	for c.processNextWorkItem(ctx) {
+	}
+}
+
+func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+	name, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(name)
+	requeueAfter, err := c.sync(ctx, name)
+	result := "success"
+	switch {
+	case err != nil:
+		result = "error"
+		utilruntime.HandleErrorWithContext(ctx, err, "Syncing ProviderConfig failed; will retry", "providerConfig", name)
+		c.queue.AddRateLimited(name)
+	case requeueAfter > 0:
+		c.queue.Forget(name)
+		c.queue.AddAfter(name, requeueAfter)
+	default:
+		c.queue.Forget(name)
+	}
+	metrics.ProviderConfigSyncs.WithLabelValues(name, result).Inc()
+	return true
+}
+
+// sync brings one tenant in line with its ProviderConfig. It returns a delay after which to look again when the
+// tenant waits for something no event announces (cloud cleanup).
+func (c *Controller) sync(ctx context.Context, name string) (time.Duration, error) {
+	logger := klog.FromContext(ctx).WithValues("providerConfig", name)
+	pc, err := c.lister.Get(name)
+	if apierrors.IsNotFound(err) {
+		// Deleted without (or after) our finalizer: nothing may keep running for it.
+		c.manager.Stop(ctx, name)
+		metrics.ForgetProviderConfig(name)
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+
+	if pc.DeletionTimestamp != nil {
+		if !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
+			c.manager.Stop(ctx, name)
+			return 0, nil
+		}
+		pending, err := c.manager.Cleanup(ctx, pc)
+		if err != nil {
+			return 0, err
+		}
+		if pending != "" {
+			ready := metav1.Condition{Type: mpv1alpha1.ProviderConfigConditionReady, Status: metav1.ConditionFalse, Reason: ReasonDeleting,
+				Message: "deletion waits for cleanup outside the cluster: " + pending}
+			if changed, err := c.writeStatus(ctx, pc, c.manager.conditions(name), ready, pc.Status.ObservedGeneration); err != nil {
+				return 0, err
+			} else if changed {
+				c.recorder.Event(pc, corev1.EventTypeNormal, EventCleanupPending, ready.Message)
+			}
+			return PendingRecheckInterval, nil
+		}
+		logger.Info("Tenant stopped and cleaned up; removing the finalizer")
+		if err := c.setFinalizer(ctx, pc, false); err != nil {
+			return 0, err
+		}
+		c.recorder.Event(pc, corev1.EventTypeNormal, EventCleanedUp, "every controller of the tenant stopped and nothing is left outside the cluster")
+		return 0, nil
+	}
+
+	// The finalizer goes on before anything starts, so that nothing a controller makes can outlive the tenant.
+	if !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
+		if err := c.setFinalizer(ctx, pc, true); err != nil {
+			return 0, err
+		}
+		// The update event brings the object back with the finalizer.
+		return 0, nil
+	}
+
+	before := c.manager.Running(name)
+	conds, ensureErr := c.manager.Ensure(ctx, pc)
+	if after := c.manager.Running(name); !slices.Equal(before, after) && len(after) > 0 {
+		c.recorder.Eventf(pc, corev1.EventTypeNormal, EventControllersStarted, "running controllers: %s", strings.Join(after, ", "))
+	}
+	if ensureErr != nil {
+		c.recorder.Event(pc, corev1.EventTypeWarning, EventControllerFailed, ensureErr.Error())
+	}
+	ready := readyCondition(conds)
+	generation := pc.Status.ObservedGeneration
+	if ensureErr == nil {
+		generation = pc.Generation
+	}
+	if _, err := c.writeStatus(ctx, pc, conds, ready, generation); err != nil {
+		return 0, err
+	}
+	return 0, ensureErr
+}
+
+// readyCondition is True when every configured controller's condition is True.
+func readyCondition(conds []metav1.Condition) metav1.Condition {
+	if len(conds) == 0 {
+		return metav1.Condition{Type: mpv1alpha1.ProviderConfigConditionReady, Status: metav1.ConditionTrue, Reason: ReasonNoControllers,
+			Message: "the spec configures no controller"}
+	}
+	var notReady []string
+	for _, cond := range conds {
+		if cond.Status != metav1.ConditionTrue {
+			notReady = append(notReady, fmt.Sprintf("%s is %s (%s)", cond.Type, cond.Status, cond.Reason))
+		}
+	}
+	if len(notReady) > 0 {
+		sort.Strings(notReady)
+		return metav1.Condition{Type: mpv1alpha1.ProviderConfigConditionReady, Status: metav1.ConditionFalse, Reason: ReasonControllersNotReady,
+			Message: strings.Join(notReady, "; ")}
+	}
+	return metav1.Condition{Type: mpv1alpha1.ProviderConfigConditionReady, Status: metav1.ConditionTrue, Reason: ReasonAllControllersReady,
+		Message: "every configured controller is running"}
+}
+
+// writeStatus sets the conditions (and drops those of controllers no longer configured) and writes the status
+// only when it changed. It reports whether it wrote.
+func (c *Controller) writeStatus(ctx context.Context, pc *mpv1alpha1.ProviderConfig, conds []metav1.Condition, ready metav1.Condition, generation int64) (bool, error) {
+	status := pc.Status.DeepCopy()
+	present := map[string]bool{ready.Type: true}
+	for _, cond := range append(conds, ready) {
+		cond.ObservedGeneration = pc.Generation
+		meta.SetStatusCondition(&status.Conditions, cond)
+		present[cond.Type] = true
+	}
+	for _, t := range c.manager.ConditionTypes() {
+		if !present[t] {
+			meta.RemoveStatusCondition(&status.Conditions, t)
+		}
+	}
+	status.ObservedGeneration = generation
+	if apiequality.Semantic.DeepEqual(*status, pc.Status) {
+		return false, nil
+	}
+	updated := pc.DeepCopy()
+	updated.Status = *status
+	_, err := c.client.MultiprojectV1alpha1().ProviderConfigs().UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	if err != nil {
+		return false, fmt.Errorf("writing the status of ProviderConfig %s: %w", pc.Name, err)
+	}
+	return true, nil
+}
+
+// setFinalizer adds or removes our finalizer with a merge patch that carries the resourceVersion, so a concurrent
+// change of the finalizer list makes it fail with a conflict instead of overwriting that change.
+func (c *Controller) setFinalizer(ctx context.Context, pc *mpv1alpha1.ProviderConfig, present bool) error {
+	finalizers := slices.DeleteFunc(slices.Clone(pc.Finalizers), func(f string) bool { return f == mpv1alpha1.ProviderConfigCleanupFinalizer })
+	if present {
+		finalizers = append(finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": finalizers, "resourceVersion": pc.ResourceVersion}})
+	if err != nil {
+		return err
+	}
+	_, err = c.client.MultiprojectV1alpha1().ProviderConfigs().Patch(ctx, pc.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("updating the finalizer of ProviderConfig %s: %w", pc.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package providerconfig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
+)
+
+// errReadOnlyShared is returned by the methods of a shared informer handed to a tenant that would reconfigure it
+// for every tenant.
+var errReadOnlyShared = errors.New("a tenant's controller cannot reconfigure a shared informer")
+
+// SharedInformerGetter returns the unfiltered shared informer of a resource, or false while the process has none
+// (an optional API the cluster does not serve yet).
+type SharedInformerGetter func(resource schema.GroupVersionResource) (cache.SharedIndexInformer, bool)
+
+// controllerInformers is what one running controller sees: its own tenancy handle for filtered views, and shared
+// informers wrapped so that every handler it adds is recorded and removed when it stops.
+type controllerInformers struct {
+	views  *tenancy.Tenant
+	shared SharedInformerGetter
+
+	mu      sync.Mutex
+	wrapped map[schema.GroupVersionResource]*trackedInformer
+	closed  bool
+}
+
+func (i *controllerInformers) Informer(resource schema.GroupVersionResource) (cache.SharedIndexInformer, error) {
+	return i.views.Informer(resource)
+}
+
+func (i *controllerInformers) Shared(resource schema.GroupVersionResource) (cache.SharedIndexInformer, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.closed {
+		return nil, errors.New("the controller's informers are closed")
+	}
+	if t, ok := i.wrapped[resource]; ok {
+		return t, nil
+	}
+	inf, ok := i.shared(resource)
+	if !ok {
+		return nil, fmt.Errorf("no shared informer for %s (is the API served?)", resource)
+	}
+	t := &trackedInformer{SharedIndexInformer: inf}
+	if i.wrapped == nil {
+		i.wrapped = map[schema.GroupVersionResource]*trackedInformer{}
+	}
+	i.wrapped[resource] = t
+	return t, nil
+}
+
+// close removes every handler added through these informers: the views' through the tenancy handle, the shared
+// informers' one by one.
+func (i *controllerInformers) close() {
+	i.views.Close()
+	i.mu.Lock()
+	i.closed = true
+	wrapped := i.wrapped
+	i.wrapped = nil
+	i.mu.Unlock()
+	for _, t := range wrapped {
+		t.close()
+	}
+}
+
+// registrations counts the handlers still registered through these informers, for leak tests.
+func (i *controllerInformers) registrations() int {
+	n := i.views.RegistrationCount()
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for _, t := range i.wrapped {
+		t.mu.Lock()
+		n += len(t.regs)
+		t.mu.Unlock()
+	}
+	return n
+}
+
+// trackedInformer is a shared informer as one tenant's controller may use it: handlers are recorded so the manager
+// can remove them, Run starts nothing (the shared informer runs once, on the global stop), and nothing that would
+// reconfigure it for every tenant is allowed.
+type trackedInformer struct {
+	cache.SharedIndexInformer
+
+	mu     sync.Mutex
+	regs   []cache.ResourceEventHandlerRegistration
+	closed bool
+}
+
+func (t *trackedInformer) track(reg cache.ResourceEventHandlerRegistration, err error) (cache.ResourceEventHandlerRegistration, error) {
+	if err != nil {
+		return reg, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		_ = t.SharedIndexInformer.RemoveEventHandler(reg)
+		return nil, errors.New("the controller's informers are closed")
+	}
+	t.regs = append(t.regs, reg)
+	return reg, nil
+}
+
+func (t *trackedInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	return t.track(t.SharedIndexInformer.AddEventHandler(h))
+}
+
+func (t *trackedInformer) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
+	return t.track(t.SharedIndexInformer.AddEventHandlerWithResyncPeriod(h, resync))
+}
+
+func (t *trackedInformer) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+	return t.track(t.SharedIndexInformer.AddEventHandlerWithOptions(h, o))
+}
+
+func (t *trackedInformer) RemoveEventHandler(reg cache.ResourceEventHandlerRegistration) error {
+	t.mu.Lock()
+	for i, r := range t.regs {
+		if r == reg {
+			t.regs = append(t.regs[:i], t.regs[i+1:]...)
+			break
+		}
+	}
+	t.mu.Unlock()
+	return t.SharedIndexInformer.RemoveEventHandler(reg)
+}
+
+func (t *trackedInformer) Run(stopCh <-chan struct{})         { <-stopCh }
+func (t *trackedInformer) RunWithContext(ctx context.Context) { <-ctx.Done() }
+func (t *trackedInformer) SetTransform(cache.TransformFunc) error {
+	return errReadOnlyShared
+}
+func (t *trackedInformer) AddIndexers(cache.Indexers) error { return errReadOnlyShared }
+func (t *trackedInformer) SetWatchErrorHandler(cache.WatchErrorHandler) error {
+	return errReadOnlyShared
+}
+func (t *trackedInformer) SetWatchErrorHandlerWithContext(cache.WatchErrorHandlerWithContext) error {
+	return errReadOnlyShared
+}
+
+func (t *trackedInformer) close() {
+	t.mu.Lock()
+	regs := t.regs
+	t.regs = nil
+	t.closed = true
+	t.mu.Unlock()
+	for _, reg := range regs {
+		_ = t.SharedIndexInformer.RemoveEventHandler(reg)
+	}
+}
