@@ -282,7 +282,10 @@ func TestRunAssignsWhenTheProjectAppearsOrIsRenamed(t *testing.T) {
 
 	// The app owner changes to one without a Project: nothing moves, the namespace is told.
 	h.updateNamespace("web", func(ns *corev1.Namespace) { ns.Labels[appOwnerKey] = "Nobody" })
-	h.waitFor("ProjectNotFound for Nobody", func() bool { return len(h.events.with("web", ReasonProjectNotFound)) == 1 })
+	h.waitFor("ProjectNotFound for Nobody", func() bool {
+		e := h.events.with("web", ReasonProjectNotFound)
+		return len(e) > 0 && strings.Contains(e[len(e)-1], `"Nobody"`)
+	})
 	stop()
 	if h.namespaces.live() != 0 || h.projects.live() != 0 {
 		t.Errorf("handlers left after Run returned: namespaces %d, projects %d", h.namespaces.live(), h.projects.live())

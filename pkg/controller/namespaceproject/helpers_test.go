@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -214,13 +215,13 @@ func (h *harness) waitCaches() {
 	h.waitFor("informers to catch up", func() bool {
 		for _, ns := range nsList.Items {
 			got, ok, _ := h.namespaces.GetIndexer().GetByKey(ns.Name)
-			if !ok || got.(*corev1.Namespace).ResourceVersion != ns.ResourceVersion {
+			if !ok || !reflect.DeepEqual(got, &ns) {
 				return false
 			}
 		}
 		for _, p := range prList.Items {
 			got, ok, _ := h.projects.GetIndexer().GetByKey(p.Namespace + "/" + p.Name)
-			if !ok || got.(*rancherv3.Project).ResourceVersion != p.ResourceVersion {
+			if !ok || !reflect.DeepEqual(got, &p) {
 				return false
 			}
 		}
