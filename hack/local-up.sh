@@ -5,8 +5,9 @@
 #   2. starts the integration tests' control plane (test/integration/framework/cmd/controlplane): etcd,
 #      kube-apiserver with RBAC, kube-controller-manager with the garbage collector and namespace controllers,
 #      and applies manifests/crds, manifests/rbac and the third-party CRDs in test/fixtures/crds (when present);
-#   3. builds and starts ./cmd/multiproject-controller-manager as the manifests' ServiceAccount
-#      kube-system/multiproject-controller-manager, with a token from `kubectl create token`;
+#   3. builds and starts ./cmd/fake-gce (the fake Compute Engine API of pkg/gce/fakegce) on loopback, then
+#      ./cmd/multiproject-controller-manager as the manifests' ServiceAccount kube-system/multiproject-controller-manager,
+#      with a token from `kubectl create token` and --gce-endpoint pointing at the fake;
 #   4. applies the demo objects in docs/examples/;
 #   5. prints what to look at, and runs until Ctrl-C (or SIGTERM), then stops every process it started.
 #
@@ -15,6 +16,8 @@
 #                           removed on a clean stop and kept when something failed
 #   LOCAL_UP_MANAGER_PORT   the manager's secure port on 127.0.0.1 (default 10270, as in manifests/deployment.yaml)
 #   LOCAL_UP_MANAGER_ARGS   extra flags for the manager, e.g. "--controllers=neg --v=4"
+#   LOCAL_UP_GCE_PORT       the fake GCE's port on 127.0.0.1 (default 8086)
+#   LOCAL_UP_GCE_ARGS       extra flags for cmd/fake-gce, e.g. "--operation-delay=2s"
 #   CONTROLPLANE_BIN_DIR    use control-plane binaries from this directory instead of hack/build-controlplane.sh
 set -o errexit -o nounset -o pipefail
 
@@ -25,6 +28,8 @@ log() { printf '[local-up] %s\n' "$*" >&2; }
 fail() { log "FAILED: $*"; exit 1; }
 
 manager_port=${LOCAL_UP_MANAGER_PORT:-10270}
+gce_port=${LOCAL_UP_GCE_PORT:-8086}
+gce_endpoint="http://127.0.0.1:${gce_port}/compute/v1/"
 work_dir=${LOCAL_UP_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/multiproject-local-up.XXXXXX")}
 mkdir -p "${work_dir}/bin" "${work_dir}/logs" "${work_dir}/tmp"
 admin_kubeconfig="${work_dir}/admin.kubeconfig"
@@ -34,6 +39,7 @@ rm -f "${admin_kubeconfig}" "${manager_kubeconfig}"
 
 controlplane_pid=""
 manager_pid=""
+fake_gce_pid=""
 
 # shellcheck disable=SC2317 # stop_group and cleanup run from the EXIT trap
 # stop_group PID NAME: SIGTERM to the process group PID leads (each component runs under setsid), then wait for
@@ -60,6 +66,7 @@ cleanup() {
   trap - EXIT INT TERM
   # The manager first, so it does not log errors about an API server that went away under it.
   stop_group "${manager_pid}" "multiproject-controller-manager"
+  stop_group "${fake_gce_pid}" "fake-gce"
   stop_group "${controlplane_pid}" "the control plane"
   if [[ "${status}" -eq 0 || "${status}" -eq 130 || "${status}" -eq 143 ]]; then
     if [[ -z "${LOCAL_UP_DIR:-}" ]]; then
@@ -109,7 +116,22 @@ done
 kubectl_admin=("${kubectl}" --kubeconfig="${admin_kubeconfig}")
 log "control plane ready"
 
-# --- 3. the manager --------------------------------------------------------------------------------------------
+# --- 3. the fake GCE and the manager ---------------------------------------------------------------------------
+log "building and starting ./cmd/fake-gce on ${gce_endpoint} (logs: ${work_dir}/logs/fake-gce.log)"
+go build -o "${work_dir}/bin/fake-gce" ./cmd/fake-gce
+# shellcheck disable=SC2086 # LOCAL_UP_GCE_ARGS is a list of flags
+setsid "${work_dir}/bin/fake-gce" --listen="127.0.0.1:${gce_port}" ${LOCAL_UP_GCE_ARGS:-} \
+  >"${work_dir}/logs/fake-gce.log" 2>&1 &
+fake_gce_pid=$!
+# Any project and zone exist in the fake; an empty list answers once it serves.
+until curl -sf "${gce_endpoint}projects/local-up/zones/local-a/networkEndpointGroups" >/dev/null 2>&1; do
+  if ! kill -0 "${fake_gce_pid}" 2>/dev/null; then
+    tail -n 20 "${work_dir}/logs/fake-gce.log" >&2
+    fail "fake-gce exited (is port ${gce_port} taken? set LOCAL_UP_GCE_PORT); see above"
+  fi
+  sleep 0.2
+done
+
 log "building ./cmd/multiproject-controller-manager"
 if ! go build -o "${work_dir}/bin/multiproject-controller-manager" ./cmd/multiproject-controller-manager; then
   fail "./cmd/multiproject-controller-manager does not build (see the compiler output above)"
@@ -137,6 +159,7 @@ setsid "${work_dir}/bin/multiproject-controller-manager" \
   --controllers='*' \
   --bind-address=127.0.0.1 \
   --secure-port="${manager_port}" \
+  --gce-endpoint="${gce_endpoint}" \
   ${LOCAL_UP_MANAGER_ARGS:-} \
   >"${work_dir}/logs/manager.log" 2>&1 &
 manager_pid=$!
@@ -174,12 +197,14 @@ multiproject-controller-manager is running against a local control plane.
   kubectl -n kube-system get lease multiproject-controller-manager   # the leader
   tail -f ${work_dir}/logs/manager.log              # the manager's log
   curl -k https://127.0.0.1:${manager_port}/healthz
+  curl -s ${gce_endpoint}projects/tenant-a-project/aggregated/networkEndpointGroups   # NEGs in the fake GCE
+  tail -f ${work_dir}/logs/fake-gce.log             # every GCE call the manager made
 
 Control-plane logs: ${work_dir}/logs/controlplane.log and ${work_dir}/tmp/multiproject-controlplane-*/
 Press Ctrl-C to stop everything.
 EOF_HELP
 
-# Returns when either process exits on its own (then the EXIT trap stops the other) or when a signal arrives
+# Returns when any of the processes exits on its own (then the EXIT trap stops the others) or when a signal arrives
 # (then the INT/TERM trap runs).
-wait -n "${controlplane_pid}" "${manager_pid}" || true
+wait -n "${controlplane_pid}" "${fake_gce_pid}" "${manager_pid}" || true
 fail "a process exited on its own; see ${work_dir}/logs/"
