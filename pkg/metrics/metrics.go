@@ -66,6 +66,10 @@ func ObserveSync(providerConfig, controller string, err error, queueDepth int) {
 
 // ForgetController removes the series of one tenant's controller; called when it stops.
 func ForgetController(providerConfig, controller string) {
+	// Series of an unregistered (lazy) vector do not exist, and deleting from one would dereference nil.
+	if !ControllersRunning.IsCreated() {
+		return
+	}
 	ControllersRunning.DeleteLabelValues(providerConfig, controller)
 	QueueDepth.DeleteLabelValues(providerConfig, controller)
 	for _, result := range []string{"success", "error"} {
@@ -75,6 +79,9 @@ func ForgetController(providerConfig, controller string) {
 
 // ForgetProviderConfig removes the ProviderConfig controller's series of a tenant that no longer exists.
 func ForgetProviderConfig(providerConfig string) {
+	if !ProviderConfigSyncs.IsCreated() {
+		return
+	}
 	for _, result := range []string{"success", "error"} {
 		ProviderConfigSyncs.DeleteLabelValues(providerConfig, result)
 	}

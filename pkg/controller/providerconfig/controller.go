@@ -278,9 +278,16 @@ func (c *Controller) writeStatus(ctx context.Context, pc *mpv1alpha1.ProviderCon
 	if apiequality.Semantic.DeepEqual(*status, pc.Status) {
 		return false, nil
 	}
-	updated := pc.DeepCopy()
-	updated.Status = *status
-	_, err := c.client.MultiprojectV1alpha1().ProviderConfigs().UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	// A merge patch of the whole status: the manager is its only writer, and a patch never carries a stale copy
+	// of anything else.
+	patch, err := json.Marshal(map[string]any{"status": status})
+	if err != nil {
+		return false, err
+	}
+	_, err = c.client.MultiprojectV1alpha1().ProviderConfigs().Patch(ctx, pc.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("writing the status of ProviderConfig %s: %w", pc.Name, err)
 	}

@@ -117,6 +117,18 @@ func NewManager(cfg ManagerConfig) *Manager {
 	return &Manager{cfg: cfg, tenants: map[string]*tenantControllers{}}
 }
 
+// locked runs fn under the manager's lock, which guards the tenants map and every tenant's maps. Starting and
+// stopping controllers happens outside it, so one slow tenant never blocks another.
+func (m *Manager) locked(fn func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	fn()
+}
+
+func (m *Manager) setWaiting(t *tenantControllers, name string, c metav1.Condition) {
+	m.locked(func() { t.waiting[name] = c })
+}
+
 func (m *Manager) tenant(name string) *tenantControllers {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -139,7 +151,8 @@ func (m *Manager) Ensure(ctx context.Context, pc *mpv1alpha1.ProviderConfig) ([]
 	var errs []string
 	for _, f := range m.cfg.Enabled {
 		section := f.Section(&pc.Spec)
-		run := t.running[f.Name]
+		var run *controllerRun
+		m.locked(func() { run = t.running[f.Name] })
 		if run != nil && (section == nil || !apiequality.Semantic.DeepEqual(section, run.section)) {
 			why := "spec section changed"
 			if section == nil {
@@ -147,34 +160,34 @@ func (m *Manager) Ensure(ctx context.Context, pc *mpv1alpha1.ProviderConfig) ([]
 			}
 			logger.Info("Stopping tenant controller", "controller", f.Name, "reason", why)
 			m.stopRun(ctx, pc.Name, run)
-			delete(t.running, f.Name)
+			m.locked(func() { delete(t.running, f.Name) })
 			run = nil
 		}
-		delete(t.waiting, f.Name)
+		m.locked(func() { delete(t.waiting, f.Name) })
 		if section == nil || run != nil {
 			continue
 		}
 		if missing := m.missingAPIs(f.RequiredAPIs); len(missing) > 0 {
-			t.waiting[f.Name] = metav1.Condition{Type: f.ConditionType, Status: metav1.ConditionFalse, Reason: ReasonAPINotServed,
-				Message: fmt.Sprintf("waiting for the cluster to serve %s; the controller starts as soon as it does", strings.Join(missing, ", "))}
+			m.setWaiting(t, f.Name, metav1.Condition{Type: f.ConditionType, Status: metav1.ConditionFalse, Reason: ReasonAPINotServed,
+				Message: fmt.Sprintf("waiting for the cluster to serve %s; the controller starts as soon as it does", strings.Join(missing, ", "))})
 			continue
 		}
 		run, err := m.startRun(ctx, pc, f, section)
 		if err != nil {
 			logger.Error(err, "Could not start tenant controller", "controller", f.Name)
-			t.waiting[f.Name] = metav1.Condition{Type: f.ConditionType, Status: metav1.ConditionFalse, Reason: ReasonFailedToStart, Message: err.Error()}
+			m.setWaiting(t, f.Name, metav1.Condition{Type: f.ConditionType, Status: metav1.ConditionFalse, Reason: ReasonFailedToStart, Message: err.Error()})
 			errs = append(errs, fmt.Sprintf("%s: %v", f.Name, err))
 			continue
 		}
 		logger.Info("Started tenant controller", "controller", f.Name, "workers", f.Workers)
-		t.running[f.Name] = run
+		m.locked(func() { t.running[f.Name] = run })
 	}
 	for _, f := range m.cfg.Disabled {
 		if f.Section(&pc.Spec) != nil {
-			t.waiting[f.Name] = metav1.Condition{Type: f.ConditionType, Status: metav1.ConditionUnknown, Reason: ReasonControllerDisable,
-				Message: fmt.Sprintf("the spec configures %s, but this manager runs with --controllers that disable it", f.Name)}
+			m.setWaiting(t, f.Name, metav1.Condition{Type: f.ConditionType, Status: metav1.ConditionUnknown, Reason: ReasonControllerDisable,
+				Message: fmt.Sprintf("the spec configures %s, but this manager runs with --controllers that disable it", f.Name)})
 		} else {
-			delete(t.waiting, f.Name)
+			m.locked(func() { delete(t.waiting, f.Name) })
 		}
 	}
 	conds := m.conditions(pc.Name)
@@ -191,7 +204,8 @@ func (m *Manager) Cleanup(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (s
 	t := m.tenant(pc.Name)
 	var pending []string
 	for _, f := range m.cfg.Enabled {
-		run := t.running[f.Name]
+		var run *controllerRun
+		m.locked(func() { run = t.running[f.Name] })
 		if run == nil || f.Pending == nil {
 			continue
 		}
@@ -351,6 +365,8 @@ func (m *Manager) stopRun(ctx context.Context, tenantName string, run *controlle
 // conditions returns the conditions of every configured controller of the tenant, sorted by type.
 func (m *Manager) conditions(name string) []metav1.Condition {
 	t := m.tenant(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	var out []metav1.Condition
 	for _, run := range t.running {
 		out = append(out, run.condition.get())

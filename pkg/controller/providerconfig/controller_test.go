@@ -1,0 +1,202 @@
+package providerconfig
+
+import (
+	"runtime"
+	"slices"
+	"strconv"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+)
+
+func TestFinalizerThenStartThenReady(t *testing.T) {
+	f := newFixture(t, 2)
+	f.createNamespace("apps-a", "a")
+	f.createService("apps-a", "web")
+	f.create(providerConfig("a", "c-1"))
+
+	f.waitFor("the probe to run", func() bool { return f.probes.latest("a") != nil })
+	if pc := f.get("a"); !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
+		t.Fatalf("controller started before the finalizer was added: %v", pc.Finalizers)
+	}
+	f.waitFor("Ready", f.conditionIs("a", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionTrue, ReasonAllControllersReady))
+	f.waitFor("the probe's own condition", f.conditionIs("a", mpv1alpha1.ProviderConfigConditionNamespaceProjectReady, metav1.ConditionTrue, "Running"))
+	f.waitFor("the tenant's Service", func() bool { return f.probes.latest("a").sees("web") })
+	if got := f.get("a").Status.ObservedGeneration; got != f.get("a").Generation {
+		t.Errorf("observedGeneration %d, want %d", got, f.get("a").Generation)
+	}
+}
+
+func TestTenantsSeeOnlyTheirObjects(t *testing.T) {
+	f := newFixture(t, 2)
+	f.createNamespace("apps-a", "a")
+	f.createNamespace("apps-b", "b")
+	f.create(providerConfig("a", "c-1"))
+	f.create(providerConfig("b", "c-2"))
+	f.waitFor("both probes", func() bool { return f.probes.latest("a") != nil && f.probes.latest("b") != nil })
+	f.createService("apps-a", "only-a")
+	f.createService("apps-b", "only-b")
+	f.waitFor("each tenant's Service", func() bool {
+		return f.probes.latest("a").sees("only-a") && f.probes.latest("b").sees("only-b")
+	})
+	if f.probes.latest("a").sees("only-b") || f.probes.latest("b").sees("only-a") {
+		t.Error("a tenant saw another tenant's Service")
+	}
+}
+
+func TestNoSectionRunsNothingAndIsReady(t *testing.T) {
+	f := newFixture(t, 1)
+	f.create(providerConfig("empty", ""))
+	f.waitFor("Ready", f.conditionIs("empty", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionTrue, ReasonNoControllers))
+	if n := f.probes.built("empty"); n != 0 {
+		t.Errorf("built %d controllers for a tenant that configures none", n)
+	}
+}
+
+func TestSpecChangeRestartsWithTheNewSpec(t *testing.T) {
+	f := newFixture(t, 1)
+	f.create(providerConfig("a", "c-1"))
+	f.waitFor("the first probe", func() bool { return f.probes.latest("a") != nil })
+	first := f.probes.latest("a")
+
+	// A change that does not touch the section (a label) restarts nothing.
+	f.update("a", func(pc *mpv1alpha1.ProviderConfig) { pc.Labels = map[string]string{"team": "x"} })
+	f.update("a", func(pc *mpv1alpha1.ProviderConfig) { pc.Spec.Rancher.ClusterID = "c-2" })
+	f.waitFor("the restarted probe", func() bool {
+		p := f.probes.latest("a")
+		return p != nil && p.section == "c-2"
+	})
+	if n := f.probes.built("a"); n != 2 {
+		t.Errorf("built %d probes, want 2 (one per distinct section)", n)
+	}
+	f.waitFor("the old probe's handler to be removed", func() bool { return f.manager.Registrations() == 1 })
+	_ = first
+
+	// Removing the section stops the controller and drops its condition.
+	f.update("a", func(pc *mpv1alpha1.ProviderConfig) { pc.Spec.Rancher = nil })
+	f.waitFor("the controller to stop", func() bool { return len(f.manager.Running("a")) == 0 })
+	f.waitFor("its condition to go", func() bool {
+		return f.condition("a", mpv1alpha1.ProviderConfigConditionNamespaceProjectReady) == nil
+	})
+}
+
+func TestDeletionWaitsForPendingCleanup(t *testing.T) {
+	f := newFixture(t, 1)
+	f.create(providerConfig("a", "c-1"))
+	f.waitFor("the probe", func() bool { return len(f.manager.Running("a")) == 1 })
+
+	f.probes.setPending("a", "2 NEGs not deleted yet")
+	f.markDeleted("a")
+	f.waitFor("Ready=False Deleting", f.conditionIs("a", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionFalse, ReasonDeleting))
+	if c := f.condition("a", mpv1alpha1.ProviderConfigConditionReady); c == nil || c.Message == "" {
+		t.Fatal("the Ready condition does not say what deletion waits for")
+	}
+	if len(f.manager.Running("a")) != 1 {
+		t.Fatal("the controller stopped while it still had cloud state to clean up")
+	}
+	if !slices.Contains(f.get("a").Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
+		t.Fatal("the finalizer went while cleanup was pending")
+	}
+
+	f.probes.setPending("a", "")
+	f.waitFor("the finalizer to go", func() bool {
+		return !slices.Contains(f.get("a").Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer)
+	})
+	if len(f.manager.Running("a")) != 0 {
+		t.Error("controllers still run after the finalizer was removed")
+	}
+}
+
+func TestVanishedProviderConfigStopsItsControllers(t *testing.T) {
+	f := newFixture(t, 1)
+	f.create(providerConfig("a", "c-1"))
+	f.waitFor("the probe", func() bool { return len(f.manager.Running("a")) == 1 })
+	// Finalizer stripped by hand and the object gone: no cleanup is possible, but nothing may keep running.
+	if err := f.mp.MultiprojectV1alpha1().ProviderConfigs().Delete(f.ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("the tenant to be forgotten", func() bool { return !slices.Contains(f.manager.Tenants(), "a") })
+	if n := f.manager.Registrations(); n != 0 {
+		t.Errorf("%d handlers left behind", n)
+	}
+}
+
+func TestMissingAPIWaitsThenStarts(t *testing.T) {
+	f := newFixture(t, 1, extraAPI)
+	f.create(providerConfig("a", "c-1"))
+	f.waitFor("APINotServed", f.conditionIs("a", mpv1alpha1.ProviderConfigConditionNamespaceProjectReady, metav1.ConditionFalse, ReasonAPINotServed))
+	if n := f.probes.built("a"); n != 0 {
+		t.Fatalf("built %d probes before the API was served", n)
+	}
+	f.serveAPI(extraAPI)
+	f.waitFor("the probe to start", func() bool { return f.probes.latest("a") != nil })
+	f.waitFor("Ready", f.conditionIs("a", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionTrue, ""))
+}
+
+func TestFailingTenantDoesNotBlockOthers(t *testing.T) {
+	f := newFixture(t, 2)
+	f.probes.mu.Lock()
+	f.probes.failFor["bad"] = errBoom
+	f.probes.mu.Unlock()
+	f.create(providerConfig("bad", "c-1"))
+	f.create(providerConfig("good", "c-2"))
+	f.waitFor("the good tenant to be Ready", f.conditionIs("good", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionTrue, ""))
+	f.waitFor("the bad tenant to say why", f.conditionIs("bad", mpv1alpha1.ProviderConfigConditionNamespaceProjectReady, metav1.ConditionFalse, ReasonFailedToStart))
+
+	// Once the cause goes away, the retry with backoff starts it.
+	f.probes.mu.Lock()
+	delete(f.probes.failFor, "bad")
+	f.probes.mu.Unlock()
+	f.waitFor("the bad tenant to recover", func() bool { return f.probes.latest("bad") != nil })
+}
+
+func TestConvergedTenantWritesNothing(t *testing.T) {
+	f := newFixture(t, 1)
+	f.create(providerConfig("a", "c-1"))
+	f.waitFor("Ready", f.conditionIs("a", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionTrue, ""))
+	before := len(f.mp.Actions())
+	f.controller.Enqueue("a")
+	f.controller.Enqueue("a")
+	// The queue drains in order; a second tenant's sync is a barrier that proves "a" was processed.
+	f.create(providerConfig("barrier", ""))
+	f.waitFor("the barrier", f.conditionIs("barrier", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionTrue, ""))
+	for _, a := range f.mp.Actions()[before:] {
+		if a.GetVerb() == "list" || a.GetVerb() == "watch" || a.GetVerb() == "get" {
+			continue
+		}
+		if name := objectName(a); name == "a" {
+			t.Errorf("a converged ProviderConfig was written: %s %s", a.GetVerb(), a.GetSubresource())
+		}
+	}
+}
+
+// TestCreateDeleteCyclesLeaveNothingBehind is the leak test of invariant 2: after many tenant lifecycles,
+// goroutines, handler registrations and tenants return to their baseline.
+func TestCreateDeleteCyclesLeaveNothingBehind(t *testing.T) {
+	f := newFixture(t, 2)
+	f.createNamespace("apps", "warm")
+	f.create(providerConfig("warm", "c-0"))
+	f.waitFor("warm-up", func() bool { return len(f.manager.Running("warm")) == 1 })
+	baseRegistrations := f.router.RegistrationCount()
+	baseGoroutines := runtime.NumGoroutine()
+
+	for i := range 50 {
+		name := "t" + strconv.Itoa(i)
+		f.create(providerConfig(name, "c-1"))
+		f.waitFor("start of "+name, func() bool { return len(f.manager.Running(name)) == 1 })
+		if err := f.mp.MultiprojectV1alpha1().ProviderConfigs().Delete(f.ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		f.waitFor("stop of "+name, func() bool { return !slices.Contains(f.manager.Tenants(), name) })
+	}
+	if got := f.router.RegistrationCount(); got != baseRegistrations {
+		t.Errorf("router registrations %d after the cycles, baseline %d", got, baseRegistrations)
+	}
+	if got := f.manager.Tenants(); !slices.Equal(got, []string{"warm"}) {
+		t.Errorf("tenants left: %v", got)
+	}
+	// Goroutines of stopped controllers and broadcasters end asynchronously; allow a small slack for the runtime.
+	f.waitFor("goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= baseGoroutines+2 })
+}

@@ -1,0 +1,342 @@
+package providerconfig
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
+	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
+)
+
+const labelKey = mpv1alpha1.DefaultProviderConfigLabelKey
+
+var extraAPI = schema.GroupVersionResource{Group: "example.io", Version: "v1", Resource: "widgets"}
+
+// probe is a per-tenant controller for tests: it watches its tenant's Services, remembers the spec section it was
+// built with and reports its condition once synced. It deliberately leaves its handler registered when it stops:
+// removing it is the manager's job, whatever a controller forgets.
+type probe struct {
+	tctx     *tenant.Context
+	section  string
+	informer cache.SharedIndexInformer
+	reg      cache.ResourceEventHandlerRegistration
+
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (p *probe) Run(ctx context.Context) {
+	if !cache.WaitForCacheSync(ctx.Done(), p.reg.HasSynced) {
+		return
+	}
+	p.tctx.Condition.Report(metav1.ConditionTrue, "Running", "probe "+p.section)
+	<-ctx.Done()
+}
+
+func (p *probe) sees(name string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seen[name]
+}
+
+// probes records the probes a factory built, by tenant.
+type probes struct {
+	mu      sync.Mutex
+	byName  map[string][]*probe
+	failFor map[string]error
+	pending map[string]string
+}
+
+func newProbes() *probes {
+	return &probes{byName: map[string][]*probe{}, failFor: map[string]error{}, pending: map[string]string{}}
+}
+
+func (ps *probes) latest(tenantName string) *probe {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	all := ps.byName[tenantName]
+	if len(all) == 0 {
+		return nil
+	}
+	return all[len(all)-1]
+}
+
+func (ps *probes) built(tenantName string) int {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return len(ps.byName[tenantName])
+}
+
+func (ps *probes) setPending(tenantName, what string) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.pending[tenantName] = what
+}
+
+// factory is a probe controller configured by spec.rancher (its section is the cluster ID).
+func (ps *probes) factory(required ...schema.GroupVersionResource) NamedFactory {
+	return NamedFactory{Name: "probe", Workers: 1, Factory: tenant.Factory{
+		ConditionType: mpv1alpha1.ProviderConfigConditionNamespaceProjectReady,
+		Section: func(spec *mpv1alpha1.ProviderConfigSpec) any {
+			if spec.Rancher == nil {
+				return nil
+			}
+			return spec.Rancher
+		},
+		RequiredAPIs: required,
+		New: func(ctx context.Context, c *tenant.Context) (tenant.Controller, error) {
+			ps.mu.Lock()
+			err := ps.failFor[c.Name()]
+			ps.mu.Unlock()
+			if err != nil {
+				return nil, err
+			}
+			informer, err := c.Informers.Informer(informerset.Services)
+			if err != nil {
+				return nil, err
+			}
+			p := &probe{tctx: c, section: c.ProviderConfig.Spec.Rancher.ClusterID, informer: informer, seen: map[string]bool{}}
+			record := func(obj any, present bool) {
+				if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = tombstone.Obj
+				}
+				svc := obj.(*corev1.Service)
+				p.mu.Lock()
+				p.seen[svc.Name] = present
+				p.mu.Unlock()
+			}
+			p.reg, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+				AddFunc:    func(obj any) { record(obj, true) },
+				UpdateFunc: func(_, obj any) { record(obj, true) },
+				DeleteFunc: func(obj any) { record(obj, false) },
+			})
+			if err != nil {
+				return nil, err
+			}
+			ps.mu.Lock()
+			ps.byName[c.Name()] = append(ps.byName[c.Name()], p)
+			ps.mu.Unlock()
+			return p, nil
+		},
+		Pending: func(ctx context.Context, c *tenant.Context) (string, error) {
+			ps.mu.Lock()
+			defer ps.mu.Unlock()
+			return ps.pending[c.Name()], nil
+		},
+	}}
+}
+
+// fixture runs the ProviderConfig controller and manager on fake clientsets with real informers and a real router.
+type fixture struct {
+	t          *testing.T
+	ctx        context.Context
+	kube       *kubefake.Clientset
+	mp         *mpfake.Clientset
+	router     *tenancy.Router
+	manager    *Manager
+	controller *Controller
+	probes     *probes
+
+	apisMu sync.Mutex
+	apis   map[schema.GroupVersionResource]bool
+	done   chan struct{}
+	cancel context.CancelFunc
+}
+
+func newFixture(t *testing.T, workers int, required ...schema.GroupVersionResource) *fixture {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	f := &fixture{t: t, ctx: ctx, cancel: cancel, kube: kubefake.NewClientset(), mp: mpfake.NewClientset(),
+		probes: newProbes(), apis: map[schema.GroupVersionResource]bool{}, done: make(chan struct{})}
+
+	factory := informers.NewSharedInformerFactory(f.kube, 0)
+	namespaces := factory.Core().V1().Namespaces().Informer()
+	services := factory.Core().V1().Services().Informer()
+	for _, inf := range []cache.SharedIndexInformer{namespaces, services} {
+		if err := inf.AddIndexers(tenancy.Indexers(labelKey)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	router, err := tenancy.NewRouter(labelKey, namespaces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := router.AddResource(informerset.Services, services, tenancy.Namespaced); err != nil {
+		t.Fatal(err)
+	}
+	f.router = router
+	pcInformer := mpinformers.NewProviderConfigInformer(f.mp, 0, cache.Indexers{})
+
+	cfg := ManagerConfig{
+		KubeClient:         f.kube,
+		MultiprojectClient: f.mp,
+		Router:             router,
+		Shared: func(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
+			return nil, false
+		},
+		APIServed: func(gvr schema.GroupVersionResource) bool {
+			f.apisMu.Lock()
+			defer f.apisMu.Unlock()
+			return f.apis[gvr]
+		},
+		Enabled:     []NamedFactory{f.probes.factory(required...)},
+		LabelKey:    labelKey,
+		EventSink:   discardSink{},
+		StopTimeout: 30 * time.Second,
+	}
+	f.manager, f.controller = NewManagerAndController(cfg, f.mp, pcInformer, &record.FakeRecorder{})
+
+	factory.Start(ctx.Done())
+	go pcInformer.RunWithContext(ctx)
+	go func() {
+		defer close(f.done)
+		if err := f.controller.Run(ctx, workers); err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	}()
+	t.Cleanup(f.stop)
+	return f
+}
+
+// stop ends the controller and waits until every tenant has stopped.
+func (f *fixture) stop() {
+	f.cancel()
+	<-f.done
+	_ = f.router.Close()
+}
+
+func (f *fixture) serveAPI(gvr schema.GroupVersionResource) {
+	f.apisMu.Lock()
+	f.apis[gvr] = true
+	f.apisMu.Unlock()
+	f.controller.EnqueueAll()
+}
+
+func providerConfig(name, clusterID string) *mpv1alpha1.ProviderConfig {
+	pc := &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if clusterID != "" {
+		pc.Spec.Rancher = &mpv1alpha1.RancherConfig{ClusterID: clusterID}
+	}
+	return pc
+}
+
+func (f *fixture) create(pc *mpv1alpha1.ProviderConfig) {
+	f.t.Helper()
+	if _, err := f.mp.MultiprojectV1alpha1().ProviderConfigs().Create(f.ctx, pc, metav1.CreateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) get(name string) *mpv1alpha1.ProviderConfig {
+	f.t.Helper()
+	pc, err := f.mp.MultiprojectV1alpha1().ProviderConfigs().Get(f.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return pc
+}
+
+func (f *fixture) update(name string, mutate func(*mpv1alpha1.ProviderConfig)) {
+	f.t.Helper()
+	pc := f.get(name)
+	mutate(pc)
+	if _, err := f.mp.MultiprojectV1alpha1().ProviderConfigs().Update(f.ctx, pc, metav1.UpdateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// markDeleted stands in for the API server's handling of a DELETE of an object with finalizers.
+func (f *fixture) markDeleted(name string) {
+	f.update(name, func(pc *mpv1alpha1.ProviderConfig) {
+		now := metav1.Now()
+		pc.DeletionTimestamp = &now
+	})
+}
+
+func (f *fixture) waitFor(what string, cond func() bool) {
+	f.t.Helper()
+	if err := wait.PollUntilContextTimeout(f.ctx, 5*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	}); err != nil {
+		f.t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func (f *fixture) condition(name, conditionType string) *metav1.Condition {
+	pc, err := f.mp.MultiprojectV1alpha1().ProviderConfigs().Get(f.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	return meta.FindStatusCondition(pc.Status.Conditions, conditionType)
+}
+
+func (f *fixture) conditionIs(name, conditionType string, status metav1.ConditionStatus, reason string) func() bool {
+	return func() bool {
+		c := f.condition(name, conditionType)
+		return c != nil && c.Status == status && (reason == "" || c.Reason == reason)
+	}
+}
+
+func (f *fixture) createNamespace(name, tenantName string) {
+	f.t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{labelKey: tenantName}}}
+	if _, err := f.kube.CoreV1().Namespaces().Create(f.ctx, ns, metav1.CreateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) createService(namespace, name string) {
+	f.t.Helper()
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if _, err := f.kube.CoreV1().Services(namespace).Create(f.ctx, svc, metav1.CreateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+type discardSink struct{}
+
+func (discardSink) Create(e *corev1.Event) (*corev1.Event, error) { return e, nil }
+func (discardSink) Update(e *corev1.Event) (*corev1.Event, error) { return e, nil }
+func (discardSink) Patch(e *corev1.Event, _ []byte) (*corev1.Event, error) {
+	return e, nil
+}
+
+var errBoom = errors.New("boom")
+
+// objectName names the object a create, update or patch action wrote.
+func objectName(a clienttesting.Action) string {
+	switch x := a.(type) {
+	case clienttesting.PatchAction:
+		return x.GetName()
+	case clienttesting.UpdateAction:
+		if m, err := meta.Accessor(x.GetObject()); err == nil {
+			return m.GetName()
+		}
+	case clienttesting.CreateAction:
+		if m, err := meta.Accessor(x.GetObject()); err == nil {
+			return m.GetName()
+		}
+	}
+	return ""
+}
