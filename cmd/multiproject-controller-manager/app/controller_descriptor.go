@@ -2,6 +2,7 @@ package app
 
 import (
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/namespaceproject"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
@@ -17,7 +18,9 @@ func NewControllerDescriptors() *registry.Registry[tenant.Factory] {
 }
 
 func controllerDescriptors() []*registry.Descriptor[tenant.Factory] {
-	return nil
+	return []*registry.Descriptor[tenant.Factory]{
+		namespaceproject.Descriptor(),
+	}
 }
 
 // catalog adapts the registry to what the options need.
