@@ -1,0 +1,321 @@
+package ingresstunnel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
+	mpclientset "github.com/multiproject/client-go/clientset/versioned"
+	tunnellisters "github.com/multiproject/client-go/listers/tunnel/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
+)
+
+// ControllerName is the controller's --controllers name; it also names its queues, logs and metrics.
+const ControllerName = "ingress-tunnel"
+
+// Condition reason once the controller runs.
+const reasonRunning = "Running"
+
+// Descriptor registers the controller with the manager. It runs for tenants with a spec.pangolin section, once the
+// cluster serves PangolinTunnels and PangolinResources.
+func Descriptor() *registry.Descriptor[tenant.Factory] {
+	return &registry.Descriptor[tenant.Factory]{
+		Name:                   ControllerName,
+		DefaultConcurrentSyncs: 5,
+		Constructor: tenant.Factory{
+			ConditionType: mpv1alpha1.ProviderConfigConditionIngressTunnelReady,
+			Section: func(spec *mpv1alpha1.ProviderConfigSpec) any {
+				if spec.Pangolin == nil {
+					return nil
+				}
+				return spec.Pangolin
+			},
+			RequiredAPIs: []schema.GroupVersionResource{informerset.PangolinTunnels, informerset.PangolinResources},
+			New: func(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
+				return New(c)
+			},
+		},
+	}
+}
+
+// Controller is one tenant's ingress-tunnel controller.
+type Controller struct {
+	tenant    string
+	config    *mpv1alpha1.PangolinConfig
+	client    mpclientset.Interface
+	recorder  record.EventRecorder
+	condition tenant.ConditionReporter
+	workers   int
+	planner   *planner
+
+	ingressInformer  cache.SharedIndexInformer
+	serviceInformer  cache.SharedIndexInformer
+	resourceInformer cache.SharedIndexInformer
+	tunnelInformer   cache.SharedIndexInformer
+
+	ingresses networkinglisters.IngressLister
+	services  corelisters.ServiceLister
+	resources tunnellisters.PangolinResourceLister
+	tunnels   tunnellisters.PangolinTunnelLister
+
+	queue workqueue.TypedRateLimitingInterface[string]
+	deps  *dependencies
+}
+
+// New builds the controller of the tenant c describes. It adds no handler and makes no call; Run does.
+func New(c *tenant.Context) (*Controller, error) {
+	if c.ProviderConfig == nil || c.ProviderConfig.Spec.Pangolin == nil {
+		return nil, errors.New("ingress-tunnel: the ProviderConfig has no spec.pangolin")
+	}
+	get := func(gvr schema.GroupVersionResource, shared bool) (cache.SharedIndexInformer, error) {
+		if shared {
+			return c.Informers.Shared(gvr)
+		}
+		return c.Informers.Informer(gvr)
+	}
+	var informers [4]cache.SharedIndexInformer
+	for i, r := range []struct {
+		gvr    schema.GroupVersionResource
+		shared bool
+	}{{informerset.Ingresses, false}, {informerset.Services, false}, {informerset.PangolinResources, false}, {informerset.PangolinTunnels, true}} {
+		inf, err := get(r.gvr, r.shared)
+		if err != nil {
+			return nil, fmt.Errorf("ingress-tunnel: %w", err)
+		}
+		informers[i] = inf
+	}
+	workers := max(c.Workers, 1)
+	name := c.Name()
+	config := c.ProviderConfig.Spec.Pangolin.DeepCopy()
+	ctrl := &Controller{
+		tenant:           name,
+		config:           config,
+		client:           c.MultiprojectClient,
+		recorder:         c.EventRecorder,
+		condition:        c.Condition,
+		workers:          workers,
+		ingressInformer:  informers[0],
+		serviceInformer:  informers[1],
+		resourceInformer: informers[2],
+		tunnelInformer:   informers[3],
+		ingresses:        networkinglisters.NewIngressLister(informers[0].GetIndexer()),
+		services:         corelisters.NewServiceLister(informers[1].GetIndexer()),
+		resources:        tunnellisters.NewPangolinResourceLister(informers[2].GetIndexer()),
+		tunnels:          tunnellisters.NewPangolinTunnelLister(informers[3].GetIndexer()),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: name + "-" + ControllerName}),
+		deps: newDependencies(),
+	}
+	ctrl.planner = &planner{
+		tenant:   name,
+		labelKey: c.ProviderConfigLabelKey,
+		config:   config,
+		service: func(namespace, name string) (*corev1.Service, error) {
+			return ctrl.services.Services(namespace).Get(name)
+		},
+	}
+	return ctrl, nil
+}
+
+// Run watches the tenant's Ingresses, Services and PangolinResources and the PangolinTunnels of its tunnel
+// namespace, and reconciles until ctx ends. On return its handlers are removed, its queue is shut down and its
+// workers are gone.
+func (c *Controller) Run(ctx context.Context) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx).WithValues("controller", ControllerName, "tenant", c.tenant)
+	ctx = klog.NewContext(ctx, logger)
+
+	var workers sync.WaitGroup
+	var registrations []func() error
+	defer func() {
+		c.queue.ShutDown()
+		workers.Wait()
+		for _, remove := range registrations {
+			if err := remove(); err != nil {
+				logger.Error(err, "Could not remove an event handler")
+			}
+		}
+		metrics.ForgetController(c.tenant, ControllerName)
+	}()
+
+	var synced []cache.InformerSynced
+	for _, h := range []struct {
+		what     string
+		informer cache.SharedIndexInformer
+		handler  cache.ResourceEventHandler
+	}{
+		{"Ingresses", c.ingressInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.enqueueIngress, UpdateFunc: c.onIngressUpdate, DeleteFunc: c.enqueueIngress}},
+		{"Services", c.serviceInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.onService, UpdateFunc: c.onServiceUpdate, DeleteFunc: c.onService}},
+		{"PangolinResources", c.resourceInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.onResource, UpdateFunc: c.onResourceUpdate, DeleteFunc: c.onResource}},
+		{"PangolinTunnels", c.tunnelInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.onTunnel, DeleteFunc: c.onTunnel}},
+	} {
+		informer := h.informer
+		reg, err := informer.AddEventHandler(h.handler)
+		if err != nil {
+			logger.Error(err, "Could not watch", "resource", h.what)
+			return
+		}
+		registrations = append(registrations, func() error { return informer.RemoveEventHandler(reg) })
+		synced = append(synced, informer.HasSynced, reg.HasSynced)
+	}
+
+	logger.Info("Starting ingress-tunnel controller", "tunnelNamespace", c.config.TunnelNamespace, "workers", c.workers)
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return
+	}
+	for range c.workers {
+		workers.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
+	}
+	c.condition.Report(metav1.ConditionTrue, reasonRunning, fmt.Sprintf("Exposing the tenant's Pangolin-class Ingresses through the tunnels of namespace %s", c.config.TunnelNamespace))
+	<-ctx.Done()
+	logger.Info("Stopping ingress-tunnel controller")
+}
+
+func (c *Controller) enqueueIngress(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	key, err := cache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	c.queue.Add(key)
+}
+
+// onIngressUpdate skips resyncs and status-only changes (the load balancer status another controller writes).
+func (c *Controller) onIngressUpdate(oldObj, newObj any) {
+	oldIng, ok1 := oldObj.(*networkingv1.Ingress)
+	newIng, ok2 := newObj.(*networkingv1.Ingress)
+	if ok1 && ok2 && oldIng.ResourceVersion == newIng.ResourceVersion {
+		return
+	}
+	c.enqueueIngress(newObj)
+}
+
+// onService enqueues the Ingresses whose named ports the Service resolves.
+func (c *Controller) onService(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	key, err := cache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, ing := range c.deps.usersOfService(key) {
+		c.queue.Add(ing)
+	}
+}
+
+func (c *Controller) onServiceUpdate(oldObj, newObj any) {
+	oldSvc, ok1 := oldObj.(*corev1.Service)
+	newSvc, ok2 := newObj.(*corev1.Service)
+	if ok1 && ok2 && oldSvc.ResourceVersion == newSvc.ResourceVersion {
+		return
+	}
+	c.onService(newObj)
+}
+
+// onResource enqueues the Ingress that controls a PangolinResource, so a resource changed or deleted behind the
+// controller's back is put right, and one that reaches the cache late is compared again.
+func (c *Controller) onResource(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	res, ok := obj.(*tunnelv1alpha1.PangolinResource)
+	if !ok {
+		return
+	}
+	ref := metav1.GetControllerOf(res)
+	if ref == nil || ref.Kind != ingressGVK.Kind || ref.APIVersion != ingressGVK.GroupVersion().String() {
+		return
+	}
+	c.queue.Add(res.Namespace + "/" + ref.Name)
+}
+
+func (c *Controller) onResourceUpdate(oldObj, newObj any) {
+	oldRes, ok1 := oldObj.(*tunnelv1alpha1.PangolinResource)
+	newRes, ok2 := newObj.(*tunnelv1alpha1.PangolinResource)
+	// The operator's status writes do not change what the controller compares.
+	if ok1 && ok2 && (oldRes.ResourceVersion == newRes.ResourceVersion ||
+		(oldRes.Generation == newRes.Generation && equalStringMaps(oldRes.Labels, newRes.Labels) &&
+			oldRes.DeletionTimestamp.Equal(newRes.DeletionTimestamp))) {
+		return
+	}
+	c.onResource(newObj)
+}
+
+// onTunnel enqueues the Ingresses that use or wait for a tunnel of the tenant's tunnel namespace. Tunnel updates are
+// not watched: the controller only needs to know that the tunnel exists.
+func (c *Controller) onTunnel(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	tunnel, ok := obj.(*tunnelv1alpha1.PangolinTunnel)
+	if !ok || tunnel.Namespace != c.config.TunnelNamespace {
+		return
+	}
+	for _, ing := range c.deps.usersOfTunnel(tunnel.Name) {
+		c.queue.Add(ing)
+	}
+}
+
+func (c *Controller) runWorker(ctx context.Context) {
+	for c.processNextWorkItem(ctx) {
+	}
+}
+
+func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+
+	logger := klog.FromContext(ctx).WithValues("ingress", key)
+	err := c.sync(klog.NewContext(ctx, logger), key)
+	metrics.ObserveSync(c.tenant, ControllerName, err, c.queue.Len())
+	if err != nil {
+		logger.V(2).Info("Sync failed; retrying with backoff", "err", err)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+func equalStringMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+var _ tenant.Controller = (*Controller)(nil)

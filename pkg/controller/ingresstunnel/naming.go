@@ -1,0 +1,65 @@
+package ingresstunnel
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"regexp"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+const (
+	resourceNamePrefix = "pic-"
+	// maxResourceNameLength keeps names valid DNS labels, as the reference controller does, so they also fit in
+	// label values and in the Pangolin display name's limits.
+	maxResourceNameLength = validation.DNS1123LabelMaxLength
+)
+
+var notNameChars = regexp.MustCompile(`[^a-z0-9]+`)
+
+// ResourceName is the name of the PangolinResource of one host of an Ingress: pic-<namespace>-<ingress>-<hash>,
+// where hash is the first 8 hex digits of SHA-256("<namespace>/<ingress>/<host>"). It is deterministic, so it can be
+// computed outside the cluster (GitOps), and it is at most 63 characters: the ingress part is shortened first, then
+// the namespace, down to pic-<hash>. Characters outside [a-z0-9] become "-".
+func ResourceName(namespace, ingress, host string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + ingress + "/" + host))
+	hash := hex.EncodeToString(sum[:4])
+
+	ns, ing := nameSegment(namespace), nameSegment(ingress)
+	// Room for "<ns>-<ing>-" between the prefix and the hash.
+	room := maxResourceNameLength - len(resourceNamePrefix) - len(hash)
+	if need := len(ns) + 1 + len(ing) + 1; ns != "" && ing != "" && need > room {
+		ing = shorten(ing, room-len(ns)-2)
+	}
+	if ing == "" && len(ns)+1 > room {
+		ns = shorten(ns, room-1)
+	}
+	if ns == "" && len(ing)+1 > room {
+		ing = shorten(ing, room-1)
+	}
+	var b strings.Builder
+	b.WriteString(resourceNamePrefix)
+	for _, part := range []string{ns, ing} {
+		if part != "" {
+			b.WriteString(part)
+			b.WriteByte('-')
+		}
+	}
+	b.WriteString(hash)
+	return b.String()
+}
+
+func nameSegment(s string) string {
+	return strings.Trim(notNameChars.ReplaceAllString(strings.ToLower(s), "-"), "-")
+}
+
+func shorten(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if len(s) > n {
+		s = s[:n]
+	}
+	return strings.TrimRight(s, "-")
+}

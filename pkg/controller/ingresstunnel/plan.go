@@ -1,0 +1,428 @@
+package ingresstunnel
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
+)
+
+// Annotations on Ingresses, the reference controller's names.
+const (
+	annotationPrefix = "pangolin.ingress.k8s.io/"
+	// AnnotationEnabled "false" opts an Ingress of a Pangolin class out; "true" opts any Ingress in.
+	AnnotationEnabled = annotationPrefix + "enabled"
+	// AnnotationTunnelName names the PangolinTunnel (in the tenant's tunnel namespace) to use.
+	AnnotationTunnelName = annotationPrefix + "tunnel-name"
+	// AnnotationDomainName names the Pangolin domain of every host of the Ingress; each host must be below it.
+	AnnotationDomainName = annotationPrefix + "domain-name"
+	// AnnotationSubdomain replaces the subdomain of an Ingress's only host.
+	AnnotationSubdomain = annotationPrefix + "subdomain"
+	// AnnotationSSO "true" or "false" overrides the tenant's ssoDefault.
+	AnnotationSSO = annotationPrefix + "sso"
+	// AnnotationBlockAccess "true" or "false" overrides the tenant's blockAccessDefault.
+	AnnotationBlockAccess = annotationPrefix + "block-access"
+	// AnnotationBackendScheme "http" (default) or "https" is how Pangolin talks to the Services.
+	AnnotationBackendScheme = annotationPrefix + "backend-scheme"
+
+	// legacyIngressClassAnnotation is read when spec.ingressClassName is unset.
+	legacyIngressClassAnnotation = "kubernetes.io/ingress.class"
+)
+
+// Labels on the PangolinResources written, the reference controller's names. Only LabelIngressUID is selected on.
+const (
+	LabelIngressUID       = "pic.ingress.k8s.io/uid"
+	LabelIngressName      = "pic.ingress.k8s.io/name"
+	LabelIngressNamespace = "pic.ingress.k8s.io/namespace"
+)
+
+// Ingress classes: "pangolin", or "pangolin-<suffix>" for a tunnel chosen by suffix.
+const (
+	ingressClass       = "pangolin"
+	ingressClassPrefix = ingressClass + "-"
+)
+
+// Event reasons on Ingresses.
+const (
+	ReasonCreated                = "Created"
+	ReasonUpdated                = "Updated"
+	ReasonDeleted                = "Deleted"
+	ReasonEmptyHost              = "EmptyHost"
+	ReasonNoRules                = "NoRules"
+	ReasonTunnelNotFound         = "TunnelNotFound"
+	ReasonTunnelResolutionFailed = "TunnelResolutionFailed"
+	ReasonInvalidHost            = "InvalidHost"
+	ReasonInvalidAnnotation      = "InvalidAnnotation"
+	ReasonInvalidBackend         = "InvalidBackend"
+	ReasonServiceNotFound        = "ServiceNotFound"
+	ReasonResourceConflict       = "ResourceConflict"
+	ReasonWriteFailed            = "WriteFailed"
+)
+
+// maxDisplayNameLength is Pangolin's limit on a resource name.
+const maxDisplayNameLength = 255
+
+var ingressGVK = networkingv1.SchemeGroupVersion.WithKind("Ingress")
+
+// problem is a Warning Event for the Ingress.
+type problem struct {
+	reason  string
+	message string
+}
+
+// plan is what one Ingress should have.
+type plan struct {
+	// resources are the desired PangolinResources, by host order.
+	resources []*tunnelv1alpha1.PangolinResource
+	// keep names the PangolinResources of the Ingress that must not be deleted: the desired ones and those of hosts
+	// that cannot be computed now (a Service not there yet, an invalid annotation), which are left as they are.
+	keep     sets.Set[string]
+	problems []problem
+}
+
+func (p *plan) warn(reason, format string, args ...any) {
+	p.problems = append(p.problems, problem{reason: reason, message: fmt.Sprintf(format, args...)})
+}
+
+// planner turns an Ingress into its plan. It only reads.
+type planner struct {
+	tenant   string
+	labelKey string
+	config   *mpv1alpha1.PangolinConfig
+	// service returns a Service of the tenant, or a NotFound error.
+	service func(namespace, name string) (*corev1.Service, error)
+}
+
+// hostPaths is one host of an Ingress and its paths, merged over every rule with that host.
+type hostPaths struct {
+	host  string
+	paths []networkingv1.HTTPIngressPath
+}
+
+// collectHosts groups the paths of ing by host, merging rules with the same host, sorted by host; rules without a
+// host are reported.
+func collectHosts(ing *networkingv1.Ingress, p *plan) []hostPaths {
+	byHost := map[string]*hostPaths{}
+	for i, rule := range ing.Spec.Rules {
+		if rule.Host == "" {
+			p.warn(ReasonEmptyHost, "Rule %d has no host and is skipped: a Pangolin resource is made for each host", i+1)
+			continue
+		}
+		group, ok := byHost[rule.Host]
+		if !ok {
+			group = &hostPaths{host: rule.Host}
+			byHost[rule.Host] = group
+		}
+		if rule.HTTP != nil {
+			group.paths = append(group.paths, rule.HTTP.Paths...)
+		}
+	}
+	groups := make([]hostPaths, 0, len(byHost))
+	for _, g := range byHost {
+		groups = append(groups, *g)
+	}
+	slices.SortFunc(groups, func(a, b hostPaths) int { return strings.Compare(a.host, b.host) })
+	return groups
+}
+
+// hostSettings are the per-Ingress settings from annotations and the tenant's defaults.
+type hostSettings struct {
+	sso, blockAccess bool
+	method           tunnelv1alpha1.TargetMethod
+	domainName       string
+	subdomain        string
+}
+
+// settings reads the annotations; ok is false when one is invalid (reported), and then nothing is changed.
+func (pl *planner) settings(ing *networkingv1.Ingress, p *plan) (hostSettings, bool) {
+	s := hostSettings{sso: pl.config.SSODefault, blockAccess: pl.config.BlockAccessDefault, method: tunnelv1alpha1.TargetMethodHTTP}
+	ok := true
+	for _, flag := range []struct {
+		key  string
+		into *bool
+	}{{AnnotationSSO, &s.sso}, {AnnotationBlockAccess, &s.blockAccess}} {
+		key, into := flag.key, flag.into
+		value, set := ing.Annotations[key]
+		if !set {
+			continue
+		}
+		switch strings.ToLower(value) {
+		case "true":
+			*into = true
+		case "false":
+			*into = false
+		default:
+			p.warn(ReasonInvalidAnnotation, "Annotation %s=%q is neither \"true\" nor \"false\"; nothing is changed until it is fixed", key, value)
+			ok = false
+		}
+	}
+	if value, set := ing.Annotations[AnnotationBackendScheme]; set {
+		switch method := tunnelv1alpha1.TargetMethod(strings.ToLower(value)); method {
+		case tunnelv1alpha1.TargetMethodHTTP, tunnelv1alpha1.TargetMethodHTTPS:
+			s.method = method
+		default:
+			p.warn(ReasonInvalidAnnotation, "Annotation %s=%q is neither \"http\" nor \"https\"; nothing is changed until it is fixed", AnnotationBackendScheme, value)
+			ok = false
+		}
+	}
+	if value, set := ing.Annotations[AnnotationDomainName]; set {
+		if errs := validation.IsDNS1123Subdomain(value); len(errs) > 0 || !strings.Contains(value, ".") {
+			p.warn(ReasonInvalidAnnotation, "Annotation %s=%q is not a domain name; nothing is changed until it is fixed", AnnotationDomainName, value)
+			ok = false
+		}
+		s.domainName = value
+	}
+	if value, set := ing.Annotations[AnnotationSubdomain]; set {
+		if errs := validation.IsDNS1123Subdomain(value); len(errs) > 0 || strings.Contains(value, "*") {
+			p.warn(ReasonInvalidAnnotation, "Annotation %s=%q is not a DNS name; nothing is changed until it is fixed", AnnotationSubdomain, value)
+			ok = false
+		}
+		s.subdomain = value
+	}
+	return s, ok
+}
+
+// plan computes the desired PangolinResources of a managed Ingress that uses tunnel.
+func (pl *planner) plan(ing *networkingv1.Ingress, tunnel string) plan {
+	p := plan{keep: sets.New[string]()}
+	if len(ing.Spec.Rules) == 0 {
+		p.warn(ReasonNoRules, "The Ingress has no rules: nothing is exposed through Pangolin")
+		return p
+	}
+	hosts := collectHosts(ing, &p)
+	settings, ok := pl.settings(ing, &p)
+	if ok && settings.subdomain != "" && len(hosts) > 1 {
+		p.warn(ReasonInvalidAnnotation, "Annotation %s applies to an Ingress with one host, this one has %d; nothing is changed until it is fixed",
+			AnnotationSubdomain, len(hosts))
+		ok = false
+	}
+	if !ok {
+		for _, h := range hosts {
+			p.keep.Insert(ResourceName(ing.Namespace, ing.Name, h.host))
+		}
+		return p
+	}
+	for _, h := range hosts {
+		name := ResourceName(ing.Namespace, ing.Name, h.host)
+		subdomain, domain, err := splitWithSettings(h.host, settings)
+		if err != nil {
+			p.warn(ReasonInvalidHost, "%v; this host is skipped", err)
+			continue
+		}
+		targets, resolved := pl.targets(ing, h, settings.method, &p)
+		if !resolved {
+			p.keep.Insert(name)
+			continue
+		}
+		if len(targets) == 0 {
+			p.warn(ReasonInvalidHost, "Host %q has no Service backend that can be exposed; this host is skipped", h.host)
+			continue
+		}
+		p.keep.Insert(name)
+		p.resources = append(p.resources, pl.resource(ing, name, h.host, tunnel, subdomain, domain, settings, targets))
+	}
+	return p
+}
+
+// splitWithSettings applies the domain-name and subdomain annotations to a host (see docs/ingress-tunnel.md).
+func splitWithSettings(host string, s hostSettings) (subdomain, domain string, err error) {
+	switch {
+	case s.subdomain != "" && s.domainName != "":
+		return s.subdomain, s.domainName, ValidateHost(host)
+	case s.subdomain != "":
+		domain, err := RegistrableDomain(host)
+		return s.subdomain, domain, err
+	case s.domainName != "":
+		subdomain, err := SplitHostUnder(host, s.domainName)
+		return subdomain, s.domainName, err
+	default:
+		return SplitHost(host)
+	}
+}
+
+// targets builds one target per path of a host. resolved is false when a named port's Service cannot be read yet;
+// the host is then left as it is until the Service appears.
+func (pl *planner) targets(ing *networkingv1.Ingress, h hostPaths, method tunnelv1alpha1.TargetMethod, p *plan) (targets []tunnelv1alpha1.Target, resolved bool) {
+	type pathKey struct {
+		path  string
+		match tunnelv1alpha1.PathMatchType
+	}
+	seen := map[pathKey]tunnelv1alpha1.Target{}
+	resolved = true
+	for _, path := range h.paths {
+		svc := path.Backend.Service
+		if svc == nil {
+			p.warn(ReasonInvalidBackend, "Host %q path %q: only Service backends can be exposed through Pangolin; this path is skipped", h.host, path.Path)
+			continue
+		}
+		port := svc.Port.Number
+		if port == 0 {
+			var err error
+			port, err = pl.namedPort(ing.Namespace, svc.Name, svc.Port.Name)
+			switch {
+			case apierrors.IsNotFound(err):
+				p.warn(ReasonServiceNotFound, "Host %q path %q: Service %q does not exist, so its port %q cannot be resolved; the host is left as it is until it does",
+					h.host, path.Path, svc.Name, svc.Port.Name)
+				resolved = false
+				continue
+			case err != nil:
+				p.warn(ReasonInvalidBackend, "Host %q path %q: %v; this path is skipped", h.host, path.Path, err)
+				continue
+			}
+		}
+		t := target(ing.Namespace, svc.Name, port, method, path)
+		key := pathKey{path: t.Path, match: t.PathMatchType}
+		if first, dup := seen[key]; dup {
+			if first != t {
+				p.warn(ReasonInvalidBackend, "Host %q path %q (%s) is listed twice with different backends; the first one is used", h.host, t.Path, t.PathMatchType)
+			}
+			continue
+		}
+		seen[key] = t
+		targets = append(targets, t)
+	}
+	return targets, resolved
+}
+
+// namedPort resolves a Service port name to its port number through the Service (the reference sends 0, which the
+// CRD rejects).
+func (pl *planner) namedPort(namespace, service, portName string) (int32, error) {
+	svc, err := pl.service(namespace, service)
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range svc.Spec.Ports {
+		if p.Name == portName {
+			return p.Port, nil
+		}
+	}
+	return 0, fmt.Errorf("service %q has no port named %q", service, portName)
+}
+
+func target(namespace, service string, port int32, method tunnelv1alpha1.TargetMethod, path networkingv1.HTTPIngressPath) tunnelv1alpha1.Target {
+	p := path.Path
+	if p == "" {
+		p = "/"
+	}
+	match := tunnelv1alpha1.PathMatchTypePrefix
+	if path.PathType != nil && *path.PathType == networkingv1.PathTypeExact {
+		match = tunnelv1alpha1.PathMatchTypeExact
+	}
+	return tunnelv1alpha1.Target{
+		IP:            fmt.Sprintf("%s.%s.svc.cluster.local", service, namespace),
+		Port:          port,
+		Method:        method,
+		Path:          p,
+		PathMatchType: match,
+		Priority:      priority(p),
+	}
+}
+
+// priority makes longer paths match first, as in the reference: 100 + 10 per character, at most 1000 (the CRD's
+// maximum).
+func priority(path string) int32 {
+	return int32(min(1000, 100+10*len(path)))
+}
+
+// resource builds the desired PangolinResource of one host. Every field the API server would default is set, so the
+// stored object equals the desired one and a converged Ingress costs no write.
+func (pl *planner) resource(ing *networkingv1.Ingress, name, host, tunnel, subdomain, domain string, s hostSettings,
+	targets []tunnelv1alpha1.Target) *tunnelv1alpha1.PangolinResource {
+	displayName := ing.Namespace + "/" + ing.Name + "/" + host
+	if len(displayName) > maxDisplayNameLength {
+		displayName = displayName[:maxDisplayNameLength]
+	}
+	return &tunnelv1alpha1.PangolinResource{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            name,
+			Namespace:       ing.Namespace,
+			Labels:          pl.labels(ing),
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ing, ingressGVK)},
+		},
+		Spec: tunnelv1alpha1.PangolinResourceSpec{
+			TunnelRef: &tunnelv1alpha1.TunnelReference{Name: tunnel, Namespace: pl.config.TunnelNamespace},
+			Name:      displayName,
+			Protocol:  tunnelv1alpha1.ProtocolHTTP,
+			HTTPConfig: &tunnelv1alpha1.HTTPConfig{
+				Subdomain:   subdomain,
+				DomainName:  domain,
+				SSO:         s.sso,
+				BlockAccess: s.blockAccess,
+			},
+			Targets: targets,
+			Enabled: ptr.To(true),
+		},
+	}
+}
+
+func (pl *planner) labels(ing *networkingv1.Ingress) map[string]string {
+	return map[string]string{
+		LabelIngressUID:       string(ing.UID),
+		LabelIngressName:      labelValue(ing.Name),
+		LabelIngressNamespace: ing.Namespace,
+		pl.labelKey:           pl.tenant,
+	}
+}
+
+// labelValue shortens an Ingress name (a DNS subdomain, up to 253 characters) to a valid label value.
+func labelValue(s string) string {
+	if len(s) <= validation.LabelValueMaxLength {
+		return s
+	}
+	return strings.TrimRight(s[:validation.LabelValueMaxLength], "-.")
+}
+
+// isManaged says whether the controller exposes ing: the enabled annotation decides when it is "true" or "false",
+// otherwise the ingress class must be "pangolin" or "pangolin-<suffix>".
+func isManaged(ing *networkingv1.Ingress) bool {
+	switch strings.ToLower(ing.Annotations[AnnotationEnabled]) {
+	case "false":
+		return false
+	case "true":
+		return true
+	}
+	class := ingressClassOf(ing)
+	return class == ingressClass || (strings.HasPrefix(class, ingressClassPrefix) && len(class) > len(ingressClassPrefix))
+}
+
+func ingressClassOf(ing *networkingv1.Ingress) string {
+	if ing.Spec.IngressClassName != nil {
+		return *ing.Spec.IngressClassName
+	}
+	return ing.Annotations[legacyIngressClassAnnotation]
+}
+
+// resolveTunnel picks the tunnel name of a managed Ingress: the tunnel-name annotation; else for class
+// "pangolin-<s>" the tenant's tunnelsByClassSuffix[s], or s itself when the map has no entry (the ProviderConfig
+// API's documented rule); else the tenant's defaultTunnel. The error is a message for a Warning.
+func resolveTunnel(ing *networkingv1.Ingress, config *mpv1alpha1.PangolinConfig) (string, error) {
+	if name, set := ing.Annotations[AnnotationTunnelName]; set {
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			return "", fmt.Errorf("annotation %s=%q is not a PangolinTunnel name: %s", AnnotationTunnelName, name, strings.Join(errs, "; "))
+		}
+		return name, nil
+	}
+	if suffix, ok := strings.CutPrefix(ingressClassOf(ing), ingressClassPrefix); ok && suffix != "" {
+		if name, mapped := config.TunnelsByClassSuffix[suffix]; mapped {
+			return string(name), nil
+		}
+		if errs := validation.IsDNS1123Subdomain(suffix); len(errs) > 0 {
+			return "", fmt.Errorf("ingress class suffix %q is not a PangolinTunnel name: %s", suffix, strings.Join(errs, "; "))
+		}
+		return suffix, nil
+	}
+	if config.DefaultTunnel == "" {
+		return "", fmt.Errorf("the Ingress names no tunnel (annotation %s) and the tenant has no spec.pangolin.defaultTunnel", AnnotationTunnelName)
+	}
+	return string(config.DefaultTunnel), nil
+}

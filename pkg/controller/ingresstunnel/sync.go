@@ -1,0 +1,204 @@
+package ingresstunnel
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
+)
+
+// sync brings the PangolinResources of one Ingress in line with it.
+func (c *Controller) sync(ctx context.Context, key string) error {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	ing, err := c.ingresses.Ingresses(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		// Deleted, or moved to another tenant: garbage collection deletes the resources it owns.
+		c.deps.forget(key)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if ing.DeletionTimestamp != nil {
+		// Being deleted (possibly in the foreground): creating anything now would race the garbage collector.
+		c.deps.forget(key)
+		return nil
+	}
+	if !isManaged(ing) {
+		c.deps.forget(key)
+		return c.deleteUnwanted(ctx, ing, nil)
+	}
+
+	tunnel, err := resolveTunnel(ing, c.config)
+	if err != nil {
+		c.deps.forget(key)
+		c.recorder.Event(ing, corev1.EventTypeWarning, ReasonTunnelResolutionFailed, capitalize(err.Error()))
+		return nil
+	}
+	// Recorded before the lookups: a tunnel or Service that appears after a miss then finds this Ingress.
+	c.deps.set(key, tunnel, namedPortServices(ing))
+	if _, err := c.tunnels.PangolinTunnels(c.config.TunnelNamespace).Get(tunnel); apierrors.IsNotFound(err) {
+		// Existing resources stay: a tunnel that is being re-created should not take every host offline.
+		c.recorder.Eventf(ing, corev1.EventTypeWarning, ReasonTunnelNotFound,
+			"PangolinTunnel %s/%s does not exist; the Ingress is exposed once it does", c.config.TunnelNamespace, tunnel)
+		return nil
+	} else if err != nil {
+		return err
+	}
+
+	p := c.planner.plan(ing, tunnel)
+	for _, pr := range p.problems {
+		c.recorder.Event(ing, corev1.EventTypeWarning, pr.reason, pr.message)
+	}
+	var errs []error
+	for _, want := range p.resources {
+		if err := c.apply(ctx, ing, want); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Cleanup runs even when a write failed: a host that is gone must not stay exposed.
+	if err := c.deleteUnwanted(ctx, ing, p.keep); err != nil {
+		errs = append(errs, err)
+	}
+	return utilerrors.NewAggregate(errs)
+}
+
+// apply creates or updates one desired PangolinResource; it sends nothing when the stored one already matches.
+func (c *Controller) apply(ctx context.Context, ing *networkingv1.Ingress, want *tunnelv1alpha1.PangolinResource) error {
+	logger := klog.FromContext(ctx)
+	client := c.client.TunnelV1alpha1().PangolinResources(want.Namespace)
+	existing, err := c.resources.PangolinResources(want.Namespace).Get(want.Name)
+	if apierrors.IsNotFound(err) {
+		created, err := client.Create(ctx, want, metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			logger.V(2).Info("Created PangolinResource", "resource", klog.KObj(created), "host", hostOf(want))
+			c.recorder.Eventf(ing, corev1.EventTypeNormal, ReasonCreated, "Created PangolinResource %s for host %s", want.Name, hostOf(want))
+			return nil
+		case !apierrors.IsAlreadyExists(err):
+			return c.writeFailed(ing, "create", want.Name, err)
+		}
+		// Not in the tenant's view: the cache is behind, or the resource still carries another tenant's label (the
+		// Ingress moved). Read it to adopt it.
+		existing, err = client.Get(ctx, want.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	if !metav1.IsControlledBy(existing, ing) {
+		c.recorder.Eventf(ing, corev1.EventTypeWarning, ReasonResourceConflict,
+			"PangolinResource %s for host %s exists but is not controlled by this Ingress; it is left alone", want.Name, hostOf(want))
+		return fmt.Errorf("PangolinResource %s/%s is not controlled by Ingress %s (uid %s)", want.Namespace, want.Name, ing.Name, ing.UID)
+	}
+	if existing.DeletionTimestamp != nil {
+		// Deleted by someone; once it is gone its deletion event brings the Ingress back to create it again.
+		return nil
+	}
+	updated := existing.DeepCopy()
+	updated.Spec = want.Spec
+	if updated.Labels == nil {
+		updated.Labels = map[string]string{}
+	}
+	for k, v := range want.Labels {
+		updated.Labels[k] = v
+	}
+	if equality.Semantic.DeepEqual(existing.Spec, updated.Spec) && equalStringMaps(existing.Labels, updated.Labels) {
+		return nil
+	}
+	if _, err := client.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		if apierrors.IsConflict(err) {
+			return err
+		}
+		return c.writeFailed(ing, "update", want.Name, err)
+	}
+	logger.V(2).Info("Updated PangolinResource", "resource", klog.KObj(updated), "host", hostOf(want))
+	c.recorder.Eventf(ing, corev1.EventTypeNormal, ReasonUpdated, "Updated PangolinResource %s for host %s", want.Name, hostOf(want))
+	return nil
+}
+
+// writeFailed reports a write the API server refused for a reason a user may have to act on (validation, RBAC).
+func (c *Controller) writeFailed(ing *networkingv1.Ingress, verb, name string, err error) error {
+	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+		c.recorder.Eventf(ing, corev1.EventTypeWarning, ReasonWriteFailed, "Could not %s PangolinResource %s: %v", verb, name, err)
+	}
+	return fmt.Errorf("%s PangolinResource %s/%s: %w", verb, ing.Namespace, name, err)
+}
+
+// deleteUnwanted deletes the PangolinResources this Ingress controls whose names are not in keep (nil: all of them).
+func (c *Controller) deleteUnwanted(ctx context.Context, ing *networkingv1.Ingress, keep sets.Set[string]) error {
+	owned, err := c.resources.PangolinResources(ing.Namespace).List(labels.SelectorFromSet(labels.Set{LabelIngressUID: string(ing.UID)}))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, res := range owned {
+		if keep.Has(res.Name) || !metav1.IsControlledBy(res, ing) || res.DeletionTimestamp != nil {
+			continue
+		}
+		err := c.client.TunnelV1alpha1().PangolinResources(res.Namespace).Delete(ctx, res.Name,
+			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &res.UID}})
+		switch {
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+			// Already gone, or re-created under the same name since the cache saw it.
+			continue
+		case err != nil:
+			errs = append(errs, c.writeFailed(ing, "delete", res.Name, err))
+			continue
+		}
+		why := "its host is no longer in the Ingress"
+		if keep == nil {
+			why = "the Ingress is no longer exposed through Pangolin"
+		}
+		klog.FromContext(ctx).V(2).Info("Deleted PangolinResource", "resource", klog.KObj(res), "host", hostOf(res))
+		c.recorder.Eventf(ing, corev1.EventTypeNormal, ReasonDeleted, "Deleted PangolinResource %s for host %s: %s", res.Name, hostOf(res), why)
+	}
+	return utilerrors.NewAggregate(errs)
+}
+
+// namedPortServices are the keys of the Services whose named ports the Ingress uses.
+func namedPortServices(ing *networkingv1.Ingress) sets.Set[string] {
+	out := sets.New[string]()
+	for _, rule := range ing.Spec.Rules {
+		if rule.HTTP == nil {
+			continue
+		}
+		for _, path := range rule.HTTP.Paths {
+			if svc := path.Backend.Service; svc != nil && svc.Port.Number == 0 && svc.Port.Name != "" {
+				out.Insert(ing.Namespace + "/" + svc.Name)
+			}
+		}
+	}
+	return out
+}
+
+// hostOf reads the host back from the display name "<namespace>/<ingress>/<host>".
+func hostOf(res *tunnelv1alpha1.PangolinResource) string {
+	if parts := strings.SplitN(res.Spec.Name, "/", 3); len(parts) == 3 {
+		return parts[2]
+	}
+	return "(unknown)"
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
