@@ -1,0 +1,332 @@
+//go:build integration
+
+package namespaceproject
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	rancherv3 "github.com/multiproject/api/rancher/management/v3"
+	mpclientset "github.com/multiproject/client-go/clientset/versioned"
+	mpscheme "github.com/multiproject/client-go/clientset/versioned/scheme"
+	mpinformers "github.com/multiproject/client-go/informers/externalversions"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/namespaceproject"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
+)
+
+// eventScheme knows core and our kinds, like the manager's: the recorder needs the kind of the Namespaces it reports on.
+var eventScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(mpscheme.AddToScheme(s))
+	return s
+}()
+
+const (
+	labelKey    = mpv1alpha1.DefaultProviderConfigLabelKey
+	appOwnerKey = "appOwner"
+)
+
+// env is one test's (or the benchmark's) world: admin clients, the manager's client, the shared informers and the
+// tenancy router.
+type env struct {
+	t         testing.TB
+	ctx       context.Context
+	adminKube kubernetes.Interface
+	admin     mpclientset.Interface
+	kube      kubernetes.Interface // the manager's ServiceAccount
+	projects  cache.SharedIndexInformer
+	router    *tenancy.Router
+}
+
+type envOptions struct {
+	// qps and burst of the manager's client; 0 means the manager's defaults (--kube-api-qps=20, --kube-api-burst=30).
+	qps   float32
+	burst int
+}
+
+// newEnv builds what the manager would have for these tests: the shared Namespace and Project informers on the
+// manager's identity, indexed for tenancy and started once, and a tenancy Router over the Namespaces.
+func newEnv(t testing.TB, opts envOptions) *env {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	e := &env{t: t, ctx: ctx, adminKube: controlPlane.AdminClient()}
+	var err error
+	if e.admin, err = mpclientset.NewForConfig(controlPlane.AdminConfig()); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := controlPlane.ManagerConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = managerClientSettings(cfg, opts)
+	if e.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	mp, err := mpclientset.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeFactory := kubeinformers.NewSharedInformerFactory(e.kube, 0)
+	namespaces := kubeFactory.Core().V1().Namespaces().Informer()
+	mpFactory := mpinformers.NewSharedInformerFactory(mp, 0)
+	e.projects = mpFactory.Management().V3().Projects().Informer()
+	for _, inf := range []cache.SharedIndexInformer{namespaces, e.projects} {
+		if err := inf.SetTransform(informerset.DropManagedFields); err != nil {
+			t.Fatal(err)
+		}
+		if err := inf.AddIndexers(tenancy.Indexers(labelKey)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e.router, err = tenancy.NewRouter(labelKey, namespaces); err != nil {
+		t.Fatal(err)
+	}
+	kubeFactory.Start(ctx.Done())
+	mpFactory.Start(ctx.Done())
+	t.Cleanup(func() {
+		cancel()
+		kubeFactory.Shutdown()
+		mpFactory.Shutdown()
+	})
+	kubeFactory.WaitForCacheSync(ctx.Done())
+	mpFactory.WaitForCacheSync(ctx.Done())
+	return e
+}
+
+func managerClientSettings(cfg *rest.Config, opts envOptions) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 20, 30
+	if opts.qps > 0 {
+		cfg.QPS, cfg.Burst = opts.qps, opts.burst
+	}
+	return cfg
+}
+
+// tenantRun is one tenant's controller, as the manager would build and run it.
+type tenantRun struct {
+	e          *env
+	name       string
+	clusterID  string
+	tctx       *tenant.Context
+	conditions *tenanttest.Conditions
+	cancel     context.CancelFunc
+	done       chan struct{}
+}
+
+// newTenant makes a tenant with a random name whose Rancher cluster is clusterID.
+func (e *env) newTenant(clusterID string, workers int) *tenantRun {
+	e.t.Helper()
+	name := "tenant-" + utilrand.String(6)
+	views, err := e.router.Tenant(name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(views.Close)
+	broadcaster := record.NewBroadcaster(record.WithContext(e.ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.kube.CoreV1().Events("")})
+	e.t.Cleanup(broadcaster.Shutdown)
+	tr := &tenantRun{e: e, name: name, clusterID: clusterID, conditions: &tenanttest.Conditions{}}
+	tr.tctx = &tenant.Context{
+		ProviderConfig: &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: mpv1alpha1.ProviderConfigSpec{Rancher: &mpv1alpha1.RancherConfig{ClusterID: clusterID}}},
+		ProviderConfigLabelKey: labelKey,
+		KubeClient:             e.kube,
+		Informers: tenanttest.TenantInformers{Views: views,
+			SharedInformers: map[schema.GroupVersionResource]cache.SharedIndexInformer{informerset.Projects: e.projects}},
+		EventRecorder: broadcaster.NewRecorder(eventScheme, corev1.EventSource{Component: "multiproject-namespace-project"}),
+		Condition:     tr.conditions,
+		Options:       tenant.Options{AppOwnerLabelKey: appOwnerKey},
+		Workers:       workers,
+	}
+	return tr
+}
+
+// start runs a new controller (an empty queue, as after a restart of the manager).
+func (tr *tenantRun) start() {
+	tr.e.t.Helper()
+	c, err := namespaceproject.New(tr.tctx)
+	if err != nil {
+		tr.e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(tr.e.ctx)
+	tr.cancel, tr.done = cancel, make(chan struct{})
+	go func() {
+		defer close(tr.done)
+		c.Run(ctx)
+	}()
+	tr.e.t.Cleanup(tr.stop)
+}
+
+// stop ends the controller and waits for Run to return; a no-op when it is not running.
+func (tr *tenantRun) stop() {
+	if tr.cancel == nil {
+		return
+	}
+	tr.cancel()
+	<-tr.done
+	tr.cancel = nil
+}
+
+// waitRunning waits until the controller reported its condition True.
+func (tr *tenantRun) waitRunning() {
+	tr.e.t.Helper()
+	tr.e.waitFor("tenant "+tr.name+" to report Running", 30*time.Second, func() (bool, error) {
+		c, ok := tr.conditions.Last()
+		return ok && c.Status == metav1.ConditionTrue && c.Reason == "Running", nil
+	})
+}
+
+// clusterNamespace creates the namespace that holds a Rancher cluster's Projects and returns its name, the cluster ID.
+func (e *env) clusterNamespace() string {
+	e.t.Helper()
+	return controlPlane.CreateNamespace(e.t)
+}
+
+// createNamespace creates a Namespace (a generated name when name ends in "-") owned by tenant, labeled with the
+// app owner unless it is empty, and deletes it when the test ends.
+func (e *env) createNamespace(name, tenantName, owner string, annotations map[string]string) *corev1.Namespace {
+	e.t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{}, Annotations: annotations}}
+	if name[len(name)-1] == '-' {
+		ns.GenerateName = name
+	} else {
+		ns.Name = name
+	}
+	if tenantName != "" {
+		ns.Labels[labelKey] = tenantName
+	}
+	if owner != "" {
+		ns.Labels[appOwnerKey] = owner
+	}
+	out, err := e.adminKube.CoreV1().Namespaces().Create(e.ctx, ns, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("creating namespace %s: %v", name, err)
+	}
+	e.t.Cleanup(func() { e.deleteNamespace(out.Name) })
+	return out
+}
+
+func (e *env) deleteNamespace(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.adminKube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		e.t.Errorf("deleting namespace %s: %v", name, err)
+	}
+}
+
+// createProject creates a Rancher Project as Rancher would: in the cluster's namespace, clusterName equal to it.
+func (e *env) createProject(clusterID, name, displayName string) *rancherv3.Project {
+	e.t.Helper()
+	p := &rancherv3.Project{ObjectMeta: metav1.ObjectMeta{Namespace: clusterID, Name: name},
+		Spec: rancherv3.ProjectSpec{DisplayName: displayName, ClusterName: clusterID}}
+	out, err := e.admin.ManagementV3().Projects(clusterID).Create(e.ctx, p, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("creating Project %s/%s: %v", clusterID, name, err)
+	}
+	return out
+}
+
+func (e *env) namespace(name string) *corev1.Namespace {
+	e.t.Helper()
+	ns, err := e.adminKube.CoreV1().Namespaces().Get(e.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ns
+}
+
+// updateNamespace changes a namespace as a person would, retrying on conflicts with the controller's writes.
+func (e *env) updateNamespace(name string, change func(*corev1.Namespace)) {
+	e.t.Helper()
+	err := wait.PollUntilContextTimeout(e.ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		ns, err := e.adminKube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		change(ns)
+		_, err = e.adminKube.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		e.t.Fatalf("updating namespace %s: %v", name, err)
+	}
+}
+
+// waitAssigned waits until Rancher's annotation on the namespace is want ("<cluster>:<project>") and returns it.
+func (e *env) waitAssigned(name, want string) *corev1.Namespace {
+	e.t.Helper()
+	var ns *corev1.Namespace
+	e.waitFor(fmt.Sprintf("namespace %s in Project %s", name, want), 30*time.Second, func() (bool, error) {
+		ns = e.namespace(name)
+		return ns.Annotations[rancherv3.ProjectIDAnnotationKey] == want, nil
+	})
+	return ns
+}
+
+// events returns the Events about a Namespace with reason, as stored in the API server. Events about cluster-scoped
+// objects go to the default namespace.
+func (e *env) events(name, reason string) []corev1.Event {
+	e.t.Helper()
+	list, err := e.adminKube.CoreV1().Events(metav1.NamespaceDefault).List(e.ctx, metav1.ListOptions{
+		FieldSelector: fields.Set{"involvedObject.kind": "Namespace", "involvedObject.name": name, "reason": reason}.String()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return list.Items
+}
+
+// waitEvent waits for an Event about the namespace with reason and returns it.
+func (e *env) waitEvent(name, reason string) corev1.Event {
+	e.t.Helper()
+	var out corev1.Event
+	e.waitFor(fmt.Sprintf("Event %s on namespace %s", reason, name), 30*time.Second, func() (bool, error) {
+		list := e.events(name, reason)
+		if len(list) == 0 {
+			return false, nil
+		}
+		out = list[len(list)-1]
+		return true, nil
+	})
+	return out
+}
+
+func (e *env) waitFor(what string, timeout time.Duration, cond func() (bool, error)) {
+	e.t.Helper()
+	err := wait.PollUntilContextTimeout(e.ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return cond()
+	})
+	if err != nil {
+		e.t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
