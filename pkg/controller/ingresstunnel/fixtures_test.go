@@ -35,8 +35,12 @@ func rule(host string, paths ...networkingv1.HTTPIngressPath) networkingv1.Ingre
 	return networkingv1.IngressRule{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: paths}}}
 }
 
-func named(name string) networkingv1.ServiceBackendPort { return networkingv1.ServiceBackendPort{Name: name} }
-func number(n int32) networkingv1.ServiceBackendPort    { return networkingv1.ServiceBackendPort{Number: n} }
+func named(name string) networkingv1.ServiceBackendPort {
+	return networkingv1.ServiceBackendPort{Name: name}
+}
+func number(n int32) networkingv1.ServiceBackendPort {
+	return networkingv1.ServiceBackendPort{Number: n}
+}
 
 // seedIngress is the seed's three-host example: app.example.com (/, /api), api.example.com (/v1, /v2) and
 // admin.example.com (/), backed by one Service with named ports.
