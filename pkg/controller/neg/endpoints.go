@@ -1,0 +1,119 @@
+package neg
+
+import (
+	"cmp"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/utils/ptr"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+)
+
+// legacyZoneLabel is the zone label of Nodes from before topology.kubernetes.io/zone (Kubernetes < 1.17); some
+// clusters still carry only this one.
+const legacyZoneLabel = "failure-domain.beta.kubernetes.io/zone"
+
+// topology is what the tenant's Nodes say about zones: the zone of each Node, and the sorted set of zones, one NEG
+// per zone.
+type topology struct {
+	nodeZones map[string]string
+	zones     []string
+}
+
+func newTopology(nodes []*corev1.Node) *topology {
+	t := &topology{nodeZones: make(map[string]string, len(nodes))}
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		zone := nodeZone(n)
+		if zone == "" {
+			// A Node without a zone cannot be an instance of a zonal NEG.
+			continue
+		}
+		t.nodeZones[n.Name] = zone
+		if !seen[zone] {
+			seen[zone] = true
+			t.zones = append(t.zones, zone)
+		}
+	}
+	slices.Sort(t.zones)
+	return t
+}
+
+func nodeZone(n *corev1.Node) string {
+	if z := n.Labels[corev1.LabelTopologyZone]; z != "" {
+		return z
+	}
+	return n.Labels[legacyZoneLabel]
+}
+
+// endpointsByZone returns the ready endpoints of one Service port, grouped by zone and sorted, from the Service's
+// EndpointSlices. The port is the EndpointSlice port with the Service port's name and protocol (the EndpointSlice
+// controller names slice ports after Service ports), so a named targetPort resolves to each Pod's own number.
+//
+// An endpoint counts only if it is ready, has an IPv4 address and runs on a Node the tenant sees in one of its
+// zones: the instance of a GCE_VM_IP_PORT endpoint must be a VM of the tenant's project in the NEG's zone, and one
+// endpoint GCE refuses would hold back the whole NEG. skipped counts the endpoints left out for that reason.
+func endpointsByZone(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.ServicePort, topo *topology) (byZone map[string][]mpv1alpha1.NetworkEndpoint, skipped int) {
+	byZone = map[string][]mpv1alpha1.NetworkEndpoint{}
+	inZones := map[string]bool{}
+	for _, z := range topo.zones {
+		inZones[z] = true
+	}
+	protocol := port.Protocol
+	if protocol == "" {
+		protocol = corev1.ProtocolTCP
+	}
+	seen := map[mpv1alpha1.NetworkEndpoint]bool{}
+	for _, slice := range endpointSlices {
+		if slice.AddressType != discoveryv1.AddressTypeIPv4 {
+			continue
+		}
+		number, ok := slicePort(slice, port.Name, protocol)
+		if !ok {
+			continue
+		}
+		for i := range slice.Endpoints {
+			ep := &slice.Endpoints[i]
+			if !ptr.Deref(ep.Conditions.Ready, true) || len(ep.Addresses) == 0 {
+				continue
+			}
+			node := ptr.Deref(ep.NodeName, "")
+			nodeZone, visible := topo.nodeZones[node]
+			zone := ptr.Deref(ep.Zone, "")
+			if zone == "" {
+				zone = nodeZone
+			}
+			if !visible || !inZones[zone] {
+				skipped++
+				continue
+			}
+			ne := mpv1alpha1.NetworkEndpoint{Instance: node, IPAddress: ep.Addresses[0], Port: number}
+			if seen[ne] {
+				// The same Pod in two slices while the EndpointSlice controller moves it.
+				continue
+			}
+			seen[ne] = true
+			byZone[zone] = append(byZone[zone], ne)
+		}
+	}
+	for _, eps := range byZone {
+		slices.SortFunc(eps, compareEndpoints)
+	}
+	return byZone, skipped
+}
+
+func slicePort(slice *discoveryv1.EndpointSlice, name string, protocol corev1.Protocol) (int32, bool) {
+	for _, p := range slice.Ports {
+		if ptr.Deref(p.Name, "") == name && ptr.Deref(p.Protocol, corev1.ProtocolTCP) == protocol && p.Port != nil &&
+			*p.Port >= 1 && *p.Port <= 65535 {
+			return *p.Port, true
+		}
+	}
+	return 0, false
+}
+
+func compareEndpoints(a, b mpv1alpha1.NetworkEndpoint) int {
+	return cmp.Or(cmp.Compare(a.Instance, b.Instance), cmp.Compare(a.IPAddress, b.IPAddress), cmp.Compare(a.Port, b.Port))
+}

@@ -1,0 +1,306 @@
+package neg
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kubeinformers "k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
+	mpinformers "github.com/multiproject/client-go/informers/externalversions"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+)
+
+const (
+	testTenant    = "tenant-a"
+	testCluster   = "prod-eu"
+	testNamespace = "shop"
+	testLabelKey  = mpv1alpha1.DefaultProviderConfigLabelKey
+	zoneB         = "europe-west1-b"
+	zoneC         = "europe-west1-c"
+)
+
+// recorder remembers events; client-go's FakeRecorder blocks once its channel is full.
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *recorder) Event(_ runtime.Object, eventtype, reason, message string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, eventtype+" "+reason+" "+message)
+}
+
+func (r *recorder) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	r.Event(obj, eventtype, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+func (r *recorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventtype, reason, messageFmt string, args ...any) {
+	r.Eventf(obj, eventtype, reason, messageFmt, args...)
+}
+
+func (r *recorder) with(prefix string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, e := range r.events {
+		if strings.HasPrefix(e, prefix) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// countingInformer counts the handlers added and removed, to show Run leaves none behind.
+type countingInformer struct {
+	cache.SharedIndexInformer
+	mu             sync.Mutex
+	added, removed int
+}
+
+func (c *countingInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	c.mu.Lock()
+	c.added++
+	c.mu.Unlock()
+	return c.SharedIndexInformer.AddEventHandler(h)
+}
+
+func (c *countingInformer) RemoveEventHandler(r cache.ResourceEventHandlerRegistration) error {
+	c.mu.Lock()
+	c.removed++
+	c.mu.Unlock()
+	return c.SharedIndexInformer.RemoveEventHandler(r)
+}
+
+func (c *countingInformer) counts() (int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.added, c.removed
+}
+
+// harness is one tenant's translator on fake clientsets, with informers that see everything (the tenancy filter is
+// tested in pkg/tenancy and in the integration tests).
+type harness struct {
+	t          *testing.T
+	ctx        context.Context
+	kube       *kubefake.Clientset
+	mp         *mpfake.Clientset
+	events     *recorder
+	conditions *tenanttest.Conditions
+	informers  map[string]*countingInformer
+	tctx       *tenant.Context
+	translator *translator
+}
+
+func newHarness(t *testing.T, objects ...runtime.Object) *harness {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	var kubeObjects, mpObjects []runtime.Object
+	for _, o := range objects {
+		if _, ok := o.(*mpv1alpha1.Translation); ok {
+			mpObjects = append(mpObjects, o)
+		} else {
+			kubeObjects = append(kubeObjects, o)
+		}
+	}
+	h := &harness{t: t, ctx: ctx, kube: kubefake.NewClientset(kubeObjects...), mp: mpfake.NewClientset(mpObjects...),
+		events: &recorder{}, conditions: &tenanttest.Conditions{}, informers: map[string]*countingInformer{}}
+	kubeFactory := kubeinformers.NewSharedInformerFactory(h.kube, 0)
+	mpFactory := mpinformers.NewSharedInformerFactory(h.mp, 0)
+	h.informers["services"] = &countingInformer{SharedIndexInformer: kubeFactory.Core().V1().Services().Informer()}
+	h.informers["slices"] = &countingInformer{SharedIndexInformer: kubeFactory.Discovery().V1().EndpointSlices().Informer()}
+	h.informers["nodes"] = &countingInformer{SharedIndexInformer: kubeFactory.Core().V1().Nodes().Informer()}
+	h.informers["translations"] = &countingInformer{SharedIndexInformer: mpFactory.Multiproject().V1alpha1().Translations().Informer()}
+	kubeFactory.Start(ctx.Done())
+	mpFactory.Start(ctx.Done())
+	t.Cleanup(func() {
+		cancel()
+		kubeFactory.Shutdown()
+		mpFactory.Shutdown()
+	})
+	kubeFactory.WaitForCacheSync(ctx.Done())
+	mpFactory.WaitForCacheSync(ctx.Done())
+
+	h.tctx = &tenant.Context{
+		ProviderConfig: &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: testTenant},
+			Spec: mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{ProjectID: "tenant-a-project", Network: "vpc-a", Subnetwork: "sub-a"}}},
+		ProviderConfigLabelKey: testLabelKey,
+		KubeClient:             h.kube,
+		MultiprojectClient:     h.mp,
+		Informers: tenanttest.Informers{
+			informerset.Services:       h.informers["services"],
+			informerset.EndpointSlices: h.informers["slices"],
+			informerset.Nodes:          h.informers["nodes"],
+			informerset.Translations:   h.informers["translations"],
+		},
+		EventRecorder: h.events,
+		Condition:     h.conditions,
+		Options:       tenant.Options{ClusterName: testCluster},
+		Workers:       2,
+	}
+	tr, err := newTranslator(h.tctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.translator = tr
+	return h
+}
+
+// sync runs one sync of the Service and fails the test on an error.
+func (h *harness) sync(name string) {
+	h.t.Helper()
+	if err := h.translator.sync(h.ctx, testNamespace+"/"+name); err != nil {
+		h.t.Fatalf("sync %s: %v", name, err)
+	}
+}
+
+// writes returns the mutating actions both clientsets saw since the last call.
+func (h *harness) writes() []string {
+	var out []string
+	for _, actions := range [][]clienttesting.Action{h.kube.Actions(), h.mp.Actions()} {
+		for _, a := range actions {
+			switch a.GetVerb() {
+			case "get", "list", "watch":
+				continue
+			}
+			out = append(out, a.GetVerb()+" "+a.GetResource().Resource+a.GetSubresource())
+		}
+	}
+	h.kube.ClearActions()
+	h.mp.ClearActions()
+	return out
+}
+
+func (h *harness) translations() map[string]*mpv1alpha1.Translation {
+	h.t.Helper()
+	list, err := h.mp.MultiprojectV1alpha1().Translations(testNamespace).List(h.ctx, metav1.ListOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	out := map[string]*mpv1alpha1.Translation{}
+	for i := range list.Items {
+		out[list.Items[i].Name] = &list.Items[i]
+	}
+	h.mp.ClearActions()
+	return out
+}
+
+func (h *harness) service(name string) *corev1.Service {
+	h.t.Helper()
+	svc, err := h.kube.CoreV1().Services(testNamespace).Get(h.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.kube.ClearActions()
+	return svc
+}
+
+// waitCached waits until the informer's cache holds an object at key that satisfies ok (nil: the key is absent).
+// The fake clientsets set no resourceVersions, so the content decides.
+func (h *harness) waitCached(informer, key string, ok func(obj any) bool) {
+	h.t.Helper()
+	inf := h.informers[informer]
+	err := wait.PollUntilContextTimeout(h.ctx, 2*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		obj, exists, err := inf.GetIndexer().GetByKey(key)
+		if err != nil || !exists {
+			return ok == nil, err
+		}
+		return ok != nil && ok(obj), nil
+	})
+	if err != nil {
+		h.t.Fatalf("informer %s never saw the expected %s: %v", informer, key, err)
+	}
+}
+
+func node(name, zone string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if zone != "" {
+		n.Labels = map[string]string{corev1.LabelTopologyZone: zone}
+	}
+	return n
+}
+
+func service(name, annotation string, ports ...corev1.ServicePort) *corev1.Service {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: name, UID: types.UID("uid-" + name)},
+		Spec: corev1.ServiceSpec{Ports: ports}}
+	if annotation != "" {
+		svc.Annotations = map[string]string{NEGAnnotationKey: annotation}
+	}
+	return svc
+}
+
+func servicePort(name string, port int32, target string) corev1.ServicePort {
+	return corev1.ServicePort{Name: name, Port: port, Protocol: corev1.ProtocolTCP, TargetPort: intstr.Parse(target)}
+}
+
+// ep is a ready endpoint on a node; zone "" leaves the endpoint's zone field unset.
+type ep struct {
+	ip, node, zone string
+	notReady       bool
+}
+
+func slice(service, name string, portName string, port int32, endpoints ...ep) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: name,
+			Labels: map[string]string{discoveryv1.LabelServiceName: service}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	for _, e := range endpoints {
+		de := discoveryv1.Endpoint{Addresses: []string{e.ip}, NodeName: ptr.To(e.node),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(!e.notReady)}}
+		if e.zone != "" {
+			de.Zone = ptr.To(e.zone)
+		}
+		s.Endpoints = append(s.Endpoints, de)
+	}
+	return s
+}
+
+type runtimeObject = runtime.Object
+
+func ptrTo[T any](v T) *T { return &v }
+
+func sortStrings(s []string) { slices.Sort(s) }
+
+// emptyServiceLister stands for a tenant view that no longer has a Service.
+type emptyServiceLister struct{ corelisters.ServiceLister }
+
+func (emptyServiceLister) Services(string) corelisters.ServiceNamespaceLister { return emptyServices{} }
+
+type emptyServices struct{}
+
+func (emptyServices) List(labels.Selector) ([]*corev1.Service, error) { return nil, nil }
+func (emptyServices) Get(name string) (*corev1.Service, error) {
+	return nil, apierrors.NewNotFound(corev1.Resource("services"), name)
+}
+
+func itoa(i int32) string { return strconv.Itoa(int(i)) }

@@ -1,0 +1,100 @@
+package neg
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"strings"
+)
+
+// translationVersion is part of every Translation name. Bump it only for a change of the Translation layout that
+// the pusher cannot apply in place (a NEG renamed, say): Translations of another version are then stale and
+// deleted, and the pusher deletes and re-creates every NEG, which interrupts traffic.
+const translationVersion = "v1"
+
+// translationPrefix starts the names of the Translations this controller writes, whatever their version, so that
+// Translations another controller might make for the same Service are never mistaken for stale ones of ours.
+const translationPrefix = "neg-"
+
+// translationName is the name of the Translation of one Service port: neg-v1-<service>-<port>. A Service name is a
+// DNS label (at most 63 characters), so the name stays far below the 253 allowed.
+func translationName(service string, port int32) string {
+	return translationPrefix + translationVersion + "-" + service + "-" + strconv.Itoa(int(port))
+}
+
+// negNamePrefix starts every generated NEG name; the digit is the naming scheme's version.
+const negNamePrefix = "mp1"
+
+// maxNEGNameLength is GCE's limit on resource names.
+const maxNEGNameLength = 63
+
+// negName is the GCE name of the NEGs (one per zone, all with the same name) of one Service port of one tenant in
+// one cluster: mp1-<cluster>-<namespace>-<service>-<port>-<hash>, where the readable parts are shortened evenly to
+// fit 63 characters and the hash (of all of them, unshortened) keeps shortened names apart. Two clusters or two
+// tenants sharing a GCP project therefore never pick the same name for different Service ports.
+func negName(cluster, tenant, namespace, service string, port int32) string {
+	sum := sha256.Sum256([]byte(strings.Join([]string{cluster, tenant, namespace, service, strconv.Itoa(int(port))}, "\x00")))
+	hash := hex.EncodeToString(sum[:])[:10]
+	portStr := strconv.Itoa(int(port))
+	// Fixed parts: prefix, port, hash and the five hyphens between the six parts.
+	budget := maxNEGNameLength - len(negNamePrefix) - len(portStr) - len(hash) - 5
+	fields := trimEvenly([]string{sanitize(cluster), namespace, service}, budget)
+	return strings.Join([]string{negNamePrefix, fields[0], fields[1], fields[2], portStr, hash}, "-")
+}
+
+// sanitize reduces a free-form string (the --cluster-name) to the characters a GCE name allows.
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	return b.String()
+}
+
+// trimEvenly shortens the fields, longest first, until their total length is at most budget, so that no one
+// field loses everything while another keeps its full length.
+func trimEvenly(fields []string, budget int) []string {
+	out := append([]string(nil), fields...)
+	total := 0
+	for _, f := range out {
+		total += len(f)
+	}
+	for total > budget {
+		longest := 0
+		for i := range out {
+			if len(out[i]) > len(out[longest]) {
+				longest = i
+			}
+		}
+		out[longest] = out[longest][:len(out[longest])-1]
+		total--
+	}
+	return out
+}
+
+// negDescription is the ownership marker written to every NEG: the pusher changes or deletes a NEG only when its
+// description is exactly this. It names the cluster, tenant and Service port (the UID makes a re-created Service
+// with the same name a different owner, so a NEG left behind by the old one is not silently adopted), in
+// ingress-gce's JSON style so that people reading the GCE console recognise it.
+func negDescription(cluster, tenant, namespace, service string, uid string, port int32) string {
+	b, _ := json.Marshal(negDescriptionFields{
+		Cluster: cluster, Tenant: tenant, Namespace: namespace, Service: service, UID: uid, Port: strconv.Itoa(int(port)),
+		ManagedBy: "multiproject-controller-manager",
+	})
+	return string(b)
+}
+
+type negDescriptionFields struct {
+	Cluster   string `json:"cluster-name"`
+	Tenant    string `json:"provider-config"`
+	Namespace string `json:"namespace"`
+	Service   string `json:"service-name"`
+	UID       string `json:"service-uid"`
+	Port      string `json:"port"`
+	ManagedBy string `json:"managed-by"`
+}

@@ -1,0 +1,95 @@
+package neg
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestNEGNameIsAValidDeterministicGCEName(t *testing.T) {
+	long := strings.Repeat("x", 63)
+	for _, tc := range []struct{ cluster, tenant, namespace, service string }{
+		{"prod-eu", "tenant-a", "shop", "web"},
+		{"", "t", "a", "b"},
+		{"Prod_EU.1", "tenant-a", "shop", "web"}, // cluster names are free-form
+		{long, long, long, long},
+		{"9lives", "tenant-a", "a-", "b-"}, // fields that end in a hyphen once trimmed
+	} {
+		for _, port := range []int32{1, 80, 65535} {
+			name := negName(tc.cluster, tc.tenant, tc.namespace, tc.service, port)
+			if len(name) > 63 || !gceName.MatchString(name) {
+				t.Errorf("negName(%+v, %d) = %q (%d characters) is not a valid GCE name", tc, port, name, len(name))
+			}
+			if again := negName(tc.cluster, tc.tenant, tc.namespace, tc.service, port); again != name {
+				t.Errorf("not deterministic: %q then %q", name, again)
+			}
+		}
+	}
+	if got := negName("prod-eu", "tenant-a", "shop", "web", 80); !strings.HasPrefix(got, "mp1-prod-eu-shop-web-80-") {
+		t.Errorf("a short name should keep every readable part: %q", got)
+	}
+}
+
+func TestNEGNameIsUniquePerClusterTenantNamespaceServiceAndPort(t *testing.T) {
+	long := strings.Repeat("n", 63)
+	base := []string{"prod-eu", "tenant-a", "shop", "web"}
+	variants := [][]string{
+		{"prod-us", "tenant-a", "shop", "web"},
+		{"prod-eu", "tenant-b", "shop", "web"},
+		{"prod-eu", "tenant-a", "shop2", "web"},
+		{"prod-eu", "tenant-a", "shop", "web2"},
+		// Same readable parts after joining: the hash tells them apart.
+		{"prod-eu", "tenant-a", "shop-web", ""},
+		// Long fields that trim to the same prefix.
+		{"prod-eu", "tenant-a", long + "a", "web"},
+		{"prod-eu", "tenant-a", long + "b", "web"},
+	}
+	seen := map[string][]string{negName(base[0], base[1], base[2], base[3], 80): base}
+	if n := negName(base[0], base[1], base[2], base[3], 81); seen[n] != nil {
+		t.Errorf("ports 80 and 81 share %q", n)
+	}
+	for _, v := range variants {
+		n := negName(v[0], v[1], v[2], v[3], 80)
+		if other, dup := seen[n]; dup {
+			t.Errorf("%v and %v share NEG name %q", v, other, n)
+		}
+		seen[n] = v
+	}
+}
+
+func TestTranslationNameCarriesTheVersion(t *testing.T) {
+	if got := translationName("web", 8080); got != "neg-v1-web-8080" {
+		t.Errorf("translationName = %q", got)
+	}
+	// A Service name is a DNS label; the longest one still gives a valid object name.
+	if got := translationName(strings.Repeat("s", 63), 65535); len(got) > 253 {
+		t.Errorf("translationName too long: %d", len(got))
+	}
+}
+
+func TestDescriptionIdentifiesClusterTenantAndServicePort(t *testing.T) {
+	d := negDescription("prod-eu", "tenant-a", "shop", "web", "uid-1", 80)
+	var fields map[string]string
+	if err := json.Unmarshal([]byte(d), &fields); err != nil {
+		t.Fatalf("description %q is not JSON: %v", d, err)
+	}
+	want := map[string]string{"cluster-name": "prod-eu", "provider-config": "tenant-a", "namespace": "shop",
+		"service-name": "web", "service-uid": "uid-1", "port": "80", "managed-by": "multiproject-controller-manager"}
+	for k, v := range want {
+		if fields[k] != v {
+			t.Errorf("description[%s] = %q, want %q", k, fields[k], v)
+		}
+	}
+	if len(d) > 2048 {
+		t.Errorf("description longer than the Translation schema allows: %d", len(d))
+	}
+	for _, other := range []string{
+		negDescription("prod-us", "tenant-a", "shop", "web", "uid-1", 80),
+		negDescription("prod-eu", "tenant-a", "shop", "web", "uid-2", 80),
+		negDescription("prod-eu", "tenant-a", "shop", "web", "uid-1", 81),
+	} {
+		if other == d {
+			t.Errorf("two different owners share the marker %s", d)
+		}
+	}
+}

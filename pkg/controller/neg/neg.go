@@ -1,0 +1,134 @@
+package neg
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+)
+
+// ControllerName is the controller's name in --controllers and --concurrent-neg-syncs.
+const ControllerName = "neg"
+
+// ReasonRunning is the NEGReady condition's reason while the translator runs and the pusher reports no problem.
+const ReasonRunning = "Running"
+
+// Descriptor describes the neg controller to the registry: for each tenant with spec.gcp, a translator and a
+// pusher, both with --concurrent-neg-syncs workers.
+func Descriptor() *registry.Descriptor[tenant.Factory] {
+	return &registry.Descriptor[tenant.Factory]{
+		Name:                   ControllerName,
+		DefaultConcurrentSyncs: 5,
+		Constructor: tenant.Factory{
+			ConditionType: mpv1alpha1.ProviderConfigConditionNEGReady,
+			Section: func(spec *mpv1alpha1.ProviderConfigSpec) any {
+				if spec.GCP == nil {
+					// A typed nil inside an interface is not nil; the manager must see a plain nil.
+					return nil
+				}
+				return spec.GCP
+			},
+			RequiredAPIs: []schema.GroupVersionResource{informerset.Translations},
+			New:          New,
+			Pending:      pusher.Pending,
+		},
+	}
+}
+
+// Controller is one tenant's neg controller: the translator and the pusher, run side by side.
+type Controller struct {
+	translator *translator
+	pusher     tenant.Controller
+}
+
+// New builds the translator and the pusher of the tenant c describes. Neither makes an API call here.
+func New(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
+	gate := &conditionGate{target: c.Condition, message: fmt.Sprintf(
+		"translating the tenant's Services with annotation %s into NEGs in GCP project %s", NEGAnnotationKey, projectOf(c))}
+	t, err := newTranslator(c, gate.translatorSynced)
+	if err != nil {
+		return nil, err
+	}
+	pc := *c
+	pc.Condition = pusherReporter{gate}
+	p, err := pusher.New(&pc)
+	if err != nil {
+		return nil, err
+	}
+	return &Controller{translator: t, pusher: p}, nil
+}
+
+func projectOf(c *tenant.Context) string {
+	if c.ProviderConfig != nil && c.ProviderConfig.Spec.GCP != nil {
+		return c.ProviderConfig.Spec.GCP.ProjectID
+	}
+	return ""
+}
+
+// Run runs both halves until ctx ends and returns once both have stopped.
+func (c *Controller) Run(ctx context.Context) {
+	var halves sync.WaitGroup
+	halves.Go(func() { c.translator.Run(ctx) })
+	halves.Go(func() { c.pusher.Run(ctx) })
+	halves.Wait()
+}
+
+// conditionGate keeps one source of truth for the tenant's NEGReady condition, which both halves want to report:
+// while the pusher reports a problem (False), that is the condition; otherwise, once the translator has synced, the
+// condition is True/Running. The pusher's own True ("no problems left") therefore restores Running rather than
+// replacing it with a second wording of the same state.
+type conditionGate struct {
+	target  tenant.ConditionReporter
+	message string
+
+	mu              sync.Mutex
+	translatorReady bool
+	pusherProblem   bool
+	problem         [2]string // reason, message
+	problemStatus   metav1.ConditionStatus
+}
+
+func (g *conditionGate) translatorSynced() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.translatorReady = true
+	g.reportLocked()
+}
+
+func (g *conditionGate) pusherReport(status metav1.ConditionStatus, reason, message string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.pusherProblem = status != metav1.ConditionTrue
+	g.problemStatus, g.problem = status, [2]string{reason, message}
+	g.reportLocked()
+}
+
+func (g *conditionGate) reportLocked() {
+	if g.target == nil {
+		return
+	}
+	switch {
+	case g.pusherProblem:
+		g.target.Report(g.problemStatus, g.problem[0], g.problem[1])
+	case g.translatorReady:
+		g.target.Report(metav1.ConditionTrue, ReasonRunning, g.message)
+	}
+}
+
+// pusherReporter is the ConditionReporter the pusher is given.
+type pusherReporter struct{ g *conditionGate }
+
+func (r pusherReporter) Report(status metav1.ConditionStatus, reason, message string) {
+	r.g.pusherReport(status, reason, message)
+}
+
+var _ tenant.Controller = (*Controller)(nil)

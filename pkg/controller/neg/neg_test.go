@@ -1,0 +1,86 @@
+package neg
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+)
+
+func TestDescriptor(t *testing.T) {
+	d := Descriptor()
+	if _, err := registry.New(d); err != nil {
+		t.Fatalf("the registry rejects the descriptor: %v", err)
+	}
+	f := d.Constructor
+	if d.Name != "neg" || f.ConditionType != mpv1alpha1.ProviderConfigConditionNEGReady || f.New == nil || f.Pending == nil {
+		t.Errorf("descriptor = %+v", d)
+	}
+	if len(f.RequiredAPIs) != 1 || f.RequiredAPIs[0] != informerset.Translations {
+		t.Errorf("RequiredAPIs = %v", f.RequiredAPIs)
+	}
+	if got := f.Section(&mpv1alpha1.ProviderConfigSpec{}); got != nil {
+		t.Errorf("Section without spec.gcp = %#v, want a plain nil", got)
+	}
+	gcp := &mpv1alpha1.GCPConfig{ProjectID: "p-123456", Network: "default"}
+	if got := f.Section(&mpv1alpha1.ProviderConfigSpec{GCP: gcp}); got != gcp {
+		t.Errorf("Section = %#v, want spec.gcp", got)
+	}
+}
+
+func TestNewBuildsBothHalves(t *testing.T) {
+	h := newHarness(t)
+	c, err := New(h.ctx, h.tctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctl := c.(*Controller); ctl.translator == nil || ctl.pusher == nil {
+		t.Errorf("controller = %+v", ctl)
+	}
+	noGCP := *h.tctx
+	noGCP.ProviderConfig = &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: "x"}}
+	if _, err := New(h.ctx, &noGCP); err == nil {
+		t.Error("New without spec.gcp succeeded")
+	}
+	missing := *h.tctx
+	missing.Informers = tenanttest.Informers{}
+	if _, err := New(h.ctx, &missing); err == nil {
+		t.Error("New without informers succeeded")
+	}
+}
+
+// TestConditionGate: True/Running once the translator has synced; a problem the pusher reports wins, including
+// over a later translator report; the pusher's "no problems" restores Running.
+func TestConditionGate(t *testing.T) {
+	conditions := &tenanttest.Conditions{}
+	g := &conditionGate{target: conditions, message: "running"}
+	p := pusherReporter{g}
+
+	p.Report(metav1.ConditionTrue, "NEGsPushed", "fine")
+	if _, ok := conditions.Last(); ok {
+		t.Error("reported True before the translator synced")
+	}
+	g.translatorSynced()
+	expect(t, conditions, tenanttest.Condition{Status: metav1.ConditionTrue, Reason: ReasonRunning, Message: "running"})
+	p.Report(metav1.ConditionFalse, "NEGNameCollision", "NEG x is foreign")
+	expect(t, conditions, tenanttest.Condition{Status: metav1.ConditionFalse, Reason: "NEGNameCollision", Message: "NEG x is foreign"})
+	g.translatorSynced()
+	expect(t, conditions, tenanttest.Condition{Status: metav1.ConditionFalse, Reason: "NEGNameCollision", Message: "NEG x is foreign"})
+	p.Report(metav1.ConditionTrue, "NEGsPushed", "fine")
+	expect(t, conditions, tenanttest.Condition{Status: metav1.ConditionTrue, Reason: ReasonRunning, Message: "running"})
+
+	var _ tenant.ConditionReporter = p
+}
+
+func expect(t *testing.T, c *tenanttest.Conditions, want tenanttest.Condition) {
+	t.Helper()
+	if got, ok := c.Last(); !ok || got != want {
+		t.Errorf("condition = %+v, want %+v", got, want)
+	}
+}

@@ -1,0 +1,655 @@
+package neg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpclientset "github.com/multiproject/client-go/clientset/versioned"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
+)
+
+// translatorName names the translator in logs, queue names and metrics.
+const translatorName = "neg-translator"
+
+// Event reasons on Services.
+const (
+	ReasonInvalidAnnotation   = "InvalidNEGAnnotation"
+	ReasonPortNotExposed      = "NEGPortNotExposed"
+	ReasonTranslationCreated  = "TranslationCreated"
+	ReasonTranslationUpdated  = "TranslationUpdated"
+	ReasonTranslationDeleted  = "TranslationDeleted"
+	ReasonEndpointsNotInZones = "NEGEndpointsSkipped"
+)
+
+// errWaiting says a sync must be retried because a Translation it wants to write still exists in another form (being
+// deleted, or another tenant's): nothing failed, so it is not logged as an error.
+var errWaiting = errors.New("waiting for an old Translation of the same name to be deleted")
+
+// translator is one tenant's Kubernetes half of the neg controller: Services, EndpointSlices and Nodes in,
+// Translations and the neg-status annotation out.
+type translator struct {
+	tenant   string
+	labelKey string
+	cluster  string
+	gcp      mpv1alpha1.GCPConfig
+
+	kube kubernetes.Interface
+	mp   mpclientset.Interface
+
+	services      cache.SharedIndexInformer
+	slices        cache.SharedIndexInformer
+	nodes         cache.SharedIndexInformer
+	translations  cache.SharedIndexInformer
+	serviceLister corelisters.ServiceLister
+	sliceLister   discoverylisters.EndpointSliceLister
+	nodeLister    corelisters.NodeLister
+
+	queue    workqueue.TypedRateLimitingInterface[string]
+	recorder record.EventRecorder
+	workers  int
+	// onSynced is called once the caches have synced and the workers run.
+	onSynced func()
+
+	warnings *warningMemory
+}
+
+func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
+	if c.ProviderConfig == nil || c.ProviderConfig.Spec.GCP == nil {
+		return nil, errors.New("neg: the ProviderConfig has no spec.gcp")
+	}
+	t := &translator{
+		tenant:   c.Name(),
+		labelKey: c.ProviderConfigLabelKey,
+		cluster:  c.Options.ClusterName,
+		gcp:      *c.ProviderConfig.Spec.GCP.DeepCopy(),
+		kube:     c.KubeClient,
+		mp:       c.MultiprojectClient,
+		recorder: c.EventRecorder,
+		workers:  max(c.Workers, 1),
+		onSynced: onSynced,
+		warnings: &warningMemory{m: map[string]map[string]bool{}},
+	}
+	var err error
+	if t.services, err = c.Informers.Informer(informerset.Services); err != nil {
+		return nil, fmt.Errorf("neg: %w", err)
+	}
+	if t.slices, err = c.Informers.Informer(informerset.EndpointSlices); err != nil {
+		return nil, fmt.Errorf("neg: %w", err)
+	}
+	if t.nodes, err = c.Informers.Informer(informerset.Nodes); err != nil {
+		return nil, fmt.Errorf("neg: %w", err)
+	}
+	if t.translations, err = c.Informers.Informer(informerset.Translations); err != nil {
+		return nil, fmt.Errorf("neg: %w", err)
+	}
+	t.serviceLister = corelisters.NewServiceLister(t.services.GetIndexer())
+	t.sliceLister = discoverylisters.NewEndpointSliceLister(t.slices.GetIndexer())
+	t.nodeLister = corelisters.NewNodeLister(t.nodes.GetIndexer())
+	t.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: t.tenant + "-" + translatorName})
+	return t, nil
+}
+
+// Run translates until ctx ends. On return its handlers are removed, its queue is shut down and its workers are
+// gone.
+func (t *translator) Run(ctx context.Context) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx).WithValues("controller", translatorName)
+	ctx = klog.NewContext(ctx, logger)
+
+	var workers sync.WaitGroup
+	var removers []func()
+	defer func() {
+		t.queue.ShutDown()
+		workers.Wait()
+		for _, remove := range removers {
+			remove()
+		}
+		metrics.ForgetController(t.tenant, translatorName)
+	}()
+
+	handlers := []struct {
+		kind     string
+		informer cache.SharedIndexInformer
+		handler  cache.ResourceEventHandler
+	}{
+		{"Service", t.services, cache.ResourceEventHandlerFuncs{AddFunc: t.onService, UpdateFunc: t.onServiceUpdate, DeleteFunc: t.onService}},
+		{"EndpointSlice", t.slices, cache.ResourceEventHandlerFuncs{AddFunc: t.onSlice, UpdateFunc: t.onSliceUpdate, DeleteFunc: t.onSlice}},
+		{"Node", t.nodes, cache.ResourceEventHandlerFuncs{AddFunc: t.onNode, UpdateFunc: t.onNodeUpdate, DeleteFunc: t.onNode}},
+		{"Translation", t.translations, cache.ResourceEventHandlerFuncs{AddFunc: t.onTranslation, UpdateFunc: t.onTranslationUpdate, DeleteFunc: t.onTranslation}},
+	}
+	synced := []cache.InformerSynced{}
+	for _, h := range handlers {
+		registration, err := h.informer.AddEventHandler(h.handler)
+		if err != nil {
+			logger.Error(err, "Could not watch", "kind", h.kind)
+			return
+		}
+		informer, kind := h.informer, h.kind
+		removers = append(removers, func() {
+			if err := informer.RemoveEventHandler(registration); err != nil {
+				logger.Error(err, "Could not remove an event handler", "kind", kind)
+			}
+		})
+		synced = append(synced, h.informer.HasSynced, registration.HasSynced)
+	}
+
+	logger.Info("Starting NEG translator", "workers", t.workers, "cluster", t.cluster)
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return
+	}
+	for range t.workers {
+		workers.Go(func() { wait.UntilWithContext(ctx, t.runWorker, time.Second) })
+	}
+	if t.onSynced != nil {
+		t.onSynced()
+	}
+	<-ctx.Done()
+	logger.Info("Stopping NEG translator")
+}
+
+// wantsNEGs says whether a Service is this controller's business: it asks for NEGs, or it carries a status from
+// when it did (which must be removed).
+func wantsNEGs(svc *corev1.Service) bool {
+	_, asked := svc.Annotations[NEGAnnotationKey]
+	_, answered := svc.Annotations[NEGStatusAnnotationKey]
+	return asked || answered
+}
+
+func (t *translator) onService(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	svc, ok := obj.(*corev1.Service)
+	if !ok || !wantsNEGs(svc) {
+		return
+	}
+	t.enqueue(svc.Namespace, svc.Name)
+}
+
+func (t *translator) onServiceUpdate(oldObj, newObj any) {
+	oldSvc, ok1 := oldObj.(*corev1.Service)
+	newSvc, ok2 := newObj.(*corev1.Service)
+	if !ok1 || !ok2 || (!wantsNEGs(oldSvc) && !wantsNEGs(newSvc)) {
+		return
+	}
+	t.enqueue(newSvc.Namespace, newSvc.Name)
+}
+
+func (t *translator) onSlice(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
+		t.enqueueSliceService(slice)
+	}
+}
+
+func (t *translator) onSliceUpdate(oldObj, newObj any) {
+	oldSlice, ok1 := oldObj.(*discoveryv1.EndpointSlice)
+	newSlice, ok2 := newObj.(*discoveryv1.EndpointSlice)
+	if !ok1 || !ok2 {
+		return
+	}
+	if oldSlice.ResourceVersion == newSlice.ResourceVersion {
+		// A resync: the Service's own resync covers it.
+		return
+	}
+	if oldSlice.Labels[discoveryv1.LabelServiceName] != newSlice.Labels[discoveryv1.LabelServiceName] {
+		t.enqueueSliceService(oldSlice)
+	}
+	t.enqueueSliceService(newSlice)
+}
+
+// enqueueSliceService enqueues the Service of a slice if it asks for NEGs; slices of other Services cost a map
+// lookup.
+func (t *translator) enqueueSliceService(slice *discoveryv1.EndpointSlice) {
+	name := slice.Labels[discoveryv1.LabelServiceName]
+	if name == "" {
+		return
+	}
+	svc, err := t.serviceLister.Services(slice.Namespace).Get(name)
+	if err != nil || !wantsNEGs(svc) {
+		// Not seen yet: its own Add event enqueues it.
+		return
+	}
+	t.enqueue(slice.Namespace, name)
+}
+
+// onNode reacts to a Node appearing or disappearing for the tenant: zones and the endpoints that count may change,
+// for every Service.
+func (t *translator) onNode(any) { t.enqueueAllServices() }
+
+func (t *translator) onNodeUpdate(oldObj, newObj any) {
+	oldNode, ok1 := oldObj.(*corev1.Node)
+	newNode, ok2 := newObj.(*corev1.Node)
+	// Nodes update their status every few seconds; only the zone matters here.
+	if ok1 && ok2 && nodeZone(oldNode) == nodeZone(newNode) {
+		return
+	}
+	t.enqueueAllServices()
+}
+
+func (t *translator) enqueueAllServices() {
+	services, err := t.serviceLister.List(labels.Everything())
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, svc := range services {
+		if wantsNEGs(svc) {
+			t.enqueue(svc.Namespace, svc.Name)
+		}
+	}
+}
+
+// onTranslation enqueues the Service of a Translation of ours that appeared, changed or disappeared, so that one
+// deleted or edited by hand is put back.
+func (t *translator) onTranslation(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	if tr, ok := obj.(*mpv1alpha1.Translation); ok {
+		t.enqueueOwner(tr)
+	}
+}
+
+// onTranslationUpdate ignores the pusher's status and finalizer writes: only the spec (generation), labels and the
+// deletion mark are the translator's business.
+func (t *translator) onTranslationUpdate(oldObj, newObj any) {
+	oldTr, ok1 := oldObj.(*mpv1alpha1.Translation)
+	newTr, ok2 := newObj.(*mpv1alpha1.Translation)
+	if !ok1 || !ok2 {
+		return
+	}
+	if oldTr.Generation == newTr.Generation && oldTr.DeletionTimestamp.Equal(newTr.DeletionTimestamp) &&
+		labels.Equals(oldTr.Labels, newTr.Labels) {
+		return
+	}
+	t.enqueueOwner(newTr)
+}
+
+func (t *translator) enqueueOwner(tr *mpv1alpha1.Translation) {
+	if !isOurs(tr) {
+		return
+	}
+	if ref := metav1.GetControllerOf(tr); ref != nil && ref.Kind == "Service" && ref.APIVersion == "v1" {
+		t.enqueue(tr.Namespace, ref.Name)
+	}
+}
+
+func (t *translator) enqueue(namespace, name string) {
+	t.queue.Add(namespace + "/" + name)
+}
+
+func (t *translator) runWorker(ctx context.Context) {
+	for t.processNextWorkItem(ctx) {
+	}
+}
+
+func (t *translator) processNextWorkItem(ctx context.Context) bool {
+	key, shutdown := t.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer t.queue.Done(key)
+
+	logger := klog.FromContext(ctx).WithValues("service", key)
+	err := t.sync(klog.NewContext(ctx, logger), key)
+	metrics.ObserveSync(t.tenant, translatorName, err, t.queue.Len())
+	switch {
+	case err == nil:
+		t.queue.Forget(key)
+	case errors.Is(err, errWaiting) || apierrors.IsConflict(err):
+		logger.V(4).Info("Retrying", "reason", err)
+		t.queue.AddRateLimited(key)
+	default:
+		logger.Error(err, "Sync failed; retrying with backoff")
+		t.queue.AddRateLimited(key)
+	}
+	return true
+}
+
+// sync makes the Translations and the neg-status annotation of one Service match what it asks for.
+func (t *translator) sync(ctx context.Context, key string) error {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	svc, err := t.serviceLister.Services(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		t.warnings.forget(key)
+		return t.releaseDeparted(ctx, namespace, name)
+	}
+	if err != nil {
+		return err
+	}
+	if svc.DeletionTimestamp != nil {
+		// The garbage collector deletes the Translations; writing now would only race it.
+		return nil
+	}
+
+	value, annotated := svc.Annotations[NEGAnnotationKey]
+	var ports []exposedPort
+	if annotated {
+		if ports, err = parseNEGAnnotation(value); err != nil {
+			// Leave the Translations (and so the NEGs) as they are: a typo must not take a working port down.
+			t.warnings.report(t.recorder, key, svc, []warning{{ReasonInvalidAnnotation, err.Error()}})
+			return nil
+		}
+	}
+
+	nodes, err := t.nodeLister.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	topo := newTopology(nodes)
+	var warnings []warning
+	var desired []*mpv1alpha1.Translation
+	negs := map[int32]string{}
+	for _, p := range ports {
+		servicePort := findServicePort(svc, p.Port)
+		if servicePort == nil {
+			warnings = append(warnings, warning{ReasonPortNotExposed, fmt.Sprintf(
+				"Port %d in annotation %s is not a port of the Service; no NEG is made for it", p.Port, NEGAnnotationKey)})
+			continue
+		}
+		tr, skipped, err := t.translation(svc, servicePort, p, topo)
+		if err != nil {
+			return err
+		}
+		if skipped > 0 {
+			// No count in the message: it would make every endpoint change a new Event.
+			warnings = append(warnings, warning{ReasonEndpointsNotInZones, fmt.Sprintf(
+				"Some ready endpoints of port %d run on Nodes this tenant does not have, or that have no zone; "+
+					"they are left out of the NEGs", p.Port)})
+		}
+		desired = append(desired, tr)
+		negs[p.Port] = negNameFor(t, svc, p)
+	}
+	t.warnings.report(t.recorder, key, svc, warnings)
+
+	if err := t.reconcileTranslations(ctx, svc, desired); err != nil {
+		return err
+	}
+	var want *negStatus
+	if len(desired) > 0 {
+		s := newNEGStatus(negs, topo.zones)
+		want = &s
+	}
+	return t.writeStatus(ctx, svc, want)
+}
+
+func findServicePort(svc *corev1.Service, port int32) *corev1.ServicePort {
+	for i := range svc.Spec.Ports {
+		if svc.Spec.Ports[i].Port == port {
+			return &svc.Spec.Ports[i]
+		}
+	}
+	return nil
+}
+
+func negNameFor(t *translator, svc *corev1.Service, p exposedPort) string {
+	if p.CustomName != "" {
+		return p.CustomName
+	}
+	return negName(t.cluster, t.tenant, svc.Namespace, svc.Name, p.Port)
+}
+
+// translation builds the desired Translation of one Service port: one NEG per zone of the tenant's Nodes, in zone
+// order, each with the ready endpoints of that zone.
+func (t *translator) translation(svc *corev1.Service, servicePort *corev1.ServicePort, p exposedPort, topo *topology) (*mpv1alpha1.Translation, int, error) {
+	selector := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: svc.Name})
+	endpointSlices, err := t.sliceLister.EndpointSlices(svc.Namespace).List(selector)
+	if err != nil {
+		return nil, 0, err
+	}
+	byZone, skipped := endpointsByZone(endpointSlices, servicePort, topo)
+	name := negNameFor(t, svc, p)
+	description := negDescription(t.cluster, t.tenant, svc.Namespace, svc.Name, string(svc.UID), p.Port)
+	tr := &mpv1alpha1.Translation{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: svc.Namespace,
+			Name:      translationName(svc.Name, p.Port),
+			Labels: map[string]string{
+				t.labelKey:                             t.tenant,
+				mpv1alpha1.TranslationOwnerUIDLabelKey: string(svc.UID),
+			},
+			OwnerReferences: []metav1.OwnerReference{ownerReference(svc)},
+			Finalizers:      []string{mpv1alpha1.TranslationDeleterFinalizer},
+		},
+	}
+	for _, zone := range topo.zones {
+		tr.Spec.Resources = append(tr.Spec.Resources, mpv1alpha1.BackendResource{
+			Kind:        mpv1alpha1.BackendResourceKindNetworkEndpointGroup,
+			Name:        name,
+			Zone:        zone,
+			Description: description,
+			NetworkEndpointGroup: &mpv1alpha1.NetworkEndpointGroupParameters{
+				Network:    t.gcp.Network,
+				Subnetwork: t.gcp.Subnetwork,
+				Endpoints:  byZone[zone],
+			},
+		})
+	}
+	return tr, skipped, nil
+}
+
+// ownerReference makes the Service the Translation's controller; blockOwnerDeletion makes a foreground delete of
+// the Service wait until the Translation, and so its NEGs, are gone.
+func ownerReference(svc *corev1.Service) metav1.OwnerReference {
+	yes := true
+	return metav1.OwnerReference{APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID,
+		Controller: &yes, BlockOwnerDeletion: &yes}
+}
+
+func isOurs(tr *mpv1alpha1.Translation) bool {
+	return len(tr.Name) > len(translationPrefix) && tr.Name[:len(translationPrefix)] == translationPrefix
+}
+
+// reconcileTranslations makes the Service's Translations in the API exactly desired. It lists them from the API
+// server by the owner-UID label rather than from the tenant's view, which would miss one labeled for another tenant
+// (the Service moved) and may lag behind the translator's own writes.
+func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Service, desired []*mpv1alpha1.Translation) error {
+	client := t.mp.MultiprojectV1alpha1().Translations(svc.Namespace)
+	selector := labels.Set{mpv1alpha1.TranslationOwnerUIDLabelKey: string(svc.UID)}.AsSelector().String()
+	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return fmt.Errorf("listing the Service's Translations: %w", err)
+	}
+	wanted := map[string]*mpv1alpha1.Translation{}
+	for _, tr := range desired {
+		wanted[tr.Name] = tr
+	}
+	existing := map[string]*mpv1alpha1.Translation{}
+	var errs []error
+	for i := range list.Items {
+		have := &list.Items[i]
+		if !isOurs(have) {
+			continue
+		}
+		existing[have.Name] = have
+		if wanted[have.Name] != nil && have.Labels[t.labelKey] == t.tenant {
+			continue
+		}
+		// Stale: its port is no longer exposed, its version is old, or it was made for another tenant (the Service
+		// moved; that tenant's pusher deletes its NEGs in its own project).
+		if err := t.deleteTranslation(ctx, svc, have); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	waiting := false
+	for _, want := range desired {
+		have, ok := existing[want.Name]
+		switch {
+		case !ok:
+			_, err := client.Create(ctx, want, metav1.CreateOptions{})
+			switch {
+			case apierrors.IsAlreadyExists(err):
+				// One of a former Service of the same name, not collected yet.
+				waiting = true
+			case err != nil:
+				errs = append(errs, fmt.Errorf("creating Translation %s: %w", want.Name, err))
+			default:
+				t.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonTranslationCreated,
+					"Created Translation %s declaring NEG %s in %d zones", want.Name, negNameOf(want), len(want.Spec.Resources))
+			}
+		case have.DeletionTimestamp != nil || have.Labels[t.labelKey] != t.tenant:
+			waiting = true
+		case needsUpdate(have, want):
+			updated := have.DeepCopy()
+			updated.Spec = want.Spec
+			if updated.Labels == nil {
+				updated.Labels = map[string]string{}
+			}
+			for k, v := range want.Labels {
+				updated.Labels[k] = v
+			}
+			updated.OwnerReferences = withController(updated.OwnerReferences, want.OwnerReferences[0])
+			if _, err := client.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+				errs = append(errs, fmt.Errorf("updating Translation %s: %w", want.Name, err))
+			} else {
+				klog.FromContext(ctx).V(2).Info("Updated Translation", "translation", want.Name, "endpoints", endpointCount(want))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if waiting {
+		return errWaiting
+	}
+	return nil
+}
+
+func (t *translator) deleteTranslation(ctx context.Context, svc *corev1.Service, tr *mpv1alpha1.Translation) error {
+	if tr.DeletionTimestamp != nil {
+		return nil
+	}
+	uid := tr.UID
+	err := t.mp.MultiprojectV1alpha1().Translations(tr.Namespace).Delete(ctx, tr.Name,
+		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("deleting stale Translation %s: %w", tr.Name, err)
+	}
+	if svc != nil {
+		t.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonTranslationDeleted,
+			"Deleted Translation %s; its NEGs are deleted before it disappears", tr.Name)
+	}
+	return nil
+}
+
+// needsUpdate compares what the translator owns: the spec, its labels and the controller reference. Status and
+// finalizers belong to the pusher.
+func needsUpdate(have, want *mpv1alpha1.Translation) bool {
+	if !apiequality.Semantic.DeepEqual(have.Spec, want.Spec) {
+		return true
+	}
+	for k, v := range want.Labels {
+		if have.Labels[k] != v {
+			return true
+		}
+	}
+	ref := metav1.GetControllerOf(have)
+	return ref == nil || !apiequality.Semantic.DeepEqual(*ref, want.OwnerReferences[0])
+}
+
+func withController(refs []metav1.OwnerReference, controller metav1.OwnerReference) []metav1.OwnerReference {
+	out := []metav1.OwnerReference{controller}
+	for _, r := range refs {
+		if r.UID != controller.UID && (r.Controller == nil || !*r.Controller) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func negNameOf(tr *mpv1alpha1.Translation) string {
+	if len(tr.Spec.Resources) == 0 {
+		return "(none: the tenant has no Nodes with a zone)"
+	}
+	return tr.Spec.Resources[0].Name
+}
+
+func endpointCount(tr *mpv1alpha1.Translation) int {
+	n := 0
+	for _, r := range tr.Spec.Resources {
+		if r.NetworkEndpointGroup != nil {
+			n += len(r.NetworkEndpointGroup.Endpoints)
+		}
+	}
+	return n
+}
+
+// writeStatus patches the neg-status annotation when it differs from want (nil: absent).
+func (t *translator) writeStatus(ctx context.Context, svc *corev1.Service, want *negStatus) error {
+	current, present := svc.Annotations[NEGStatusAnnotationKey]
+	if !statusNeedsWrite(current, present, want) {
+		return nil
+	}
+	value := "null"
+	if want != nil {
+		value = fmt.Sprintf("%q", want.encode())
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, NEGStatusAnnotationKey, value)
+	_, err := t.kube.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("writing annotation %s: %w", NEGStatusAnnotationKey, err)
+	}
+	return nil
+}
+
+// releaseDeparted handles a Service the tenant no longer sees. Deleted: the garbage collector removes its
+// Translations. Still there (relabeled to another tenant, or to none): the Translations this tenant made for it are
+// stale, and deleting them lets this tenant's pusher delete the NEGs in this tenant's project.
+func (t *translator) releaseDeparted(ctx context.Context, namespace, name string) error {
+	svc, err := t.kube.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("looking up a Service that left the tenant: %w", err)
+	}
+	selector := labels.Set{mpv1alpha1.TranslationOwnerUIDLabelKey: string(svc.UID), t.labelKey: t.tenant}.AsSelector().String()
+	list, err := t.mp.MultiprojectV1alpha1().Translations(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return fmt.Errorf("listing the Translations of a Service that left the tenant: %w", err)
+	}
+	var errs []error
+	for i := range list.Items {
+		if isOurs(&list.Items[i]) {
+			errs = append(errs, t.deleteTranslation(ctx, nil, &list.Items[i]))
+		}
+	}
+	return errors.Join(errs...)
+}

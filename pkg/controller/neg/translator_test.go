@@ -1,0 +1,402 @@
+package neg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+)
+
+// shop/web exposes port 80 (named http, targetPort "web" resolved per Pod) and not 443. Nodes n1 and n2 are in
+// zone b, n3 in zone c, n4 has no zone.
+func webObjects() []runtimeObject {
+	return []runtimeObject{
+		node("n1", zoneB), node("n2", zoneB), node("n3", zoneC), node("n4", ""),
+		service("web", `{"exposed_ports":{"80":{}}}`, servicePort("http", 80, "web"), servicePort("https", 443, "8443")),
+		slice("web", "web-1", "http", 8080,
+			ep{ip: "10.0.0.2", node: "n2"},
+			ep{ip: "10.0.0.1", node: "n1"},
+			ep{ip: "10.0.0.9", node: "n1", notReady: true},
+			ep{ip: "10.0.1.1", node: "n3", zone: zoneC},
+			ep{ip: "10.0.4.1", node: "n4"},        // no zone: skipped
+			ep{ip: "10.0.5.1", node: "elsewhere"}, // a Node the tenant does not see: skipped
+		),
+		slice("web", "web-2", "http", 9090, ep{ip: "10.0.1.2", node: "n3"}, ep{ip: "10.0.0.1", node: "n1"}),
+		// A slice of the https port only, and one of another Service: neither contributes.
+		slice("web", "web-3", "https", 8443, ep{ip: "10.0.0.7", node: "n1"}),
+		slice("other", "other-1", "http", 8080, ep{ip: "10.0.0.8", node: "n1"}),
+	}
+}
+
+func TestSyncDeclaresOneTranslationPerExposedPort(t *testing.T) {
+	h := newHarness(t, webObjects()...)
+	h.sync("web")
+
+	trs := h.translations()
+	if len(trs) != 1 {
+		t.Fatalf("got %d Translations, want 1: %v", len(trs), keys(trs))
+	}
+	tr := trs["neg-v1-web-80"]
+	if tr == nil {
+		t.Fatalf("no Translation neg-v1-web-80: %v", keys(trs))
+	}
+	if got := tr.Labels; got[testLabelKey] != testTenant || got[mpv1alpha1.TranslationOwnerUIDLabelKey] != "uid-web" {
+		t.Errorf("labels = %v", got)
+	}
+	if !reflect.DeepEqual(tr.Finalizers, []string{mpv1alpha1.TranslationDeleterFinalizer}) {
+		t.Errorf("finalizers = %v", tr.Finalizers)
+	}
+	ref := metav1.GetControllerOf(tr)
+	if ref == nil || ref.Kind != "Service" || ref.Name != "web" || ref.UID != "uid-web" || ref.BlockOwnerDeletion == nil || !*ref.BlockOwnerDeletion {
+		t.Errorf("controller reference = %+v", ref)
+	}
+
+	name := negName(testCluster, testTenant, testNamespace, "web", 80)
+	marker := negDescription(testCluster, testTenant, testNamespace, "web", "uid-web", 80)
+	want := []mpv1alpha1.BackendResource{
+		{Kind: mpv1alpha1.BackendResourceKindNetworkEndpointGroup, Name: name, Zone: zoneB, Description: marker,
+			NetworkEndpointGroup: &mpv1alpha1.NetworkEndpointGroupParameters{Network: "vpc-a", Subnetwork: "sub-a",
+				Endpoints: []mpv1alpha1.NetworkEndpoint{
+					{Instance: "n1", IPAddress: "10.0.0.1", Port: 8080},
+					{Instance: "n1", IPAddress: "10.0.0.1", Port: 9090}, // the same Pod IP behind another targetPort number
+					{Instance: "n2", IPAddress: "10.0.0.2", Port: 8080},
+				}}},
+		{Kind: mpv1alpha1.BackendResourceKindNetworkEndpointGroup, Name: name, Zone: zoneC, Description: marker,
+			NetworkEndpointGroup: &mpv1alpha1.NetworkEndpointGroupParameters{Network: "vpc-a", Subnetwork: "sub-a",
+				Endpoints: []mpv1alpha1.NetworkEndpoint{
+					{Instance: "n3", IPAddress: "10.0.1.1", Port: 8080},
+					{Instance: "n3", IPAddress: "10.0.1.2", Port: 9090},
+				}}},
+	}
+	if !reflect.DeepEqual(tr.Spec.Resources, want) {
+		t.Errorf("resources:\n got %+v\nwant %+v", tr.Spec.Resources, want)
+	}
+
+	svc := h.service("web")
+	var status negStatus
+	if err := json.Unmarshal([]byte(svc.Annotations[NEGStatusAnnotationKey]), &status); err != nil {
+		t.Fatalf("neg-status %q: %v", svc.Annotations[NEGStatusAnnotationKey], err)
+	}
+	if wantStatus := (negStatus{NetworkEndpointGroups: map[string]string{"80": name}, Zones: []string{zoneB, zoneC}}); !status.equal(wantStatus) {
+		t.Errorf("neg-status = %+v, want %+v", status, wantStatus)
+	}
+	if got := h.events.with("Warning " + ReasonEndpointsNotInZones); len(got) != 1 {
+		t.Errorf("want one %s Warning for the endpoints on n4 and elsewhere, got %v", ReasonEndpointsNotInZones, got)
+	}
+	if got := h.events.with("Normal " + ReasonTranslationCreated); len(got) != 1 {
+		t.Errorf("want one %s Event, got %v", ReasonTranslationCreated, got)
+	}
+}
+
+func TestConvergedSyncWritesNothing(t *testing.T) {
+	h := newHarness(t, webObjects()...)
+	h.sync("web")
+	status := h.service("web").Annotations[NEGStatusAnnotationKey]
+	h.waitCached("services", "shop/web", func(obj any) bool {
+		return obj.(*corev1.Service).Annotations[NEGStatusAnnotationKey] == status
+	})
+	h.writes()
+
+	for range 3 {
+		h.sync("web")
+	}
+	if w := h.writes(); len(w) != 0 {
+		t.Errorf("a converged Service caused writes: %v", w)
+	}
+	if got := h.events.with("Warning"); len(got) != 1 {
+		t.Errorf("a repeated problem must be reported once, got %v", got)
+	}
+}
+
+func TestEndpointChangeUpdatesTheTranslation(t *testing.T) {
+	h := newHarness(t, webObjects()...)
+	h.sync("web")
+	h.writes()
+
+	s := slice("web", "web-2", "http", 9090, ep{ip: "10.0.1.2", node: "n3"}, ep{ip: "10.0.1.3", node: "n3"})
+	s, err := h.kube.DiscoveryV1().EndpointSlices(testNamespace).Update(h.ctx, s, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitCached("slices", "shop/web-2", func(obj any) bool {
+		return len(obj.(*discoveryv1.EndpointSlice).Endpoints) == 2 &&
+			obj.(*discoveryv1.EndpointSlice).Endpoints[1].Addresses[0] == "10.0.1.3"
+	})
+	h.writes()
+	h.sync("web")
+	if w := h.writes(); !reflect.DeepEqual(w, []string{"update translations"}) {
+		t.Errorf("writes = %v, want one Translation update", w)
+	}
+	tr := h.translations()["neg-v1-web-80"]
+	var got []string
+	for _, r := range tr.Spec.Resources {
+		for _, e := range r.NetworkEndpointGroup.Endpoints {
+			got = append(got, r.Zone+"/"+e.IPAddress)
+		}
+	}
+	want := []string{zoneB + "/10.0.0.1", zoneB + "/10.0.0.2", zoneC + "/10.0.1.1", zoneC + "/10.0.1.2", zoneC + "/10.0.1.3"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("endpoints = %v, want %v", got, want)
+	}
+}
+
+func TestPortRemovedAndAnnotationRemoved(t *testing.T) {
+	objects := webObjects()
+	objects[4] = service("web", `{"exposed_ports":{"80":{},"443":{"name":"custom-https"}}}`,
+		servicePort("http", 80, "web"), servicePort("https", 443, "8443"))
+	h := newHarness(t, objects...)
+	h.sync("web")
+	if trs := h.translations(); len(trs) != 2 || trs["neg-v1-web-443"] == nil ||
+		trs["neg-v1-web-443"].Spec.Resources[0].Name != "custom-https" ||
+		len(trs["neg-v1-web-443"].Spec.Resources[0].NetworkEndpointGroup.Endpoints) != 1 {
+		t.Fatalf("Translations = %v", keys(trs))
+	}
+
+	// Port 443 no longer exposed: its Translation goes, the status forgets it.
+	h.setAnnotation("web", `{"exposed_ports":{"80":{}}}`)
+	h.sync("web")
+	if trs := h.translations(); len(trs) != 1 || trs["neg-v1-web-80"] == nil {
+		t.Fatalf("after removing port 443: Translations = %v", keys(trs))
+	}
+	if s := h.service("web").Annotations[NEGStatusAnnotationKey]; strings.Contains(s, "443") || !strings.Contains(s, `"80"`) {
+		t.Errorf("neg-status = %s", s)
+	}
+
+	// Annotation removed: every Translation goes, and so does the status.
+	h.setAnnotation("web", "")
+	h.sync("web")
+	if trs := h.translations(); len(trs) != 0 {
+		t.Fatalf("after removing the annotation: Translations = %v", keys(trs))
+	}
+	if s, ok := h.service("web").Annotations[NEGStatusAnnotationKey]; ok {
+		t.Errorf("neg-status still there: %s", s)
+	}
+	if got := h.events.with("Normal " + ReasonTranslationDeleted); len(got) != 2 {
+		t.Errorf("want two %s Events, got %v", ReasonTranslationDeleted, got)
+	}
+}
+
+// setAnnotation sets (or, with "", removes) the neg annotation and waits until the informer has it.
+func (h *harness) setAnnotation(name, value string) {
+	h.t.Helper()
+	svc := h.service(name)
+	if svc.Annotations == nil {
+		svc.Annotations = map[string]string{}
+	}
+	if value == "" {
+		delete(svc.Annotations, NEGAnnotationKey)
+	} else {
+		svc.Annotations[NEGAnnotationKey] = value
+	}
+	svc, err := h.kube.CoreV1().Services(testNamespace).Update(h.ctx, svc, metav1.UpdateOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.waitCached("services", testNamespace+"/"+name, func(obj any) bool {
+		return obj.(*corev1.Service).Annotations[NEGAnnotationKey] == value
+	})
+	h.writes()
+}
+
+func TestMalformedAnnotationIsAWarningAndChangesNothing(t *testing.T) {
+	h := newHarness(t, webObjects()...)
+	h.sync("web")
+	before := h.translations()
+	status := h.service("web").Annotations[NEGStatusAnnotationKey]
+
+	h.setAnnotation("web", `{"exposed_ports":{"80":{}}`) // missing brace
+	for range 2 {
+		h.sync("web")
+	}
+	if w := h.writes(); len(w) != 0 {
+		t.Errorf("a malformed annotation caused writes: %v", w)
+	}
+	if after := h.translations(); !reflect.DeepEqual(keys(after), keys(before)) {
+		t.Errorf("Translations changed: %v -> %v", keys(before), keys(after))
+	}
+	if got := h.service("web").Annotations[NEGStatusAnnotationKey]; got != status {
+		t.Errorf("neg-status changed: %s -> %s", status, got)
+	}
+	if got := h.events.with("Warning " + ReasonInvalidAnnotation); len(got) != 1 {
+		t.Errorf("want one %s Warning, got %v", ReasonInvalidAnnotation, got)
+	}
+}
+
+func TestPortNotExposedIsAWarning(t *testing.T) {
+	objects := webObjects()
+	objects[4] = service("web", `{"exposed_ports":{"80":{},"8081":{}}}`, servicePort("http", 80, "web"))
+	h := newHarness(t, objects...)
+	h.sync("web")
+	if trs := h.translations(); len(trs) != 1 || trs["neg-v1-web-80"] == nil {
+		t.Errorf("Translations = %v, want only port 80's", keys(trs))
+	}
+	if got := h.events.with("Warning " + ReasonPortNotExposed); len(got) != 1 || !strings.Contains(got[0], "8081") {
+		t.Errorf("want one %s Warning naming 8081, got %v", ReasonPortNotExposed, got)
+	}
+}
+
+func TestStaleAndForeignTranslationsAreDeleted(t *testing.T) {
+	owned := func(name, tenantName string) *mpv1alpha1.Translation {
+		return &mpv1alpha1.Translation{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: name,
+			Labels: map[string]string{testLabelKey: tenantName, mpv1alpha1.TranslationOwnerUIDLabelKey: "uid-web"}}}
+	}
+	objects := append(webObjects(),
+		owned("neg-v0-web-80", testTenant), // an older version
+		owned("neg-v1-web-80", "tenant-b"), // the Service's former tenant
+		owned("other-web", testTenant),     // not ours (another controller's prefix): untouched
+	)
+	h := newHarness(t, objects...)
+	err := h.translator.sync(h.ctx, "shop/web")
+	if !errors.Is(err, errWaiting) {
+		t.Fatalf("sync = %v, want errWaiting while tenant-b's Translation of the same name is deleted", err)
+	}
+	trs := h.translations()
+	if _, ok := trs["neg-v0-web-80"]; ok {
+		t.Error("the old version's Translation was not deleted")
+	}
+	if _, ok := trs["neg-v1-web-80"]; ok {
+		t.Error("the former tenant's Translation was not deleted")
+	}
+	if _, ok := trs["other-web"]; !ok {
+		t.Error("another controller's Translation was deleted")
+	}
+	// Once it is gone, the tenant's own is created.
+	h.sync("web")
+	if tr := h.translations()["neg-v1-web-80"]; tr == nil || tr.Labels[testLabelKey] != testTenant {
+		t.Errorf("Translation after the wait = %+v", tr)
+	}
+}
+
+func TestServiceThatLeftTheTenantLosesItsTranslations(t *testing.T) {
+	h := newHarness(t, webObjects()...)
+	h.sync("web")
+	if len(h.translations()) != 1 {
+		t.Fatal("no Translation")
+	}
+	// The view no longer has the Service (it moved to a namespace of another tenant's): an empty lister.
+	h.translator.serviceLister = emptyServiceLister{h.translator.serviceLister}
+	h.sync("web")
+	if trs := h.translations(); len(trs) != 0 {
+		t.Errorf("Translations of a Service that left = %v", keys(trs))
+	}
+	// Deleted rather than moved: nothing to do (the garbage collector removes the Translations).
+	if err := h.kube.CoreV1().Services(testNamespace).Delete(h.ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.writes()
+	h.sync("web")
+	if w := h.writes(); len(w) != 0 {
+		t.Errorf("writes for a deleted Service: %v", w)
+	}
+}
+
+func TestServiceBeingDeletedIsLeftToTheGarbageCollector(t *testing.T) {
+	objects := webObjects()
+	svc := objects[4].(*corev1.Service)
+	svc.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	svc.Finalizers = []string{metav1.FinalizerDeleteDependents}
+	h := newHarness(t, objects...)
+	h.sync("web")
+	if w := h.writes(); len(w) != 0 {
+		t.Errorf("writes for a Service being deleted: %v", w)
+	}
+}
+
+func TestNoNodesMeansNoNEGsButAStatus(t *testing.T) {
+	h := newHarness(t, service("web", `{"exposed_ports":{"80":{}}}`, servicePort("http", 80, "8080")))
+	h.sync("web")
+	tr := h.translations()["neg-v1-web-80"]
+	if tr == nil || len(tr.Spec.Resources) != 0 {
+		t.Fatalf("Translation = %+v, want one without resources", tr)
+	}
+	if s := h.service("web").Annotations[NEGStatusAnnotationKey]; !strings.Contains(s, `"80"`) {
+		t.Errorf("neg-status = %q", s)
+	}
+}
+
+// TestRunTranslatesOnEventsAndLeavesNothingBehind runs the translator: a Service annotated after start gets its
+// Translation from the events alone, a new zone's Node adds a NEG, and stopping removes every handler.
+func TestRunTranslatesOnEventsAndLeavesNothingBehind(t *testing.T) {
+	objects := webObjects()
+	objects[4] = service("web", "", servicePort("http", 80, "web"))
+	h := newHarness(t, objects...)
+	synced := make(chan struct{})
+	h.translator.onSynced = func() { close(synced) }
+	ctx, cancel := context.WithCancel(h.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.translator.Run(ctx)
+	}()
+	<-synced
+
+	h.setAnnotation("web", `{"exposed_ports":{"80":{}}}`)
+	h.waitFor("the Translation", func() bool { return h.translations()["neg-v1-web-80"] != nil })
+	if _, err := h.kube.CoreV1().Nodes().Create(h.ctx, node("n5", "europe-west1-d"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("a NEG in the new zone", func() bool {
+		tr := h.translations()["neg-v1-web-80"]
+		return tr != nil && len(tr.Spec.Resources) == 3
+	})
+	h.waitFor("the status to list the new zone", func() bool {
+		return strings.Contains(h.service("web").Annotations[NEGStatusAnnotationKey], "europe-west1-d")
+	})
+
+	cancel()
+	<-done
+	for name, inf := range h.informers {
+		if added, removed := inf.counts(); added != 1 || removed != 1 {
+			t.Errorf("%s: %d handlers added, %d removed; want 1 and 1", name, added, removed)
+		}
+	}
+	if h.translator.queue.ShuttingDown() != true {
+		t.Error("the queue is not shut down")
+	}
+}
+
+func (h *harness) waitFor(what string, cond func() bool) {
+	h.t.Helper()
+	err := wait.PollUntilContextTimeout(h.ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		h.t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sortStrings(out)
+	return out
+}
+
+func TestEndpointsIgnoreOtherAddressTypesAndProtocols(t *testing.T) {
+	topo := newTopology([]*corev1.Node{node("n1", zoneB)})
+	v6 := slice("web", "v6", "http", 80, ep{ip: "fd00::1", node: "n1"})
+	v6.AddressType = discoveryv1.AddressTypeIPv6
+	udp := slice("web", "udp", "http", 80, ep{ip: "10.0.0.3", node: "n1"})
+	udp.Ports[0].Protocol = ptrTo(corev1.ProtocolUDP)
+	unnamed := slice("web", "unnamed", "", 81, ep{ip: "10.0.0.4", node: "n1"})
+	nilReady := slice("web", "nilready", "http", 80, ep{ip: "10.0.0.5", node: "n1"})
+	nilReady.Endpoints[0].Conditions.Ready = nil // unknown readiness counts as ready, as the API says
+	port := servicePort("http", 80, "80")
+	got, skipped := endpointsByZone([]*discoveryv1.EndpointSlice{v6, udp, unnamed, nilReady}, &port, topo)
+	want := map[string][]mpv1alpha1.NetworkEndpoint{zoneB: {{Instance: "n1", IPAddress: "10.0.0.5", Port: 80}}}
+	if !reflect.DeepEqual(got, want) || skipped != 0 {
+		t.Errorf("got %v (skipped %d), want %v", got, skipped, want)
+	}
+}
