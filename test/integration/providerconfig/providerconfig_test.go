@@ -1,0 +1,419 @@
+//go:build integration
+
+package providerconfig
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	componentbaseconfig "k8s.io/component-base/config"
+	"k8s.io/klog/v2/ktesting"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpclientset "github.com/multiproject/client-go/clientset/versioned"
+
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app"
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+)
+
+const labelKey = mpv1alpha1.DefaultProviderConfigLabelKey
+
+// views records, per tenant and probe generation, which Services the tenant's view currently holds, as told by
+// its events.
+type views struct {
+	mu     sync.Mutex
+	seen   map[string]map[string]bool // tenant → namespace/name → present
+	starts map[string][]string        // tenant → cluster IDs of the probes started, in order
+	runs   map[string]int             // tenant → probes running now
+}
+
+func newViews() *views {
+	return &views{seen: map[string]map[string]bool{}, starts: map[string][]string{}, runs: map[string]int{}}
+}
+
+func (v *views) record(tenantName string, obj any, present bool) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.seen[tenantName] == nil {
+		v.seen[tenantName] = map[string]bool{}
+	}
+	v.seen[tenantName][svc.Namespace+"/"+svc.Name] = present
+}
+
+func (v *views) sees(tenantName, key string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.seen[tenantName][key]
+}
+
+func (v *views) startedWith(tenantName string) []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.starts[tenantName])
+}
+
+func (v *views) running(tenantName string) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.runs[tenantName]
+}
+
+// probeDescriptor is a per-tenant controller configured by spec.rancher: it watches the tenant's Services and
+// reports Running once its view has synced.
+func (v *views) probeDescriptor() *registry.Descriptor[tenant.Factory] {
+	return &registry.Descriptor[tenant.Factory]{Name: "probe", DefaultConcurrentSyncs: 1, Constructor: tenant.Factory{
+		ConditionType: mpv1alpha1.ProviderConfigConditionNamespaceProjectReady,
+		Section: func(spec *mpv1alpha1.ProviderConfigSpec) any {
+			if spec.Rancher == nil {
+				return nil
+			}
+			return spec.Rancher
+		},
+		New: func(ctx context.Context, c *tenant.Context) (tenant.Controller, error) {
+			informer, err := c.Informers.Informer(informerset.Services)
+			if err != nil {
+				return nil, err
+			}
+			name := c.Name()
+			reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+				AddFunc:    func(obj any) { v.record(name, obj, true) },
+				UpdateFunc: func(_, obj any) { v.record(name, obj, true) },
+				DeleteFunc: func(obj any) { v.record(name, obj, false) },
+			})
+			if err != nil {
+				return nil, err
+			}
+			v.mu.Lock()
+			v.starts[name] = append(v.starts[name], c.ProviderConfig.Spec.Rancher.ClusterID)
+			// A new probe's view replays the tenant's objects; forget what the previous one was told.
+			v.seen[name] = map[string]bool{}
+			v.mu.Unlock()
+			return probe{c: c, reg: reg, views: v}, nil
+		},
+	}}
+}
+
+type probe struct {
+	c     *tenant.Context
+	reg   cache.ResourceEventHandlerRegistration
+	views *views
+}
+
+func (p probe) Run(ctx context.Context) {
+	p.views.mu.Lock()
+	p.views.runs[p.c.Name()]++
+	p.views.mu.Unlock()
+	defer func() {
+		p.views.mu.Lock()
+		p.views.runs[p.c.Name()]--
+		p.views.mu.Unlock()
+	}()
+	if cache.WaitForCacheSync(ctx.Done(), p.reg.HasSynced) {
+		p.c.Condition.Report(metav1.ConditionTrue, "Running", "probe running")
+	}
+	<-ctx.Done()
+}
+
+// env is one test's manager and clients.
+type env struct {
+	t      *testing.T
+	ctx    context.Context
+	kube   kubernetes.Interface
+	mp     mpclientset.Interface
+	views  *views
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	admin := controlPlane.AdminConfig()
+	e := &env{t: t, ctx: ctx, kube: kubernetes.NewForConfigOrDie(admin), mp: mpclientset.NewForConfigOrDie(admin), views: newViews()}
+	t.Cleanup(func() {
+		e.stopManager()
+		// Leave no ProviderConfig (and its finalizer) behind for the next test.
+		pcs, err := e.mp.MultiprojectV1alpha1().ProviderConfigs().List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return
+		}
+		for _, pc := range pcs.Items {
+			_, _ = e.mp.MultiprojectV1alpha1().ProviderConfigs().Patch(context.Background(), pc.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+			_ = e.mp.MultiprojectV1alpha1().ProviderConfigs().Delete(context.Background(), pc.Name, metav1.DeleteOptions{})
+		}
+	})
+	return e
+}
+
+// startManager runs the manager in process, as the manifests' ServiceAccount, with the probe as its only controller.
+func (e *env) startManager() {
+	e.t.Helper()
+	restConfig, err := controlPlane.ManagerConfig(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	reg, err := registry.New(e.views.probeDescriptor())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	client := kubernetes.NewForConfigOrDie(restConfig)
+	broadcaster := record.NewBroadcaster()
+	c := &config.Config{
+		Controllers:            []string{"probe"},
+		ConcurrentSyncs:        map[string]int{"probe": 1},
+		ProviderConfigWorkers:  2,
+		ProviderConfigLabelKey: labelKey,
+		ShutdownTimeout:        30 * time.Second,
+		CacheSyncTimeout:       time.Minute,
+		LeaderElection:         componentbaseconfig.LeaderElectionConfiguration{LeaderElect: false},
+		Kubeconfig:             restConfig,
+		Client:                 client,
+		MultiprojectClient:     mpclientset.NewForConfigOrDie(restConfig),
+		LeaderElectionClient:   client,
+		EventBroadcaster:       broadcaster,
+		EventRecorder:          broadcaster.NewRecorder(providerconfig.Scheme, corev1.EventSource{Component: "multiproject-controller-manager"}),
+		EventSink:              &typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")},
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	e.cancel = cancel
+	e.done = make(chan error, 1)
+	go func() { e.done <- app.Run(ctx, c.Complete(), reg) }()
+}
+
+func (e *env) stopManager() {
+	if e.cancel == nil {
+		return
+	}
+	e.cancel()
+	if err := <-e.done; err != nil {
+		e.t.Errorf("manager returned %v", err)
+	}
+	e.cancel = nil
+}
+
+func (e *env) waitFor(what string, cond func() bool) {
+	e.t.Helper()
+	if err := wait.PollUntilContextTimeout(e.ctx, 20*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	}); err != nil {
+		e.t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func (e *env) createProviderConfig(name, clusterID string) {
+	e.t.Helper()
+	pc := &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: mpv1alpha1.ProviderConfigSpec{
+		Rancher: &mpv1alpha1.RancherConfig{ClusterID: clusterID}}}
+	if _, err := e.mp.MultiprojectV1alpha1().ProviderConfigs().Create(e.ctx, pc, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) providerConfig(name string) (*mpv1alpha1.ProviderConfig, error) {
+	return e.mp.MultiprojectV1alpha1().ProviderConfigs().Get(e.ctx, name, metav1.GetOptions{})
+}
+
+func (e *env) ready(name string) func() bool {
+	return func() bool {
+		pc, err := e.providerConfig(name)
+		return err == nil && meta.IsStatusConditionTrue(pc.Status.Conditions, mpv1alpha1.ProviderConfigConditionReady) &&
+			pc.Status.ObservedGeneration == pc.Generation
+	}
+}
+
+func (e *env) gone(name string) func() bool {
+	return func() bool {
+		_, err := e.providerConfig(name)
+		return apierrors.IsNotFound(err)
+	}
+}
+
+// tenantNamespace creates a namespace labeled for the tenant (or unlabeled when tenantName is "").
+func (e *env) tenantNamespace(tenantName string) string {
+	e.t.Helper()
+	ns := controlPlane.CreateNamespace(e.t)
+	if tenantName != "" {
+		e.label("namespaces", "", ns, tenantName)
+	}
+	return ns
+}
+
+// label sets (or, with "", removes) the tenant label on a namespace or a Service.
+func (e *env) label(resource, namespace, name, tenantName string) {
+	e.t.Helper()
+	value := `"` + tenantName + `"`
+	if tenantName == "" {
+		value = "null"
+	}
+	patch := []byte(`{"metadata":{"labels":{"` + labelKey + `":` + value + `}}}`)
+	var err error
+	if resource == "namespaces" {
+		_, err = e.kube.CoreV1().Namespaces().Patch(e.ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	} else {
+		_, err = e.kube.CoreV1().Services(namespace).Patch(e.ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) service(namespace, name string) string {
+	e.t.Helper()
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	if _, err := e.kube.CoreV1().Services(namespace).Create(e.ctx, svc, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	return namespace + "/" + name
+}
+
+func TestOneProviderConfigGetsFinalizerControllersAndStatus(t *testing.T) {
+	e := newEnv(t)
+	ns := e.tenantNamespace("solo")
+	web := e.service(ns, "web")
+	e.startManager()
+	e.createProviderConfig("solo", "c-1")
+
+	e.waitFor("Ready", e.ready("solo"))
+	pc, _ := e.providerConfig("solo")
+	if !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
+		t.Errorf("finalizers %v lack %s", pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer)
+	}
+	if c := meta.FindStatusCondition(pc.Status.Conditions, mpv1alpha1.ProviderConfigConditionNamespaceProjectReady); c == nil || c.Reason != "Running" {
+		t.Errorf("the controller's condition is %+v, want reason Running", c)
+	}
+	e.waitFor("the tenant's Service in its view", func() bool { return e.views.sees("solo", web) })
+}
+
+func TestSeveralTenantsAndDeletionLeavesOthersWorking(t *testing.T) {
+	e := newEnv(t)
+	nsA, nsB := e.tenantNamespace("alpha"), e.tenantNamespace("beta")
+	e.startManager()
+	e.createProviderConfig("alpha", "c-1")
+	e.createProviderConfig("beta", "c-2")
+	e.waitFor("both Ready", func() bool { return e.ready("alpha")() && e.ready("beta")() })
+	a1, b1 := e.service(nsA, "a1"), e.service(nsB, "b1")
+	e.waitFor("each tenant's Service", func() bool { return e.views.sees("alpha", a1) && e.views.sees("beta", b1) })
+	if e.views.sees("alpha", b1) || e.views.sees("beta", a1) {
+		t.Fatal("a tenant saw the other's Service")
+	}
+
+	if err := e.mp.MultiprojectV1alpha1().ProviderConfigs().Delete(e.ctx, "alpha", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("alpha to be deleted through its finalizer", e.gone("alpha"))
+	e.waitFor("alpha's controller to stop", func() bool { return e.views.running("alpha") == 0 })
+
+	// The shared informers still run: beta keeps receiving events.
+	b2 := e.service(nsB, "b2")
+	e.waitFor("beta's new Service", func() bool { return e.views.sees("beta", b2) })
+	if got := len(e.views.startedWith("beta")); got != 1 {
+		t.Errorf("beta's controller started %d times; deleting alpha disturbed it", got)
+	}
+}
+
+func TestSpecChangeRestartsTheController(t *testing.T) {
+	e := newEnv(t)
+	e.startManager()
+	e.createProviderConfig("mover", "c-1")
+	e.waitFor("Ready", e.ready("mover"))
+	patch := []byte(`{"spec":{"rancher":{"clusterID":"c-2"}}}`)
+	if _, err := e.mp.MultiprojectV1alpha1().ProviderConfigs().Patch(e.ctx, "mover", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("a restart with the new spec", func() bool { return slices.Equal(e.views.startedWith("mover"), []string{"c-1", "c-2"}) })
+	e.waitFor("Ready at the new generation", e.ready("mover"))
+	if n := e.views.running("mover"); n != 1 {
+		t.Errorf("%d probes running after the restart, want 1", n)
+	}
+}
+
+func TestFinalizerStrippedByHandStopsTheTenant(t *testing.T) {
+	e := newEnv(t)
+	e.startManager()
+	e.createProviderConfig("stripped", "c-1")
+	e.waitFor("Ready", e.ready("stripped"))
+	if _, err := e.mp.MultiprojectV1alpha1().ProviderConfigs().Patch(e.ctx, "stripped", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.mp.MultiprojectV1alpha1().ProviderConfigs().Delete(e.ctx, "stripped", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the object to vanish", e.gone("stripped"))
+	e.waitFor("its controller to stop", func() bool { return e.views.running("stripped") == 0 })
+}
+
+func TestManagerRestartRebuildsFromTheAPI(t *testing.T) {
+	e := newEnv(t)
+	ns := e.tenantNamespace("durable")
+	svc := e.service(ns, "kept")
+	e.startManager()
+	e.createProviderConfig("durable", "c-1")
+	e.waitFor("Ready", e.ready("durable"))
+	e.stopManager()
+	if n := e.views.running("durable"); n != 0 {
+		t.Fatalf("%d probes still running after the manager stopped", n)
+	}
+
+	// While the manager is down, the tenant is deleted: its finalizer keeps it until the manager is back.
+	if err := e.mp.MultiprojectV1alpha1().ProviderConfigs().Delete(e.ctx, "durable", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.providerConfig("durable"); err != nil {
+		t.Fatalf("the finalizer did not hold the ProviderConfig while the manager was down: %v", err)
+	}
+	e.createProviderConfig("fresh", "c-9")
+	e.startManager()
+	e.waitFor("the deleted tenant cleaned up after the restart", e.gone("durable"))
+	e.waitFor("the new tenant Ready", e.ready("fresh"))
+	_ = svc
+}
+
+func TestRelabelingMovesObjectsBetweenTenants(t *testing.T) {
+	e := newEnv(t)
+	nsA := e.tenantNamespace("left")
+	nsB := e.tenantNamespace("right")
+	e.startManager()
+	e.createProviderConfig("left", "c-1")
+	e.createProviderConfig("right", "c-2")
+	e.waitFor("both Ready", func() bool { return e.ready("left")() && e.ready("right")() })
+
+	// An object's own label wins over its namespace's.
+	moved := e.service(nsA, "moved")
+	e.waitFor("left sees the Service", func() bool { return e.views.sees("left", moved) })
+	e.label("services", nsA, "moved", "right")
+	e.waitFor("the Service to move to right", func() bool { return e.views.sees("right", moved) && !e.views.sees("left", moved) })
+
+	// A namespace relabel moves every unlabeled object in it.
+	inB := e.service(nsB, "follows-namespace")
+	e.waitFor("right sees the namespace's Service", func() bool { return e.views.sees("right", inB) })
+	e.label("namespaces", "", nsB, "left")
+	e.waitFor("the namespace's Service to move to left", func() bool { return e.views.sees("left", inB) && !e.views.sees("right", inB) })
+	if !e.views.sees("right", moved) {
+		t.Error("the Service labeled for right moved with its namespace; its own label must win")
+	}
+}
