@@ -81,6 +81,9 @@ type Controller struct {
 
 	queue workqueue.TypedRateLimitingInterface[string]
 	deps  *dependencies
+
+	// afterSync, if set (by tests), is called after every sync.
+	afterSync func(key string, err error)
 }
 
 // New builds the controller of the tenant c describes. It adds no handler and makes no call; Run does.
@@ -297,6 +300,9 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	logger := klog.FromContext(ctx).WithValues("ingress", key)
 	err := c.sync(klog.NewContext(ctx, logger), key)
 	metrics.ObserveSync(c.tenant, ControllerName, err, c.queue.Len())
+	if c.afterSync != nil {
+		c.afterSync(key, err)
+	}
 	if err != nil {
 		logger.V(2).Info("Sync failed; retrying with backoff", "err", err)
 		c.queue.AddRateLimited(key)

@@ -1,0 +1,406 @@
+package ingresstunnel
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kubeinformers "k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
+	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
+	mpinformers "github.com/multiproject/client-go/informers/externalversions"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+)
+
+// recorder remembers events; client-go's FakeRecorder blocks once its channel is full.
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *recorder) Event(_ runtime.Object, eventtype, reason, message string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, eventtype+" "+reason+" "+message)
+}
+
+func (r *recorder) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	r.Event(obj, eventtype, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+func (r *recorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventtype, reason, messageFmt string, args ...any) {
+	r.Eventf(obj, eventtype, reason, messageFmt, args...)
+}
+
+func (r *recorder) count(eventtype, reason string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.events {
+		if strings.HasPrefix(e, eventtype+" "+reason+" ") {
+			n++
+		}
+	}
+	return n
+}
+
+// harness runs one controller on informers of fake clientsets.
+type harness struct {
+	t          *testing.T
+	ctx        context.Context
+	kube       *kubefake.Clientset
+	mp         *mpfake.Clientset
+	events     *recorder
+	conditions *tenanttest.Conditions
+	ctrl       *Controller
+	syncs      syncCounter
+	stop       context.CancelFunc
+	done       chan struct{}
+}
+
+func newHarness(t *testing.T, config *mpv1alpha1.PangolinConfig, kubeObjects []runtime.Object, mpObjects ...runtime.Object) *harness {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	h := &harness{t: t, ctx: ctx, kube: kubefake.NewClientset(kubeObjects...), mp: mpfake.NewClientset(mpObjects...),
+		events: &recorder{}, conditions: &tenanttest.Conditions{}}
+	h.start(config)
+	return h
+}
+
+// start runs a new controller with fresh informers, as after a restart of the manager.
+func (h *harness) start(config *mpv1alpha1.PangolinConfig) {
+	h.t.Helper()
+	if config == nil {
+		config = testConfig()
+	}
+	kubeFactory := kubeinformers.NewSharedInformerFactory(h.kube, 0)
+	mpFactory := mpinformers.NewSharedInformerFactory(h.mp, 0)
+	informers := tenanttest.Informers{
+		informerset.Ingresses:         kubeFactory.Networking().V1().Ingresses().Informer(),
+		informerset.Services:          kubeFactory.Core().V1().Services().Informer(),
+		informerset.PangolinResources: mpFactory.Tunnel().V1alpha1().PangolinResources().Informer(),
+		informerset.PangolinTunnels:   mpFactory.Tunnel().V1alpha1().PangolinTunnels().Informer(),
+	}
+	ctrl, err := New(&tenant.Context{
+		ProviderConfig:         &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: testTenant}, Spec: mpv1alpha1.ProviderConfigSpec{Pangolin: config}},
+		ProviderConfigLabelKey: testLabelKey,
+		KubeClient:             h.kube,
+		MultiprojectClient:     h.mp,
+		Informers:              informers,
+		EventRecorder:          h.events,
+		Condition:              h.conditions,
+		Workers:                2,
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.ctrl = ctrl
+	ctrl.afterSync = h.syncs.observe
+	ctx, cancel := context.WithCancel(h.ctx)
+	kubeFactory.Start(ctx.Done())
+	mpFactory.Start(ctx.Done())
+	h.stop, h.done = cancel, make(chan struct{})
+	go func() {
+		defer close(h.done)
+		ctrl.Run(ctx)
+	}()
+	h.t.Cleanup(func() {
+		h.shutdown()
+		kubeFactory.Shutdown()
+		mpFactory.Shutdown()
+	})
+	h.waitFor("the controller to report Running", func() bool {
+		c, ok := h.conditions.Last()
+		return ok && c.Status == metav1.ConditionTrue && c.Reason == "Running"
+	})
+}
+
+func (h *harness) shutdown() {
+	if h.stop == nil {
+		return
+	}
+	h.stop()
+	<-h.done
+	h.stop = nil
+}
+
+func (h *harness) waitFor(what string, cond func() bool) {
+	h.t.Helper()
+	err := wait.PollUntilContextTimeout(h.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		h.t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func (h *harness) resources() map[string]*tunnelv1alpha1.PangolinResource {
+	h.t.Helper()
+	list, err := h.mp.TunnelV1alpha1().PangolinResources(testNamespace).List(h.ctx, metav1.ListOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	out := map[string]*tunnelv1alpha1.PangolinResource{}
+	for i := range list.Items {
+		out[hostOf(&list.Items[i])] = &list.Items[i]
+	}
+	return out
+}
+
+func (h *harness) waitHosts(hosts ...string) map[string]*tunnelv1alpha1.PangolinResource {
+	h.t.Helper()
+	var got map[string]*tunnelv1alpha1.PangolinResource
+	h.waitFor(fmt.Sprintf("PangolinResources for %v", hosts), func() bool {
+		got = h.resources()
+		if len(got) != len(hosts) {
+			return false
+		}
+		for _, host := range hosts {
+			if got[host] == nil {
+				return false
+			}
+		}
+		return true
+	})
+	return got
+}
+
+// writes counts the mutating PangolinResource requests sent so far.
+func (h *harness) writes() int {
+	n := 0
+	for _, a := range h.mp.Actions() {
+		if a.GetResource().Resource == "pangolinresources" && (a.GetVerb() == "create" || a.GetVerb() == "update" || a.GetVerb() == "delete" || a.GetVerb() == "patch") {
+			n++
+		}
+	}
+	return n
+}
+
+// updateIngress changes the Ingress as a user would; the fake clientset keeps resourceVersions unchanged, so the
+// helper bumps it as the API server does.
+func (h *harness) updateIngress(change func(*networkingv1.Ingress)) {
+	h.t.Helper()
+	ing, err := h.kube.NetworkingV1().Ingresses(testNamespace).Get(h.ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	change(ing)
+	ing.ResourceVersion = bump(ing.ResourceVersion)
+	if _, err := h.kube.NetworkingV1().Ingresses(testNamespace).Update(h.ctx, ing, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// syncCounter counts successful syncs per key.
+type syncCounter struct {
+	mu sync.Mutex
+	ok map[string]int
+}
+
+func (s *syncCounter) observe(key string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ok == nil {
+		s.ok = map[string]int{}
+	}
+	if err == nil {
+		s.ok[key]++
+	}
+}
+
+func (s *syncCounter) successes(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ok[key]
+}
+
+func bump(rv string) string {
+	var n int
+	_, _ = fmt.Sscan(rv, &n)
+	return fmt.Sprint(n + 1)
+}
+
+func TestSeedIngressGetsOneResourcePerHost(t *testing.T) {
+	h := newHarness(t, nil, []runtime.Object{seedIngress(), seedService()}, tunnel(testTunnelNS, "main"))
+	got := h.waitHosts("app.example.com", "api.example.com", "admin.example.com")
+	h.waitFor("three Created events", func() bool { return h.events.count(corev1.EventTypeNormal, ReasonCreated) == 3 })
+	if app := got["app.example.com"]; app.Spec.Targets[0].Port != 80 || app.Spec.Targets[1].Port != 8080 {
+		t.Errorf("named ports not resolved: %+v", app.Spec.Targets)
+	}
+
+	// A restart (fresh caches) over a converged cluster writes nothing.
+	h.shutdown()
+	before := h.writes()
+	synced := h.syncs.successes("demo/web")
+	h.start(nil)
+	h.waitFor("the Ingress to be synced again", func() bool { return h.syncs.successes("demo/web") > synced })
+	if h.writes() != before {
+		t.Errorf("a converged restart sent %d writes", h.writes()-before)
+	}
+}
+
+func TestHostRemovedDeletesItsResource(t *testing.T) {
+	h := newHarness(t, nil, []runtime.Object{seedIngress(), seedService()}, tunnel(testTunnelNS, "main"))
+	h.waitHosts("app.example.com", "api.example.com", "admin.example.com")
+	h.updateIngress(func(ing *networkingv1.Ingress) { ing.Spec.Rules = ing.Spec.Rules[:2] })
+	h.waitHosts("app.example.com", "api.example.com")
+	h.waitFor("a Deleted event", func() bool { return h.events.count(corev1.EventTypeNormal, ReasonDeleted) == 1 })
+}
+
+func TestSpecChangeUpdatesAndDriftIsRepaired(t *testing.T) {
+	h := newHarness(t, nil, []runtime.Object{seedIngress(), seedService()}, tunnel(testTunnelNS, "main"))
+	h.waitHosts("app.example.com", "api.example.com", "admin.example.com")
+	h.updateIngress(func(ing *networkingv1.Ingress) { ing.Annotations = map[string]string{AnnotationSSO: "true"} })
+	h.waitFor("three Updated events", func() bool { return h.events.count(corev1.EventTypeNormal, ReasonUpdated) == 3 })
+	for host, r := range h.resources() {
+		if !r.Spec.HTTPConfig.SSO {
+			t.Errorf("%s: sso not set", host)
+		}
+	}
+
+	// Someone edits a resource: the controller puts it back.
+	r := h.resources()["admin.example.com"]
+	r.Spec.Targets[0].Port = 9999
+	r.ResourceVersion, r.Generation = bump(r.ResourceVersion), r.Generation+1
+	if _, err := h.mp.TunnelV1alpha1().PangolinResources(testNamespace).Update(h.ctx, r, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("the edit to be reverted", func() bool {
+		return h.resources()["admin.example.com"].Spec.Targets[0].Port == 80
+	})
+}
+
+func TestUnmanagedIngressLosesItsResources(t *testing.T) {
+	for name, change := range map[string]func(*networkingv1.Ingress){
+		"class changed": func(ing *networkingv1.Ingress) { ing.Spec.IngressClassName = ptr.To("nginx") },
+		"opted out":     func(ing *networkingv1.Ingress) { ing.Annotations = map[string]string{AnnotationEnabled: "false"} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, nil, []runtime.Object{seedIngress(), seedService()}, tunnel(testTunnelNS, "main"))
+			h.waitHosts("app.example.com", "api.example.com", "admin.example.com")
+			h.updateIngress(change)
+			h.waitHosts()
+			h.waitFor("three Deleted events", func() bool { return h.events.count(corev1.EventTypeNormal, ReasonDeleted) == 3 })
+		})
+	}
+}
+
+func TestTunnelCreatedLate(t *testing.T) {
+	ing := seedIngress()
+	ing.Spec.IngressClassName = ptr.To("pangolin-internal")
+	// A tunnel of the same name in another namespace does not count.
+	h := newHarness(t, nil, []runtime.Object{ing, seedService()}, tunnel("elsewhere", "internal-tunnel"))
+	h.waitFor("a TunnelNotFound warning", func() bool { return h.events.count(corev1.EventTypeWarning, ReasonTunnelNotFound) == 1 })
+	if n := len(h.resources()); n != 0 {
+		t.Fatalf("%d resources without a tunnel", n)
+	}
+	if _, err := h.mp.TunnelV1alpha1().PangolinTunnels(testTunnelNS).Create(h.ctx, tunnel(testTunnelNS, "internal-tunnel"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := h.waitHosts("app.example.com", "api.example.com", "admin.example.com")
+	if ref := got["app.example.com"].Spec.TunnelRef; ref.Name != "internal-tunnel" || ref.Namespace != testTunnelNS {
+		t.Errorf("tunnelRef = %+v", ref)
+	}
+}
+
+func TestServiceCreatedLate(t *testing.T) {
+	h := newHarness(t, nil, []runtime.Object{seedIngress()}, tunnel(testTunnelNS, "main"))
+	// api.example.com uses port numbers only; the other hosts wait for the Service's named ports.
+	h.waitHosts("api.example.com")
+	h.waitFor("ServiceNotFound warnings", func() bool { return h.events.count(corev1.EventTypeWarning, ReasonServiceNotFound) >= 2 })
+	if _, err := h.kube.CoreV1().Services(testNamespace).Create(h.ctx, seedService(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitHosts("app.example.com", "api.example.com", "admin.example.com")
+}
+
+func TestResourceNotControlledIsLeftAlone(t *testing.T) {
+	foreign := &tunnelv1alpha1.PangolinResource{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace,
+		Name: ResourceName(testNamespace, "web", "admin.example.com")}, Spec: tunnelv1alpha1.PangolinResourceSpec{Name: "hand-made"}}
+	h := newHarness(t, nil, []runtime.Object{seedIngress(), seedService()}, tunnel(testTunnelNS, "main"), foreign)
+	h.waitFor("a ResourceConflict warning", func() bool { return h.events.count(corev1.EventTypeWarning, ReasonResourceConflict) >= 1 })
+	h.waitFor("the two other hosts", func() bool { return h.events.count(corev1.EventTypeNormal, ReasonCreated) == 2 })
+	got, err := h.mp.TunnelV1alpha1().PangolinResources(testNamespace).Get(h.ctx, foreign.Name, metav1.GetOptions{})
+	if err != nil || got.Spec.Name != "hand-made" {
+		t.Errorf("the foreign resource was changed: %+v, %v", got, err)
+	}
+}
+
+func TestNoRulesAndNoTunnelConfigured(t *testing.T) {
+	ing := seedIngress()
+	ing.Spec.Rules = nil
+	noDefault := testConfig()
+	noDefault.DefaultTunnel = ""
+	other := seedIngress()
+	other.Name, other.UID = "other", "uid-2"
+	h := newHarness(t, noDefault, []runtime.Object{ing, other, seedService()}, tunnel(testTunnelNS, "main"))
+	h.waitFor("TunnelResolutionFailed warnings", func() bool {
+		return h.events.count(corev1.EventTypeWarning, ReasonTunnelResolutionFailed) == 2
+	})
+	h.updateIngress(func(ing *networkingv1.Ingress) { ing.Annotations = map[string]string{AnnotationTunnelName: "main"} })
+	h.waitFor("a NoRules warning", func() bool { return h.events.count(corev1.EventTypeWarning, ReasonNoRules) == 1 })
+}
+
+func TestCreateFailureIsRetriedAndReported(t *testing.T) {
+	h := newHarness(t, nil, nil, tunnel(testTunnelNS, "main"))
+	failures := 2
+	var mu sync.Mutex
+	h.mp.PrependReactor("create", "pangolinresources", func(clienttesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if failures == 0 {
+			return false, nil, nil
+		}
+		failures--
+		return true, nil, apierrors.NewInternalError(fmt.Errorf("etcd is having a bad day"))
+	})
+	ing := seedIngress()
+	ing.Spec.Rules = ing.Spec.Rules[1:2]
+	if _, err := h.kube.NetworkingV1().Ingresses(testNamespace).Create(h.ctx, ing, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitHosts("api.example.com")
+}
+
+func TestRunStopsCleanly(t *testing.T) {
+	h := newHarness(t, nil, []runtime.Object{seedIngress(), seedService()}, tunnel(testTunnelNS, "main"))
+	h.waitHosts("app.example.com", "api.example.com", "admin.example.com")
+	h.shutdown()
+	if !h.ctrl.queue.ShuttingDown() {
+		t.Error("the queue is not shut down after Run returned")
+	}
+}
+
+func TestDescriptor(t *testing.T) {
+	d := Descriptor()
+	if d.Name != ControllerName || d.DefaultConcurrentSyncs < 1 || d.Constructor.New == nil {
+		t.Fatalf("descriptor %+v", d)
+	}
+	if d.Constructor.Section(&mpv1alpha1.ProviderConfigSpec{}) != nil {
+		t.Error("a tenant without spec.pangolin must not run the controller")
+	}
+	if d.Constructor.Section(&mpv1alpha1.ProviderConfigSpec{Pangolin: testConfig()}) == nil {
+		t.Error("a tenant with spec.pangolin must run the controller")
+	}
+	if d.Constructor.ConditionType != mpv1alpha1.ProviderConfigConditionIngressTunnelReady || len(d.Constructor.RequiredAPIs) != 2 {
+		t.Errorf("factory %+v", d.Constructor)
+	}
+}
