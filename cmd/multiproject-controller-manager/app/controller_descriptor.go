@@ -2,7 +2,9 @@ package app
 
 import (
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/ingresstunnel"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/namespaceproject"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
@@ -19,7 +21,9 @@ func NewControllerDescriptors() *registry.Registry[tenant.Factory] {
 
 func controllerDescriptors() []*registry.Descriptor[tenant.Factory] {
 	return []*registry.Descriptor[tenant.Factory]{
+		neg.Descriptor(),
 		namespaceproject.Descriptor(),
+		ingresstunnel.Descriptor(),
 	}
 }
 
