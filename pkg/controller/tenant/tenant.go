@@ -89,7 +89,8 @@ type Factory struct {
 	// ConditionType is the ProviderConfig status condition that reports this controller, e.g. NEGReady.
 	ConditionType string
 	// Section returns the part of the spec the controller is built from, or nil when the tenant does not configure
-	// it (the controller is then not run). When the section changes, the manager restarts the controller.
+	// it (the controller is then not run): return a plain nil, not a typed nil pointer inside the interface. When
+	// the section changes (semantic equality), the manager restarts the controller.
 	Section func(spec *mpv1alpha1.ProviderConfigSpec) any
 	// RequiredAPIs are resources the controller cannot run without, typically CRDs of another product (Rancher's
 	// Projects). Until the cluster serves all of them the manager does not build the controller and reports
