@@ -1,0 +1,464 @@
+//go:build integration
+
+package neg
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpclientset "github.com/multiproject/client-go/clientset/versioned"
+	mpscheme "github.com/multiproject/client-go/clientset/versioned/scheme"
+	mpinformers "github.com/multiproject/client-go/informers/externalversions"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
+	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
+)
+
+const (
+	labelKey    = mpv1alpha1.DefaultProviderConfigLabelKey
+	clusterName = "it-cluster"
+)
+
+var zones = []string{"europe-west1-b", "europe-west1-c", "europe-west1-d"}
+
+// env is one test's world: a fake GCE, the manager's clients (its ServiceAccount), and the shared informers routed
+// into tenant views as the manager would have them.
+type env struct {
+	t         testing.TB
+	ctx       context.Context
+	gce       *fakegce.Server
+	adminKube kubernetes.Interface
+	admin     mpclientset.Interface
+	kube      kubernetes.Interface
+	mp        mpclientset.Interface
+	router    *tenancy.Router
+
+	mu        sync.Mutex
+	zoneCalls map[string]map[fakegce.Method]int // by project/zone
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	e := &env{t: t, ctx: ctx, adminKube: controlPlane.AdminClient(), zoneCalls: map[string]map[fakegce.Method]int{}}
+	e.gce = fakegce.New(fakegce.Options{OnCall: e.recordCall})
+	e.gce.Start()
+	t.Cleanup(e.gce.Close)
+
+	var err error
+	if e.admin, err = mpclientset.NewForConfig(controlPlane.AdminConfig()); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := controlPlane.ManagerConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 200, 400 // the manager's --kube-api-qps/burst would be set for scale too
+	if e.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if e.mp, err = mpclientset.NewForConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	kubeFactory := kubeinformers.NewSharedInformerFactory(e.kube, 0)
+	mpFactory := mpinformers.NewSharedInformerFactory(e.mp, 0)
+	namespaces := kubeFactory.Core().V1().Namespaces().Informer()
+	services := kubeFactory.Core().V1().Services().Informer()
+	slices := kubeFactory.Discovery().V1().EndpointSlices().Informer()
+	nodes := kubeFactory.Core().V1().Nodes().Informer()
+	translations := mpFactory.Multiproject().V1alpha1().Translations().Informer()
+	for _, inf := range []cache.SharedIndexInformer{namespaces, services, slices, nodes, translations} {
+		if err := inf.AddIndexers(tenancy.Indexers(labelKey)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e.router, err = tenancy.NewRouter(labelKey, namespaces); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct {
+		gvr   schema.GroupVersionResource
+		inf   cache.SharedIndexInformer
+		scope tenancy.Scope
+	}{
+		{informerset.Services, services, tenancy.Namespaced},
+		{informerset.EndpointSlices, slices, tenancy.Namespaced},
+		{informerset.Nodes, nodes, tenancy.ClusterScoped},
+		{informerset.Translations, translations, tenancy.Namespaced},
+	} {
+		if err := e.router.AddResource(r.gvr, r.inf, r.scope); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubeFactory.Start(ctx.Done())
+	mpFactory.Start(ctx.Done())
+	t.Cleanup(func() {
+		cancel()
+		kubeFactory.Shutdown()
+		mpFactory.Shutdown()
+	})
+	kubeFactory.WaitForCacheSync(ctx.Done())
+	mpFactory.WaitForCacheSync(ctx.Done())
+	return e
+}
+
+func (e *env) recordCall(c fakegce.CallRecord) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	k := c.Project + "/" + c.Zone
+	if e.zoneCalls[k] == nil {
+		e.zoneCalls[k] = map[fakegce.Method]int{}
+	}
+	e.zoneCalls[k][c.Method]++
+}
+
+func (e *env) callsIn(project, zone string, m fakegce.Method) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.zoneCalls[project+"/"+zone][m]
+}
+
+func (e *env) resetCalls() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.zoneCalls = map[string]map[fakegce.Method]int{}
+}
+
+// tenantRun is one ProviderConfig and its running neg controller.
+type tenantRun struct {
+	e          *env
+	name       string
+	project    string
+	tctx       *tenant.Context
+	conditions *tenanttest.Conditions
+	cancel     context.CancelFunc
+	done       chan struct{}
+}
+
+// newTenant makes a tenant; its name carries a random suffix because tenants are cluster-wide and a test's leftover
+// objects (a namespace still terminating) must not reach another test's controllers.
+func (e *env) newTenant(prefix, project string) *tenantRun {
+	e.t.Helper()
+	name := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000_000)
+	views, err := e.router.Tenant(name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(views.Close)
+	broadcaster := record.NewBroadcaster(record.WithContext(e.ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.kube.CoreV1().Events("")})
+	e.t.Cleanup(broadcaster.Shutdown)
+	tr := &tenantRun{e: e, name: name, project: project, conditions: &tenanttest.Conditions{}}
+	tr.tctx = &tenant.Context{
+		ProviderConfig: &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{ProjectID: project, Network: "default"}}},
+		ProviderConfigLabelKey: labelKey,
+		KubeClient:             e.kube,
+		MultiprojectClient:     e.mp,
+		Informers:              tenanttest.TenantInformers{Views: views},
+		EventRecorder:          broadcaster.NewRecorder(eventScheme(e.t), corev1.EventSource{Component: "multiproject-neg"}),
+		Condition:              tr.conditions,
+		Options:                tenant.Options{ClusterName: clusterName, GCEEndpoint: e.gce.Endpoint(), GCEQPS: 500, GCEBurst: 500},
+		Workers:                5,
+	}
+	return tr
+}
+
+// eventScheme knows the kinds Events are recorded on: Services (core) and Translations (ours).
+func eventScheme(t testing.TB) *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := mpscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return scheme
+}
+
+// start runs the full neg controller (translator and pusher) of the tenant.
+func (tr *tenantRun) start() {
+	tr.e.t.Helper()
+	c, err := neg.New(tr.e.ctx, tr.tctx)
+	if err != nil {
+		tr.e.t.Fatal(err)
+	}
+	tr.run(c)
+}
+
+func (tr *tenantRun) run(c tenant.Controller) {
+	ctx, cancel := context.WithCancel(tr.e.ctx)
+	tr.cancel, tr.done = cancel, make(chan struct{})
+	go func() {
+		defer close(tr.done)
+		c.Run(ctx)
+	}()
+	tr.e.t.Cleanup(tr.stop)
+}
+
+func (tr *tenantRun) stop() {
+	if tr.cancel == nil {
+		return
+	}
+	tr.cancel()
+	<-tr.done
+	tr.cancel = nil
+}
+
+// namespace creates a namespace for the test and labels it for the tenant.
+func (tr *tenantRun) namespace() string {
+	e := tr.e
+	e.t.Helper()
+	ns := controlPlane.CreateNamespace(e.t.(*testing.T))
+	tr.label(ns)
+	return ns
+}
+
+func (tr *tenantRun) label(ns string) {
+	e := tr.e
+	e.t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, labelKey, tr.name)
+	if _, err := e.adminKube.CoreV1().Namespaces().Patch(e.ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// nodes creates count Nodes per zone, labeled for the tenant (visible only to it) or, with tenantName "", shared.
+// They are deleted when the test ends.
+func (e *env) nodes(prefix, tenantName string, perZone int) {
+	e.t.Helper()
+	for zi, zone := range zones {
+		for i := range perZone {
+			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%c-%d", prefix, 'b'+zi, i),
+				Labels: map[string]string{corev1.LabelTopologyZone: zone}}}
+			if tenantName != "" {
+				n.Labels[labelKey] = tenantName
+			}
+			if _, err := e.adminKube.CoreV1().Nodes().Create(e.ctx, n, metav1.CreateOptions{}); err != nil {
+				e.t.Fatal(err)
+			}
+			e.t.Cleanup(func() {
+				_ = e.adminKube.CoreV1().Nodes().Delete(context.Background(), n.Name, metav1.DeleteOptions{})
+			})
+		}
+	}
+}
+
+// service creates a selector-less Service (so no EndpointSlice controller competes with the test's slices) with
+// the given neg annotation and ports named http (80 → 8080) and https (443 → 8443).
+func (e *env) service(ns, name, annotation string) *corev1.Service {
+	e.t.Helper()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{neg.NEGAnnotationKey: annotation}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+			{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP},
+			{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP},
+		}},
+	}
+	out, err := e.adminKube.CoreV1().Services(ns).Create(e.ctx, svc, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// endpoint is one Pod: its IP and its Node (zone field left to the Node's label for every other endpoint).
+type endpoint struct {
+	ip, node, zone string
+	zoneIndex      int
+}
+
+// podsIn makes counts[i] endpoints on the nodes of zones[i] (nodes named <nodePrefix>-<zone letter>-<i>), 50 per
+// node, with IPs unique within the test.
+func podsIn(nodePrefix string, ipBase int, perZoneNodes int, counts ...int) []endpoint {
+	var out []endpoint
+	for zi, n := range counts {
+		for i := range n {
+			ep := endpoint{ip: fmt.Sprintf("10.%d.%d.%d", ipBase+zi, i/250, i%250+1),
+				node: fmt.Sprintf("%s-%c-%d", nodePrefix, 'b'+zi, (i/50)%perZoneNodes), zoneIndex: zi}
+			if i%2 == 0 {
+				ep.zone = zones[zi]
+			}
+			out = append(out, ep)
+		}
+	}
+	return out
+}
+
+// setSlices makes the Service port's EndpointSlices hold exactly eps, 100 per slice as the EndpointSlice controller
+// does, creating, updating and deleting slices named <service>-<port>-<i>.
+func (e *env) setSlices(ns, service, portName string, port int32, eps []endpoint) {
+	e.t.Helper()
+	client := e.adminKube.DiscoveryV1().EndpointSlices(ns)
+	want := (len(eps) + 99) / 100
+	for i := 0; i*100 < len(eps); i++ {
+		s := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%s-%d", service, portName, i),
+				Labels: map[string]string{discoveryv1.LabelServiceName: service}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		}
+		for _, ep := range eps[i*100 : min(len(eps), (i+1)*100)] {
+			de := discoveryv1.Endpoint{Addresses: []string{ep.ip}, NodeName: ptr.To(ep.node),
+				Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}
+			if ep.zone != "" {
+				de.Zone = ptr.To(ep.zone)
+			}
+			s.Endpoints = append(s.Endpoints, de)
+		}
+		existing, err := client.Get(e.ctx, s.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = client.Create(e.ctx, s, metav1.CreateOptions{})
+		case err == nil:
+			s.ResourceVersion = existing.ResourceVersion
+			_, err = client.Update(e.ctx, s, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	for i := want; ; i++ {
+		err := client.Delete(e.ctx, fmt.Sprintf("%s-%s-%d", service, portName, i), metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+func (e *env) waitFor(what string, timeout time.Duration, cond func() (bool, error)) {
+	e.t.Helper()
+	err := wait.PollUntilContextTimeout(e.ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return cond()
+	})
+	if err != nil {
+		e.t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// translation returns the Translation or nil when it does not exist.
+func (e *env) translation(ns, name string) *mpv1alpha1.Translation {
+	e.t.Helper()
+	tr, err := e.admin.MultiprojectV1alpha1().Translations(ns).Get(e.ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tr
+}
+
+// synced reports whether the pusher has pushed the Translation's current generation.
+func synced(tr *mpv1alpha1.Translation) bool {
+	if tr == nil {
+		return false
+	}
+	for _, c := range tr.Status.Conditions {
+		if c.Type == mpv1alpha1.TranslationConditionSynced {
+			return c.Status == metav1.ConditionTrue && c.ObservedGeneration == tr.Generation
+		}
+	}
+	return false
+}
+
+// gceMatches reports whether GCE holds exactly eps (per zone) in the NEGs named name of the project, ports
+// included, and nothing else in those zones.
+func (e *env) gceMatches(project, name string, port int64, eps []endpoint) (bool, string) {
+	want := map[string]map[string]bool{}
+	for _, z := range zones {
+		want[z] = map[string]bool{}
+	}
+	for _, ep := range eps {
+		want[zones[ep.zoneIndex]][fmt.Sprintf("%s/%s:%d", ep.node, ep.ip, port)] = true
+	}
+	for _, z := range zones {
+		got, ok := e.gce.Endpoints(project, z, name)
+		if !ok {
+			return false, fmt.Sprintf("no NEG %s in %s", name, z)
+		}
+		if len(got) != len(want[z]) {
+			return false, fmt.Sprintf("NEG %s in %s has %d endpoints, want %d", name, z, len(got), len(want[z]))
+		}
+		for _, g := range got {
+			if !want[z][fmt.Sprintf("%s/%s:%d", g.Instance, g.IpAddress, g.Port)] {
+				return false, fmt.Sprintf("NEG %s in %s has unexpected endpoint %s/%s:%d", name, z, g.Instance, g.IpAddress, g.Port)
+			}
+		}
+	}
+	return true, ""
+}
+
+// negsGone reports whether no NEG named name exists in the project.
+func (e *env) negsGone(project, name string) bool {
+	for _, z := range zones {
+		if _, ok := e.gce.NEG(project, z, name); ok {
+			return false
+		}
+	}
+	return true
+}
+
+var gcKnowsTranslations sync.Once
+
+// waitGCKnowsTranslations waits until kube-controller-manager's garbage collector tracks Translations. It learns
+// about CRDs by periodic discovery, and the CRDs are installed after it starts; until then it would delete a
+// Service without waiting for its Translations. The probe: a ConfigMap owning a Translation (no finalizer), deleted
+// in the background, whose Translation the collector then deletes.
+func (e *env) waitGCKnowsTranslations(ns string) {
+	e.t.Helper()
+	gcKnowsTranslations.Do(func() {
+		e.waitFor("the garbage collector to track Translations", 120*time.Second, func() (bool, error) {
+			owner, err := e.adminKube.CoreV1().ConfigMaps(ns).Create(e.ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{GenerateName: "gc-probe-"}}, metav1.CreateOptions{})
+			if err != nil {
+				return false, err
+			}
+			probe := &mpv1alpha1.Translation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: owner.Name,
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID}}}}
+			if _, err := e.admin.MultiprojectV1alpha1().Translations(ns).Create(e.ctx, probe, metav1.CreateOptions{}); err != nil {
+				return false, err
+			}
+			if err := e.adminKube.CoreV1().ConfigMaps(ns).Delete(e.ctx, owner.Name, metav1.DeleteOptions{}); err != nil {
+				return false, err
+			}
+			err = wait.PollUntilContextTimeout(e.ctx, 200*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+				return e.translation(ns, owner.Name) == nil, nil
+			})
+			if err != nil {
+				_ = e.admin.MultiprojectV1alpha1().Translations(ns).Delete(e.ctx, owner.Name, metav1.DeleteOptions{})
+				return false, nil
+			}
+			return true, nil
+		})
+	})
+}
