@@ -235,7 +235,7 @@ func (tr *tenantRun) stop() {
 func (tr *tenantRun) namespace() string {
 	e := tr.e
 	e.t.Helper()
-	ns := controlPlane.CreateNamespace(e.t.(*testing.T))
+	ns := controlPlane.CreateNamespace(e.t)
 	tr.label(ns)
 	return ns
 }
