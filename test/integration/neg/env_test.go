@@ -165,7 +165,12 @@ type tenantRun struct {
 // objects (a namespace still terminating) must not reach another test's controllers.
 func (e *env) newTenant(prefix, project string) *tenantRun {
 	e.t.Helper()
-	name := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000_000)
+	return e.tenantNamed(fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000_000), project)
+}
+
+// tenantNamed makes the tenant of ProviderConfig name.
+func (e *env) tenantNamed(name, project string) *tenantRun {
+	e.t.Helper()
 	views, err := e.router.Tenant(name)
 	if err != nil {
 		e.t.Fatal(err)
