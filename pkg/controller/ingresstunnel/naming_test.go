@@ -46,3 +46,18 @@ func TestResourceName(t *testing.T) {
 		}
 	}
 }
+
+func TestDisplayName(t *testing.T) {
+	host := "app.example.com"
+	if got := displayName("demo", "web", host); got != "demo/web/app.example.com" {
+		t.Errorf("displayName = %q", got)
+	}
+	long := displayName(strings.Repeat("n", 63), strings.Repeat("i", 253), host)
+	if len(long) != maxDisplayNameLength || !strings.HasSuffix(long, "/"+host) || !strings.HasPrefix(long, strings.Repeat("n", 63)+"/") {
+		t.Errorf("long displayName = %q (%d characters)", long, len(long))
+	}
+	longHost := strings.Repeat("h", 60) + "." + strings.Repeat("h", 60) + "." + strings.Repeat("h", 60) + "." + strings.Repeat("h", 60) + ".example.com"
+	if got := displayName("demo", "web", longHost); len(got) > maxDisplayNameLength || !strings.HasSuffix(got, longHost) {
+		t.Errorf("displayName with a %d-character host = %q", len(longHost), got)
+	}
+}

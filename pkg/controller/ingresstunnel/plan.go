@@ -338,10 +338,6 @@ func priority(path string) int32 {
 // stored object equals the desired one and a converged Ingress costs no write.
 func (pl *planner) resource(ing *networkingv1.Ingress, name, host, tunnel, subdomain, domain string, s hostSettings,
 	targets []tunnelv1alpha1.Target) *tunnelv1alpha1.PangolinResource {
-	displayName := ing.Namespace + "/" + ing.Name + "/" + host
-	if len(displayName) > maxDisplayNameLength {
-		displayName = displayName[:maxDisplayNameLength]
-	}
 	return &tunnelv1alpha1.PangolinResource{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            name,
@@ -351,7 +347,7 @@ func (pl *planner) resource(ing *networkingv1.Ingress, name, host, tunnel, subdo
 		},
 		Spec: tunnelv1alpha1.PangolinResourceSpec{
 			TunnelRef: &tunnelv1alpha1.TunnelReference{Name: tunnel, Namespace: pl.config.TunnelNamespace},
-			Name:      displayName,
+			Name:      displayName(ing.Namespace, ing.Name, host),
 			Protocol:  tunnelv1alpha1.ProtocolHTTP,
 			HTTPConfig: &tunnelv1alpha1.HTTPConfig{
 				Subdomain:   subdomain,
@@ -363,6 +359,21 @@ func (pl *planner) resource(ing *networkingv1.Ingress, name, host, tunnel, subdo
 			Enabled: ptr.To(true),
 		},
 	}
+}
+
+// displayName is the resource's name in Pangolin, "<namespace>/<ingress>/<host>" as in the reference, unique per
+// host. Pangolin allows 255 characters: the ingress part is shortened first, then the namespace; the host is always
+// whole and last, so hostOf can read it back.
+func displayName(namespace, ingress, host string) string {
+	room := maxDisplayNameLength - len(host) - 2
+	if room < 0 {
+		return host
+	}
+	if len(namespace)+len(ingress) > room {
+		ingress = ingress[:max(0, room-len(namespace))]
+		namespace = namespace[:min(len(namespace), room)]
+	}
+	return namespace + "/" + ingress + "/" + host
 }
 
 func (pl *planner) labels(ing *networkingv1.Ingress) map[string]string {

@@ -188,12 +188,9 @@ func namedPortServices(ing *networkingv1.Ingress) sets.Set[string] {
 	return out
 }
 
-// hostOf reads the host back from the display name "<namespace>/<ingress>/<host>".
+// hostOf reads the Ingress host back from the display name "<namespace>/<ingress>/<host>".
 func hostOf(res *tunnelv1alpha1.PangolinResource) string {
-	if parts := strings.SplitN(res.Spec.Name, "/", 3); len(parts) == 3 {
-		return parts[2]
-	}
-	return "(unknown)"
+	return res.Spec.Name[strings.LastIndex(res.Spec.Name, "/")+1:]
 }
 
 func capitalize(s string) string {

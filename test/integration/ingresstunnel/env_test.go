@@ -1,0 +1,388 @@
+//go:build integration
+
+package ingresstunnel
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
+	mpclientset "github.com/multiproject/client-go/clientset/versioned"
+	mpscheme "github.com/multiproject/client-go/clientset/versioned/scheme"
+	mpinformers "github.com/multiproject/client-go/informers/externalversions"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/ingresstunnel"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
+	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
+)
+
+const labelKey = mpv1alpha1.DefaultProviderConfigLabelKey
+
+// env is one test's world: the manager's clients (its ServiceAccount), shared informers routed into tenant views
+// as the manager builds them, and admin clients for the fixtures.
+type env struct {
+	t         testing.TB
+	ctx       context.Context
+	adminKube kubernetes.Interface
+	admin     mpclientset.Interface
+	kube      kubernetes.Interface
+	mp        mpclientset.Interface
+	router    *tenancy.Router
+	tunnels   cache.SharedIndexInformer
+	resources cache.SharedIndexInformer
+}
+
+// newEnv builds the env; the manager's clients get qps and burst.
+func newEnv(t testing.TB, qps float32, burst int) *env {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	adminConfig := controlPlane.AdminConfig()
+	adminConfig.QPS, adminConfig.Burst = 1000, 2000
+	e := &env{t: t, ctx: ctx}
+	var err error
+	if e.adminKube, err = kubernetes.NewForConfig(adminConfig); err != nil {
+		t.Fatal(err)
+	}
+	if e.admin, err = mpclientset.NewForConfig(adminConfig); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := controlPlane.ManagerConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = qps, burst
+	e.kube, e.mp = managerClients(t, cfg)
+
+	kubeFactory := kubeinformers.NewSharedInformerFactory(e.kube, 0)
+	mpFactory := mpinformers.NewSharedInformerFactory(e.mp, 0)
+	namespaces := kubeFactory.Core().V1().Namespaces().Informer()
+	routed := map[schema.GroupVersionResource]cache.SharedIndexInformer{
+		informerset.Ingresses:         kubeFactory.Networking().V1().Ingresses().Informer(),
+		informerset.Services:          kubeFactory.Core().V1().Services().Informer(),
+		informerset.PangolinResources: mpFactory.Tunnel().V1alpha1().PangolinResources().Informer(),
+	}
+	e.resources = routed[informerset.PangolinResources]
+	e.tunnels = mpFactory.Tunnel().V1alpha1().PangolinTunnels().Informer()
+	for _, inf := range append([]cache.SharedIndexInformer{namespaces}, values(routed)...) {
+		if err := inf.SetTransform(informerset.DropManagedFields); err != nil {
+			t.Fatal(err)
+		}
+		if err := inf.AddIndexers(tenancy.Indexers(labelKey)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e.router, err = tenancy.NewRouter(labelKey, namespaces); err != nil {
+		t.Fatal(err)
+	}
+	for gvr, inf := range routed {
+		if err := e.router.AddResource(gvr, inf, tenancy.Namespaced); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubeFactory.Start(ctx.Done())
+	mpFactory.Start(ctx.Done())
+	t.Cleanup(func() {
+		cancel()
+		kubeFactory.Shutdown()
+		mpFactory.Shutdown()
+	})
+	kubeFactory.WaitForCacheSync(ctx.Done())
+	mpFactory.WaitForCacheSync(ctx.Done())
+	return e
+}
+
+func managerClients(t testing.TB, cfg *rest.Config) (kubernetes.Interface, mpclientset.Interface) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp, err := mpclientset.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kube, mp
+}
+
+// tenantRun is one ProviderConfig and its running controller.
+type tenantRun struct {
+	e          *env
+	name       string
+	config     *mpv1alpha1.PangolinConfig
+	conditions *tenanttest.Conditions
+	cancel     context.CancelFunc
+	done       chan struct{}
+}
+
+// startTenant runs the controller of tenant name with config, as the manager would.
+func (e *env) startTenant(name string, config *mpv1alpha1.PangolinConfig, workers int) *tenantRun {
+	e.t.Helper()
+	views, err := e.router.Tenant(name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(e.ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.kube.CoreV1().Events("")})
+	tr := &tenantRun{e: e, name: name, config: config, conditions: &tenanttest.Conditions{}}
+	ctrl, err := ingresstunnel.New(&tenant.Context{
+		ProviderConfig:         &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: mpv1alpha1.ProviderConfigSpec{Pangolin: config}},
+		ProviderConfigLabelKey: labelKey,
+		KubeClient:             e.kube,
+		MultiprojectClient:     e.mp,
+		Informers: tenanttest.TenantInformers{Views: views,
+			SharedInformers: map[schema.GroupVersionResource]cache.SharedIndexInformer{informerset.PangolinTunnels: e.tunnels}},
+		EventRecorder: broadcaster.NewRecorder(eventScheme, corev1.EventSource{Component: "multiproject-controller-manager"}),
+		Condition:     tr.conditions,
+		Workers:       workers,
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	tr.cancel, tr.done = cancel, make(chan struct{})
+	go func() {
+		defer close(tr.done)
+		ctrl.Run(ctx)
+	}()
+	e.t.Cleanup(func() {
+		tr.stop()
+		broadcaster.Shutdown()
+		views.Close()
+	})
+	e.waitFor("tenant "+name+" to report Running", 30*time.Second, func() (bool, error) {
+		c, ok := tr.conditions.Last()
+		return ok && c.Status == metav1.ConditionTrue, nil
+	})
+	return tr
+}
+
+func (tr *tenantRun) stop() {
+	if tr.cancel == nil {
+		return
+	}
+	tr.cancel()
+	<-tr.done
+	tr.cancel = nil
+}
+
+// syncs is how many successful syncs the tenant's controller has made.
+func (tr *tenantRun) syncs() float64 {
+	v, err := testutil.GetCounterMetricValue(metrics.Syncs.WithLabelValues(tr.name, ingresstunnel.ControllerName, "success"))
+	if err != nil {
+		tr.e.t.Fatal(err)
+	}
+	return v
+}
+
+// eventScheme resolves the kinds Events are recorded on, as the manager's does.
+var eventScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(mpscheme.AddToScheme(s))
+	return s
+}()
+
+var notInName = regexp.MustCompile(`[^a-z0-9]+`)
+
+// tenantName names a tenant after the test, so that a namespace an earlier test left terminating never belongs to
+// a tenant of this one.
+func (e *env) tenantName(suffix string) string {
+	name := strings.Trim(notInName.ReplaceAllString(strings.ToLower(e.t.Name()), "-"), "-")
+	if len(name) > 40 {
+		name = strings.TrimRight(name[:40], "-")
+	}
+	return name + "-" + suffix
+}
+
+// tenantNamespace creates a namespace for the test that belongs to tenant through its label.
+func (e *env) tenantNamespace(tenantName string) string {
+	e.t.Helper()
+	name := controlPlane.CreateNamespace(e.t)
+	ns, err := e.adminKube.CoreV1().Namespaces().Get(e.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if ns.Labels == nil {
+		ns.Labels = map[string]string{}
+	}
+	ns.Labels[labelKey] = tenantName
+	if _, err := e.adminKube.CoreV1().Namespaces().Update(e.ctx, ns, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	return name
+}
+
+func (e *env) createTunnel(namespace, name string) {
+	e.t.Helper()
+	_, err := e.admin.TunnelV1alpha1().PangolinTunnels(namespace).Create(e.ctx, &tunnelv1alpha1.PangolinTunnel{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec:       tunnelv1alpha1.PangolinTunnelSpec{OrganizationRef: tunnelv1alpha1.OrganizationReference{Name: "org"}, SiteName: name},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// seedObjects are the seed's three-host Ingress and its Service: app.example.com (/, /api), api.example.com
+// (/v1, /v2) and admin.example.com (/), with named and numbered ports.
+func seedObjects(namespace, name, class string) (*corev1.Service, *networkingv1.Ingress) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "demo-app"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+			{Name: "http", Port: 80}, {Name: "api", Port: 8080},
+		}},
+	}
+	p := func(path string, pathType networkingv1.PathType, port networkingv1.ServiceBackendPort) networkingv1.HTTPIngressPath {
+		return networkingv1.HTTPIngressPath{Path: path, PathType: ptr.To(pathType),
+			Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "demo-app", Port: port}}}
+	}
+	rule := func(host string, paths ...networkingv1.HTTPIngressPath) networkingv1.IngressRule {
+		return networkingv1.IngressRule{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: paths}}}
+	}
+	ing := &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: networkingv1.IngressSpec{
+			IngressClassName: ptr.To(class),
+			Rules: []networkingv1.IngressRule{
+				rule("app.example.com",
+					p("/", networkingv1.PathTypePrefix, networkingv1.ServiceBackendPort{Name: "http"}),
+					p("/api", networkingv1.PathTypePrefix, networkingv1.ServiceBackendPort{Name: "api"})),
+				rule("api.example.com",
+					p("/v1", networkingv1.PathTypePrefix, networkingv1.ServiceBackendPort{Number: 8080}),
+					p("/v2", networkingv1.PathTypeExact, networkingv1.ServiceBackendPort{Number: 8080})),
+				rule("admin.example.com", p("/", networkingv1.PathTypePrefix, networkingv1.ServiceBackendPort{Name: "http"})),
+			},
+		},
+	}
+	return svc, ing
+}
+
+func (e *env) createSeed(namespace, name, class string) *networkingv1.Ingress {
+	e.t.Helper()
+	svc, ing := seedObjects(namespace, name, class)
+	if _, err := e.adminKube.CoreV1().Services(namespace).Create(e.ctx, svc, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	out, err := e.adminKube.NetworkingV1().Ingresses(namespace).Create(e.ctx, ing, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+func (e *env) updateIngress(namespace, name string, change func(*networkingv1.Ingress)) {
+	e.t.Helper()
+	ing, err := e.adminKube.NetworkingV1().Ingresses(namespace).Get(e.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	change(ing)
+	if _, err := e.adminKube.NetworkingV1().Ingresses(namespace).Update(e.ctx, ing, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// resources lists the PangolinResources of a namespace from the API server, by host.
+func (e *env) resourcesByHost(namespace string) map[string]*tunnelv1alpha1.PangolinResource {
+	e.t.Helper()
+	list, err := e.admin.TunnelV1alpha1().PangolinResources(namespace).List(e.ctx, metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]*tunnelv1alpha1.PangolinResource{}
+	for i := range list.Items {
+		r := &list.Items[i]
+		parts := strings.SplitN(r.Spec.Name, "/", 3)
+		out[parts[len(parts)-1]] = r
+	}
+	return out
+}
+
+// waitHosts waits until the namespace holds exactly one PangolinResource for each host, and returns them.
+func (e *env) waitHosts(namespace string, timeout time.Duration, hosts ...string) map[string]*tunnelv1alpha1.PangolinResource {
+	e.t.Helper()
+	var got map[string]*tunnelv1alpha1.PangolinResource
+	sort.Strings(hosts)
+	e.waitFor(fmt.Sprintf("PangolinResources for %v in %s", hosts, namespace), timeout, func() (bool, error) {
+		got = e.resourcesByHost(namespace)
+		if len(got) != len(hosts) {
+			return false, nil
+		}
+		for _, h := range hosts {
+			if got[h] == nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	return got
+}
+
+// events returns the reasons of the Events recorded on an Ingress, as the API server stores them.
+func (e *env) eventCount(namespace, ingress, eventType, reason string) int {
+	e.t.Helper()
+	list, err := e.adminKube.CoreV1().Events(namespace).List(e.ctx, metav1.ListOptions{FieldSelector: fields.Set{
+		"involvedObject.kind": "Ingress", "involvedObject.name": ingress, "reason": reason, "type": eventType}.String()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range list.Items {
+		n += int(max(ev.Count, 1))
+	}
+	return n
+}
+
+func (e *env) waitEvent(namespace, ingress, eventType, reason string, atLeast int) {
+	e.t.Helper()
+	e.waitFor(fmt.Sprintf("%d %s %s Event(s) on Ingress %s/%s", atLeast, eventType, reason, namespace, ingress), 30*time.Second, func() (bool, error) {
+		return e.eventCount(namespace, ingress, eventType, reason) >= atLeast, nil
+	})
+}
+
+func (e *env) waitFor(what string, timeout time.Duration, cond func() (bool, error)) {
+	e.t.Helper()
+	err := wait.PollUntilContextTimeout(e.ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return cond()
+	})
+	if err != nil {
+		e.t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func values(m map[schema.GroupVersionResource]cache.SharedIndexInformer) []cache.SharedIndexInformer {
+	out := make([]cache.SharedIndexInformer, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
