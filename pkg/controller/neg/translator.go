@@ -35,14 +35,13 @@ import (
 // translatorName names the translator in logs, queue names and metrics.
 const translatorName = "neg-translator"
 
-// Event reasons on Services.
+// Event reasons on Services. Translation updates (every endpoint change) are logged, not recorded as Events.
 const (
-	ReasonInvalidAnnotation   = "InvalidNEGAnnotation"
-	ReasonPortNotExposed      = "NEGPortNotExposed"
-	ReasonTranslationCreated  = "TranslationCreated"
-	ReasonTranslationUpdated  = "TranslationUpdated"
-	ReasonTranslationDeleted  = "TranslationDeleted"
-	ReasonEndpointsNotInZones = "NEGEndpointsSkipped"
+	ReasonInvalidAnnotation  = "InvalidNEGAnnotation"
+	ReasonPortNotExposed     = "NEGPortNotExposed"
+	ReasonTranslationCreated = "TranslationCreated"
+	ReasonTranslationDeleted = "TranslationDeleted"
+	ReasonEndpointsSkipped   = "NEGEndpointsSkipped"
 )
 
 // errWaiting says a sync must be retried because a Translation it wants to write still exists in another form (being
@@ -384,7 +383,7 @@ func (t *translator) sync(ctx context.Context, key string) error {
 		}
 		if skipped > 0 {
 			// No count in the message: it would make every endpoint change a new Event.
-			warnings = append(warnings, warning{ReasonEndpointsNotInZones, fmt.Sprintf(
+			warnings = append(warnings, warning{ReasonEndpointsSkipped, fmt.Sprintf(
 				"Some ready endpoints of port %d run on Nodes this tenant does not have, or that have no zone; "+
 					"they are left out of the NEGs", p.Port)})
 		}

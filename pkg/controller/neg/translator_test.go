@@ -90,8 +90,8 @@ func TestSyncDeclaresOneTranslationPerExposedPort(t *testing.T) {
 	if wantStatus := (negStatus{NetworkEndpointGroups: map[string]string{"80": name}, Zones: []string{zoneB, zoneC}}); !status.equal(wantStatus) {
 		t.Errorf("neg-status = %+v, want %+v", status, wantStatus)
 	}
-	if got := h.events.with("Warning " + ReasonEndpointsNotInZones); len(got) != 1 {
-		t.Errorf("want one %s Warning for the endpoints on n4 and elsewhere, got %v", ReasonEndpointsNotInZones, got)
+	if got := h.events.with("Warning " + ReasonEndpointsSkipped); len(got) != 1 {
+		t.Errorf("want one %s Warning for the endpoints on n4 and elsewhere, got %v", ReasonEndpointsSkipped, got)
 	}
 	if got := h.events.with("Normal " + ReasonTranslationCreated); len(got) != 1 {
 		t.Errorf("want one %s Event, got %v", ReasonTranslationCreated, got)

@@ -233,3 +233,35 @@ func TestTwoTenantsNEGsLandInTheirOwnProjects(t *testing.T) {
 		}
 	}
 }
+
+// TestServiceMovesToAnotherTenant: relabeling the namespace from tenant a to tenant b moves the Service: a's
+// translator releases it (its Translation deleted, so a's pusher deletes the NEGs in a's project) and b's translator
+// declares it anew, so the NEGs end up in b's project only.
+func TestServiceMovesToAnotherTenant(t *testing.T) {
+	e := newEnv(t)
+	a := e.newTenant("a", projectA)
+	b := e.newTenant("b", projectB)
+	ns := a.namespace()
+	e.nodes("move", "", 1)
+	a.start()
+	b.start()
+
+	eps := podsIn("move", 0, 1, 3, 4, 5)
+	e.setSlices(ns, "web", "http", 8080, eps)
+	e.service(ns, "web", `{"exposed_ports":{"80":{}}}`)
+	_, nameA := e.waitConverged(projectA, ns, "web", 80, 8080, eps)
+
+	b.label(ns)
+	e.waitFor("the NEGs to move to project b", 90*time.Second, func() (bool, error) {
+		tr := e.translation(ns, "neg-v1-web-80")
+		if tr == nil || tr.Labels[labelKey] != b.name || !synced(tr) {
+			return false, nil
+		}
+		ok, _ := e.gceMatches(projectB, tr.Spec.Resources[0].Name, 8080, eps)
+		return ok && e.negsGone(projectA, nameA), nil
+	})
+	e.waitFor("the neg-status to name b's NEG", 30*time.Second, func() (bool, error) {
+		s, _ := e.negStatus(ns, "web")
+		return s.NetworkEndpointGroups["80"] != "" && s.NetworkEndpointGroups["80"] != nameA, nil
+	})
+}
