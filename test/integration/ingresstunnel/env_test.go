@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
@@ -58,12 +59,18 @@ type env struct {
 	router    *tenancy.Router
 	tunnels   cache.SharedIndexInformer
 	resources cache.SharedIndexInformer
+	ingresses cache.SharedIndexInformer
 }
 
 // newEnv builds the env; the manager's clients get qps and burst.
 func newEnv(t testing.TB, qps float32, burst int) *env {
 	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
+	// Benchmarks log only errors: the per-object V(2) lines would cost more than what is measured.
+	verbosity := 5
+	if _, ok := t.(*testing.B); ok {
+		verbosity = 0
+	}
+	ctx := klog.NewContext(context.Background(), ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(verbosity))))
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	adminConfig := controlPlane.AdminConfig()
@@ -92,6 +99,7 @@ func newEnv(t testing.TB, qps float32, burst int) *env {
 		informerset.PangolinResources: mpFactory.Tunnel().V1alpha1().PangolinResources().Informer(),
 	}
 	e.resources = routed[informerset.PangolinResources]
+	e.ingresses = routed[informerset.Ingresses]
 	e.tunnels = mpFactory.Tunnel().V1alpha1().PangolinTunnels().Informer()
 	for _, inf := range append([]cache.SharedIndexInformer{namespaces}, values(routed)...) {
 		if err := inf.SetTransform(informerset.DropManagedFields); err != nil {
@@ -371,7 +379,12 @@ func (e *env) waitEvent(namespace, ingress, eventType, reason string, atLeast in
 
 func (e *env) waitFor(what string, timeout time.Duration, cond func() (bool, error)) {
 	e.t.Helper()
-	err := wait.PollUntilContextTimeout(e.ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	e.waitForEvery(what, timeout, 50*time.Millisecond, cond)
+}
+
+func (e *env) waitForEvery(what string, timeout, interval time.Duration, cond func() (bool, error)) {
+	e.t.Helper()
+	err := wait.PollUntilContextTimeout(e.ctx, interval, timeout, true, func(context.Context) (bool, error) {
 		return cond()
 	})
 	if err != nil {
