@@ -2,7 +2,7 @@
 # Runs the integration tests (build tag `integration`) against a real etcd, kube-apiserver and
 # kube-controller-manager, which test/integration/framework starts once per test package.
 #
-#   hack/test-integration.sh                     all of ./test/integration/...
+#   hack/test-integration.sh                     all of ./test/integration/... and ./test/e2e/...
 #   hack/test-integration.sh -run TestX -v       extra arguments go to `go test`
 #   WHAT=./test/integration/controlplane hack/test-integration.sh
 #   CONTROLPLANE_BIN_DIR=DIR hack/...            use binaries from DIR instead of hack/build-controlplane.sh
@@ -31,7 +31,7 @@ run_dir=$(mktemp -d "${TMPDIR:-/tmp}/multiproject-test-integration.XXXXXX")
 
 status=0
 # shellcheck disable=SC2086 # WHAT may list several packages
-TMPDIR="${run_dir}" go test -race -tags integration -timeout 30m ${WHAT:-./test/integration/...} "$@" || status=$?
+TMPDIR="${run_dir}" go test -race -tags integration -timeout 30m ${WHAT:-./test/integration/... ./test/e2e/...} "$@" || status=$?
 
 leftover=$(pgrep -f -- "${run_dir}" || true)
 if [[ -n "${leftover}" ]]; then

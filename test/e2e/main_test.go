@@ -1,0 +1,39 @@
+//go:build integration
+
+// Package e2e holds the end-to-end production-readiness tests of multiproject-controller-manager: the built binary
+// (./cmd/multiproject-controller-manager), run as separate processes with the ServiceAccount and RBAC from
+// manifests/, against a real etcd, kube-apiserver and kube-controller-manager (garbage collector and namespace
+// controller) from test/integration/framework, with an in-process fake GCE (pkg/gce/fakegce) over HTTP.
+//
+// What they show:
+//   - leader failover: the leader SIGKILLed while its controllers have work in flight; the standby takes over
+//     within the lease duration plus a margin and converges, with no GCE NEG, PangolinResource or namespace
+//     assignment duplicated, lost or left behind (TestLeaderFailoverOnSIGKILL);
+//   - graceful handover: SIGTERM releases the Lease and the standby takes over at once, long before the lease
+//     would expire (TestLeaderHandoverOnSIGTERM);
+//   - least privilege: no "forbidden" in any manager log (checked for every process these tests start),
+//     SubjectAccessReviews pin what the ServiceAccount may and may not do, and manifests/ applies cleanly with a
+//     server-side dry run (TestLeastPrivilege, TestManifestsServerSideDryRun).
+//
+// The tests run one after another: leader election uses the one Lease (kube-system/multiproject-controller-manager)
+// that the manifests' Role lets the ServiceAccount use, so every test deletes it before and after itself.
+package e2e
+
+import (
+	"testing"
+
+	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
+)
+
+var controlPlane *framework.ControlPlane
+
+func TestMain(m *testing.M) {
+	framework.Main(m, framework.Options{
+		// The garbage collector removes Translations and PangolinResources with their owners, and namespaces
+		// really go away.
+		ControllerManager:       true,
+		InstallProjectManifests: true,
+		// Rancher Projects, PangolinTunnels and PangolinResources.
+		ExtraManifestDirs: []string{"test/fixtures/crds"},
+	}, &controlPlane)
+}
