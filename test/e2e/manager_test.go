@@ -146,10 +146,10 @@ func startManager(t *testing.T, name, kubeconfig, gceEndpoint string, le leaderE
 		"--gce-qps=200", "--gce-burst=400",
 		"--kube-api-qps=100", "--kube-api-burst=200",
 		"--cluster-name=e2e",
-		// Product bug (see TestLeaderHandoverOnSIGTERM's history in docs/operations.md): with the default
-		// application/vnd.kubernetes.protobuf the manager's clientset for our CRDs cannot encode Translations and
-		// PangolinResources ("does not implement the protobuf marshalling interface"), so the neg and
-		// ingress-tunnel controllers never write anything. Remove this flag once the app uses JSON for CRD clients.
+		// Product bug (docs/operations.md, "Known issue"): with the default application/vnd.kubernetes.protobuf
+		// the manager's clientset for CRDs cannot encode Translations and PangolinResources ("does not implement
+		// the protobuf marshalling interface"), so the neg and ingress-tunnel controllers never write anything.
+		// Remove this flag once the manager uses JSON for its CRD clients.
 		"--kube-api-content-type=application/json",
 		"--v=2",
 	)
