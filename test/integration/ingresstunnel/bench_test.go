@@ -8,6 +8,7 @@ import (
 	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -83,6 +84,8 @@ func BenchmarkConverge1000Ingresses(b *testing.B) {
 		}
 		baselineTime += time.Since(start)
 		b.StopTimer()
+		// The next run (or -count) must not compete with the deletion of these 8,000 objects.
+		e.deleteNamespaces(controllerNS, baselineNS)
 	}
 	b.ReportMetric(controllerTime.Seconds()/float64(b.N), "controller-s")
 	b.ReportMetric(baselineTime.Seconds()/float64(b.N), "baseline-s")
@@ -113,6 +116,24 @@ func (e *env) createBenchIngresses(namespace, class string) map[string]*networki
 		out[created.Name] = created
 	}
 	return out
+}
+
+// deleteNamespaces deletes namespaces and waits until the namespace controller has removed them.
+func (e *env) deleteNamespaces(names ...string) {
+	e.t.Helper()
+	for _, ns := range names {
+		if err := e.adminKube.CoreV1().Namespaces().Delete(e.ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			e.t.Fatal(err)
+		}
+	}
+	e.waitForEvery("the namespaces to be deleted", 10*time.Minute, time.Second, func() (bool, error) {
+		for _, ns := range names {
+			if _, err := e.adminKube.CoreV1().Namespaces().Get(e.ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
 
 func (e *env) countIn(informer cache.SharedIndexInformer, namespace string) int {

@@ -130,8 +130,7 @@ func TestTunnelCreatedLate(t *testing.T) {
 }
 
 // TestEveryWrittenResourceIsValid runs an Ingress with the edge cases the controller must express (long names,
-// the priority cap, exact paths, https backends, SSO, deep subdomains under a multi-label public suffix, a
-// domain-name override is covered by unit tests) and checks that the API server, with the operator's schema,
+// the priority cap, exact paths, https backends, SSO, deep subdomains under a multi-label public suffix) and checks that the API server, with the operator's schema,
 // accepted every write: one resource per valid host and no WriteFailed Event. Hosts Pangolin cannot serve are
 // InvalidHost warnings, not rejected writes.
 func TestEveryWrittenResourceIsValid(t *testing.T) {
