@@ -146,11 +146,8 @@ func startManager(t *testing.T, name, kubeconfig, gceEndpoint string, le leaderE
 		"--gce-qps=200", "--gce-burst=400",
 		"--kube-api-qps=100", "--kube-api-burst=200",
 		"--cluster-name=e2e",
-		// Product bug (docs/operations.md, "Known issue"): with the default application/vnd.kubernetes.protobuf
-		// the manager's clientset for CRDs cannot encode Translations and PangolinResources ("does not implement
-		// the protobuf marshalling interface"), so the neg and ingress-tunnel controllers never write anything.
-		// Remove this flag once the manager uses JSON for its CRD clients.
-		"--kube-api-content-type=application/json",
+		// The default --kube-api-content-type (protobuf) stays: the CRD clients must speak JSON regardless, and
+		// these tests are what pins it.
 		"--v=2",
 	)
 	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile

@@ -302,7 +302,12 @@ func (o *Options) Config() (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	mpClient, err := mpclientset.NewForConfig(restclient.AddUserAgent(kubeconfig, names.ComponentName))
+	// Custom resources have no protobuf encoding: their clients speak JSON whatever --kube-api-content-type says,
+	// as kube-controller-manager's dynamic clients do.
+	crdConfig := restclient.CopyConfig(kubeconfig)
+	crdConfig.ContentType = "application/json"
+	crdConfig.AcceptContentTypes = "application/json"
+	mpClient, err := mpclientset.NewForConfig(restclient.AddUserAgent(crdConfig, names.ComponentName))
 	if err != nil {
 		return nil, err
 	}
