@@ -54,8 +54,14 @@ type ControlPlane struct {
 
 	starter           *processStarter
 	etcd              *process
-	apiServer         *process
 	controllerManager *process
+
+	// apiServerMu guards apiServer, which RestartAPIServer replaces.
+	apiServerMu     sync.Mutex
+	apiServer       *process
+	apiServerBinary string
+	apiServerArgs   []string
+	apiServerStarts int
 
 	stopOnce sync.Once
 	stopErr  error
@@ -283,7 +289,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, binary, etcdURL stri
 		if cp.adminClient, err = kubernetes.NewForConfig(cp.adminConfig); err != nil {
 			return nil, err
 		}
-		p, err := startProcess(cp.starter, "kube-apiserver", binary, filepath.Join(cp.dir, "kube-apiserver.log"), []string{
+		args := []string{
 			"--etcd-servers=" + etcdURL,
 			"--bind-address=127.0.0.1",
 			// Advertise loopback, so startup does not depend on the host having a routable interface. The endpoint
@@ -311,23 +317,62 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, binary, etcdURL stri
 			// which needs the serviceaccount controller we do not run. Nothing here runs Pods, but fixtures may
 			// create them as plain objects. ServiceAccounts and TokenRequest work without the plugin.
 			"--disable-admission-plugins=ServiceAccount",
-		})
+		}
+		cp.apiServerBinary, cp.apiServerArgs = binary, args
+		p, err := startProcess(cp.starter, "kube-apiserver", binary, filepath.Join(cp.dir, "kube-apiserver.log"), args)
 		if err != nil {
 			return nil, err
 		}
-		return p, waitReady(ctx, p, func(ctx context.Context) error {
-			body, err := cp.adminClient.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-			if err != nil {
-				return err
-			}
-			if string(body) != "ok" {
-				return fmt.Errorf("/readyz answered %q", body)
-			}
-			return nil
-		})
+		return p, waitReady(ctx, p, cp.apiServerReady)
 	})
-	cp.apiServer = p
+	cp.setAPIServer(p)
 	return err
+}
+
+func (cp *ControlPlane) apiServerReady(ctx context.Context) error {
+	body, err := cp.adminClient.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	if err != nil {
+		return err
+	}
+	if string(body) != "ok" {
+		return fmt.Errorf("/readyz answered %q", body)
+	}
+	return nil
+}
+
+func (cp *ControlPlane) setAPIServer(p *process) {
+	cp.apiServerMu.Lock()
+	defer cp.apiServerMu.Unlock()
+	cp.apiServer = p
+	cp.apiServerStarts++
+}
+
+func (cp *ControlPlane) currentAPIServer() *process {
+	cp.apiServerMu.Lock()
+	defer cp.apiServerMu.Unlock()
+	return cp.apiServer
+}
+
+// RestartAPIServer kills kube-apiserver (SIGKILL, as a crash or an OOM kill would; a graceful stop waits for long
+// watches and is no kinder to clients) and starts it again with the same flags, on the same port and against the
+// same etcd, then waits until it is ready. To its clients this is what a control-plane restart looks like:
+// connections drop, every watch ends, the watch cache starts afresh, and the same URL answers again with the same
+// data. Each start logs to its own file (kube-apiserver.log, kube-apiserver-2.log, ...).
+func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
+	old := cp.currentAPIServer()
+	if err := old.kill(); err != nil {
+		return err
+	}
+	cp.apiServerMu.Lock()
+	logPath := filepath.Join(cp.dir, fmt.Sprintf("kube-apiserver-%d.log", cp.apiServerStarts+1))
+	cp.apiServerMu.Unlock()
+	fmt.Fprintf(cp.progress, "framework: restarting kube-apiserver; log %s\n", logPath)
+	p, err := startProcess(cp.starter, "kube-apiserver", cp.apiServerBinary, logPath, cp.apiServerArgs)
+	if err != nil {
+		return err
+	}
+	cp.setAPIServer(p)
+	return waitReady(ctx, p, cp.apiServerReady)
 }
 
 func (cp *ControlPlane) startControllerManager(ctx context.Context, binary string) error {
@@ -429,7 +474,7 @@ func (cp *ControlPlane) Stop() error { return cp.stop(false) }
 func (cp *ControlPlane) stop(keepDir bool) error {
 	cp.stopOnce.Do(func() {
 		var errs []error
-		for _, p := range []*process{cp.controllerManager, cp.apiServer, cp.etcd} {
+		for _, p := range []*process{cp.controllerManager, cp.currentAPIServer(), cp.etcd} {
 			if p != nil {
 				errs = append(errs, p.stop())
 			}
@@ -449,7 +494,7 @@ func (cp *ControlPlane) stop(keepDir bool) error {
 // end of its log), for programs like hack/local-up.sh's runner that keep the control plane up until interrupted.
 func (cp *ControlPlane) Wait(ctx context.Context) error {
 	exited := make(chan *process, 3)
-	for _, p := range []*process{cp.etcd, cp.apiServer, cp.controllerManager} {
+	for _, p := range []*process{cp.etcd, cp.currentAPIServer(), cp.controllerManager} {
 		if p == nil {
 			continue
 		}

@@ -121,6 +121,20 @@ func (p *process) stop() error {
 	return fmt.Errorf("%s did not exit within %s of SIGTERM and was killed", p.name, stopGracePeriod)
 }
 
+// kill sends SIGKILL to the process group and waits until the process is reaped.
+func (p *process) kill() error {
+	select {
+	case <-p.exited:
+		return nil
+	default:
+	}
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("killing %s: %w", p.name, err)
+	}
+	<-p.exited
+	return nil
+}
+
 func (p *process) logTail(lines int) string {
 	data, err := os.ReadFile(p.logPath)
 	if err != nil {

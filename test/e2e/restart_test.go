@@ -1,0 +1,51 @@
+//go:build integration
+
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestAPIServerRestartIsSurvived restarts kube-apiserver under a running leader: every connection drops and every
+// watch ends, and the apiserver's watch cache starts afresh, so informers resuming from their last resourceVersion
+// may be told it is too old (410 Gone) and relist. The manager must ride it out in the same process, keep its
+// Lease (the renew deadline is longer than the restart) and converge changes made after the restart.
+func TestAPIServerRestartIsSurvived(t *testing.T) {
+	resetLease(t)
+	gce := startFakeGCE(t)
+	w := newWorkload(t, gce)
+	le := leaderElection{leaseDuration: 90 * time.Second, renewDeadline: 60 * time.Second, retryPeriod: 500 * time.Millisecond}
+	a := startManager(t, "a", managerKubeconfig(t), gce.Endpoint(), le)
+	idA := a.identity()
+	waitLeader(t, idA, 2*time.Minute)
+
+	w.setService("svc-0", w.endpoints(0, 0, 3))
+	ns := w.addNamespace("alpha")
+	w.setIngress("ing-0", hosts(0, "a", "b")...)
+	w.waitConverged("before the restart")
+
+	restartedAt := time.Now()
+	if err := controlPlane.RestartAPIServer(t.Context()); err != nil {
+		t.Fatalf("restarting kube-apiserver: %v", err)
+	}
+	t.Logf("kube-apiserver was down and back in %s", time.Since(restartedAt).Round(10*time.Millisecond))
+
+	// Changes of every kind after the restart reach the backends only if the informers re-established their watches.
+	w.setService("svc-0", w.endpoints(0, 1, 2))
+	w.setService("svc-1", w.endpoints(1, 0, 2))
+	w.setOwner(ns, "beta")
+	w.setIngress("ing-0", hosts(0, "a", "c")...)
+	w.setIngress("ing-1", hosts(1, "a")...)
+	w.waitConverged("after the restart")
+
+	if !a.running() {
+		t.Fatalf("the manager exited across the API server restart: %v\n%s", a.waitErr, a.logTail(40))
+	}
+	assertLeader(t, idA)
+	if log := a.logTail(400); strings.Contains(log, "leader election lost") {
+		t.Errorf("the manager lost its lease across the restart:\n%s", log)
+	}
+	w.teardown()
+}
