@@ -5,6 +5,8 @@ package namespaceproject
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -38,6 +40,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
+	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
 
 // eventScheme knows core and our kinds, like the manager's: the recorder needs the kind of the Namespaces it reports on.
@@ -151,7 +154,11 @@ type tenantRun struct {
 // newTenant makes a tenant with a random name whose Rancher cluster is clusterID.
 func (e *env) newTenant(clusterID string, workers int) *tenantRun {
 	e.t.Helper()
-	name := "tenant-" + utilrand.String(6)
+	return e.newNamedTenant("tenant-"+utilrand.String(6), clusterID, workers)
+}
+
+func (e *env) newNamedTenant(name, clusterID string, workers int) *tenantRun {
+	e.t.Helper()
 	views, err := e.router.Tenant(name)
 	if err != nil {
 		e.t.Fatal(err)
@@ -209,6 +216,29 @@ func (tr *tenantRun) waitRunning() {
 		c, ok := tr.conditions.Last()
 		return ok && c.Status == metav1.ConditionTrue && c.Reason == "Running", nil
 	})
+}
+
+// applyDemo applies a file of docs/examples as make local-up does (server-side, as the admin) and deletes its
+// Namespaces when the test ends.
+func (e *env) applyDemo(file string) {
+	e.t.Helper()
+	f, err := os.Open(filepath.Join(controlPlane.RepoRoot(), "docs", "examples", file))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer f.Close()
+	objects, err := framework.DecodeManifests(f)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := framework.ApplyObjects(e.ctx, controlPlane.AdminConfig(), objects); err != nil {
+		e.t.Fatalf("applying %s: %v", file, err)
+	}
+	for _, obj := range objects {
+		if obj.GetKind() == "Namespace" {
+			e.t.Cleanup(func() { e.deleteNamespace(obj.GetName()) })
+		}
+	}
 }
 
 // clusterNamespace creates the namespace that holds a Rancher cluster's Projects and returns its name, the cluster ID.

@@ -21,16 +21,14 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
 
-// TestSeedExampleEndToEnd: the seed's example (namespace my-app, appOwner=DevOps, Rancher cluster local) with the
-// write Rancher expects; the seed's own label value is shown to be rejected by the API server; the manager's
-// ServiceAccount has the verb Rancher's webhook checks; a restarted controller writes nothing to a converged
-// namespace.
+// TestSeedExampleEndToEnd: the seed's example as make local-up's demo applies it (namespace my-app of tenant-a,
+// appOwner=DevOps, Rancher cluster local) gets the write Rancher expects; the seed's own label value is shown to be
+// rejected by the API server; the manager's ServiceAccount has the verb Rancher's webhook checks; a restarted
+// controller writes nothing to a converged namespace.
 func TestSeedExampleEndToEnd(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.createNamespace("local", "", "", nil)
-	e.createProject("local", "p-devops", "DevOps")
-	a := e.newTenant("local", 1)
-	e.createNamespace("my-app", a.name, "DevOps", nil)
+	e.applyDemo("namespace-project-demo.yaml")
+	a := e.newNamedTenant("tenant-a", "local", 1) // docs/examples/providerconfig.yaml
 	a.start()
 	a.waitRunning()
 
