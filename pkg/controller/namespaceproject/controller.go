@@ -55,6 +55,9 @@ func New(c *tenant.Context) (*Controller, error) {
 	if c.ProviderConfig == nil || c.ProviderConfig.Spec.Rancher == nil || c.ProviderConfig.Spec.Rancher.ClusterID == "" {
 		return nil, errors.New("namespace-project: the ProviderConfig has no spec.rancher.clusterID")
 	}
+	if c.KubeClient == nil {
+		return nil, errors.New("namespace-project: no Kubernetes client")
+	}
 	if c.Options.AppOwnerLabelKey == "" {
 		return nil, errors.New("namespace-project: no app-owner label key (--app-owner-label-key)")
 	}
