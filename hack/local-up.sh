@@ -24,7 +24,8 @@ set -o errexit -o nounset -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${ROOT}"
 
-log() { printf '[local-up] %s\n' "$*" >&2; }
+# A failed write (the terminal or a pipe went away) must not stop the script before cleanup has stopped everything.
+log() { printf '[local-up] %s\n' "$*" >&2 || true; }
 fail() { log "FAILED: $*"; exit 1; }
 
 manager_port=${LOCAL_UP_MANAGER_PORT:-10270}
@@ -63,12 +64,14 @@ stop_group() {
 # shellcheck disable=SC2317
 cleanup() {
   local status=$?
+  # Closing the terminal or the pipe that reads our output must not kill the cleanup half-way.
+  trap '' PIPE HUP
   trap - EXIT INT TERM
   # The manager first, so it does not log errors about an API server that went away under it.
   stop_group "${manager_pid}" "multiproject-controller-manager"
   stop_group "${fake_gce_pid}" "fake-gce"
   stop_group "${controlplane_pid}" "the control plane"
-  if [[ "${status}" -eq 0 || "${status}" -eq 130 || "${status}" -eq 143 ]]; then
+  if [[ "${status}" -eq 0 || "${status}" -eq 129 || "${status}" -eq 130 || "${status}" -eq 143 ]]; then
     if [[ -z "${LOCAL_UP_DIR:-}" ]]; then
       rm -rf "${work_dir}"
     fi
@@ -81,6 +84,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+trap 'exit 129' HUP
 
 # --- 1. binaries -----------------------------------------------------------------------------------------------
 if [[ -z "${CONTROLPLANE_BIN_DIR:-}" ]]; then
