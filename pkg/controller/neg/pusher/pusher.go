@@ -183,15 +183,32 @@ func (p *Pusher) runWorker(ctx context.Context) {
 	}
 }
 
+// inFlightGrace bounds how long a push that was under way when the pusher was told to stop may go on: long enough
+// for GCE to finish its operation and for the outcome to be written to the Translation's status. It matches the
+// manager's default --controller-shutdown-timeout.
+var inFlightGrace = 30 * time.Second
+
 func (p *Pusher) processNextWorkItem(ctx context.Context) bool {
 	key, shutdown := p.queue.Get()
 	if shutdown {
 		return false
 	}
 	defer p.queue.Done(key)
+	if ctx.Err() != nil {
+		// Stopping: start nothing new. The Translation is listed again by whoever runs next.
+		return false
+	}
+
+	// A push that has started finishes and records its outcome even if the stop arrives half-way: its GCE calls
+	// and status writes run on a context the stop does not cancel, only inFlightGrace after it. Otherwise a stop
+	// between an insert and the status write would leave GCE ahead of what the cluster says.
+	itemCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stopAfterGrace := context.AfterFunc(ctx, func() { time.AfterFunc(inFlightGrace, cancel) })
+	defer stopAfterGrace()
 
 	logger := klog.FromContext(ctx).WithValues("translation", key)
-	result, err := p.sync(klog.NewContext(ctx, logger), key)
+	result, err := p.sync(klog.NewContext(itemCtx, logger), key)
 	metrics.ObserveSync(p.tenant, ControllerName, err, p.queue.Len())
 	switch {
 	case err != nil:

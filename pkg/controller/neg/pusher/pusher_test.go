@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	compute "google.golang.org/api/compute/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -191,5 +192,29 @@ func TestPendingNamesTranslationsWithTheFinalizer(t *testing.T) {
 	msg, err := Pending(context.Background(), h.tctx)
 	if err != nil || msg != "2 Translations with NEGs not yet deleted: shop/api, shop/web" {
 		t.Errorf("Pending = %q, %v", msg, err)
+	}
+}
+
+// TestStopFinishesAndRecordsTheInFlightPush stops the pusher while an attach is on the wire: the attach completes
+// and its outcome reaches the Translation's status, so GCE is never ahead of what the cluster records.
+func TestStopFinishesAndRecordsTheInFlightPush(t *testing.T) {
+	h := newHarness(t, nil)
+	h.gce.SetLatency(testProject, fakegce.MethodAttachEndpoints, 2*time.Second)
+	tr := translation("web", map[string]int{"us-central1-a": 3}, true)
+	if _, err := h.client.MultiprojectV1alpha1().Translations(testNamespace).Create(context.Background(), tr, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("the attach to be on the wire", func() bool {
+		return h.gce.Calls(testProject)[fakegce.MethodAttachEndpoints] >= 1
+	})
+	h.shutdown()
+
+	if n := h.endpointCount("us-central1-a", "k8s1-web"); n != 3 {
+		t.Fatalf("the in-flight attach was abandoned: the NEG has %d endpoints, want 3", n)
+	}
+	got := h.get("web")
+	if len(got.Status.Resources) != 1 || got.Status.Resources[0].EndpointCount != 3 ||
+		got.Status.Resources[0].State != mpv1alpha1.BackendResourceStateReady {
+		t.Fatalf("the status does not record the push that completed during the stop: %+v", got.Status.Resources)
 	}
 }
