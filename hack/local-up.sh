@@ -86,6 +86,12 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 trap 'exit 129' HUP
 
+# --- 0. tools a fresh machine may lack ----------------------------------------------------------------------------
+for tool in curl flock; do
+  command -v "${tool}" >/dev/null 2>&1 ||
+    fail "${tool} is not installed; on Debian: apt-get install -y $([[ ${tool} == flock ]] && echo util-linux || echo "${tool}")"
+done
+
 # --- 1. binaries -----------------------------------------------------------------------------------------------
 if [[ -z "${CONTROLPLANE_BIN_DIR:-}" ]]; then
   log "building the control plane if it is not cached yet (a cold build takes 10+ minutes on 2 cores)"
