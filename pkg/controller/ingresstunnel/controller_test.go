@@ -3,7 +3,6 @@ package ingresstunnel
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,37 +29,8 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
 
-// recorder remembers events; client-go's FakeRecorder blocks once its channel is full.
-type recorder struct {
-	mu     sync.Mutex
-	events []string
-}
-
-func (r *recorder) Event(_ runtime.Object, eventtype, reason, message string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, eventtype+" "+reason+" "+message)
-}
-
-func (r *recorder) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any) {
-	r.Event(obj, eventtype, reason, fmt.Sprintf(messageFmt, args...))
-}
-
-func (r *recorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventtype, reason, messageFmt string, args ...any) {
-	r.Eventf(obj, eventtype, reason, messageFmt, args...)
-}
-
-func (r *recorder) count(eventtype, reason string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, e := range r.events {
-		if strings.HasPrefix(e, eventtype+" "+reason+" ") {
-			n++
-		}
-	}
-	return n
-}
+// recorder remembers events without ever blocking.
+type recorder = tenanttest.Events
 
 // harness runs one controller on informers of fake clientsets.
 type harness struct {
@@ -241,7 +211,7 @@ func bump(rv string) string {
 func TestSeedIngressGetsOneResourcePerHost(t *testing.T) {
 	h := newHarness(t, nil, []runtime.Object{seedIngress(), seedService()}, tunnel(testTunnelNS, "main"))
 	got := h.waitHosts("app.example.com", "api.example.com", "admin.example.com")
-	h.waitFor("three Created events", func() bool { return h.events.count(corev1.EventTypeNormal, ReasonCreated) == 3 })
+	h.waitFor("three Created events", func() bool { return h.events.Count(corev1.EventTypeNormal, ReasonCreated) == 3 })
 	if app := got["app.example.com"]; app.Spec.Targets[0].Port != 80 || app.Spec.Targets[1].Port != 8080 {
 		t.Errorf("named ports not resolved: %+v", app.Spec.Targets)
 	}
@@ -262,14 +232,14 @@ func TestHostRemovedDeletesItsResource(t *testing.T) {
 	h.waitHosts("app.example.com", "api.example.com", "admin.example.com")
 	h.updateIngress(func(ing *networkingv1.Ingress) { ing.Spec.Rules = ing.Spec.Rules[:2] })
 	h.waitHosts("app.example.com", "api.example.com")
-	h.waitFor("a Deleted event", func() bool { return h.events.count(corev1.EventTypeNormal, ReasonDeleted) == 1 })
+	h.waitFor("a Deleted event", func() bool { return h.events.Count(corev1.EventTypeNormal, ReasonDeleted) == 1 })
 }
 
 func TestSpecChangeUpdatesAndDriftIsRepaired(t *testing.T) {
 	h := newHarness(t, nil, []runtime.Object{seedIngress(), seedService()}, tunnel(testTunnelNS, "main"))
 	h.waitHosts("app.example.com", "api.example.com", "admin.example.com")
 	h.updateIngress(func(ing *networkingv1.Ingress) { ing.Annotations = map[string]string{AnnotationSSO: "true"} })
-	h.waitFor("three Updated events", func() bool { return h.events.count(corev1.EventTypeNormal, ReasonUpdated) == 3 })
+	h.waitFor("three Updated events", func() bool { return h.events.Count(corev1.EventTypeNormal, ReasonUpdated) == 3 })
 	for host, r := range h.resources() {
 		if !r.Spec.HTTPConfig.SSO {
 			t.Errorf("%s: sso not set", host)
@@ -298,7 +268,7 @@ func TestUnmanagedIngressLosesItsResources(t *testing.T) {
 			h.waitHosts("app.example.com", "api.example.com", "admin.example.com")
 			h.updateIngress(change)
 			h.waitHosts()
-			h.waitFor("three Deleted events", func() bool { return h.events.count(corev1.EventTypeNormal, ReasonDeleted) == 3 })
+			h.waitFor("three Deleted events", func() bool { return h.events.Count(corev1.EventTypeNormal, ReasonDeleted) == 3 })
 		})
 	}
 }
@@ -308,7 +278,7 @@ func TestTunnelCreatedLate(t *testing.T) {
 	ing.Spec.IngressClassName = ptr.To("pangolin-internal")
 	// A tunnel of the same name in another namespace does not count.
 	h := newHarness(t, nil, []runtime.Object{ing, seedService()}, tunnel("elsewhere", "internal-tunnel"))
-	h.waitFor("a TunnelNotFound warning", func() bool { return h.events.count(corev1.EventTypeWarning, ReasonTunnelNotFound) == 1 })
+	h.waitFor("a TunnelNotFound warning", func() bool { return h.events.Count(corev1.EventTypeWarning, ReasonTunnelNotFound) == 1 })
 	if n := len(h.resources()); n != 0 {
 		t.Fatalf("%d resources without a tunnel", n)
 	}
@@ -325,7 +295,7 @@ func TestServiceCreatedLate(t *testing.T) {
 	h := newHarness(t, nil, []runtime.Object{seedIngress()}, tunnel(testTunnelNS, "main"))
 	// api.example.com uses port numbers only; the other hosts wait for the Service's named ports.
 	h.waitHosts("api.example.com")
-	h.waitFor("ServiceNotFound warnings", func() bool { return h.events.count(corev1.EventTypeWarning, ReasonServiceNotFound) >= 2 })
+	h.waitFor("ServiceNotFound warnings", func() bool { return h.events.Count(corev1.EventTypeWarning, ReasonServiceNotFound) >= 2 })
 	if _, err := h.kube.CoreV1().Services(testNamespace).Create(h.ctx, seedService(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -336,8 +306,8 @@ func TestResourceNotControlledIsLeftAlone(t *testing.T) {
 	foreign := &tunnelv1alpha1.PangolinResource{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace,
 		Name: ResourceName(testNamespace, "web", "admin.example.com")}, Spec: tunnelv1alpha1.PangolinResourceSpec{Name: "hand-made"}}
 	h := newHarness(t, nil, []runtime.Object{seedIngress(), seedService()}, tunnel(testTunnelNS, "main"), foreign)
-	h.waitFor("a ResourceConflict warning", func() bool { return h.events.count(corev1.EventTypeWarning, ReasonResourceConflict) >= 1 })
-	h.waitFor("the two other hosts", func() bool { return h.events.count(corev1.EventTypeNormal, ReasonCreated) == 2 })
+	h.waitFor("a ResourceConflict warning", func() bool { return h.events.Count(corev1.EventTypeWarning, ReasonResourceConflict) >= 1 })
+	h.waitFor("the two other hosts", func() bool { return h.events.Count(corev1.EventTypeNormal, ReasonCreated) == 2 })
 	got, err := h.mp.TunnelV1alpha1().PangolinResources(testNamespace).Get(h.ctx, foreign.Name, metav1.GetOptions{})
 	if err != nil || got.Spec.Name != "hand-made" {
 		t.Errorf("the foreign resource was changed: %+v, %v", got, err)
@@ -353,10 +323,10 @@ func TestNoRulesAndNoTunnelConfigured(t *testing.T) {
 	other.Name, other.UID = "other", "uid-2"
 	h := newHarness(t, noDefault, []runtime.Object{ing, other, seedService()}, tunnel(testTunnelNS, "main"))
 	h.waitFor("TunnelResolutionFailed warnings", func() bool {
-		return h.events.count(corev1.EventTypeWarning, ReasonTunnelResolutionFailed) == 2
+		return h.events.Count(corev1.EventTypeWarning, ReasonTunnelResolutionFailed) == 2
 	})
 	h.updateIngress(func(ing *networkingv1.Ingress) { ing.Annotations = map[string]string{AnnotationTunnelName: "main"} })
-	h.waitFor("a NoRules warning", func() bool { return h.events.count(corev1.EventTypeWarning, ReasonNoRules) == 1 })
+	h.waitFor("a NoRules warning", func() bool { return h.events.Count(corev1.EventTypeWarning, ReasonNoRules) == 1 })
 }
 
 func TestCreateFailureIsRetriedAndReported(t *testing.T) {

@@ -2,10 +2,8 @@ package neg
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,37 +43,8 @@ const (
 	zoneC         = "europe-west1-c"
 )
 
-// recorder remembers events; client-go's FakeRecorder blocks once its channel is full.
-type recorder struct {
-	mu     sync.Mutex
-	events []string
-}
-
-func (r *recorder) Event(_ runtime.Object, eventtype, reason, message string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, eventtype+" "+reason+" "+message)
-}
-
-func (r *recorder) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any) {
-	r.Event(obj, eventtype, reason, fmt.Sprintf(messageFmt, args...))
-}
-
-func (r *recorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventtype, reason, messageFmt string, args ...any) {
-	r.Eventf(obj, eventtype, reason, messageFmt, args...)
-}
-
-func (r *recorder) with(prefix string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, e := range r.events {
-		if strings.HasPrefix(e, prefix) {
-			out = append(out, e)
-		}
-	}
-	return out
-}
+// recorder remembers events without ever blocking.
+type recorder = tenanttest.Events
 
 // countingInformer counts the handlers added and removed, to show Run leaves none behind.
 type countingInformer struct {

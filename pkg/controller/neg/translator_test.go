@@ -90,10 +90,10 @@ func TestSyncDeclaresOneTranslationPerExposedPort(t *testing.T) {
 	if wantStatus := (negStatus{NetworkEndpointGroups: map[string]string{"80": name}, Zones: []string{zoneB, zoneC}}); !status.equal(wantStatus) {
 		t.Errorf("neg-status = %+v, want %+v", status, wantStatus)
 	}
-	if got := h.events.with("Warning " + ReasonEndpointsSkipped); len(got) != 1 {
+	if got := h.events.With("Warning " + ReasonEndpointsSkipped); len(got) != 1 {
 		t.Errorf("want one %s Warning for the endpoints on n4 and elsewhere, got %v", ReasonEndpointsSkipped, got)
 	}
-	if got := h.events.with("Normal " + ReasonTranslationCreated); len(got) != 1 {
+	if got := h.events.With("Normal " + ReasonTranslationCreated); len(got) != 1 {
 		t.Errorf("want one %s Event, got %v", ReasonTranslationCreated, got)
 	}
 }
@@ -113,7 +113,7 @@ func TestConvergedSyncWritesNothing(t *testing.T) {
 	if w := h.writes(); len(w) != 0 {
 		t.Errorf("a converged Service caused writes: %v", w)
 	}
-	if got := h.events.with("Warning"); len(got) != 1 {
+	if got := h.events.With("Warning"); len(got) != 1 {
 		t.Errorf("a repeated problem must be reported once, got %v", got)
 	}
 }
@@ -181,7 +181,7 @@ func TestPortRemovedAndAnnotationRemoved(t *testing.T) {
 	if s, ok := h.service("web").Annotations[NEGStatusAnnotationKey]; ok {
 		t.Errorf("neg-status still there: %s", s)
 	}
-	if got := h.events.with("Normal " + ReasonTranslationDeleted); len(got) != 2 {
+	if got := h.events.With("Normal " + ReasonTranslationDeleted); len(got) != 2 {
 		t.Errorf("want two %s Events, got %v", ReasonTranslationDeleted, got)
 	}
 }
@@ -227,7 +227,7 @@ func TestMalformedAnnotationIsAWarningAndChangesNothing(t *testing.T) {
 	if got := h.service("web").Annotations[NEGStatusAnnotationKey]; got != status {
 		t.Errorf("neg-status changed: %s -> %s", status, got)
 	}
-	if got := h.events.with("Warning " + ReasonInvalidAnnotation); len(got) != 1 {
+	if got := h.events.With("Warning " + ReasonInvalidAnnotation); len(got) != 1 {
 		t.Errorf("want one %s Warning, got %v", ReasonInvalidAnnotation, got)
 	}
 }
@@ -240,7 +240,7 @@ func TestPortNotExposedIsAWarning(t *testing.T) {
 	if trs := h.translations(); len(trs) != 1 || trs["neg-v1-web-80"] == nil {
 		t.Errorf("Translations = %v, want only port 80's", keys(trs))
 	}
-	if got := h.events.with("Warning " + ReasonPortNotExposed); len(got) != 1 || !strings.Contains(got[0], "8081") {
+	if got := h.events.With("Warning " + ReasonPortNotExposed); len(got) != 1 || !strings.Contains(got[0], "8081") {
 		t.Errorf("want one %s Warning naming 8081, got %v", ReasonPortNotExposed, got)
 	}
 }

@@ -103,7 +103,7 @@ func TestNameCollisionLeavesTheForeignNEGAlone(t *testing.T) {
 	if n := h.endpointCount("us-central1-a", "k8s1-web"); n != 5 {
 		t.Errorf("the other zone's NEG has %d endpoints, want 5", n)
 	}
-	h.waitFor("a collision event", func() bool { return len(h.events.with(corev1.EventTypeWarning+" "+ReasonNameCollision)) > 0 })
+	h.waitFor("a collision event", func() bool { return len(h.events.With(corev1.EventTypeWarning+" "+ReasonNameCollision)) > 0 })
 	h.waitFor("the NEGReady condition", func() bool {
 		c, ok := h.conditions.Last()
 		return ok && c.Status == metav1.ConditionFalse && c.Reason == ReasonNameCollision
@@ -159,7 +159,7 @@ func TestInvalidRequestIsAWarningNotAHotLoop(t *testing.T) {
 	tr.Spec.Resources[0].NetworkEndpointGroup.Port = 0 // endpoints without a port and a NEG without a default: 400
 	h := newHarness(t, nil, tr)
 	h.waitReason("web", metav1.ConditionFalse, ReasonInvalid)
-	h.waitFor("a Warning event", func() bool { return len(h.events.with(corev1.EventTypeWarning)) > 0 })
+	h.waitFor("a Warning event", func() bool { return len(h.events.With(corev1.EventTypeWarning)) > 0 })
 	h.shutdown()
 	// One attempt and one after re-reading GCE; the next one is scheduled minutes later, not with backoff.
 	if n := h.gce.Calls(testProject)[fakegce.MethodAttachEndpoints]; n != 2 {

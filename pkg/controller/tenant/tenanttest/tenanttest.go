@@ -1,13 +1,15 @@
 // Package tenanttest owns test doubles for the per-tenant controller contract: Informers backed by plain client-go
 // informers (so a controller's unit or integration test runs it without the manager) and a ConditionReporter that
-// remembers what was reported.
+// remembers what was reported, and an EventRecorder that remembers Events.
 package tenanttest
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
@@ -82,4 +84,46 @@ func (t TenantInformers) Shared(resource schema.GroupVersionResource) (cache.Sha
 		return inf, nil
 	}
 	return nil, fmt.Errorf("tenanttest: no shared informer for %s", resource)
+}
+
+// Events is an EventRecorder that remembers every Event as "type reason message". Unlike client-go's FakeRecorder
+// it never blocks, however many Events a test causes.
+type Events struct {
+	mu     sync.Mutex
+	events []string
+}
+
+// Event records one Event.
+func (r *Events) Event(_ runtime.Object, eventtype, reason, message string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, eventtype+" "+reason+" "+message)
+}
+
+// Eventf records one Event.
+func (r *Events) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	r.Event(obj, eventtype, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+// AnnotatedEventf records one Event; the annotations are dropped.
+func (r *Events) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventtype, reason, messageFmt string, args ...any) {
+	r.Eventf(obj, eventtype, reason, messageFmt, args...)
+}
+
+// With returns the recorded Events that start with prefix (e.g. "Warning" or "Warning NameCollision").
+func (r *Events) With(prefix string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, e := range r.events {
+		if strings.HasPrefix(e, prefix) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Count returns how many Events of the type and reason were recorded.
+func (r *Events) Count(eventtype, reason string) int {
+	return len(r.With(eventtype + " " + reason + " "))
 }
