@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -35,7 +34,6 @@ import (
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 	mpscheme "github.com/multiproject/client-go/clientset/versioned/scheme"
-	mpinformers "github.com/multiproject/client-go/informers/externalversions"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/ingresstunnel"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
@@ -43,6 +41,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
+	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
 
 const labelKey = mpv1alpha1.DefaultProviderConfigLabelKey
@@ -90,42 +89,13 @@ func newEnv(t testing.TB, qps float32, burst int) *env {
 	cfg.QPS, cfg.Burst = qps, burst
 	e.kube, e.mp = managerClients(t, cfg)
 
-	kubeFactory := kubeinformers.NewSharedInformerFactory(e.kube, 0)
-	mpFactory := mpinformers.NewSharedInformerFactory(e.mp, 0)
-	namespaces := kubeFactory.Core().V1().Namespaces().Informer()
-	routed := map[schema.GroupVersionResource]cache.SharedIndexInformer{
-		informerset.Ingresses:         kubeFactory.Networking().V1().Ingresses().Informer(),
-		informerset.Services:          kubeFactory.Core().V1().Services().Informer(),
-		informerset.PangolinResources: mpFactory.Tunnel().V1alpha1().PangolinResources().Informer(),
-	}
-	e.resources = routed[informerset.PangolinResources]
-	e.ingresses = routed[informerset.Ingresses]
-	e.tunnels = mpFactory.Tunnel().V1alpha1().PangolinTunnels().Informer()
-	for _, inf := range append([]cache.SharedIndexInformer{namespaces}, values(routed)...) {
-		if err := inf.SetTransform(informerset.DropManagedFields); err != nil {
-			t.Fatal(err)
-		}
-		if err := inf.AddIndexers(tenancy.Indexers(labelKey)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if e.router, err = tenancy.NewRouter(labelKey, namespaces); err != nil {
-		t.Fatal(err)
-	}
-	for gvr, inf := range routed {
-		if err := e.router.AddResource(gvr, inf, tenancy.Namespaced); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kubeFactory.Start(ctx.Done())
-	mpFactory.Start(ctx.Done())
-	t.Cleanup(func() {
-		cancel()
-		kubeFactory.Shutdown()
-		mpFactory.Shutdown()
-	})
-	kubeFactory.WaitForCacheSync(ctx.Done())
-	mpFactory.WaitForCacheSync(ctx.Done())
+	tn := framework.StartTenancy(t, ctx, e.kube, e.mp, labelKey,
+		[]schema.GroupVersionResource{informerset.Ingresses, informerset.Services, informerset.PangolinResources},
+		informerset.PangolinTunnels)
+	e.router = tn.Router
+	e.resources = tn.Informers[informerset.PangolinResources]
+	e.ingresses = tn.Informers[informerset.Ingresses]
+	e.tunnels = tn.Informers[informerset.PangolinTunnels]
 	return e
 }
 
@@ -390,12 +360,4 @@ func (e *env) waitForEvery(what string, timeout, interval time.Duration, cond fu
 	if err != nil {
 		e.t.Fatalf("waiting for %s: %v", what, err)
 	}
-}
-
-func values(m map[schema.GroupVersionResource]cache.SharedIndexInformer) []cache.SharedIndexInformer {
-	out := make([]cache.SharedIndexInformer, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
-	}
-	return out
 }

@@ -17,11 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
@@ -29,7 +27,6 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 	mpscheme "github.com/multiproject/client-go/clientset/versioned/scheme"
-	mpinformers "github.com/multiproject/client-go/informers/externalversions"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
@@ -37,6 +34,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
+	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
 
 const (
@@ -87,44 +85,8 @@ func newEnv(t testing.TB) *env {
 	if e.mp, err = mpclientset.NewForConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
-	kubeFactory := kubeinformers.NewSharedInformerFactory(e.kube, 0)
-	mpFactory := mpinformers.NewSharedInformerFactory(e.mp, 0)
-	namespaces := kubeFactory.Core().V1().Namespaces().Informer()
-	services := kubeFactory.Core().V1().Services().Informer()
-	slices := kubeFactory.Discovery().V1().EndpointSlices().Informer()
-	nodes := kubeFactory.Core().V1().Nodes().Informer()
-	translations := mpFactory.Multiproject().V1alpha1().Translations().Informer()
-	for _, inf := range []cache.SharedIndexInformer{namespaces, services, slices, nodes, translations} {
-		if err := inf.AddIndexers(tenancy.Indexers(labelKey)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if e.router, err = tenancy.NewRouter(labelKey, namespaces); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range []struct {
-		gvr   schema.GroupVersionResource
-		inf   cache.SharedIndexInformer
-		scope tenancy.Scope
-	}{
-		{informerset.Services, services, tenancy.Namespaced},
-		{informerset.EndpointSlices, slices, tenancy.Namespaced},
-		{informerset.Nodes, nodes, tenancy.ClusterScoped},
-		{informerset.Translations, translations, tenancy.Namespaced},
-	} {
-		if err := e.router.AddResource(r.gvr, r.inf, r.scope); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kubeFactory.Start(ctx.Done())
-	mpFactory.Start(ctx.Done())
-	t.Cleanup(func() {
-		cancel()
-		kubeFactory.Shutdown()
-		mpFactory.Shutdown()
-	})
-	kubeFactory.WaitForCacheSync(ctx.Done())
-	mpFactory.WaitForCacheSync(ctx.Done())
+	e.router = framework.StartTenancy(t, ctx, e.kube, e.mp, labelKey, []schema.GroupVersionResource{
+		informerset.Services, informerset.EndpointSlices, informerset.Nodes, informerset.Translations}).Router
 	return e
 }
 

@@ -13,8 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
@@ -23,7 +23,6 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 	mpscheme "github.com/multiproject/client-go/clientset/versioned/scheme"
-	mpinformers "github.com/multiproject/client-go/informers/externalversions"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
@@ -31,6 +30,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
+	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
 
 const labelKey = mpv1alpha1.DefaultProviderConfigLabelKey
@@ -84,31 +84,7 @@ func newEnvWith(t *testing.T, gceOptions fakegce.Options) *env {
 		t.Fatal(err)
 	}
 	// The shared informers and router the manager would have, on the manager's identity.
-	kubeFactory := kubeinformers.NewSharedInformerFactory(e.kube, 0)
-	namespaces := kubeFactory.Core().V1().Namespaces().Informer()
-	mpFactory := mpinformers.NewSharedInformerFactory(e.mp, 0)
-	translations := mpFactory.Multiproject().V1alpha1().Translations().Informer()
-	if err := namespaces.AddIndexers(tenancy.Indexers(labelKey)); err != nil {
-		t.Fatal(err)
-	}
-	if err := translations.AddIndexers(tenancy.Indexers(labelKey)); err != nil {
-		t.Fatal(err)
-	}
-	if e.router, err = tenancy.NewRouter(labelKey, namespaces); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.router.AddResource(informerset.Translations, translations, tenancy.Namespaced); err != nil {
-		t.Fatal(err)
-	}
-	kubeFactory.Start(ctx.Done())
-	mpFactory.Start(ctx.Done())
-	t.Cleanup(func() {
-		cancel()
-		kubeFactory.Shutdown()
-		mpFactory.Shutdown()
-	})
-	kubeFactory.WaitForCacheSync(ctx.Done())
-	mpFactory.WaitForCacheSync(ctx.Done())
+	e.router = framework.StartTenancy(t, ctx, e.kube, e.mp, labelKey, []schema.GroupVersionResource{informerset.Translations}).Router
 	return e
 }
 

@@ -1,0 +1,95 @@
+package framework
+
+import (
+	"context"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	mpclientset "github.com/multiproject/client-go/clientset/versioned"
+	mpinformers "github.com/multiproject/client-go/informers/externalversions"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
+)
+
+// Tenancy is what the manager builds once per process, for integration tests that run one controller without the
+// manager: shared informers on the test's clients (trimmed and indexed as the InformerSet does) and a tenancy
+// Router that gives each tenant its filtered views.
+type Tenancy struct {
+	Router    *tenancy.Router
+	Informers map[schema.GroupVersionResource]cache.SharedIndexInformer
+}
+
+// StartTenancy starts informers for routed (each tenant sees only its own objects; Nodes are shared when
+// unlabeled) and for shared (read unfiltered through Informers.Shared, like Rancher Projects), waits until they
+// have synced, and stops them when the test ends. The Namespace informer is always created: ownership needs it.
+func StartTenancy(t testing.TB, ctx context.Context, kube kubernetes.Interface, mp mpclientset.Interface, labelKey string,
+	routed []schema.GroupVersionResource, shared ...schema.GroupVersionResource) *Tenancy {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	kubeFactory := kubeinformers.NewSharedInformerFactory(kube, 0)
+	mpFactory := mpinformers.NewSharedInformerFactory(mp, 0)
+	informer := func(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+		if generic, err := kubeFactory.ForResource(gvr); err == nil {
+			return generic.Informer()
+		}
+		generic, err := mpFactory.ForResource(gvr)
+		if err != nil {
+			t.Fatalf("framework: no informer for %s: %v", gvr, err)
+		}
+		return generic.Informer()
+	}
+	tn := &Tenancy{Informers: map[schema.GroupVersionResource]cache.SharedIndexInformer{}}
+	for _, gvr := range append(append([]schema.GroupVersionResource{informerset.Namespaces}, routed...), shared...) {
+		inf := informer(gvr)
+		if _, done := tn.Informers[gvr]; done {
+			continue
+		}
+		if err := inf.SetTransform(informerset.DropManagedFields); err != nil {
+			t.Fatal(err)
+		}
+		if err := inf.AddIndexers(tenancy.Indexers(labelKey)); err != nil {
+			t.Fatal(err)
+		}
+		tn.Informers[gvr] = inf
+	}
+	router, err := tenancy.NewRouter(labelKey, tn.Informers[informerset.Namespaces])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gvr := range routed {
+		scope := tenancy.Namespaced
+		if gvr == informerset.Nodes {
+			scope = tenancy.ClusterScoped
+		}
+		if err := router.AddResource(gvr, tn.Informers[gvr], scope); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tn.Router = router
+	kubeFactory.Start(ctx.Done())
+	mpFactory.Start(ctx.Done())
+	t.Cleanup(func() {
+		cancel()
+		kubeFactory.Shutdown()
+		mpFactory.Shutdown()
+	})
+	kubeFactory.WaitForCacheSync(ctx.Done())
+	mpFactory.WaitForCacheSync(ctx.Done())
+	return tn
+}
+
+// TenantInformers returns what a controller of the named tenant is given: its views and the shared informers.
+func (tn *Tenancy) TenantInformers(t testing.TB, tenantName string) tenanttest.TenantInformers {
+	t.Helper()
+	views, err := tn.Router.Tenant(tenantName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tenanttest.TenantInformers{Views: views, SharedInformers: tn.Informers}
+}
