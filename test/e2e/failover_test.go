@@ -17,7 +17,7 @@ import (
 // API round trips and a loaded two-core machine. Only this generous bound is asserted; the time is logged.
 const takeoverMargin = 20 * time.Second
 
-func startFakeGCE(t *testing.T) *fakegce.Server {
+func startFakeGCE(t testing.TB) *fakegce.Server {
 	t.Helper()
 	gce := fakegce.New(fakegce.Options{})
 	gce.Start()

@@ -48,7 +48,7 @@ var (
 
 // managerBinary builds ./cmd/multiproject-controller-manager once per test run, into the control plane's directory
 // (removed with it, kept when tests fail).
-func managerBinary(t *testing.T) string {
+func managerBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		managerPath = filepath.Join(controlPlane.Dir(), "bin", "multiproject-controller-manager")
@@ -86,7 +86,7 @@ func startLocked(cmd *exec.Cmd) error {
 
 // manager is one multiproject-controller-manager process, the leader of its own process group.
 type manager struct {
-	t       *testing.T
+	t       testing.TB
 	name    string
 	cmd     *exec.Cmd
 	logPath string
@@ -97,7 +97,7 @@ type manager struct {
 
 // managerKubeconfig writes a kubeconfig for the manifests' ServiceAccount kube-system/multiproject-controller-manager
 // (a TokenRequest token), so the binary runs with exactly the permissions of manifests/rbac.
-func managerKubeconfig(t *testing.T) string {
+func managerKubeconfig(t testing.TB) string {
 	t.Helper()
 	cfg, err := controlPlane.ManagerConfig(t.Context())
 	if err != nil {
@@ -113,7 +113,7 @@ func managerKubeconfig(t *testing.T) string {
 // startManager starts the binary as the ServiceAccount, with the fake GCE, leader election le and a secure port of
 // its own. Its log goes to a file in the control plane's directory (kept when a test fails). When the test ends the
 // process group is killed, the log is checked for "forbidden", and on failure its tail is printed.
-func startManager(t *testing.T, name, kubeconfig, gceEndpoint string, le leaderElection) *manager {
+func startManager(t testing.TB, name, kubeconfig, gceEndpoint string, le leaderElection) *manager {
 	t.Helper()
 	binary := managerBinary(t)
 	port, err := freePort()
@@ -312,7 +312,7 @@ func leaseHolder(ctx context.Context) (string, error) {
 }
 
 // resetLease deletes the Lease now and when the test ends, so no test waits for a lease an earlier one left.
-func resetLease(t *testing.T) {
+func resetLease(t testing.TB) {
 	t.Helper()
 	del := func(ctx context.Context) error {
 		err := controlPlane.AdminClient().CoordinationV1().Leases(leaseNamespace).Delete(ctx, leaseName, metav1.DeleteOptions{})
@@ -336,7 +336,7 @@ func resetLease(t *testing.T) {
 // watchTakeover polls the Lease from now on, every 50 ms, and sends the moment it first names identity; it gives
 // up (sending nothing) after timeout. Polling from the moment of the kill measures the takeover without counting
 // whatever the test does meanwhile.
-func watchTakeover(t *testing.T, identity string, timeout time.Duration) <-chan time.Time {
+func watchTakeover(t testing.TB, identity string, timeout time.Duration) <-chan time.Time {
 	seen := make(chan time.Time, 1)
 	go func() {
 		_ = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
@@ -352,7 +352,7 @@ func watchTakeover(t *testing.T, identity string, timeout time.Duration) <-chan 
 }
 
 // waitLeader waits until the Lease names identity and returns when it first did.
-func waitLeader(t *testing.T, identity string, timeout time.Duration) time.Time {
+func waitLeader(t testing.TB, identity string, timeout time.Duration) time.Time {
 	t.Helper()
 	select {
 	case at := <-watchTakeover(t, identity, timeout):

@@ -58,7 +58,7 @@ var owners = map[string]string{"alpha": "p-alpha", "beta": "p-beta", "gamma": "p
 // Ingresses (their hosts). Every change goes through its methods, which keep the wanted state, so convergence and
 // "nothing duplicated, lost or left behind" are exact comparisons of the API and the fake GCE against it.
 type workload struct {
-	t         *testing.T
+	t         testing.TB
 	ctx       context.Context
 	kube      kubernetes.Interface
 	mp        mpclientset.Interface
@@ -85,7 +85,16 @@ type endpoint struct {
 // newWorkload creates the tenant: zone-labeled Nodes, the Rancher cluster namespace with three Projects, the tunnel
 // namespace with its PangolinTunnel, the tenant's app namespace, and the ProviderConfig with gcp, rancher and
 // pangolin sections. gce is the fake the managers talk to.
-func newWorkload(t *testing.T, gce *fakegce.Server) *workload {
+func newWorkload(t testing.TB, gce *fakegce.Server) *workload {
+	t.Helper()
+	w := newWorkloadWithoutProviderConfig(t, gce)
+	w.createProviderConfig()
+	return w
+}
+
+// newWorkloadWithoutProviderConfig is newWorkload up to the ProviderConfig, for tests that create the tenant's
+// objects before the tenant itself (createProviderConfig).
+func newWorkloadWithoutProviderConfig(t testing.TB, gce *fakegce.Server) *workload {
 	t.Helper()
 	adminConfig := controlPlane.AdminConfig()
 	w := &workload{
@@ -145,6 +154,13 @@ func newWorkload(t *testing.T, gce *fakegce.Server) *workload {
 		t.Fatal(err)
 	}
 
+	return w
+}
+
+// createProviderConfig creates the workload's ProviderConfig.
+func (w *workload) createProviderConfig() {
+	t := w.t
+	t.Helper()
 	pc := &mpv1alpha1.ProviderConfig{
 		ObjectMeta: metav1.ObjectMeta{Name: w.tenant},
 		Spec: mpv1alpha1.ProviderConfigSpec{
@@ -167,7 +183,6 @@ func newWorkload(t *testing.T, gce *fakegce.Server) *workload {
 		}
 		_, _ = pcs.Patch(ctx, w.tenant, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	})
-	return w
 }
 
 func (w *workload) nodeName(zone, i int) string {
@@ -586,7 +601,7 @@ var gcKnowsTranslations sync.Once
 // CRDs by periodic discovery, and they are installed after it starts; until then it would delete a Service
 // without its Translations). The probe: a ConfigMap owning a Translation, deleted; the collector must delete the
 // Translation.
-func waitGCKnowsTranslations(t *testing.T, ns string) {
+func waitGCKnowsTranslations(t testing.TB, ns string) {
 	t.Helper()
 	kube := controlPlane.AdminClient()
 	mp, err := mpclientset.NewForConfig(controlPlane.AdminConfig())
