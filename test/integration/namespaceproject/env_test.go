@@ -19,7 +19,6 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -33,7 +32,6 @@ import (
 	rancherv3 "github.com/multiproject/api/rancher/management/v3"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 	mpscheme "github.com/multiproject/client-go/clientset/versioned/scheme"
-	mpinformers "github.com/multiproject/client-go/informers/externalversions"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/namespaceproject"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
@@ -104,30 +102,9 @@ func newEnv(t testing.TB, opts envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubeFactory := kubeinformers.NewSharedInformerFactory(e.kube, 0)
-	namespaces := kubeFactory.Core().V1().Namespaces().Informer()
-	mpFactory := mpinformers.NewSharedInformerFactory(mp, 0)
-	e.projects = mpFactory.Management().V3().Projects().Informer()
-	for _, inf := range []cache.SharedIndexInformer{namespaces, e.projects} {
-		if err := inf.SetTransform(informerset.DropManagedFields); err != nil {
-			t.Fatal(err)
-		}
-		if err := inf.AddIndexers(tenancy.Indexers(labelKey)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if e.router, err = tenancy.NewRouter(labelKey, namespaces); err != nil {
-		t.Fatal(err)
-	}
-	kubeFactory.Start(ctx.Done())
-	mpFactory.Start(ctx.Done())
-	t.Cleanup(func() {
-		cancel()
-		kubeFactory.Shutdown()
-		mpFactory.Shutdown()
-	})
-	kubeFactory.WaitForCacheSync(ctx.Done())
-	mpFactory.WaitForCacheSync(ctx.Done())
+	tn := framework.StartTenancy(t, ctx, e.kube, mp, labelKey, nil, informerset.Projects)
+	e.router = tn.Router
+	e.projects = tn.Informers[informerset.Projects]
 	return e
 }
 
