@@ -25,5 +25,5 @@ if [[ -z "${CONTROLPLANE_BIN_DIR:-}" ]]; then
 fi
 export CONTROLPLANE_BIN_DIR
 echo "== integration benchmarks (real etcd + kube-apiserver)" | tee -a "${out}"
-go test -tags integration -run '^$' -bench "${bench}" -benchtime "${benchtime}" -benchmem -timeout 60m ./test/integration/... 2>&1 | tee -a "${out}"
+go test -tags integration -run '^$' -bench "${bench}" -benchtime "${benchtime}" -benchmem -timeout 60m ./test/integration/... ./test/e2e/... 2>&1 | tee -a "${out}"
 echo "results: ${out}"
