@@ -122,10 +122,16 @@ func (p *Pusher) Run(ctx context.Context) {
 		p.queue.ShutDown()
 		return
 	}
+	// Workers push on a context the stop does not cancel until drainGrace after it; the deferred queue shutdown
+	// lets them empty the queue and then return.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	stopDraining := context.AfterFunc(ctx, func() { time.AfterFunc(drainGrace, cancelWork) })
 	var workers sync.WaitGroup
 	defer func() {
 		p.queue.ShutDown()
 		workers.Wait()
+		stopDraining()
+		cancelWork()
 		if err := p.informer.RemoveEventHandler(registration); err != nil {
 			logger.Error(err, "Could not remove the Translation handler")
 		}
@@ -137,10 +143,10 @@ func (p *Pusher) Run(ctx context.Context) {
 		return
 	}
 	for range p.workers {
-		workers.Go(func() { wait.UntilWithContext(ctx, p.runWorker, time.Second) })
+		workers.Go(func() { wait.UntilWithContext(ctx, func(context.Context) { p.runWorker(workCtx) }, time.Second) })
 	}
 	<-ctx.Done()
-	logger.Info("Stopping NEG pusher")
+	logger.Info("Stopping NEG pusher: finishing the pushes under way and those queued", "grace", drainGrace)
 }
 
 func (p *Pusher) enqueue(obj any) {
@@ -183,10 +189,11 @@ func (p *Pusher) runWorker(ctx context.Context) {
 	}
 }
 
-// inFlightGrace bounds how long a push that was under way when the pusher was told to stop may go on: long enough
-// for GCE to finish its operation and for the outcome to be written to the Translation's status. It matches the
-// manager's default --controller-shutdown-timeout.
-var inFlightGrace = 30 * time.Second
+// drainGrace bounds how long the pusher goes on after it was told to stop: the pushes under way finish and the
+// Translations already queued are pushed, so GCE is never left ahead of what the cluster records. It matches the
+// manager's default --controller-shutdown-timeout; past it, calls are cancelled and what is left waits for the next
+// pusher, which lists every Translation again.
+var drainGrace = 30 * time.Second
 
 func (p *Pusher) processNextWorkItem(ctx context.Context) bool {
 	key, shutdown := p.queue.Get()
@@ -194,21 +201,9 @@ func (p *Pusher) processNextWorkItem(ctx context.Context) bool {
 		return false
 	}
 	defer p.queue.Done(key)
-	if ctx.Err() != nil {
-		// Stopping: start nothing new. The Translation is listed again by whoever runs next.
-		return false
-	}
-
-	// A push that has started finishes and records its outcome even if the stop arrives half-way: its GCE calls
-	// and status writes run on a context the stop does not cancel, only inFlightGrace after it. Otherwise a stop
-	// between an insert and the status write would leave GCE ahead of what the cluster says.
-	itemCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	stopAfterGrace := context.AfterFunc(ctx, func() { time.AfterFunc(inFlightGrace, cancel) })
-	defer stopAfterGrace()
 
 	logger := klog.FromContext(ctx).WithValues("translation", key)
-	result, err := p.sync(klog.NewContext(itemCtx, logger), key)
+	result, err := p.sync(klog.NewContext(ctx, logger), key)
 	metrics.ObserveSync(p.tenant, ControllerName, err, p.queue.Len())
 	switch {
 	case err != nil:

@@ -195,26 +195,32 @@ func TestPendingNamesTranslationsWithTheFinalizer(t *testing.T) {
 	}
 }
 
-// TestStopFinishesAndRecordsTheInFlightPush stops the pusher while an attach is on the wire: the attach completes
-// and its outcome reaches the Translation's status, so GCE is never ahead of what the cluster records.
-func TestStopFinishesAndRecordsTheInFlightPush(t *testing.T) {
+// TestStopDrainsAndRecordsThePushes stops the pusher while attaches are on the wire and another Translation waits
+// in the queue (two workers, three Translations): every push completes and its outcome reaches the Translation's
+// status, so GCE is never ahead of what the cluster records.
+func TestStopDrainsAndRecordsThePushes(t *testing.T) {
 	h := newHarness(t, nil)
 	h.gce.SetLatency(testProject, fakegce.MethodAttachEndpoints, 2*time.Second)
-	tr := translation("web", map[string]int{"us-central1-a": 3}, true)
-	if _, err := h.client.MultiprojectV1alpha1().Translations(testNamespace).Create(context.Background(), tr, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	names := []string{"web", "api", "admin"}
+	for _, name := range names {
+		tr := translation(name, map[string]int{"us-central1-a": 3}, true)
+		if _, err := h.client.MultiprojectV1alpha1().Translations(testNamespace).Create(context.Background(), tr, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	h.waitFor("the attach to be on the wire", func() bool {
-		return h.gce.Calls(testProject)[fakegce.MethodAttachEndpoints] >= 1
+	h.waitFor("both workers to have an attach on the wire", func() bool {
+		return h.gce.Calls(testProject)[fakegce.MethodAttachEndpoints] >= 2
 	})
 	h.shutdown()
 
-	if n := h.endpointCount("us-central1-a", "k8s1-web"); n != 3 {
-		t.Fatalf("the in-flight attach was abandoned: the NEG has %d endpoints, want 3", n)
-	}
-	got := h.get("web")
-	if len(got.Status.Resources) != 1 || got.Status.Resources[0].EndpointCount != 3 ||
-		got.Status.Resources[0].State != mpv1alpha1.BackendResourceStateReady {
-		t.Fatalf("the status does not record the push that completed during the stop: %+v", got.Status.Resources)
+	for _, name := range names {
+		if n := h.endpointCount("us-central1-a", "k8s1-"+name); n != 3 {
+			t.Errorf("%s: the push was abandoned on stop: the NEG has %d endpoints, want 3", name, n)
+		}
+		got := h.get(name)
+		if len(got.Status.Resources) != 1 || got.Status.Resources[0].EndpointCount != 3 ||
+			got.Status.Resources[0].State != mpv1alpha1.BackendResourceStateReady {
+			t.Errorf("%s: the status does not record the push made during the stop: %+v", name, got.Status.Resources)
+		}
 	}
 }
