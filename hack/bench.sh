@@ -2,7 +2,8 @@
 # Runs every benchmark. Each one reports its own ratio against a baseline measured in the same process, so the
 # numbers are comparable on a noisy machine; none is asserted. The output is kept in _output/bench.txt.
 #
-#   hack/bench.sh                       unit-level benchmarks (./pkg/...) and integration ones (./test/integration/...)
+#   hack/bench.sh                       unit-level benchmarks (./pkg/...), then those against the real control plane
+#                                       (./test/integration/... and ./test/e2e/...)
 #   BENCH=RouteEvent hack/bench.sh      only benchmarks matching the regexp
 #   BENCHTIME=3x hack/bench.sh          passed to -benchtime
 #

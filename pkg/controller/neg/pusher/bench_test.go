@@ -37,7 +37,7 @@ func BenchmarkCallsPerEndpointChange(b *testing.B) {
 				b.StopTimer()
 				cur := h.get("web")
 				eps := cur.Spec.Resources[0].NetworkEndpointGroup.Endpoints
-				removed := append([]mpv1alpha1.NetworkEndpoint(nil), eps[:sc.detach]...)
+				before := append([]mpv1alpha1.NetworkEndpoint(nil), eps...)
 				eps = eps[sc.detach:]
 				for j := 0; j < sc.attach; j++ {
 					eps = append(eps, negResource("web", zone, 1).NetworkEndpointGroup.Endpoints[0])
@@ -56,11 +56,11 @@ func BenchmarkCallsPerEndpointChange(b *testing.B) {
 				for _, n := range h.gce.Calls(testProject) {
 					total += n
 				}
-				if sc.detach > 0 && sc.attach == 0 {
-					// Put the removed endpoints back, outside the measurement.
+				if sc.attach != sc.detach {
+					// Restore the NEG's size outside the measurement, so every iteration changes a 1,200-endpoint NEG
+					// (growing it without end would also hit GCE's per-NEG endpoint limit).
 					back := h.get("web")
-					back.Spec.Resources[0].NetworkEndpointGroup.Endpoints = append(back.Spec.Resources[0].NetworkEndpointGroup.Endpoints,
-						removed...)
+					back.Spec.Resources[0].NetworkEndpointGroup.Endpoints = before
 					back.Generation++
 					if _, err := h.client.MultiprojectV1alpha1().Translations(testNamespace).Update(context.Background(), back, metav1.UpdateOptions{}); err != nil {
 						b.Fatal(err)
