@@ -224,3 +224,29 @@ func TestStopDrainsAndRecordsThePushes(t *testing.T) {
 		}
 	}
 }
+
+// TestPersistentGCEFailureReachesTheTenantCondition: a 503 now and then is retried quietly, but a GCE that keeps
+// failing turns the tenant's condition False (GCEUnavailable) while the pusher keeps retrying, and True again once
+// GCE answers.
+func TestPersistentGCEFailureReachesTheTenantCondition(t *testing.T) {
+	h := newHarness(t, nil)
+	h.gce.InjectFault(testProject, fakegce.AnyMethod, fakegce.Fault{Code: 503})
+	tr := translation("web", map[string]int{"us-central1-a": 3}, true)
+	if _, err := h.client.MultiprojectV1alpha1().Translations(testNamespace).Create(context.Background(), tr, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("the tenant condition to say GCE is unavailable", func() bool {
+		c, ok := h.conditions.Last()
+		return ok && c.Status == metav1.ConditionFalse && c.Reason == ReasonGCEUnavailable
+	})
+	if c, _ := h.conditions.Last(); !strings.Contains(c.Message, "503") {
+		t.Errorf("the condition does not say what GCE answered: %q", c.Message)
+	}
+
+	h.gce.ClearFaults(testProject)
+	h.waitSynced("web", metav1.ConditionTrue)
+	h.waitFor("the tenant condition to recover", func() bool {
+		c, ok := h.conditions.Last()
+		return ok && c.Status == metav1.ConditionTrue
+	})
+}

@@ -33,6 +33,7 @@ const (
 	ReasonInvalid                = "GCERequestInvalid"
 	ReasonGCEError               = "GCEError"
 	ReasonCredentialsUnavailable = "CredentialsUnavailable"
+	ReasonGCEUnavailable         = "GCEUnavailable"
 	ReasonUnsupported            = "UnsupportedResource"
 )
 
@@ -127,6 +128,11 @@ func (p *Pusher) syncLive(ctx context.Context, key string, tr *mpv1alpha1.Transl
 	return p.finish(ctx, key, tr, append(outcomes, leftovers...))
 }
 
+// persistentFailureAttempts is how many syncs in a row must fail with retryable GCE errors before the tenant's
+// condition says so. With the queue's exponential backoff, ten attempts span about five seconds; a single 5xx or
+// a short rate limit stays out of the condition.
+const persistentFailureAttempts = 10
+
 // finish writes the status the outcomes amount to and decides how the key is retried.
 func (p *Pusher) finish(ctx context.Context, key string, tr *mpv1alpha1.Translation, outcomes []outcome) (syncResult, error) {
 	status := buildStatus(tr, outcomes)
@@ -145,6 +151,12 @@ func (p *Pusher) finish(ctx context.Context, key string, tr *mpv1alpha1.Translat
 		default:
 			retryable = append(retryable, fmt.Errorf("NEG %s in zone %s: %w", o.name, o.zone, o.err))
 		}
+	}
+	if permanent == nil && len(retryable) > 0 && p.queue.NumRequeues(key) >= persistentFailureAttempts-1 {
+		// Retrying is the right answer to a 5xx or a rate limit, but one that has not worked for this long is
+		// something an operator must see on the tenant, not only on the Translation.
+		permanent = &problem{reason: ReasonGCEUnavailable, message: fmt.Sprintf(
+			"GCE failed %d attempts in a row, still retrying with backoff: %v", p.queue.NumRequeues(key)+1, retryable[0])}
 	}
 	p.setProblem(key, permanent)
 	if len(retryable) > 0 {
