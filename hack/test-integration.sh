@@ -30,8 +30,8 @@ log "control-plane binaries: ${CONTROLPLANE_BIN_DIR}"
 run_dir=$(mktemp -d "${TMPDIR:-/tmp}/multiproject-test-integration.XXXXXX")
 
 status=0
-# shellcheck disable=SC2086 # WHAT may list several packages
 # -count=1: a run against a real control plane is never answered from Go's test cache.
+# shellcheck disable=SC2086 # WHAT may list several packages
 TMPDIR="${run_dir}" go test -race -count=1 -tags integration -timeout 30m ${WHAT:-./test/integration/... ./test/e2e/...} "$@" || status=$?
 
 leftover=$(pgrep -f -- "${run_dir}" || true)
