@@ -58,17 +58,29 @@ type Controller struct {
 	manager  *Manager
 	recorder record.EventRecorder
 	queue    workqueue.TypedRateLimitingInterface[string]
+
+	// lastWrites remembers, per ProviderConfig, the status last written and the resourceVersion it was computed
+	// from. A sync that runs before the informer has seen that write computes the same status from the same
+	// (stale) object; it must not send it again.
+	lastWritesMu sync.Mutex
+	lastWrites   map[string]statusWrite
+}
+
+type statusWrite struct {
+	basedOn string
+	status  mpv1alpha1.ProviderConfigStatus
 }
 
 // NewController builds the controller. informer is the shared ProviderConfig informer; manager must have been
 // built with OnConditionChange set to the returned controller's Enqueue (use NewManagerAndController).
 func NewController(client mpclientset.Interface, informer cache.SharedIndexInformer, manager *Manager, recorder record.EventRecorder) *Controller {
 	return &Controller{
-		client:   client,
-		lister:   mplisters.NewProviderConfigLister(informer.GetIndexer()),
-		informer: informer,
-		manager:  manager,
-		recorder: recorder,
+		client:     client,
+		lister:     mplisters.NewProviderConfigLister(informer.GetIndexer()),
+		informer:   informer,
+		manager:    manager,
+		recorder:   recorder,
+		lastWrites: map[string]statusWrite{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "providerconfig"}),
 	}
@@ -177,6 +189,9 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		// Deleted without (or after) our finalizer: nothing may keep running for it.
 		c.manager.Stop(ctx, name)
 		metrics.ForgetProviderConfig(name)
+		c.lastWritesMu.Lock()
+		delete(c.lastWrites, name)
+		c.lastWritesMu.Unlock()
 		return 0, nil
 	}
 	if err != nil {
@@ -278,6 +293,13 @@ func (c *Controller) writeStatus(ctx context.Context, pc *mpv1alpha1.ProviderCon
 	if apiequality.Semantic.DeepEqual(*status, pc.Status) {
 		return false, nil
 	}
+	c.lastWritesMu.Lock()
+	last, wrote := c.lastWrites[pc.Name]
+	c.lastWritesMu.Unlock()
+	if wrote && last.basedOn == pc.ResourceVersion && sameIgnoringTransitionTimes(*status, last.status) {
+		// Already written from this very object; the informer has not delivered our write yet.
+		return false, nil
+	}
 	// A merge patch of the whole status: the manager is its only writer, and a patch never carries a stale copy
 	// of anything else.
 	patch, err := json.Marshal(map[string]any{"status": status})
@@ -291,7 +313,23 @@ func (c *Controller) writeStatus(ctx context.Context, pc *mpv1alpha1.ProviderCon
 	if err != nil {
 		return false, fmt.Errorf("writing the status of ProviderConfig %s: %w", pc.Name, err)
 	}
+	c.lastWritesMu.Lock()
+	c.lastWrites[pc.Name] = statusWrite{basedOn: pc.ResourceVersion, status: *status}
+	c.lastWritesMu.Unlock()
 	return true, nil
+}
+
+// sameIgnoringTransitionTimes compares two statuses as a reader would: a condition recomputed from a stale object
+// gets a new lastTransitionTime, but says the same thing.
+func sameIgnoringTransitionTimes(a, b mpv1alpha1.ProviderConfigStatus) bool {
+	a, b = *a.DeepCopy(), *b.DeepCopy()
+	for i := range a.Conditions {
+		a.Conditions[i].LastTransitionTime = metav1.Time{}
+	}
+	for i := range b.Conditions {
+		b.Conditions[i].LastTransitionTime = metav1.Time{}
+	}
+	return apiequality.Semantic.DeepEqual(a, b)
 }
 
 // setFinalizer adds or removes our finalizer with a merge patch that carries the resourceVersion, so a concurrent
