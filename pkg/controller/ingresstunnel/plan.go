@@ -414,8 +414,9 @@ func ingressClassOf(ing *networkingv1.Ingress) string {
 }
 
 // resolveTunnel picks the tunnel name of a managed Ingress: the tunnel-name annotation; else for class
-// "pangolin-<s>" the tenant's tunnelsByClassSuffix[s], or s itself when the map has no entry (the ProviderConfig
-// API's documented rule); else the tenant's defaultTunnel. The error is a message for a Warning.
+// "pangolin-<s>" the tenant's tunnelsByClassSuffix[s]; else the tenant's defaultTunnel. An unmapped suffix falls back
+// to the default rather than to a tunnel named s (the reference controller's rule): a typo in a class name then
+// lands on the tenant's chosen tunnel instead of a tunnel nobody configured. The error is a message for a Warning.
 func resolveTunnel(ing *networkingv1.Ingress, config *mpv1alpha1.PangolinConfig) (string, error) {
 	if name, set := ing.Annotations[AnnotationTunnelName]; set {
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
@@ -427,10 +428,6 @@ func resolveTunnel(ing *networkingv1.Ingress, config *mpv1alpha1.PangolinConfig)
 		if name, mapped := config.TunnelsByClassSuffix[suffix]; mapped {
 			return string(name), nil
 		}
-		if errs := validation.IsDNS1123Subdomain(suffix); len(errs) > 0 {
-			return "", fmt.Errorf("ingress class suffix %q is not a PangolinTunnel name: %s", suffix, strings.Join(errs, "; "))
-		}
-		return suffix, nil
 	}
 	if config.DefaultTunnel == "" {
 		return "", fmt.Errorf("the Ingress names no tunnel (annotation %s) and the tenant has no spec.pangolin.defaultTunnel", AnnotationTunnelName)

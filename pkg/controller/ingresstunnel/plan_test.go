@@ -280,7 +280,8 @@ func TestResolveTunnel(t *testing.T) {
 	}{
 		{class: "pangolin", config: config, want: "main"},
 		{class: "pangolin-internal", config: config, want: "internal-tunnel"},
-		{class: "pangolin-edge", config: config, want: "edge"},
+		{class: "pangolin-edge", config: config, want: "main"}, // an unmapped suffix uses the default tunnel
+		{class: "pangolin-edge", config: noDefault, wantErr: true},
 		{class: "pangolin-internal", annotations: map[string]string{AnnotationTunnelName: "other"}, config: config, want: "other"},
 		{class: "nginx", annotations: map[string]string{AnnotationEnabled: "true"}, config: config, want: "main"},
 		{class: "pangolin", config: noDefault, wantErr: true},

@@ -412,7 +412,7 @@ func schema_multiproject_api_multiproject_v1alpha1_PangolinConfig(ref common.Ref
 					},
 					"tunnelsByClassSuffix": {
 						SchemaProps: spec.SchemaProps{
-							Description: "TunnelsByClassSuffix maps the suffix s of an ingress class \"pangolin-<s>\" to the tunnel that carries Ingresses of that class. A class whose suffix is not in the map uses the tunnel named like the suffix. Keys must be possible suffixes of an IngressClass name (a DNS subdomain of at most 253 characters, 9 of them \"pangolin-\").",
+							Description: "TunnelsByClassSuffix maps the suffix s of an ingress class \"pangolin-<s>\" to the tunnel that carries Ingresses of that class. A class whose suffix is not in the map uses DefaultTunnel. Keys must be possible suffixes of an IngressClass name (a DNS subdomain of at most 253 characters, 9 of them \"pangolin-\").",
 							Type:        []string{"object"},
 							AdditionalProperties: &spec.SchemaOrBool{
 								Allows: true,

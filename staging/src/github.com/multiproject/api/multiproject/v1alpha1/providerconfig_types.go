@@ -196,8 +196,7 @@ type PangolinConfig struct {
 
 	// TunnelsByClassSuffix maps the suffix s of an ingress class
 	// "pangolin-<s>" to the tunnel that carries Ingresses of that class. A
-	// class whose suffix is not in the map uses the tunnel named like the
-	// suffix. Keys must be possible suffixes of an IngressClass name (a DNS
+	// class whose suffix is not in the map uses DefaultTunnel. Keys must be possible suffixes of an IngressClass name (a DNS
 	// subdomain of at most 253 characters, 9 of them "pangolin-").
 	// +optional
 	// +kubebuilder:validation:MaxProperties=256
