@@ -196,8 +196,9 @@ type PangolinConfig struct {
 
 	// TunnelsByClassSuffix maps the suffix s of an ingress class
 	// "pangolin-<s>" to the tunnel that carries Ingresses of that class. A
-	// class whose suffix is not in the map uses DefaultTunnel. Keys must be possible suffixes of an IngressClass name (a DNS
-	// subdomain of at most 253 characters, 9 of them "pangolin-").
+	// class whose suffix is not in the map uses DefaultTunnel. Keys must be
+	// possible suffixes of an IngressClass name (a DNS subdomain of at most
+	// 253 characters, 9 of them "pangolin-").
 	// +optional
 	// +kubebuilder:validation:MaxProperties=256
 	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 244 && k.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'))",message="keys must be ingress-class suffixes: lowercase DNS subdomains of at most 244 characters"

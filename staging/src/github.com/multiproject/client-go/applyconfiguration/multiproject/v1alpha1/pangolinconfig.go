@@ -37,8 +37,9 @@ type PangolinConfigApplyConfiguration struct {
 	DefaultTunnel *multiprojectv1alpha1.TunnelName `json:"defaultTunnel,omitempty"`
 	// TunnelsByClassSuffix maps the suffix s of an ingress class
 	// "pangolin-<s>" to the tunnel that carries Ingresses of that class. A
-	// class whose suffix is not in the map uses DefaultTunnel. Keys must be possible suffixes of an IngressClass name (a DNS
-	// subdomain of at most 253 characters, 9 of them "pangolin-").
+	// class whose suffix is not in the map uses DefaultTunnel. Keys must be
+	// possible suffixes of an IngressClass name (a DNS subdomain of at most
+	// 253 characters, 9 of them "pangolin-").
 	TunnelsByClassSuffix map[string]multiprojectv1alpha1.TunnelName `json:"tunnelsByClassSuffix,omitempty"`
 	// SSODefault is the sso setting of a PangolinResource when the Ingress
 	// has no sso annotation.
