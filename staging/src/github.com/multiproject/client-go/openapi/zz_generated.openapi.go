@@ -207,6 +207,34 @@ func schema_multiproject_api_multiproject_v1alpha1_BackendResourceStatus(ref com
 							Format:      "",
 						},
 					},
+					"project": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Project is the GCP project the resource was created in (or is being created in). A resource whose project, network or subnetwork differs from what the spec and the tenant now ask for is a different resource: the pusher creates the new one, then deletes this one.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"network": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Network of the resource when it was created (a NEG's VPC network).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"subnetwork": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Subnetwork of the resource when it was created.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"description": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Description is the ownership marker the resource was created with, so that it can be proven ours and deleted after it left the spec.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"state": {
 						SchemaProps: spec.SchemaProps{
 							Description: "State is the pusher's view of the resource.",
@@ -590,6 +618,12 @@ func schema_multiproject_api_multiproject_v1alpha1_ProviderConfigStatus(ref comm
 							Format:      "int64",
 						},
 					},
+					"appliedSpec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "AppliedSpec records, for the controllers that make things outside the cluster (neg), the spec section they were last started with. It is written before such a controller starts, and a section stays here after it is removed from the spec, or the ProviderConfig is deleted, until the controller's cleanup has finished: the cleanup reaches the project and credentials that the old section named.",
+							Ref:         ref("github.com/multiproject/api/multiproject/v1alpha1.ProviderConfigSpec"),
+						},
+					},
 					"conditions": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -617,7 +651,7 @@ func schema_multiproject_api_multiproject_v1alpha1_ProviderConfigStatus(ref comm
 			},
 		},
 		Dependencies: []string{
-			v1.Condition{}.OpenAPIModelName()},
+			"github.com/multiproject/api/multiproject/v1alpha1.ProviderConfigSpec", v1.Condition{}.OpenAPIModelName()},
 	}
 }
 

@@ -33,6 +33,13 @@ const DefaultProviderConfigLabelKey = "multiproject.io/provider-config"
 // the object would otherwise vanish while the manager is down.
 const ProviderConfigCleanupFinalizer = "multiproject.io/provider-config-cleanup"
 
+// AbandonCloudResourcesAnnotation, set to "true" on a ProviderConfig, tells
+// the manager to stop waiting for a cleanup that cannot finish (a GCP
+// project already deleted, credentials revoked): what is left outside the
+// cluster is abandoned, listed in an Event, and forgotten. It applies to a
+// deleting ProviderConfig and to a spec section that was removed.
+const AbandonCloudResourcesAnnotation = "multiproject.io/abandon-cloud-resources"
+
 // Condition types of ProviderConfigStatus.Conditions. Every per-tenant
 // controller owns exactly one condition, so two controllers never fight over
 // one; Ready summarizes them.
@@ -227,6 +234,15 @@ type ProviderConfigStatus struct {
 	// controllers were started with.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// AppliedSpec records, for the controllers that make things outside the
+	// cluster (neg), the spec section they were last started with. It is
+	// written before such a controller starts, and a section stays here after
+	// it is removed from the spec, or the ProviderConfig is deleted, until the
+	// controller's cleanup has finished: the cleanup reaches the project and
+	// credentials that the old section named.
+	// +optional
+	AppliedSpec *ProviderConfigSpec `json:"appliedSpec,omitempty"`
 
 	// Conditions holds Ready and one condition per controller; see the
 	// ProviderConfigCondition* constants.

@@ -254,6 +254,30 @@ type BackendResourceStatus struct {
 	// +kubebuilder:validation:MaxLength=63
 	Zone string `json:"zone,omitempty"`
 
+	// Project is the GCP project the resource was created in (or is being
+	// created in). A resource whose project, network or subnetwork differs
+	// from what the spec and the tenant now ask for is a different resource:
+	// the pusher creates the new one, then deletes this one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=30
+	Project string `json:"project,omitempty"`
+
+	// Network of the resource when it was created (a NEG's VPC network).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Network string `json:"network,omitempty"`
+
+	// Subnetwork of the resource when it was created.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Subnetwork string `json:"subnetwork,omitempty"`
+
+	// Description is the ownership marker the resource was created with, so
+	// that it can be proven ours and deleted after it left the spec.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Description string `json:"description,omitempty"`
+
 	// State is the pusher's view of the resource.
 	// +required
 	State BackendResourceState `json:"state"`

@@ -214,6 +214,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.multiproject.api.multiproject.v1alpha1.BackendResourceStatus
   map:
     fields:
+    - name: description
+      type:
+        scalar: string
     - name: endpointCount
       type:
         scalar: numeric
@@ -227,10 +230,19 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+    - name: network
+      type:
+        scalar: string
+    - name: project
+      type:
+        scalar: string
     - name: state
       type:
         scalar: string
       default: ""
+    - name: subnetwork
+      type:
+        scalar: string
     - name: zone
       type:
         scalar: string
@@ -347,6 +359,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.multiproject.api.multiproject.v1alpha1.ProviderConfigStatus
   map:
     fields:
+    - name: appliedSpec
+      type:
+        namedType: com.github.multiproject.api.multiproject.v1alpha1.ProviderConfigSpec
     - name: conditions
       type:
         list:

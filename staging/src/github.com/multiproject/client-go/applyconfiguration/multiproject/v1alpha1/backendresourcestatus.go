@@ -33,6 +33,18 @@ type BackendResourceStatusApplyConfiguration struct {
 	Name *string `json:"name,omitempty"`
 	// Zone of the resource, as in the spec.
 	Zone *string `json:"zone,omitempty"`
+	// Project is the GCP project the resource was created in (or is being
+	// created in). A resource whose project, network or subnetwork differs
+	// from what the spec and the tenant now ask for is a different resource:
+	// the pusher creates the new one, then deletes this one.
+	Project *string `json:"project,omitempty"`
+	// Network of the resource when it was created (a NEG's VPC network).
+	Network *string `json:"network,omitempty"`
+	// Subnetwork of the resource when it was created.
+	Subnetwork *string `json:"subnetwork,omitempty"`
+	// Description is the ownership marker the resource was created with, so
+	// that it can be proven ours and deleted after it left the spec.
+	Description *string `json:"description,omitempty"`
 	// State is the pusher's view of the resource.
 	State *multiprojectv1alpha1.BackendResourceState `json:"state,omitempty"`
 	// EndpointCount is the number of endpoints the resource had after the
@@ -70,6 +82,38 @@ func (b *BackendResourceStatusApplyConfiguration) WithName(value string) *Backen
 // If called multiple times, the Zone field is set to the value of the last call.
 func (b *BackendResourceStatusApplyConfiguration) WithZone(value string) *BackendResourceStatusApplyConfiguration {
 	b.Zone = &value
+	return b
+}
+
+// WithProject sets the Project field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Project field is set to the value of the last call.
+func (b *BackendResourceStatusApplyConfiguration) WithProject(value string) *BackendResourceStatusApplyConfiguration {
+	b.Project = &value
+	return b
+}
+
+// WithNetwork sets the Network field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Network field is set to the value of the last call.
+func (b *BackendResourceStatusApplyConfiguration) WithNetwork(value string) *BackendResourceStatusApplyConfiguration {
+	b.Network = &value
+	return b
+}
+
+// WithSubnetwork sets the Subnetwork field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Subnetwork field is set to the value of the last call.
+func (b *BackendResourceStatusApplyConfiguration) WithSubnetwork(value string) *BackendResourceStatusApplyConfiguration {
+	b.Subnetwork = &value
+	return b
+}
+
+// WithDescription sets the Description field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Description field is set to the value of the last call.
+func (b *BackendResourceStatusApplyConfiguration) WithDescription(value string) *BackendResourceStatusApplyConfiguration {
+	b.Description = &value
 	return b
 }
 

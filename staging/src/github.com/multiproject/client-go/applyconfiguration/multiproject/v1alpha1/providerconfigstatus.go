@@ -30,6 +30,13 @@ type ProviderConfigStatusApplyConfiguration struct {
 	// ObservedGeneration is the metadata.generation of the spec the running
 	// controllers were started with.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
+	// AppliedSpec records, for the controllers that make things outside the
+	// cluster (neg), the spec section they were last started with. It is
+	// written before such a controller starts, and a section stays here after
+	// it is removed from the spec, or the ProviderConfig is deleted, until the
+	// controller's cleanup has finished: the cleanup reaches the project and
+	// credentials that the old section named.
+	AppliedSpec *ProviderConfigSpecApplyConfiguration `json:"appliedSpec,omitempty"`
 	// Conditions holds Ready and one condition per controller; see the
 	// ProviderConfigCondition* constants.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
@@ -46,6 +53,14 @@ func ProviderConfigStatus() *ProviderConfigStatusApplyConfiguration {
 // If called multiple times, the ObservedGeneration field is set to the value of the last call.
 func (b *ProviderConfigStatusApplyConfiguration) WithObservedGeneration(value int64) *ProviderConfigStatusApplyConfiguration {
 	b.ObservedGeneration = &value
+	return b
+}
+
+// WithAppliedSpec sets the AppliedSpec field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the AppliedSpec field is set to the value of the last call.
+func (b *ProviderConfigStatusApplyConfiguration) WithAppliedSpec(value *ProviderConfigSpecApplyConfiguration) *ProviderConfigStatusApplyConfiguration {
+	b.AppliedSpec = value
 	return b
 }
 
