@@ -45,6 +45,9 @@ type Config struct {
 	// QPS <= 0 disables client-side limiting.
 	QPS   float32
 	Burst int
+	// RateLimiter, if set, is used instead of a bucket sized by QPS and Burst, so that several clients of one
+	// tenant (one per project, or rebuilt after a credentials change) share the tenant's budget.
+	RateLimiter flowcontrol.RateLimiter
 	// HTTPClient, if set, carries every call (tests). With it, credentials are not attached.
 	HTTPClient *http.Client
 	// OperationTimeout bounds the wait for one operation; DefaultOperationTimeout if 0.
@@ -107,16 +110,19 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if c.operationTimeout <= 0 {
 		c.operationTimeout = DefaultOperationTimeout
 	}
-	if cfg.QPS > 0 {
-		burst := cfg.Burst
-		if burst < 1 {
-			burst = 1
-		}
-		c.limiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, burst)
-	} else {
-		c.limiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	c.limiter = cfg.RateLimiter
+	if c.limiter == nil {
+		c.limiter = NewRateLimiter(cfg.QPS, cfg.Burst)
 	}
 	return c, nil
+}
+
+// NewRateLimiter returns the token bucket of a tenant's calls: QPS <= 0 means no limit.
+func NewRateLimiter(qps float32, burst int) flowcontrol.RateLimiter {
+	if qps <= 0 {
+		return flowcontrol.NewFakeAlwaysRateLimiter()
+	}
+	return flowcontrol.NewTokenBucketRateLimiter(qps, max(burst, 1))
 }
 
 // checkServiceAccountKey rejects what is not a service-account JSON key, with a message that names no secret

@@ -8,9 +8,9 @@ import (
 	compute "google.golang.org/api/compute/v1"
 )
 
-// negKey names one zonal NEG of the tenant's project.
+// negKey names one zonal NEG of one of the tenant's projects.
 type negKey struct {
-	zone, name string
+	project, zone, name string
 }
 
 // endpointKey identifies an endpoint the way a detach must name it: instance, IP and port (the NEG's default port

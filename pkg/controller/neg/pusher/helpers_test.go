@@ -70,21 +70,41 @@ func newHarness(t testing.TB, gcp *mpv1alpha1.GCPConfig, objects ...runtime.Obje
 		Options:                tenant.Options{GCEEndpoint: h.gce.Endpoint(), GCEQPS: 1000, GCEBurst: 1000},
 		Workers:                2,
 	}
+	_, ctx := ktesting.NewTestContext(t)
+	informersCtx, stopInformers := context.WithCancel(ctx)
+	t.Cleanup(stopInformers)
+	factory.Start(informersCtx.Done())
+	h.start(false)
+	t.Cleanup(h.shutdown)
+	return h
+}
+
+// start runs a new pusher (a cleanup-only one with cleanupOnly) on the harness's Context.
+func (h *harness) start(cleanupOnly bool) {
+	h.t.Helper()
 	p, err := newPusher(h.tctx)
 	if err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
+	p.cleanupOnly = cleanupOnly
 	h.pusher = p
-	_, ctx := ktesting.NewTestContext(t)
+	_, ctx := ktesting.NewTestContext(h.t)
 	ctx, h.stop = context.WithCancel(ctx)
-	factory.Start(ctx.Done())
 	h.done = make(chan struct{})
 	go func() {
 		defer close(h.done)
 		p.Run(ctx)
 	}()
-	t.Cleanup(h.shutdown)
-	return h
+}
+
+// restart stops the pusher and starts one for gcp, as the manager does after a spec change.
+func (h *harness) restart(gcp *mpv1alpha1.GCPConfig, cleanupOnly bool) {
+	h.t.Helper()
+	h.shutdown()
+	pc := h.tctx.ProviderConfig.DeepCopy()
+	pc.Spec.GCP = gcp
+	h.tctx.ProviderConfig = pc
+	h.start(cleanupOnly)
 }
 
 func (h *harness) shutdown() {

@@ -1,6 +1,7 @@
 package pusher
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -36,6 +38,11 @@ const (
 	// defaultPermanentRetry is when a Translation that GCE refused as invalid, or that names a NEG we do not own, is
 	// tried again without a change: slow, because only a person can fix it.
 	defaultPermanentRetry = 5 * time.Minute
+	// defaultCredentialsRefresh is how old the credentials read from the tenant's Secret may get before a sync
+	// reads the Secret again; a changed key rebuilds the clients, so a rotated key is used without a restart.
+	defaultCredentialsRefresh = time.Minute
+	// defaultDrainGrace is the drain bound when the manager gives none.
+	defaultDrainGrace = 20 * time.Second
 )
 
 // Pusher is one tenant's NEG pusher.
@@ -54,9 +61,23 @@ type Pusher struct {
 
 	verifyPeriod   time.Duration
 	permanentRetry time.Duration
+	// drainGrace bounds how long the pusher goes on after it was told to stop (tenant.Context.DrainGrace): the
+	// pushes under way finish and the Translations already queued are pushed, so GCE is never left ahead of what
+	// the cluster records. Past it, calls are cancelled and what is left waits for the next pusher.
+	drainGrace time.Duration
+	// cleanupOnly makes a pusher that deletes and never creates: it runs as the neg controller's cleanup, after
+	// the tenant stopped configuring spec.gcp or is being deleted.
+	cleanupOnly bool
 
-	gceMu sync.Mutex
-	gce   *gceclient.Client
+	// gceMu guards the clients (one per project the tenant's NEGs are in, all with the tenant's credentials and
+	// rate limiter) and the credentials they were built with.
+	gceMu              sync.Mutex
+	clients            map[string]*gceclient.Client
+	limiter            flowcontrol.RateLimiter
+	credentials        []byte
+	credentialsReadAt  time.Time
+	credentialsRefresh time.Duration
+	now                func() time.Time
 
 	cache    *negCache
 	problems *problemSet
@@ -67,6 +88,18 @@ type Pusher struct {
 // condition on the ProviderConfig, not a failed start.
 func New(c *tenant.Context) (tenant.Controller, error) {
 	return newPusher(c)
+}
+
+// NewCleanup builds a pusher that only deletes: it deletes the NEGs of every Translation being deleted and then
+// removes its finalizer, and leaves live Translations alone (the neg controller's cleanup deletes them). c's
+// spec.gcp is the section the tenant last ran with.
+func NewCleanup(c *tenant.Context) (tenant.Controller, error) {
+	p, err := newPusher(c)
+	if err != nil {
+		return nil, err
+	}
+	p.cleanupOnly = true
+	return p, nil
 }
 
 func newPusher(c *tenant.Context) (*Pusher, error) {
@@ -91,13 +124,21 @@ func newPusher(c *tenant.Context) (*Pusher, error) {
 		lister:   mplisters.NewTranslationLister(informer.GetIndexer()),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: name + "-" + ControllerName}),
-		recorder:       c.EventRecorder,
-		condition:      c.Condition,
-		workers:        workers,
-		verifyPeriod:   defaultVerifyPeriod,
-		permanentRetry: defaultPermanentRetry,
-		cache:          newNEGCache(),
-		problems:       newProblemSet(),
+		recorder:           c.EventRecorder,
+		condition:          c.Condition,
+		workers:            workers,
+		verifyPeriod:       defaultVerifyPeriod,
+		permanentRetry:     defaultPermanentRetry,
+		drainGrace:         c.DrainGrace,
+		clients:            map[string]*gceclient.Client{},
+		limiter:            gceclient.NewRateLimiter(c.Options.GCEQPS, c.Options.GCEBurst),
+		credentialsRefresh: defaultCredentialsRefresh,
+		now:                time.Now,
+		cache:              newNEGCache(),
+		problems:           newProblemSet(),
+	}
+	if p.drainGrace <= 0 {
+		p.drainGrace = defaultDrainGrace
 	}
 	if c.KubeClient != nil {
 		p.kube = c.KubeClient.CoreV1()
@@ -125,7 +166,7 @@ func (p *Pusher) Run(ctx context.Context) {
 	// Workers push on a context the stop does not cancel until drainGrace after it; the deferred queue shutdown
 	// lets them empty the queue and then return.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
-	stopDraining := context.AfterFunc(ctx, func() { time.AfterFunc(drainGrace, cancelWork) })
+	stopDraining := context.AfterFunc(ctx, func() { time.AfterFunc(p.drainGrace, cancelWork) })
 	var workers sync.WaitGroup
 	defer func() {
 		p.queue.ShutDown()
@@ -146,7 +187,7 @@ func (p *Pusher) Run(ctx context.Context) {
 		workers.Go(func() { wait.UntilWithContext(ctx, func(context.Context) { p.runWorker(workCtx) }, time.Second) })
 	}
 	<-ctx.Done()
-	logger.Info("Stopping NEG pusher: finishing the pushes under way and those queued", "grace", drainGrace)
+	logger.Info("Stopping NEG pusher: finishing the pushes under way and those queued", "grace", p.drainGrace)
 }
 
 func (p *Pusher) enqueue(obj any) {
@@ -189,12 +230,6 @@ func (p *Pusher) runWorker(ctx context.Context) {
 	}
 }
 
-// drainGrace bounds how long the pusher goes on after it was told to stop: the pushes under way finish and the
-// Translations already queued are pushed, so GCE is never left ahead of what the cluster records. It matches the
-// manager's default --controller-shutdown-timeout; past it, calls are cancelled and what is left waits for the next
-// pusher, which lists every Translation again.
-var drainGrace = 30 * time.Second
-
 func (p *Pusher) processNextWorkItem(ctx context.Context) bool {
 	key, shutdown := p.queue.Get()
 	if shutdown {
@@ -218,32 +253,40 @@ func (p *Pusher) processNextWorkItem(ctx context.Context) bool {
 	return true
 }
 
-// gceClient returns the tenant's Compute Engine client, building it on first use. A failure is not kept: the next
-// sync tries again (the Secret may have been created meanwhile).
-func (p *Pusher) gceClient(ctx context.Context) (*gceclient.Client, error) {
+// gceClient returns the tenant's Compute Engine client for a project, building it on first use. The credentials
+// Secret is read again once the key in use is older than credentialsRefresh, and a changed key rebuilds every
+// client, so a rotated key is picked up without a restart. A failure is not kept: the next sync tries again (the
+// Secret may have been created meanwhile).
+func (p *Pusher) gceClient(ctx context.Context, project string) (*gceclient.Client, error) {
 	p.gceMu.Lock()
 	defer p.gceMu.Unlock()
-	if p.gce != nil {
-		return p.gce, nil
-	}
-	cfg := gceclient.Config{
-		ProjectID: p.gcp.ProjectID,
-		Endpoint:  p.options.GCEEndpoint,
-		QPS:       p.options.GCEQPS,
-		Burst:     p.options.GCEBurst,
-	}
-	if ref := p.gcp.CredentialsSecretRef; ref != nil {
+	if ref := p.gcp.CredentialsSecretRef; ref != nil && (p.credentials == nil || p.now().Sub(p.credentialsReadAt) >= p.credentialsRefresh) {
 		data, err := p.readCredentials(ctx, ref)
 		if err != nil {
 			return nil, err
 		}
-		cfg.CredentialsJSON = data
+		p.credentialsReadAt = p.now()
+		if !bytes.Equal(data, p.credentials) {
+			if p.credentials != nil {
+				klog.FromContext(ctx).Info("The credentials Secret changed; rebuilding the GCE clients", "secret", ref.Namespace+"/"+ref.Name)
+			}
+			p.credentials = data
+			clear(p.clients)
+		}
 	}
-	c, err := gceclient.New(ctx, cfg)
+	if c := p.clients[project]; c != nil {
+		return c, nil
+	}
+	c, err := gceclient.New(ctx, gceclient.Config{
+		ProjectID:       project,
+		Endpoint:        p.options.GCEEndpoint,
+		CredentialsJSON: p.credentials,
+		RateLimiter:     p.limiter,
+	})
 	if err != nil {
 		return nil, err
 	}
-	p.gce = c
+	p.clients[project] = c
 	return c, nil
 }
 

@@ -33,9 +33,12 @@ func TestCreatesNEGsWithTheirEndpointsInFewestAttachCalls(t *testing.T) {
 	if calls[fakegce.MethodInsert] != 2 {
 		t.Errorf("insert calls = %d, want 2", calls[fakegce.MethodInsert])
 	}
+	// The status records where each NEG is and the marker it carries, so it can be found and deleted later.
 	want := []mpv1alpha1.BackendResourceStatus{
-		{Kind: mpv1alpha1.BackendResourceKindNetworkEndpointGroup, Name: "k8s1-web", Zone: "us-central1-a", State: mpv1alpha1.BackendResourceStateReady, EndpointCount: 1200},
-		{Kind: mpv1alpha1.BackendResourceKindNetworkEndpointGroup, Name: "k8s1-web", Zone: "us-central1-b", State: mpv1alpha1.BackendResourceStateReady, EndpointCount: 3},
+		{Kind: mpv1alpha1.BackendResourceKindNetworkEndpointGroup, Name: "k8s1-web", Zone: "us-central1-a", Project: testProject, Network: "default",
+			Description: testMarker, State: mpv1alpha1.BackendResourceStateReady, EndpointCount: 1200},
+		{Kind: mpv1alpha1.BackendResourceKindNetworkEndpointGroup, Name: "k8s1-web", Zone: "us-central1-b", Project: testProject, Network: "default",
+			Description: testMarker, State: mpv1alpha1.BackendResourceStateReady, EndpointCount: 3},
 	}
 	for i := range want {
 		if i >= len(got.Status.Resources) || got.Status.Resources[i] != want[i] {

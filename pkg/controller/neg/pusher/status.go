@@ -12,49 +12,64 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 )
 
-// resourceID identifies a backend resource the way spec and status entries do.
+// resourceID identifies a backend resource the way spec and status entries do: the same name and zone in another
+// project is another resource.
 type resourceID struct {
-	kind       mpv1alpha1.BackendResourceKind
-	zone, name string
+	kind                mpv1alpha1.BackendResourceKind
+	project, zone, name string
 }
 
-func specID(r *mpv1alpha1.BackendResource) resourceID {
-	return resourceID{kind: r.Kind, zone: r.Zone, name: r.Name}
+func specID(r *mpv1alpha1.BackendResource, project string) resourceID {
+	return resourceID{kind: r.Kind, project: project, zone: r.Zone, name: r.Name}
 }
 
-func statusID(r *mpv1alpha1.BackendResourceStatus) resourceID {
+// statusID is the identity of a status entry; an entry written before projects were recorded is in project.
+func statusID(r *mpv1alpha1.BackendResourceStatus, project string) resourceID {
 	kind := r.Kind
 	if kind == "" {
 		kind = mpv1alpha1.BackendResourceKindNetworkEndpointGroup
 	}
-	return resourceID{kind: kind, zone: r.Zone, name: r.Name}
+	if r.Project != "" {
+		project = r.Project
+	}
+	return resourceID{kind: kind, project: project, zone: r.Zone, name: r.Name}
 }
 
-// declare returns the status that lists every spec resource (new ones Pending) followed by the entries of resources
-// removed from the spec that are not deleted yet, and whether that differs from the current status in listing a new
-// resource.
-func declare(tr *mpv1alpha1.Translation) (mpv1alpha1.TranslationStatus, bool) {
+// declaredStatus is a status entry for a spec resource about to be created in project.
+func declaredStatus(r *mpv1alpha1.BackendResource, project string) mpv1alpha1.BackendResourceStatus {
+	s := mpv1alpha1.BackendResourceStatus{Kind: r.Kind, Name: r.Name, Zone: r.Zone, Project: project, Description: r.Description,
+		State: mpv1alpha1.BackendResourceStatePending}
+	if r.NetworkEndpointGroup != nil {
+		s.Network, s.Subnetwork = r.NetworkEndpointGroup.Network, r.NetworkEndpointGroup.Subnetwork
+	}
+	return s
+}
+
+// declare returns the status that lists every spec resource of project (new ones Pending) followed by the entries
+// of resources no longer wanted (removed from the spec, or in another project) that are not deleted yet, and
+// whether that lists a resource the current status does not.
+func declare(tr *mpv1alpha1.Translation, project string) (mpv1alpha1.TranslationStatus, bool) {
 	status := *tr.Status.DeepCopy()
 	existing := map[resourceID]mpv1alpha1.BackendResourceStatus{}
 	for _, r := range status.Resources {
-		existing[statusID(&r)] = r
+		existing[statusID(&r, project)] = r
 	}
 	changed := false
 	resources := make([]mpv1alpha1.BackendResourceStatus, 0, len(tr.Spec.Resources))
 	inSpec := map[resourceID]bool{}
 	for i := range tr.Spec.Resources {
 		r := &tr.Spec.Resources[i]
-		id := specID(r)
+		id := specID(r, project)
 		inSpec[id] = true
 		if s, ok := existing[id]; ok {
 			resources = append(resources, s)
 			continue
 		}
 		changed = true
-		resources = append(resources, mpv1alpha1.BackendResourceStatus{Kind: r.Kind, Name: r.Name, Zone: r.Zone, State: mpv1alpha1.BackendResourceStatePending})
+		resources = append(resources, declaredStatus(r, project))
 	}
 	for _, r := range status.Resources {
-		if !inSpec[statusID(&r)] {
+		if !inSpec[statusID(&r, project)] {
 			r.State = mpv1alpha1.BackendResourceStateDeleting
 			resources = append(resources, r)
 		}
@@ -66,28 +81,47 @@ func declare(tr *mpv1alpha1.Translation) (mpv1alpha1.TranslationStatus, bool) {
 	return status, changed
 }
 
-// removedResources are the resources the status lists (so they may exist in GCE) that the spec no longer does.
-func removedResources(tr *mpv1alpha1.Translation) []mpv1alpha1.BackendResourceStatus {
+// recorded returns the status entry of a spec resource in project, if the status has one.
+func recorded(tr *mpv1alpha1.Translation, r *mpv1alpha1.BackendResource, project string) *mpv1alpha1.BackendResourceStatus {
+	id := specID(r, project)
+	for i := range tr.Status.Resources {
+		if statusID(&tr.Status.Resources[i], project) == id {
+			return &tr.Status.Resources[i]
+		}
+	}
+	return nil
+}
+
+// removedResources are the NEGs the status lists (so they may exist in GCE) that the spec no longer asks for in
+// project: removed from the spec, or left behind in another project.
+func removedResources(tr *mpv1alpha1.Translation, project string) []mpv1alpha1.BackendResourceStatus {
 	inSpec := map[resourceID]bool{}
 	for i := range tr.Spec.Resources {
-		inSpec[specID(&tr.Spec.Resources[i])] = true
+		inSpec[specID(&tr.Spec.Resources[i], project)] = true
 	}
 	var out []mpv1alpha1.BackendResourceStatus
 	for _, r := range tr.Status.Resources {
-		if statusID(&r).kind == mpv1alpha1.BackendResourceKindNetworkEndpointGroup && !inSpec[statusID(&r)] {
+		id := statusID(&r, project)
+		if id.kind == mpv1alpha1.BackendResourceKindNetworkEndpointGroup && !inSpec[id] {
+			if r.Project == "" {
+				r.Project = project
+			}
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// specDescriptions are the ownership markers of the Translation's resources. The status does not record a removed
-// resource's marker, so a NEG removed from the spec counts as ours when it carries one of these: the Translation's
-// resources are the NEGs of one Service port and share their marker.
-func specDescriptions(tr *mpv1alpha1.Translation) []string {
+// markersOf are the ownership markers a removed resource may carry: the one recorded with it, or, for an entry
+// written before markers were recorded, those of the Translation's resources (the NEGs of one Service port share
+// their marker).
+func markersOf(r *mpv1alpha1.BackendResourceStatus, tr *mpv1alpha1.Translation) []string {
+	if r.Description != "" {
+		return []string{r.Description}
+	}
 	var out []string
-	for _, r := range tr.Spec.Resources {
-		out = append(out, r.Description)
+	for _, s := range tr.Spec.Resources {
+		out = append(out, s.Description)
 	}
 	return out
 }
@@ -109,7 +143,7 @@ func buildStatus(tr *mpv1alpha1.Translation, outcomes []outcome) mpv1alpha1.Tran
 				reason = string(o.state)
 			}
 		}
-		msg := fmt.Sprintf("%s/%s: %s", o.zone, o.name, o.state)
+		msg := fmt.Sprintf("%s/%s: %s", o.where.Zone, o.where.Name, o.state)
 		if o.err != nil {
 			msg += ": " + o.err.Error()
 		}

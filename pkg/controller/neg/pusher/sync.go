@@ -35,6 +35,7 @@ const (
 	ReasonCredentialsUnavailable = "CredentialsUnavailable"
 	ReasonGCEUnavailable         = "GCEUnavailable"
 	ReasonUnsupported            = "UnsupportedResource"
+	ReasonNEGRecreated           = "NEGRecreated"
 )
 
 // maxErrorLength keeps a GCE error message in the status readable (the schema allows 32 KiB).
@@ -46,9 +47,8 @@ type syncResult struct {
 
 // outcome is what one sync step did with one backend resource.
 type outcome struct {
-	kind      mpv1alpha1.BackendResourceKind
-	zone      string
-	name      string
+	// where records the resource as the status lists it: project, network, subnetwork and marker.
+	where     mpv1alpha1.BackendResourceStatus
 	state     mpv1alpha1.BackendResourceState
 	endpoints int
 	err       error
@@ -58,7 +58,8 @@ type outcome struct {
 }
 
 func (o outcome) status() mpv1alpha1.BackendResourceStatus {
-	s := mpv1alpha1.BackendResourceStatus{Kind: o.kind, Name: o.name, Zone: o.zone, State: o.state, EndpointCount: int32(o.endpoints)}
+	s := o.where
+	s.State, s.EndpointCount, s.LastError = o.state, int32(o.endpoints), ""
 	if o.err != nil {
 		s.LastError = truncate(o.err.Error(), maxErrorLength)
 	}
@@ -86,9 +87,14 @@ func (p *Pusher) sync(ctx context.Context, key string) (syncResult, error) {
 	return p.syncLive(ctx, key, tr.DeepCopy())
 }
 
-// syncLive makes GCE match a live Translation: removed resources deleted, every spec resource created with exactly
-// its endpoints.
+// syncLive makes GCE match a live Translation: every spec resource created in the tenant's project with exactly its
+// endpoints, then the resources no longer wanted (removed from the spec, or in a project the tenant left) deleted,
+// so that traffic moves to the new NEGs before the old ones go.
 func (p *Pusher) syncLive(ctx context.Context, key string, tr *mpv1alpha1.Translation) (syncResult, error) {
+	if p.cleanupOnly {
+		// The cleanup deletes live Translations; their deletion brings them back here.
+		return syncResult{}, nil
+	}
 	var err error
 	if !hasFinalizer(tr) {
 		// Declared before made: without the finalizer a deletion could outrun the NEGs' cleanup.
@@ -97,35 +103,43 @@ func (p *Pusher) syncLive(ctx context.Context, key string, tr *mpv1alpha1.Transl
 			return syncResult{}, fmt.Errorf("adding the finalizer: %w", err)
 		}
 	}
-	gce, err := p.gceClient(ctx)
+	project := p.gcp.ProjectID
+	gce, err := p.gceClient(ctx, project)
 	if err != nil {
 		return syncResult{}, p.failWholly(ctx, key, tr, ReasonCredentialsUnavailable, err)
 	}
 
-	// Declare first: the status lists every resource before it is created, so that one later removed from the
-	// spec can still be found and deleted, also after a restart.
-	if declared, changed := declare(tr); changed {
+	// Declare first: the status lists every resource, with its project, before it is created, so that one later
+	// removed from the spec, or left in an old project, can still be found and deleted, also after a restart.
+	if declared, changed := declare(tr, project); changed {
 		if tr, err = p.writeStatus(ctx, tr, declared); err != nil {
 			return syncResult{}, err
 		}
 	}
 
-	var leftovers []outcome
-	removed := removedResources(tr)
-	markers := specDescriptions(tr)
-	for i := len(removed) - 1; i >= 0; i-- {
-		r := removed[i]
-		o := p.deleteNEG(ctx, gce, key, tr, negKey{zone: r.Zone, name: r.Name}, markers, false)
-		if o.err != nil {
-			leftovers = append(leftovers, o)
-		}
-	}
 	outcomes := make([]outcome, 0, len(tr.Spec.Resources))
 	for i := range tr.Spec.Resources {
 		// NEGs do not depend on each other, so one failing does not hold back the others.
 		outcomes = append(outcomes, p.ensure(ctx, gce, key, tr, &tr.Spec.Resources[i]))
 	}
-	return p.finish(ctx, key, tr, append(outcomes, leftovers...))
+	removed := removedResources(tr, project)
+	for i := len(removed) - 1; i >= 0; i-- {
+		if o := p.deleteRecorded(ctx, key, tr, &removed[i]); o.err != nil {
+			outcomes = append(outcomes, o)
+		}
+	}
+	return p.finish(ctx, key, tr, outcomes)
+}
+
+// deleteRecorded deletes a NEG the status lists but the spec no longer wants, in the project it was made in.
+func (p *Pusher) deleteRecorded(ctx context.Context, key string, tr *mpv1alpha1.Translation, r *mpv1alpha1.BackendResourceStatus) outcome {
+	o := outcome{where: *r, state: mpv1alpha1.BackendResourceStateDeleting}
+	gce, err := p.gceClient(ctx, r.Project)
+	if err != nil {
+		o.err, o.reason = err, ReasonCredentialsUnavailable
+		return o
+	}
+	return p.deleteNEG(ctx, gce, key, tr, o, markersOf(r, tr), false)
 }
 
 // persistentFailureAttempts is how many syncs in a row must fail with retryable GCE errors before the tenant's
@@ -146,10 +160,10 @@ func (p *Pusher) finish(ctx context.Context, key string, tr *mpv1alpha1.Translat
 		case o.err == nil:
 		case o.permanent:
 			if permanent == nil {
-				permanent = &problem{reason: o.reason, message: fmt.Sprintf("NEG %s in zone %s: %v", o.name, o.zone, o.err)}
+				permanent = &problem{reason: o.reason, message: fmt.Sprintf("NEG %s in zone %s: %v", o.where.Name, o.where.Zone, o.err)}
 			}
 		default:
-			retryable = append(retryable, fmt.Errorf("NEG %s in zone %s: %w", o.name, o.zone, o.err))
+			retryable = append(retryable, fmt.Errorf("NEG %s in zone %s: %w", o.where.Name, o.where.Zone, o.err))
 		}
 	}
 	if permanent == nil && len(retryable) > 0 && p.queue.NumRequeues(key) >= persistentFailureAttempts-1 {
@@ -181,15 +195,26 @@ func (p *Pusher) failWholly(ctx context.Context, key string, tr *mpv1alpha1.Tran
 	return cause
 }
 
-// ensure makes one NEG exist with exactly the resource's endpoints. It holds the NEG's cache entry throughout.
+// ensure makes one NEG exist with exactly the resource's endpoints. It holds the NEG's cache entry throughout. A
+// NEG recorded with another network or subnetwork is deleted and created again: GCE cannot change them in place.
 func (p *Pusher) ensure(ctx context.Context, gce *gceclient.Client, owner string, tr *mpv1alpha1.Translation, res *mpv1alpha1.BackendResource) outcome {
-	o := outcome{kind: res.Kind, zone: res.Zone, name: res.Name, state: mpv1alpha1.BackendResourceStatePending}
+	o := outcome{where: declaredStatus(res, gce.Project()), state: mpv1alpha1.BackendResourceStatePending}
 	if res.Kind != mpv1alpha1.BackendResourceKindNetworkEndpointGroup || res.NetworkEndpointGroup == nil || res.Zone == "" {
 		o.state, o.reason, o.permanent = mpv1alpha1.BackendResourceStateError, ReasonUnsupported, true
 		o.err = fmt.Errorf("resource kind %q is not a NetworkEndpointGroup with zone and parameters", res.Kind)
 		return o
 	}
-	e := p.cache.lock(owner, negKey{zone: res.Zone, name: res.Name})
+	if was := recorded(tr, res, gce.Project()); was != nil && was.Network != "" &&
+		(was.Network != res.NetworkEndpointGroup.Network || was.Subnetwork != res.NetworkEndpointGroup.Subnetwork) {
+		// The status keeps the old network until the NEG is made anew, so a crash in between deletes it again.
+		gone := p.deleteNEG(ctx, gce, owner, tr, outcome{where: *was, state: mpv1alpha1.BackendResourceStateDeleting}, []string{res.Description}, true)
+		if gone.err != nil {
+			return gone
+		}
+		p.recorder.Eventf(tr, corev1.EventTypeNormal, ReasonNEGRecreated, "NEG %s in zone %s moves from network %s/%s to %s/%s: deleted, to be created again",
+			res.Name, res.Zone, was.Network, was.Subnetwork, res.NetworkEndpointGroup.Network, res.NetworkEndpointGroup.Subnetwork)
+	}
+	e := p.cache.lock(owner, negKey{project: gce.Project(), zone: res.Zone, name: res.Name})
 	defer e.mu.Unlock()
 	// A second attempt follows an error that may come from a stale cache (the NEG vanished, an endpoint attached
 	// behind our back): the entry is re-read and the step tried once more before the error counts.
@@ -205,7 +230,7 @@ func (p *Pusher) ensure(ctx context.Context, gce *gceclient.Client, owner string
 }
 
 func (p *Pusher) ensureOnce(ctx context.Context, gce *gceclient.Client, tr *mpv1alpha1.Translation, res *mpv1alpha1.BackendResource, e *negEntry) (outcome, bool) {
-	o := outcome{kind: res.Kind, zone: res.Zone, name: res.Name, state: mpv1alpha1.BackendResourceStatePending}
+	o := outcome{where: declaredStatus(res, gce.Project()), state: mpv1alpha1.BackendResourceStatePending}
 	params := res.NetworkEndpointGroup
 	if err := p.awaitPending(ctx, gce, res.Zone, e); err != nil {
 		return p.failed(o, e, err), false
@@ -403,21 +428,21 @@ func endpointsOf(batch []keyedEndpoint) []*compute.NetworkEndpoint {
 	return out
 }
 
-// syncDeletion deletes the NEGs of a Translation being deleted, in reverse order, and then removes the finalizer.
+// syncDeletion deletes the NEGs of a Translation being deleted, in reverse order, each in the project it was made
+// in, and then removes the finalizer.
 func (p *Pusher) syncDeletion(ctx context.Context, key string, tr *mpv1alpha1.Translation) (syncResult, error) {
 	if !hasFinalizer(tr) {
 		return syncResult{}, nil
 	}
-	gce, err := p.gceClient(ctx)
+	project := p.gcp.ProjectID
+	gce, err := p.gceClient(ctx, project)
 	if err != nil {
 		return syncResult{}, p.failWholly(ctx, key, tr, ReasonCredentialsUnavailable, err)
 	}
-	markers := specDescriptions(tr)
 	var failures []outcome
-	removed := removedResources(tr)
+	removed := removedResources(tr, project)
 	for i := len(removed) - 1; i >= 0; i-- {
-		r := removed[i]
-		if o := p.deleteNEG(ctx, gce, key, tr, negKey{zone: r.Zone, name: r.Name}, markers, false); o.err != nil {
+		if o := p.deleteRecorded(ctx, key, tr, &removed[i]); o.err != nil {
 			failures = append(failures, o)
 		}
 	}
@@ -426,7 +451,8 @@ func (p *Pusher) syncDeletion(ctx context.Context, key string, tr *mpv1alpha1.Tr
 		if r.Kind != mpv1alpha1.BackendResourceKindNetworkEndpointGroup || r.Zone == "" {
 			continue
 		}
-		if o := p.deleteNEG(ctx, gce, key, tr, negKey{zone: r.Zone, name: r.Name}, []string{r.Description}, true); o.err != nil {
+		o := outcome{where: declaredStatus(r, project), state: mpv1alpha1.BackendResourceStateDeleting}
+		if o = p.deleteNEG(ctx, gce, key, tr, o, []string{r.Description}, true); o.err != nil {
 			failures = append(failures, o)
 		}
 	}
@@ -450,8 +476,8 @@ func (p *Pusher) syncDeletion(ctx context.Context, key string, tr *mpv1alpha1.Tr
 // deleteNEG deletes one NEG if it is ours: its description is one of markers (or, from the cache, it was ours when
 // last seen). A NEG that is not ours is left alone and counts as done. inSpec says the NEG is still in the spec (a
 // Translation deletion) rather than removed from it.
-func (p *Pusher) deleteNEG(ctx context.Context, gce *gceclient.Client, owner string, tr *mpv1alpha1.Translation, k negKey, markers []string, inSpec bool) outcome {
-	o := outcome{kind: mpv1alpha1.BackendResourceKindNetworkEndpointGroup, zone: k.zone, name: k.name, state: mpv1alpha1.BackendResourceStateDeleting}
+func (p *Pusher) deleteNEG(ctx context.Context, gce *gceclient.Client, owner string, tr *mpv1alpha1.Translation, o outcome, markers []string, inSpec bool) outcome {
+	k := negKey{project: gce.Project(), zone: o.where.Zone, name: o.where.Name}
 	e := p.cache.lock(owner, k)
 	defer e.mu.Unlock()
 	if err := p.awaitPending(ctx, gce, k.zone, e); err != nil {

@@ -1,0 +1,167 @@
+package pusher
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
+)
+
+const otherProject = "tenant-a-new-project"
+
+// A changed spec.gcp.projectID is a migration: the NEGs are created in the new project first, and only then deleted
+// from the old one (with the tenant's credentials); the status follows them.
+func TestProjectChangeCreatesInTheNewProjectBeforeDeletingFromTheOld(t *testing.T) {
+	h := newHarness(t, nil, translation("web", map[string]int{"us-central1-a": 2, "us-central1-b": 1}, true))
+	h.waitSynced("web", metav1.ConditionTrue)
+
+	// The old project refuses deletes for now, so the order is visible: new NEGs exist while old ones remain.
+	h.gce.InjectFault(testProject, fakegce.MethodDelete, fakegce.Fault{Code: 503})
+	h.restart(&mpv1alpha1.GCPConfig{ProjectID: otherProject, Network: "default"}, false)
+	h.waitFor("the NEGs in the new project", func() bool {
+		return h.countIn(otherProject, "us-central1-a", "k8s1-web") == 2 && h.countIn(otherProject, "us-central1-b", "k8s1-web") == 1
+	})
+	if _, ok := h.gce.NEG(testProject, "us-central1-a", "k8s1-web"); !ok {
+		t.Fatal("the old NEG went before the delete was allowed")
+	}
+	h.waitFor("the status to list the old NEGs as Deleting", func() bool {
+		deleting := 0
+		for _, r := range h.get("web").Status.Resources {
+			if r.Project == testProject && r.State == mpv1alpha1.BackendResourceStateDeleting {
+				deleting++
+			}
+		}
+		return deleting == 2
+	})
+
+	h.gce.ClearFaults(testProject)
+	tr := h.waitSynced("web", metav1.ConditionTrue)
+	for _, zone := range []string{"us-central1-a", "us-central1-b"} {
+		if _, ok := h.gce.NEG(testProject, zone, "k8s1-web"); ok {
+			t.Errorf("NEG k8s1-web in %s is left in the old project", zone)
+		}
+	}
+	for _, r := range tr.Status.Resources {
+		if r.Project != otherProject || r.State != mpv1alpha1.BackendResourceStateReady {
+			t.Errorf("status entry %+v, want only Ready NEGs of %s", r, otherProject)
+		}
+	}
+}
+
+// A changed network cannot be applied in place: the NEG is deleted and created again in the new network.
+func TestNetworkChangeRecreatesTheNEG(t *testing.T) {
+	h := newHarness(t, nil, translation("web", map[string]int{"us-central1-a": 2}, true))
+	h.waitSynced("web", metav1.ConditionTrue)
+	before, _ := h.gce.NEG(testProject, "us-central1-a", "k8s1-web")
+
+	tr := h.get("web")
+	tr.Spec.Resources[0].NetworkEndpointGroup.Network = "other-vpc"
+	tr.Generation++
+	if _, err := h.client.MultiprojectV1alpha1().Translations(testNamespace).Update(context.Background(), tr, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := h.waitSynced("web", metav1.ConditionTrue)
+	after, ok := h.gce.NEG(testProject, "us-central1-a", "k8s1-web")
+	if !ok || after.Id == before.Id || !strings.HasSuffix(after.Network, "/networks/other-vpc") {
+		t.Fatalf("NEG after the change: %+v (before: id %d), want a new NEG in other-vpc", after, before.Id)
+	}
+	if n := h.endpointCount("us-central1-a", "k8s1-web"); n != 2 {
+		t.Errorf("the recreated NEG has %d endpoints, want 2", n)
+	}
+	if r := got.Status.Resources; len(r) != 1 || r[0].Network != "other-vpc" {
+		t.Errorf("status = %+v, want one entry in other-vpc", r)
+	}
+	if h.events.Count(corev1.EventTypeNormal, ReasonNEGRecreated) != 1 {
+		t.Errorf("Events %v, want one %s", h.events.With(""), ReasonNEGRecreated)
+	}
+}
+
+// A cleanup-only pusher never creates anything for a live Translation, and deletes the NEGs of one being deleted.
+func TestCleanupOnlyPusherDeletesAndNeverCreates(t *testing.T) {
+	h := newHarness(t, nil, translation("web", map[string]int{"us-central1-a": 2}, true))
+	h.waitSynced("web", metav1.ConditionTrue)
+	h.restart(h.tctx.ProviderConfig.Spec.GCP, true)
+	h.gce.ResetCalls()
+
+	other := translation("api", map[string]int{"us-central1-a": 1}, true)
+	if _, err := h.client.MultiprojectV1alpha1().Translations(testNamespace).Create(context.Background(), other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr := h.get("web")
+	now := metav1.Now()
+	tr.DeletionTimestamp = &now
+	if _, err := h.client.MultiprojectV1alpha1().Translations(testNamespace).Update(context.Background(), tr, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("the finalizer to go", func() bool { return len(h.get("web").Finalizers) == 0 })
+	if _, ok := h.gce.NEG(testProject, "us-central1-a", "k8s1-web"); ok {
+		t.Error("the deleted Translation's NEG is still in GCE")
+	}
+	h.shutdown()
+	if n := h.gce.Calls(testProject)[fakegce.MethodInsert]; n != 0 {
+		t.Errorf("a cleanup-only pusher created %d NEGs", n)
+	}
+}
+
+// A rotated credentials Secret is read again and the clients rebuilt, without a restart.
+func TestRotatedCredentialsAreUsedWithoutARestart(t *testing.T) {
+	gcp := &mpv1alpha1.GCPConfig{ProjectID: testProject, Network: "default",
+		CredentialsSecretRef: &mpv1alpha1.SecretKeyReference{Namespace: "kube-system", Name: "tenant-a-gcp", Key: "key.json"}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "tenant-a-gcp"},
+		Data: map[string][]byte{"key.json": []byte(`{"type":"authorized_user"}`)}}
+	h := newHarness(t, gcp)
+	if _, err := h.kube.CoreV1().Secrets("kube-system").Create(context.Background(), secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.shutdown()
+	h.tctx.ProviderConfig.Spec.GCP = gcp
+	h.start(false)
+	h.pusher.credentialsRefresh = 50 * time.Millisecond
+	if _, err := h.client.MultiprojectV1alpha1().Translations(testNamespace).Create(context.Background(),
+		translation("web", map[string]int{"us-central1-a": 1}, true), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitReason("web", metav1.ConditionFalse, ReasonCredentialsUnavailable)
+
+	secret.Data["key.json"] = []byte(`{"type":"service_account","client_email":"neg@tenant-a-project.iam.gserviceaccount.com","private_key":"-----BEGIN PRIVATE KEY-----\n"}`)
+	if _, err := h.kube.CoreV1().Secrets("kube-system").Update(context.Background(), secret, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSynced("web", metav1.ConditionTrue)
+	first := h.client0()
+
+	secret.Data["key.json"] = []byte(`{"type":"service_account","client_email":"neg2@tenant-a-project.iam.gserviceaccount.com","private_key":"-----BEGIN PRIVATE KEY-----\n"}`)
+	if _, err := h.kube.CoreV1().Secrets("kube-system").Update(context.Background(), secret, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("a client built with the rotated key", func() bool {
+		h.pusher.queue.Add(testNamespace + "/web")
+		c := h.client0()
+		return c != nil && c != first
+	})
+}
+
+// client0 is the pusher's current client for the test project.
+func (h *harness) client0() any {
+	h.pusher.gceMu.Lock()
+	defer h.pusher.gceMu.Unlock()
+	if c := h.pusher.clients[testProject]; c != nil {
+		return c
+	}
+	return nil
+}
+
+func (h *harness) countIn(project, zone, name string) int {
+	eps, ok := h.gce.Endpoints(project, zone, name)
+	if !ok {
+		return -1
+	}
+	return len(eps)
+}
