@@ -40,6 +40,11 @@ func Descriptor() *registry.Descriptor[tenant.Factory] {
 			RequiredAPIs: []schema.GroupVersionResource{informerset.Translations},
 			New:          New,
 			Pending:      pusher.Pending,
+			Cleanup:      NewCleanup,
+			Abandon:      Abandon,
+			CopySection: func(dst, src *mpv1alpha1.ProviderConfigSpec) {
+				dst.GCP = src.GCP.DeepCopy()
+			},
 		},
 	}
 }

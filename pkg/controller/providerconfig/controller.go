@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -37,6 +38,8 @@ const (
 	EventControllerFailed   = "ControllerFailed"
 	EventCleanupPending     = "CleanupPending"
 	EventCleanedUp          = "CleanedUp"
+	// EventCloudResourcesAbandoned lists what the operator abandoned with the abandon annotation.
+	EventCloudResourcesAbandoned = "CloudResourcesAbandoned"
 )
 
 // Ready condition reasons.
@@ -198,33 +201,10 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		return 0, err
 	}
 
-	if pc.DeletionTimestamp != nil {
-		if !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
-			c.manager.Stop(ctx, name)
-			return 0, nil
-		}
-		pending, err := c.manager.Cleanup(ctx, pc)
-		if err != nil {
-			return 0, err
-		}
-		if pending != "" {
-			ready := metav1.Condition{Type: mpv1alpha1.ProviderConfigConditionReady, Status: metav1.ConditionFalse, Reason: ReasonDeleting,
-				Message: "deletion waits for cleanup outside the cluster: " + pending}
-			if changed, err := c.writeStatus(ctx, pc, c.manager.conditions(name), ready, pc.Status.ObservedGeneration); err != nil {
-				return 0, err
-			} else if changed {
-				c.recorder.Event(pc, corev1.EventTypeNormal, EventCleanupPending, ready.Message)
-			}
-			return PendingRecheckInterval, nil
-		}
-		logger.Info("Tenant stopped and cleaned up; removing the finalizer")
-		if err := c.setFinalizer(ctx, pc, false); err != nil {
-			return 0, err
-		}
-		c.recorder.Event(pc, corev1.EventTypeNormal, EventCleanedUp, "every controller of the tenant stopped and nothing is left outside the cluster")
+	if pc.DeletionTimestamp != nil && !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
+		c.manager.Stop(ctx, name)
 		return 0, nil
 	}
-
 	// The finalizer goes on before anything starts, so that nothing a controller makes can outlive the tenant.
 	if !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
 		if err := c.setFinalizer(ctx, pc, true); err != nil {
@@ -233,24 +213,67 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		// The update event brings the object back with the finalizer.
 		return 0, nil
 	}
+	// Declared before made: the sections the controllers start from are on record before they start, so that a
+	// cleanup can still reach what they make after the section is removed.
+	if applied := c.manager.Record(pc); !apiequality.Semantic.DeepEqual(applied, pc.Status.AppliedSpec) {
+		next := pc.Status.DeepCopy()
+		next.AppliedSpec = applied
+		updated, err := c.patchStatus(ctx, pc, *next)
+		if err != nil || updated == nil {
+			return 0, err
+		}
+		pc = updated
+	}
 
 	before := c.manager.Running(name)
-	conds, ensureErr := c.manager.Ensure(ctx, pc)
+	out, syncErr := c.manager.Sync(ctx, pc)
 	if after := c.manager.Running(name); !slices.Equal(before, after) && len(after) > 0 {
-		c.recorder.Eventf(pc, corev1.EventTypeNormal, EventControllersStarted, "running controllers: %s", strings.Join(after, ", "))
+		c.recorder.Eventf(pc, corev1.EventTypeNormal, EventControllersStarted, "running: %s", strings.Join(after, ", "))
 	}
-	if ensureErr != nil {
-		c.recorder.Event(pc, corev1.EventTypeWarning, EventControllerFailed, ensureErr.Error())
+	if syncErr != nil {
+		c.recorder.Event(pc, corev1.EventTypeWarning, EventControllerFailed, syncErr.Error())
 	}
-	ready := readyCondition(conds)
+	if len(out.Abandoned) > 0 {
+		c.recorder.Event(pc, corev1.EventTypeWarning, EventCloudResourcesAbandoned, "abandoned at the operator's request: "+strings.Join(out.Abandoned, "; "))
+	}
+	var requeue time.Duration
+	if len(out.Pending) > 0 {
+		requeue = PendingRecheckInterval
+	}
+
+	if pc.DeletionTimestamp != nil {
+		if len(out.Pending) > 0 || syncErr != nil {
+			what := strings.Join(out.Pending, "; ")
+			if syncErr != nil {
+				what = strings.Join(append(out.Pending, syncErr.Error()), "; ")
+			}
+			ready := metav1.Condition{Type: mpv1alpha1.ProviderConfigConditionReady, Status: metav1.ConditionFalse, Reason: ReasonDeleting,
+				Message: "deletion waits for cleanup outside the cluster: " + what}
+			if changed, err := c.writeStatus(ctx, pc, out.Conditions, ready, pc.Status.ObservedGeneration, out.Applied); err != nil {
+				return 0, err
+			} else if changed {
+				c.recorder.Event(pc, corev1.EventTypeNormal, EventCleanupPending, ready.Message)
+			}
+			return requeue, syncErr
+		}
+		c.manager.Stop(ctx, name)
+		logger.Info("Tenant stopped and cleaned up; removing the finalizer")
+		if err := c.setFinalizer(ctx, pc, false); err != nil {
+			return 0, err
+		}
+		c.recorder.Event(pc, corev1.EventTypeNormal, EventCleanedUp, "every controller of the tenant stopped and nothing is left outside the cluster")
+		return 0, nil
+	}
+
+	ready := readyCondition(out.Conditions)
 	generation := pc.Status.ObservedGeneration
-	if ensureErr == nil {
+	if syncErr == nil {
 		generation = pc.Generation
 	}
-	if _, err := c.writeStatus(ctx, pc, conds, ready, generation); err != nil {
+	if _, err := c.writeStatus(ctx, pc, out.Conditions, ready, generation, out.Applied); err != nil {
 		return 0, err
 	}
-	return 0, ensureErr
+	return requeue, syncErr
 }
 
 // readyCondition is True when every configured controller's condition is True.
@@ -276,8 +299,9 @@ func readyCondition(conds []metav1.Condition) metav1.Condition {
 
 // writeStatus sets the conditions (and drops those of controllers no longer configured) and writes the status
 // only when it changed. It reports whether it wrote.
-func (c *Controller) writeStatus(ctx context.Context, pc *mpv1alpha1.ProviderConfig, conds []metav1.Condition, ready metav1.Condition, generation int64) (bool, error) {
+func (c *Controller) writeStatus(ctx context.Context, pc *mpv1alpha1.ProviderConfig, conds []metav1.Condition, ready metav1.Condition, generation int64, applied *mpv1alpha1.ProviderConfigSpec) (bool, error) {
 	status := pc.Status.DeepCopy()
+	status.AppliedSpec = applied
 	present := map[string]bool{ready.Type: true}
 	for _, cond := range append(conds, ready) {
 		cond.ObservedGeneration = pc.Generation
@@ -300,23 +324,42 @@ func (c *Controller) writeStatus(ctx context.Context, pc *mpv1alpha1.ProviderCon
 		// Already written from this very object; the informer has not delivered our write yet.
 		return false, nil
 	}
-	// A merge patch of the whole status: the manager is its only writer, and a patch never carries a stale copy
-	// of anything else.
-	patch, err := json.Marshal(map[string]any{"status": status})
-	if err != nil {
+	updated, err := c.patchStatus(ctx, pc, *status)
+	if err != nil || updated == nil {
 		return false, err
-	}
-	_, err = c.client.MultiprojectV1alpha1().ProviderConfigs().Patch(ctx, pc.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("writing the status of ProviderConfig %s: %w", pc.Name, err)
 	}
 	c.lastWritesMu.Lock()
 	c.lastWrites[pc.Name] = statusWrite{basedOn: pc.ResourceVersion, status: *status}
 	c.lastWritesMu.Unlock()
 	return true, nil
+}
+
+// patchStatus sends the difference between pc's status and status as a merge patch of the status subresource: the
+// manager is the only writer of the status, and a patch never carries a stale copy of anything else. It returns
+// the updated object, or nil when the ProviderConfig is gone.
+func (c *Controller) patchStatus(ctx context.Context, pc *mpv1alpha1.ProviderConfig, status mpv1alpha1.ProviderConfigStatus) (*mpv1alpha1.ProviderConfig, error) {
+	before, err := json.Marshal(map[string]any{"status": pc.Status})
+	if err != nil {
+		return nil, err
+	}
+	after, err := json.Marshal(map[string]any{"status": status})
+	if err != nil {
+		return nil, err
+	}
+	// The difference, not the whole status: a field left out must be removed (a section of status.appliedSpec
+	// whose cleanup finished), which a merge patch says with null.
+	patch, err := jsonpatch.CreateMergePatch(before, after)
+	if err != nil {
+		return nil, err
+	}
+	updated, err := c.client.MultiprojectV1alpha1().ProviderConfigs().Patch(ctx, pc.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("writing the status of ProviderConfig %s: %w", pc.Name, err)
+	}
+	return updated, nil
 }
 
 // sameIgnoringTransitionTimes compares two statuses as a reader would: a condition recomputed from a stale object

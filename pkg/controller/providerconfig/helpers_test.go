@@ -16,7 +16,6 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
@@ -24,6 +23,7 @@ import (
 	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 )
@@ -36,8 +36,10 @@ var extraAPI = schema.GroupVersionResource{Group: "example.io", Version: "v1", R
 // built with and reports its condition once synced. It deliberately leaves its handler registered when it stops:
 // removing it is the manager's job, whatever a controller forgets.
 type probe struct {
+	owner    *probes
 	tctx     *tenant.Context
 	section  string
+	cleanup  bool
 	informer cache.SharedIndexInformer
 	reg      cache.ResourceEventHandlerRegistration
 
@@ -46,11 +48,19 @@ type probe struct {
 }
 
 func (p *probe) Run(ctx context.Context) {
-	if !cache.WaitForCacheSync(ctx.Done(), p.reg.HasSynced) {
-		return
+	p.owner.enter(p.tctx.Name())
+	defer p.owner.leave(p.tctx.Name())
+	if cache.WaitForCacheSync(ctx.Done(), p.reg.HasSynced) {
+		p.tctx.Condition.Report(metav1.ConditionTrue, "Running", "probe "+p.section)
+		<-ctx.Done()
 	}
-	p.tctx.Condition.Report(metav1.ConditionTrue, "Running", "probe "+p.section)
-	<-ctx.Done()
+	// A controller that takes its time to return (a pusher draining): the test releases it.
+	p.owner.mu.Lock()
+	hold := p.owner.hold
+	p.owner.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 }
 
 func (p *probe) sees(name string) bool {
@@ -65,10 +75,35 @@ type probes struct {
 	byName  map[string][]*probe
 	failFor map[string]error
 	pending map[string]string
+	// hold, when set, keeps every probe from returning after its context ended until it is closed.
+	hold chan struct{}
+	// active counts the probes of each tenant inside Run; maxActive is the most seen at once.
+	active, maxActive map[string]int
+	abandoned         map[string]int
+}
+
+func (ps *probes) enter(tenantName string) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.active[tenantName]++
+	ps.maxActive[tenantName] = max(ps.maxActive[tenantName], ps.active[tenantName])
+}
+
+func (ps *probes) leave(tenantName string) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.active[tenantName]--
+}
+
+func (ps *probes) most(tenantName string) int {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.maxActive[tenantName]
 }
 
 func newProbes() *probes {
-	return &probes{byName: map[string][]*probe{}, failFor: map[string]error{}, pending: map[string]string{}}
+	return &probes{byName: map[string][]*probe{}, failFor: map[string]error{}, pending: map[string]string{},
+		active: map[string]int{}, maxActive: map[string]int{}, abandoned: map[string]int{}}
 }
 
 func (ps *probes) latest(tenantName string) *probe {
@@ -104,39 +139,16 @@ func (ps *probes) factory(required ...schema.GroupVersionResource) NamedFactory 
 			return spec.Rancher
 		},
 		RequiredAPIs: required,
-		New: func(ctx context.Context, c *tenant.Context) (tenant.Controller, error) {
+		New:          ps.build(false),
+		Cleanup:      ps.build(true),
+		CopySection: func(dst, src *mpv1alpha1.ProviderConfigSpec) {
+			dst.Rancher = src.Rancher.DeepCopy()
+		},
+		Abandon: func(ctx context.Context, c *tenant.Context) (string, error) {
 			ps.mu.Lock()
-			err := ps.failFor[c.Name()]
-			ps.mu.Unlock()
-			if err != nil {
-				return nil, err
-			}
-			informer, err := c.Informers.Informer(informerset.Services)
-			if err != nil {
-				return nil, err
-			}
-			p := &probe{tctx: c, section: c.ProviderConfig.Spec.Rancher.ClusterID, informer: informer, seen: map[string]bool{}}
-			record := func(obj any, present bool) {
-				if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-					obj = tombstone.Obj
-				}
-				svc := obj.(*corev1.Service)
-				p.mu.Lock()
-				p.seen[svc.Name] = present
-				p.mu.Unlock()
-			}
-			p.reg, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-				AddFunc:    func(obj any) { record(obj, true) },
-				UpdateFunc: func(_, obj any) { record(obj, true) },
-				DeleteFunc: func(obj any) { record(obj, false) },
-			})
-			if err != nil {
-				return nil, err
-			}
-			ps.mu.Lock()
-			ps.byName[c.Name()] = append(ps.byName[c.Name()], p)
-			ps.mu.Unlock()
-			return p, nil
+			defer ps.mu.Unlock()
+			ps.abandoned[c.Name()]++
+			return "2 widgets in " + c.ProviderConfig.Spec.Rancher.ClusterID, nil
 		},
 		Pending: func(ctx context.Context, c *tenant.Context) (string, error) {
 			ps.mu.Lock()
@@ -144,6 +156,44 @@ func (ps *probes) factory(required ...schema.GroupVersionResource) NamedFactory 
 			return ps.pending[c.Name()], nil
 		},
 	}}
+}
+
+// build returns the constructor of the probe controller, or of its cleanup.
+func (ps *probes) build(cleanup bool) tenant.Constructor {
+	return func(ctx context.Context, c *tenant.Context) (tenant.Controller, error) {
+		ps.mu.Lock()
+		err := ps.failFor[c.Name()]
+		ps.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		informer, err := c.Informers.Informer(informerset.Services)
+		if err != nil {
+			return nil, err
+		}
+		p := &probe{owner: ps, tctx: c, section: c.ProviderConfig.Spec.Rancher.ClusterID, cleanup: cleanup, informer: informer, seen: map[string]bool{}}
+		record := func(obj any, present bool) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			svc := obj.(*corev1.Service)
+			p.mu.Lock()
+			p.seen[svc.Name] = present
+			p.mu.Unlock()
+		}
+		p.reg, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { record(obj, true) },
+			UpdateFunc: func(_, obj any) { record(obj, true) },
+			DeleteFunc: func(obj any) { record(obj, false) },
+		})
+		if err != nil {
+			return nil, err
+		}
+		ps.mu.Lock()
+		ps.byName[c.Name()] = append(ps.byName[c.Name()], p)
+		ps.mu.Unlock()
+		return p, nil
+	}
 }
 
 // fixture runs the ProviderConfig controller and manager on fake clientsets with real informers and a real router.
@@ -156,6 +206,7 @@ type fixture struct {
 	manager    *Manager
 	controller *Controller
 	probes     *probes
+	events     *tenanttest.Events
 
 	apisMu sync.Mutex
 	apis   map[schema.GroupVersionResource]bool
@@ -165,10 +216,33 @@ type fixture struct {
 
 func newFixture(t *testing.T, workers int, required ...schema.GroupVersionResource) *fixture {
 	t.Helper()
+	return newFixtureWith(t, fixtureConfig{workers: workers, required: required})
+}
+
+// fixtureConfig varies the manager a fixture runs.
+type fixtureConfig struct {
+	workers  int
+	required []schema.GroupVersionResource
+	// stopTimeout is the manager's StopTimeout (30 s if zero).
+	stopTimeout time.Duration
+	// disabled runs the probe as a controller --controllers disables.
+	disabled bool
+	// objects are in the fake clientset from the start, as if made before the manager started.
+	objects []*mpv1alpha1.ProviderConfig
+	// probes, if set, is the probe factory's state (to set it up before the manager starts).
+	probes *probes
+}
+
+func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
+	t.Helper()
+	workers, required := fc.workers, fc.required
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
+	if fc.probes == nil {
+		fc.probes = newProbes()
+	}
 	f := &fixture{t: t, ctx: ctx, cancel: cancel, kube: kubefake.NewClientset(), mp: mpfake.NewClientset(),
-		probes: newProbes(), apis: map[schema.GroupVersionResource]bool{}, done: make(chan struct{})}
+		probes: fc.probes, apis: map[schema.GroupVersionResource]bool{}, done: make(chan struct{})}
 
 	factory := informers.NewSharedInformerFactory(f.kube, 0)
 	namespaces := factory.Core().V1().Namespaces().Informer()
@@ -203,9 +277,18 @@ func newFixture(t *testing.T, workers int, required ...schema.GroupVersionResour
 		Enabled:     []NamedFactory{f.probes.factory(required...)},
 		LabelKey:    labelKey,
 		EventSink:   discardSink{},
-		StopTimeout: 30 * time.Second,
+		StopTimeout: fc.stopTimeout,
 	}
-	f.manager, f.controller = NewManagerAndController(cfg, f.mp, pcInformer, &record.FakeRecorder{})
+	if fc.disabled {
+		cfg.Disabled, cfg.Enabled = cfg.Enabled, nil
+	}
+	for _, pc := range fc.objects {
+		if err := f.mp.Tracker().Add(pc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.events = &tenanttest.Events{}
+	f.manager, f.controller = NewManagerAndController(cfg, f.mp, pcInformer, f.events)
 
 	factory.Start(ctx.Done())
 	go pcInformer.RunWithContext(ctx)

@@ -43,6 +43,15 @@ const (
 	ReasonAPINotServed      = "APINotServed"
 	ReasonFailedToStart     = "FailedToStart"
 	ReasonControllerDisable = "ControllerDisabled"
+	// ReasonStopping: the controller's previous instance was told to stop but has not returned; the new one (or the
+	// cleanup) starts once it has, so two instances never act at once.
+	ReasonStopping = "PreviousInstanceStopping"
+	// ReasonCleaningUp: the tenant no longer configures the controller (or is being deleted) and its cleanup is
+	// removing what it made outside the cluster; the message says what is left.
+	ReasonCleaningUp = "CleaningUp"
+	// ReasonCleanupBlocked: cleanup is needed but cannot run here (the controller is disabled by --controllers, or
+	// an API it needs is not served); the finalizer stays until it can, or until the operator abandons it.
+	ReasonCleanupBlocked = "CleanupBlocked"
 )
 
 // NamedFactory is one kind of per-tenant controller enabled in this process.
@@ -72,15 +81,16 @@ type ManagerConfig struct {
 	// EventSink receives the Events of every tenant's controllers.
 	EventSink record.EventSink
 	// StopTimeout bounds the wait for one controller to return from Run; past it the manager goes on (and logs),
-	// so one stuck controller cannot block the others.
+	// so one stuck controller cannot block the others, but it starts no new instance of that controller for the
+	// tenant until the old one has returned.
 	StopTimeout time.Duration
-	// OnConditionChange is called with a tenant's name when one of its controllers reports a new condition. The
-	// ProviderConfig controller enqueues the tenant to write its status.
+	// OnConditionChange is called with a tenant's name when one of its controllers reports a new condition, or a
+	// stopped instance finally returned. The ProviderConfig controller enqueues the tenant.
 	OnConditionChange func(tenant string)
 }
 
-// Manager is the ControllersManager: it runs each tenant's controllers. Calls for one tenant must not run
-// concurrently (the ProviderConfig controller's queue guarantees it); calls for different tenants may.
+// Manager is the ControllersManager: it runs each tenant's controllers and their cleanups. Calls for one tenant
+// must not run concurrently (the ProviderConfig controller's queue guarantees it); calls for different tenants may.
 type Manager struct {
 	cfg ManagerConfig
 
@@ -89,13 +99,18 @@ type Manager struct {
 }
 
 type tenantControllers struct {
+	// running holds, per controller name, the instance that runs: the controller, or its cleanup.
 	running map[string]*controllerRun
+	// stopping holds instances told to stop that did not return within the stop timeout.
+	stopping map[string]*controllerRun
 	// waiting holds the manager's own condition of a configured controller that is not running.
 	waiting map[string]metav1.Condition
 }
 
 type controllerRun struct {
-	factory    NamedFactory
+	factory NamedFactory
+	// cleanup is true for an instance built by Factory.Cleanup.
+	cleanup    bool
 	section    any
 	tctx       *tenant.Context
 	cancel     context.CancelFunc
@@ -134,94 +149,309 @@ func (m *Manager) tenant(name string) *tenantControllers {
 	defer m.mu.Unlock()
 	t, ok := m.tenants[name]
 	if !ok {
-		t = &tenantControllers{running: map[string]*controllerRun{}, waiting: map[string]metav1.Condition{}}
+		t = &tenantControllers{running: map[string]*controllerRun{}, stopping: map[string]*controllerRun{}, waiting: map[string]metav1.Condition{}}
 		m.tenants[name] = t
 	}
 	return t
 }
 
-// Ensure makes the tenant's running controllers match pc, which is not being deleted and carries the finalizer:
-// it starts the enabled controllers the spec configures, restarts those whose spec section changed, and stops
-// those no longer configured. ctx is the global (leader) stop: controllers run on a context derived from it, so
-// either ctx or the tenant's own stop ends them. It returns the controllers' conditions; an error means some
-// controller could not be built and Ensure should be retried.
-func (m *Manager) Ensure(ctx context.Context, pc *mpv1alpha1.ProviderConfig) ([]metav1.Condition, error) {
-	logger := klog.FromContext(ctx).WithValues("providerConfig", pc.Name)
-	t := m.tenant(pc.Name)
-	var errs []string
-	for _, f := range m.cfg.Enabled {
-		section := f.Section(&pc.Spec)
-		var run *controllerRun
-		m.locked(func() { run = t.running[f.Name] })
-		if run != nil && (section == nil || !apiequality.Semantic.DeepEqual(section, run.section)) {
-			why := "spec section changed"
-			if section == nil {
-				why = "spec section removed"
-			}
-			logger.Info("Stopping tenant controller", "controller", f.Name, "reason", why)
-			m.stopRun(ctx, pc.Name, run)
-			m.locked(func() { delete(t.running, f.Name) })
-			run = nil
-		}
-		m.locked(func() { delete(t.waiting, f.Name) })
-		if section == nil || run != nil {
-			continue
-		}
-		if missing := m.missingAPIs(f.RequiredAPIs); len(missing) > 0 {
-			m.setWaiting(t, f.Name, metav1.Condition{Type: f.ConditionType, Status: metav1.ConditionFalse, Reason: ReasonAPINotServed,
-				Message: fmt.Sprintf("waiting for the cluster to serve %s; the controller starts as soon as it does", strings.Join(missing, ", "))})
-			continue
-		}
-		run, err := m.startRun(ctx, pc, f, section)
-		if err != nil {
-			logger.Error(err, "Could not start tenant controller", "controller", f.Name)
-			m.setWaiting(t, f.Name, metav1.Condition{Type: f.ConditionType, Status: metav1.ConditionFalse, Reason: ReasonFailedToStart, Message: err.Error()})
-			errs = append(errs, fmt.Sprintf("%s: %v", f.Name, err))
-			continue
-		}
-		logger.Info("Started tenant controller", "controller", f.Name, "workers", f.Workers)
-		m.locked(func() { t.running[f.Name] = run })
-	}
-	for _, f := range m.cfg.Disabled {
-		if f.Section(&pc.Spec) != nil {
-			m.setWaiting(t, f.Name, metav1.Condition{Type: f.ConditionType, Status: metav1.ConditionUnknown, Reason: ReasonControllerDisable,
-				Message: fmt.Sprintf("the spec configures %s, but this manager runs with --controllers that disable it", f.Name)})
-		} else {
-			m.locked(func() { delete(t.waiting, f.Name) })
-		}
-	}
-	conds := m.conditions(pc.Name)
-	if len(errs) > 0 {
-		return conds, fmt.Errorf("tenant %s: %s", pc.Name, strings.Join(errs, "; "))
-	}
-	return conds, nil
+// Outcome is what one Sync of a tenant came to.
+type Outcome struct {
+	// Conditions of the controllers the tenant configures or still cleans up, sorted by type.
+	Conditions []metav1.Condition
+	// Pending says, per controller, what its cleanup still waits for; empty when nothing of the tenant that a
+	// cleanup must remove is left outside the cluster.
+	Pending []string
+	// Abandoned says, per controller, what was given up in this sync at the operator's request.
+	Abandoned []string
+	// Applied is the status.appliedSpec to write: Record's, less the sections whose cleanup has finished.
+	Applied *mpv1alpha1.ProviderConfigSpec
 }
 
-// Cleanup runs for a ProviderConfig being deleted. While a running controller reports pending state outside the
-// cluster (Factory.Pending) every controller keeps running, and Cleanup returns what is pending. Otherwise it stops
-// the tenant's controllers and returns "": the finalizer may go.
-func (m *Manager) Cleanup(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (string, error) {
+// Record returns the status.appliedSpec the tenant needs before its controllers start: the recorded sections, with
+// the current section of every enabled controller that has a cleanup and is about to run. The caller writes it
+// before calling Sync, so a section is on record before a controller makes anything from it.
+func (m *Manager) Record(pc *mpv1alpha1.ProviderConfig) *mpv1alpha1.ProviderConfigSpec {
+	applied := &mpv1alpha1.ProviderConfigSpec{}
+	if pc.Status.AppliedSpec != nil {
+		applied = pc.Status.AppliedSpec.DeepCopy()
+	}
+	if pc.DeletionTimestamp == nil {
+		for _, f := range m.cfg.Enabled {
+			if f.Cleans() && f.Section(&pc.Spec) != nil {
+				f.CopySection(applied, &pc.Spec)
+			}
+		}
+	}
+	return nilIfEmpty(applied)
+}
+
+func nilIfEmpty(spec *mpv1alpha1.ProviderConfigSpec) *mpv1alpha1.ProviderConfigSpec {
+	if spec == nil || apiequality.Semantic.DeepEqual(*spec, mpv1alpha1.ProviderConfigSpec{}) {
+		return nil
+	}
+	return spec
+}
+
+// Sync makes the tenant's controllers match pc, which carries the finalizer (and whose status.appliedSpec holds
+// Record's result). For each controller: the spec configures it and pc is not being deleted → it runs, restarted
+// when its section changed; otherwise, if it has a cleanup and something is on record, the cleanup runs until
+// nothing is left (or the operator abandons it), whether or not the controller ran before. ctx is the global
+// (leader) stop: controllers run on a context derived from it, so either ctx or the tenant's own stop ends them.
+// An error means some controller could not be built and Sync should be retried.
+func (m *Manager) Sync(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (Outcome, error) {
 	t := m.tenant(pc.Name)
-	var pending []string
+	applied := &mpv1alpha1.ProviderConfigSpec{}
+	if pc.Status.AppliedSpec != nil {
+		applied = pc.Status.AppliedSpec.DeepCopy()
+	}
+	var out Outcome
+	var errs []string
 	for _, f := range m.cfg.Enabled {
-		var run *controllerRun
-		m.locked(func() { run = t.running[f.Name] })
-		if run == nil || f.Pending == nil {
-			continue
-		}
-		p, err := f.Pending(ctx, run.tctx)
+		pending, abandoned, err := m.syncController(ctx, pc, t, f, true, applied)
 		if err != nil {
-			return "", fmt.Errorf("%s: checking what is pending: %w", f.Name, err)
+			errs = append(errs, fmt.Sprintf("%s: %v", f.Name, err))
 		}
-		if p != "" {
-			pending = append(pending, f.Name+": "+p)
+		out.Pending = appendNamed(out.Pending, f.Name, pending)
+		out.Abandoned = appendNamed(out.Abandoned, f.Name, abandoned)
+	}
+	for _, f := range m.cfg.Disabled {
+		pending, abandoned, err := m.syncController(ctx, pc, t, f, false, applied)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", f.Name, err))
+		}
+		out.Pending = appendNamed(out.Pending, f.Name, pending)
+		out.Abandoned = appendNamed(out.Abandoned, f.Name, abandoned)
+	}
+	out.Conditions = m.conditions(pc.Name)
+	out.Applied = nilIfEmpty(applied)
+	if len(errs) > 0 {
+		return out, fmt.Errorf("tenant %s: %s", pc.Name, strings.Join(errs, "; "))
+	}
+	return out, nil
+}
+
+func appendNamed(list []string, name, what string) []string {
+	if what == "" {
+		return list
+	}
+	return append(list, name+": "+what)
+}
+
+// syncController brings one controller of the tenant in line. It returns what its cleanup still waits for and
+// what was abandoned; a section whose cleanup finished is cleared from applied.
+func (m *Manager) syncController(ctx context.Context, pc *mpv1alpha1.ProviderConfig, t *tenantControllers, f NamedFactory, enabled bool, applied *mpv1alpha1.ProviderConfigSpec) (pending, abandoned string, err error) {
+	logger := klog.FromContext(ctx).WithValues("providerConfig", pc.Name, "controller", f.Name)
+	deleting := pc.DeletionTimestamp != nil
+	section := f.Section(&pc.Spec)
+	var run *controllerRun
+	m.locked(func() { run = t.running[f.Name] })
+
+	if section != nil && !deleting {
+		if !enabled {
+			m.setWaiting(t, f.Name, metav1.Condition{Type: f.ConditionType, Status: metav1.ConditionUnknown, Reason: ReasonControllerDisable,
+				Message: fmt.Sprintf("the spec configures %s, but this manager runs with --controllers that disable it", f.Name)})
+			return "", "", nil
+		}
+		if run != nil && (run.cleanup || !apiequality.Semantic.DeepEqual(section, run.section)) {
+			why := "spec section changed"
+			if run.cleanup {
+				why = "the spec configures it again"
+			}
+			logger.Info("Stopping tenant controller", "reason", why, "cleanup", run.cleanup)
+			m.stopRun(ctx, pc.Name, t, run)
+			run = nil
+		}
+		if run != nil {
+			return "", "", nil
+		}
+		_, err := m.start(ctx, pc, t, f, section, false)
+		return "", "", err
+	}
+
+	// The tenant no longer configures the controller, or is being deleted.
+	if run != nil && !run.cleanup {
+		why := "spec section removed"
+		if deleting {
+			why = "ProviderConfig deleted"
+		}
+		logger.Info("Stopping tenant controller", "reason", why)
+		m.stopRun(ctx, pc.Name, t, run)
+		run = nil
+	}
+	cleanupPC := m.cleanupTarget(pc, f)
+	if cleanupPC == nil {
+		// Nothing on record that a cleanup would need: the controller never ran for this tenant, or has none.
+		m.locked(func() { delete(t.waiting, f.Name) })
+		return "", "", nil
+	}
+	done := func() {
+		if run != nil {
+			m.stopRun(ctx, pc.Name, t, run)
+		}
+		f.CopySection(applied, &mpv1alpha1.ProviderConfigSpec{})
+		m.locked(func() { delete(t.waiting, f.Name) })
+	}
+
+	if pc.Annotations[mpv1alpha1.AbandonCloudResourcesAnnotation] == "true" {
+		if run != nil {
+			m.stopRun(ctx, pc.Name, t, run)
+			run = nil
+		}
+		what, err := m.abandon(ctx, cleanupPC, f)
+		if err != nil {
+			return "", "", err
+		}
+		logger.Info("Cleanup abandoned at the operator's request", "abandoned", what)
+		done()
+		return "", what, nil
+	}
+
+	if run == nil {
+		blocked := ""
+		switch missing := m.missingAPIs(f.RequiredAPIs); {
+		case !enabled:
+			blocked = "this manager runs with --controllers that disable " + f.Name
+		case len(missing) > 0:
+			blocked = "the cluster does not serve " + strings.Join(missing, ", ")
+		}
+		if blocked != "" {
+			left, err := m.look(ctx, cleanupPC, f)
+			if err != nil {
+				left = "cannot tell what is left (" + err.Error() + ")"
+			}
+			if left == "" {
+				done()
+				return "", "", nil
+			}
+			msg := fmt.Sprintf("cleanup cannot run: %s; left: %s; set annotation %s=true to abandon it", blocked, left, mpv1alpha1.AbandonCloudResourcesAnnotation)
+			m.setWaiting(t, f.Name, metav1.Condition{Type: f.ConditionType, Status: metav1.ConditionFalse, Reason: ReasonCleanupBlocked, Message: msg})
+			return msg, "", nil
+		}
+		var err error
+		if run, err = m.start(ctx, cleanupPC, t, f, f.Section(&cleanupPC.Spec), true); err != nil || run == nil {
+			what := "waiting for the cleanup to start"
+			if err != nil {
+				what = "the cleanup could not start: " + err.Error()
+			}
+			return what, "", err
 		}
 	}
-	if len(pending) > 0 {
-		return strings.Join(pending, "; "), nil
+	left, err := f.Pending(ctx, run.tctx)
+	if err != nil {
+		return "checking what is left: " + err.Error(), "", err
 	}
-	m.Stop(ctx, pc.Name)
-	return "", nil
+	if left == "" {
+		logger.Info("Tenant controller cleaned up")
+		done()
+		return "", "", nil
+	}
+	run.condition.cleaningUp(left)
+	return left, "", nil
+}
+
+// cleanupTarget returns the ProviderConfig a cleanup of f works from: pc, with f's section taken from
+// status.appliedSpec when the spec no longer has it; nil when f has no cleanup or nothing is on record.
+func (m *Manager) cleanupTarget(pc *mpv1alpha1.ProviderConfig, f NamedFactory) *mpv1alpha1.ProviderConfig {
+	if !f.Cleans() {
+		return nil
+	}
+	if pc.Status.AppliedSpec == nil || f.Section(pc.Status.AppliedSpec) == nil {
+		// Never recorded: the controller never started for this tenant (or ran before records were kept; a
+		// deleting tenant whose spec still has the section is cleaned up from the spec).
+		if pc.DeletionTimestamp == nil || f.Section(&pc.Spec) == nil {
+			return nil
+		}
+		return pc
+	}
+	target := pc.DeepCopy()
+	if f.Section(&target.Spec) == nil {
+		f.CopySection(&target.Spec, pc.Status.AppliedSpec)
+	}
+	return target
+}
+
+// look asks f's Pending what is left, through a Context built only for that.
+func (m *Manager) look(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f NamedFactory) (string, error) {
+	tctx, release, err := m.newContext(ctx, pc, f)
+	if err != nil {
+		return "", err
+	}
+	defer release()
+	return f.Pending(ctx, tctx)
+}
+
+// abandon calls f.Abandon through a Context built only for that.
+func (m *Manager) abandon(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f NamedFactory) (string, error) {
+	if f.Abandon == nil {
+		return "", nil
+	}
+	tctx, release, err := m.newContext(ctx, pc, f)
+	if err != nil {
+		return "", err
+	}
+	defer release()
+	return f.Abandon(ctx, tctx)
+}
+
+// newContext builds a Context for a one-off call, with its own informers and Event broadcaster, released by the
+// returned function.
+func (m *Manager) newContext(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f NamedFactory) (*tenant.Context, func(), error) {
+	views, err := m.cfg.Router.Tenant(pc.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	informers := &controllerInformers{views: views, shared: m.cfg.Shared}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(m.cfg.EventSink)
+	tctx := m.context(pc, f, informers, broadcaster, &conditionState{conditionType: f.ConditionType, notify: func() {}})
+	return tctx, func() { informers.close(); broadcaster.Shutdown() }, nil
+}
+
+func (m *Manager) context(pc *mpv1alpha1.ProviderConfig, f NamedFactory, informers *controllerInformers, broadcaster record.EventBroadcaster, condition *conditionState) *tenant.Context {
+	return &tenant.Context{
+		ProviderConfig:         pc.DeepCopy(),
+		ProviderConfigLabelKey: m.cfg.LabelKey,
+		KubeClient:             m.cfg.KubeClient,
+		MultiprojectClient:     m.cfg.MultiprojectClient,
+		Informers:              informers,
+		EventRecorder:          broadcaster.NewRecorder(Scheme, corev1.EventSource{Component: "multiproject-" + f.Name}),
+		Condition:              condition,
+		Options:                m.cfg.Options,
+		Workers:                f.Workers,
+		// Two thirds of the stop timeout: a controller that drains within it has returned before the manager
+		// gives up waiting.
+		DrainGrace: m.cfg.StopTimeout * 2 / 3,
+	}
+}
+
+// start starts the controller (or, with cleanup, its cleanup) unless an earlier instance is still stopping or a
+// required API is missing; it records the manager's condition when it does not start. It returns the new run, or
+// nil when it did not start.
+func (m *Manager) start(ctx context.Context, pc *mpv1alpha1.ProviderConfig, t *tenantControllers, f NamedFactory, section any, cleanup bool) (*controllerRun, error) {
+	logger := klog.FromContext(ctx).WithValues("providerConfig", pc.Name, "controller", f.Name)
+	m.locked(func() { delete(t.waiting, f.Name) })
+	var stopping bool
+	m.locked(func() { _, stopping = t.stopping[f.Name] })
+	if stopping {
+		m.setWaiting(t, f.Name, metav1.Condition{Type: f.ConditionType, Status: metav1.ConditionUnknown, Reason: ReasonStopping,
+			Message: "the previous instance of the controller has not returned yet; the next one starts once it has, never beside it"})
+		return nil, nil
+	}
+	if missing := m.missingAPIs(f.RequiredAPIs); len(missing) > 0 {
+		m.setWaiting(t, f.Name, metav1.Condition{Type: f.ConditionType, Status: metav1.ConditionFalse, Reason: ReasonAPINotServed,
+			Message: fmt.Sprintf("waiting for the cluster to serve %s; the controller starts as soon as it does", strings.Join(missing, ", "))})
+		return nil, nil
+	}
+	run, err := m.startRun(ctx, pc, f, section, cleanup)
+	if err != nil {
+		logger.Error(err, "Could not start tenant controller", "cleanup", cleanup)
+		m.setWaiting(t, f.Name, metav1.Condition{Type: f.ConditionType, Status: metav1.ConditionFalse, Reason: ReasonFailedToStart, Message: err.Error()})
+		return nil, err
+	}
+	logger.Info("Started tenant controller", "workers", f.Workers, "cleanup", cleanup)
+	m.locked(func() { t.running[f.Name] = run })
+	return run, nil
 }
 
 // Stop stops every controller of the tenant and forgets it.
@@ -235,7 +465,7 @@ func (m *Manager) Stop(ctx context.Context, name string) {
 	}
 	for _, run := range t.running {
 		klog.FromContext(ctx).Info("Stopping tenant controller", "providerConfig", name, "controller", run.factory.Name)
-		m.stopRun(ctx, name, run)
+		m.stopRun(ctx, name, t, run)
 	}
 }
 
@@ -306,7 +536,7 @@ func (m *Manager) missingAPIs(required []schema.GroupVersionResource) []string {
 	return missing
 }
 
-func (m *Manager) startRun(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f NamedFactory, section any) (*controllerRun, error) {
+func (m *Manager) startRun(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f NamedFactory, section any, cleanup bool) (*controllerRun, error) {
 	views, err := m.cfg.Router.Tenant(pc.Name)
 	if err != nil {
 		return nil, err
@@ -315,26 +545,20 @@ func (m *Manager) startRun(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(m.cfg.EventSink)
 	condition := &conditionState{conditionType: f.ConditionType, notify: func() { m.cfg.OnConditionChange(pc.Name) }}
-	tctx := &tenant.Context{
-		ProviderConfig:         pc.DeepCopy(),
-		ProviderConfigLabelKey: m.cfg.LabelKey,
-		KubeClient:             m.cfg.KubeClient,
-		MultiprojectClient:     m.cfg.MultiprojectClient,
-		Informers:              informers,
-		EventRecorder:          broadcaster.NewRecorder(Scheme, corev1.EventSource{Component: "multiproject-" + f.Name}),
-		Condition:              condition,
-		Options:                m.cfg.Options,
-		Workers:                f.Workers,
-	}
+	tctx := m.context(pc, f, informers, broadcaster, condition)
 	runCtx, cancel := context.WithCancel(klog.NewContext(ctx, klog.FromContext(ctx).WithValues("providerConfig", pc.Name, "controller", f.Name)))
-	controller, err := f.New(runCtx, tctx)
+	build := f.New
+	if cleanup {
+		build = f.Cleanup
+	}
+	controller, err := build(runCtx, tctx)
 	if err != nil {
 		cancel()
 		informers.close()
 		broadcaster.Shutdown()
 		return nil, err
 	}
-	run := &controllerRun{factory: f, section: section, tctx: tctx, cancel: cancel, done: make(chan struct{}),
+	run := &controllerRun{factory: f, cleanup: cleanup, section: section, tctx: tctx, cancel: cancel, done: make(chan struct{}),
 		informers: informers, broadcast: broadcaster, condition: condition, generation: pc.Generation}
 	metrics.ControllersRunning.WithLabelValues(pc.Name, f.Name).Set(1)
 	go func() {
@@ -346,17 +570,35 @@ func (m *Manager) startRun(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f
 }
 
 // stopRun ends one controller: cancel its context (the tenant's own stop), wait for Run to return, then remove its
-// handlers, stop its event broadcaster and drop its metric series.
-func (m *Manager) stopRun(ctx context.Context, tenantName string, run *controllerRun) {
+// handlers, stop its event broadcaster and drop its metric series. An instance that does not return within the
+// stop timeout is detached, but kept in the tenant's stopping set until it does: no other instance of that
+// controller starts for the tenant before, so two never act at once.
+func (m *Manager) stopRun(ctx context.Context, tenantName string, t *tenantControllers, run *controllerRun) {
+	m.locked(func() {
+		if t.running[run.factory.Name] == run {
+			delete(t.running, run.factory.Name)
+		}
+	})
 	run.cancel()
 	timer := time.NewTimer(m.cfg.StopTimeout)
+	defer timer.Stop()
 	select {
 	case <-run.done:
 	case <-timer.C:
-		klog.FromContext(ctx).Error(nil, "Tenant controller did not stop in time; detaching it anyway",
+		klog.FromContext(ctx).Error(nil, "Tenant controller did not stop in time; detaching it, and starting no new instance until it returns",
 			"providerConfig", tenantName, "controller", run.factory.Name, "timeout", m.cfg.StopTimeout)
+		m.locked(func() { t.stopping[run.factory.Name] = run })
+		go func() {
+			<-run.done
+			m.locked(func() {
+				if t.stopping[run.factory.Name] == run {
+					delete(t.stopping, run.factory.Name)
+				}
+			})
+			klog.FromContext(ctx).Info("Detached tenant controller returned", "providerConfig", tenantName, "controller", run.factory.Name)
+			m.cfg.OnConditionChange(tenantName)
+		}()
 	}
-	timer.Stop()
 	run.informers.close()
 	run.broadcast.Shutdown()
 	metrics.ForgetController(tenantName, run.factory.Name)
@@ -388,7 +630,9 @@ func (m *Manager) ConditionTypes() []string {
 	return out
 }
 
-// conditionState is a running controller's ConditionReporter.
+// conditionState is a running controller's ConditionReporter. For a cleanup it also holds what is left, which the
+// manager sets; the condition is then CleaningUp (or the cleanup's own False report, which names the obstacle),
+// with what is left in the message.
 type conditionState struct {
 	conditionType string
 	notify        func()
@@ -398,6 +642,8 @@ type conditionState struct {
 	status   metav1.ConditionStatus
 	reason   string
 	message  string
+	cleanup  bool
+	left     string
 }
 
 func (c *conditionState) Report(status metav1.ConditionStatus, reason, message string) {
@@ -411,9 +657,30 @@ func (c *conditionState) Report(status metav1.ConditionStatus, reason, message s
 	c.notify()
 }
 
+// cleaningUp records what a cleanup still has to remove.
+func (c *conditionState) cleaningUp(left string) {
+	c.mu.Lock()
+	if c.cleanup && c.left == left {
+		c.mu.Unlock()
+		return
+	}
+	c.cleanup, c.left = true, left
+	c.mu.Unlock()
+	c.notify()
+}
+
 func (c *conditionState) get() metav1.Condition {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.cleanup {
+		cond := metav1.Condition{Type: c.conditionType, Status: metav1.ConditionFalse, Reason: ReasonCleaningUp,
+			Message: "removing what the controller made: " + c.left}
+		if c.reported && c.status == metav1.ConditionFalse {
+			cond.Reason = c.reason
+			cond.Message += "; " + c.message
+		}
+		return cond
+	}
 	if !c.reported {
 		return metav1.Condition{Type: c.conditionType, Status: metav1.ConditionUnknown, Reason: ReasonStarting,
 			Message: "the controller is starting and has not reported yet"}

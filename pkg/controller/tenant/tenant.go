@@ -6,6 +6,7 @@ package tenant
 
 import (
 	"context"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -76,6 +77,10 @@ type Context struct {
 	Options   Options
 	// Workers is the controller's --concurrent-<name>-syncs.
 	Workers int
+	// DrainGrace is how long the controller may go on finishing work after its context ends (a pusher's calls
+	// under way). It is shorter than the manager's stop timeout, so a controller that honours it has returned
+	// before the manager gives up waiting; zero means a default of the controller's choosing.
+	DrainGrace time.Duration
 }
 
 // Name returns the tenant's name.
@@ -98,8 +103,26 @@ type Factory struct {
 	RequiredAPIs []schema.GroupVersionResource
 	// New builds the controller.
 	New Constructor
-	// Pending, if set, reports what of the tenant would leak outside the cluster if the controller stopped now
-	// (e.g. Translations whose NEGs are not deleted yet); "" means nothing. A ProviderConfig being deleted keeps its
-	// finalizer, and this controller running, until Pending returns "".
+	// Pending, if set, reports what of the tenant is left outside the cluster for the controller's cleanup to
+	// remove (e.g. Translations whose NEGs are not deleted yet); "" means nothing. It is given the Context of the
+	// running cleanup, or a Context built only to look (no controller running) when cleanup cannot run.
 	Pending func(ctx context.Context, c *Context) (string, error)
+	// Cleanup, if set, builds the controller's cleanup: a Controller that removes what this controller made outside
+	// the cluster for a tenant that no longer configures it (the ProviderConfig is being deleted, or the section
+	// was removed). The manager runs it in place of the controller, whether or not the controller ran in this
+	// process before, until Pending reports nothing left. When the spec no longer holds the section, the Context's
+	// ProviderConfig carries the section the tenant last ran with (status.appliedSpec). Cleanup requires Pending
+	// and CopySection.
+	Cleanup Constructor
+	// Abandon, if set, is called instead of Cleanup once an operator abandons the tenant's cloud resources
+	// (annotation multiproject.io/abandon-cloud-resources=true): it releases the in-cluster records that would
+	// otherwise wait for them forever and returns a description of what is abandoned, for an Event.
+	Abandon func(ctx context.Context, c *Context) (string, error)
+	// CopySection copies the controller's section from src to dst; a section src lacks is cleared in dst. The
+	// manager uses it to record the section in status.appliedSpec before the controller starts, and to hand a
+	// cleanup the recorded section once the spec no longer has it.
+	CopySection func(dst, src *mpv1alpha1.ProviderConfigSpec)
 }
+
+// Cleans reports whether the controller has a cleanup the manager must run when the tenant stops configuring it.
+func (f Factory) Cleans() bool { return f.Cleanup != nil && f.Pending != nil && f.CopySection != nil }

@@ -1,0 +1,217 @@
+package neg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpclientset "github.com/multiproject/client-go/clientset/versioned"
+	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+)
+
+// cleanupName names the cleanup in logs and queue names.
+const cleanupName = "neg-cleanup"
+
+// cleanup is the neg controller's cleanup for a tenant that no longer configures spec.gcp or is being deleted: it
+// deletes every Translation of the tenant, and a pusher that only deletes removes their NEGs from GCE (in the
+// project each was made in, with the credentials the tenant last ran with) before their finalizers go. The
+// translator does not run, so nothing declares new NEGs meanwhile.
+type cleanup struct {
+	tenant       string
+	client       mpclientset.Interface
+	translations cache.SharedIndexInformer
+	lister       mplisters.TranslationLister
+	queue        workqueue.TypedRateLimitingInterface[string]
+	pusher       tenant.Controller
+}
+
+// NewCleanup builds the cleanup of the tenant c describes; c's spec.gcp is the section it last ran with.
+func NewCleanup(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
+	informer, err := c.Informers.Informer(informerset.Translations)
+	if err != nil {
+		return nil, fmt.Errorf("neg cleanup: %w", err)
+	}
+	p, err := pusher.NewCleanup(c)
+	if err != nil {
+		return nil, err
+	}
+	return &cleanup{
+		tenant:       c.Name(),
+		client:       c.MultiprojectClient,
+		translations: informer,
+		lister:       mplisters.NewTranslationLister(informer.GetIndexer()),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: c.Name() + "-" + cleanupName}),
+		pusher: p,
+	}, nil
+}
+
+// Run deletes the tenant's live Translations and runs the deleting pusher until ctx ends.
+func (c *cleanup) Run(ctx context.Context) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx).WithValues("controller", cleanupName)
+	ctx = klog.NewContext(ctx, logger)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { c.pusher.Run(ctx) })
+
+	enqueue := func(obj any) {
+		if tr, ok := obj.(*mpv1alpha1.Translation); ok && isOurs(tr) && tr.DeletionTimestamp == nil {
+			c.queue.Add(tr.Namespace + "/" + tr.Name)
+		}
+	}
+	registration, err := c.translations.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+	})
+	if err != nil {
+		logger.Error(err, "Could not watch Translations")
+		c.queue.ShutDown()
+		return
+	}
+	defer func() {
+		c.queue.ShutDown()
+		wg.Wait()
+		if err := c.translations.RemoveEventHandler(registration); err != nil {
+			logger.Error(err, "Could not remove the Translation handler")
+		}
+	}()
+	logger.Info("Cleaning up the tenant's NEGs: deleting its Translations")
+	if !cache.WaitForCacheSync(ctx.Done(), registration.HasSynced) {
+		return
+	}
+	wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
+	<-ctx.Done()
+}
+
+func (c *cleanup) runWorker(ctx context.Context) {
+	for c.processNextWorkItem(ctx) {
+	}
+}
+
+func (c *cleanup) processNextWorkItem(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.deleteTranslation(ctx, key); err != nil {
+		klog.FromContext(ctx).Error(err, "Deleting a Translation failed; retrying with backoff", "translation", key)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+func (c *cleanup) deleteTranslation(ctx context.Context, key string) error {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	tr, err := c.lister.Translations(namespace).Get(name)
+	if apierrors.IsNotFound(err) || (err == nil && tr.DeletionTimestamp != nil) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	uid := tr.UID
+	err = c.client.MultiprojectV1alpha1().Translations(namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("Deleted Translation; its NEGs go before it disappears", "translation", key)
+	return nil
+}
+
+// Abandon releases the tenant's Translations without deleting their NEGs: each loses the deleter finalizer and is
+// deleted. It returns the NEGs left in GCE, for the Event on the ProviderConfig.
+func Abandon(ctx context.Context, c *tenant.Context) (string, error) {
+	informer, err := c.Informers.Informer(informerset.Translations)
+	if err != nil {
+		return "", err
+	}
+	var translations []*mpv1alpha1.Translation
+	if err := cache.ListAll(informer.GetIndexer(), labels.Everything(), func(obj any) {
+		if tr, ok := obj.(*mpv1alpha1.Translation); ok && isOurs(tr) {
+			translations = append(translations, tr)
+		}
+	}); err != nil {
+		return "", err
+	}
+	project := ""
+	if c.ProviderConfig.Spec.GCP != nil {
+		project = c.ProviderConfig.Spec.GCP.ProjectID
+	}
+	var negs []string
+	var errs []error
+	for _, tr := range translations {
+		negs = append(negs, negsOf(tr, project)...)
+		client := c.MultiprojectClient.MultiprojectV1alpha1().Translations(tr.Namespace)
+		if slices.Contains(tr.Finalizers, mpv1alpha1.TranslationDeleterFinalizer) {
+			finalizers := slices.DeleteFunc(slices.Clone(tr.Finalizers), func(f string) bool { return f == mpv1alpha1.TranslationDeleterFinalizer })
+			patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": finalizers, "resourceVersion": tr.ResourceVersion}})
+			if err != nil {
+				return "", err
+			}
+			if _, err := client.Patch(ctx, tr.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("releasing Translation %s/%s: %w", tr.Namespace, tr.Name, err))
+				continue
+			}
+		}
+		if tr.DeletionTimestamp == nil {
+			if err := client.Delete(ctx, tr.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("deleting Translation %s/%s: %w", tr.Namespace, tr.Name, err))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return "", err
+	}
+	if len(translations) == 0 {
+		return "", nil
+	}
+	sort.Strings(negs)
+	return fmt.Sprintf("%d NEGs left in GCE (%s), from %d Translations", len(negs), strings.Join(negs, ", "), len(translations)), nil
+}
+
+// negsOf lists the NEGs a Translation may have in GCE as project/zone/name: those its status records, or, before
+// the pusher wrote any, those its spec declares.
+func negsOf(tr *mpv1alpha1.Translation, project string) []string {
+	var out []string
+	for _, r := range tr.Status.Resources {
+		p := r.Project
+		if p == "" {
+			p = project
+		}
+		out = append(out, p+"/"+r.Zone+"/"+r.Name)
+	}
+	if len(out) == 0 {
+		for _, r := range tr.Spec.Resources {
+			out = append(out, project+"/"+r.Zone+"/"+r.Name)
+		}
+	}
+	return out
+}
