@@ -55,6 +55,11 @@ func Descriptor() *registry.Descriptor[tenant.Factory] {
 			New: func(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
 				return New(c)
 			},
+			Cleanup: NewCleanup,
+			Pending: Pending,
+			CopySection: func(dst, src *mpv1alpha1.ProviderConfigSpec) {
+				dst.Pangolin = src.Pangolin.DeepCopy()
+			},
 		},
 	}
 }
