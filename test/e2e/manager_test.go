@@ -128,10 +128,11 @@ func managerKubeconfig(t testing.TB) string {
 	return path
 }
 
-// startManager starts the binary as the ServiceAccount, with the fake GCE, leader election le and a secure port of
-// its own. Its log goes to a file in the control plane's directory (kept when a test fails). When the test ends the
-// process group is killed, the log is checked for "forbidden", and on failure its tail is printed.
-func startManager(t testing.TB, name, kubeconfig, gceEndpoint string, le leaderElection) *manager {
+// startManager starts the binary as the ServiceAccount, with the fake GCE, leader election le, a secure port of its
+// own and extraArgs after the others. Its log goes to a file in the control plane's directory (kept when a test
+// fails). When the test ends the process group is killed, the log is checked for "forbidden", and on failure its
+// tail is printed.
+func startManager(t testing.TB, name, kubeconfig, gceEndpoint string, le leaderElection, extraArgs ...string) *manager {
 	t.Helper()
 	binary := managerBinary(t)
 	port, err := freePort()
@@ -168,6 +169,7 @@ func startManager(t testing.TB, name, kubeconfig, gceEndpoint string, le leaderE
 		// these tests are what pins it.
 		"--v=2",
 	)
+	m.cmd.Args = append(m.cmd.Args, extraArgs...)
 	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := startLocked(m.cmd); err != nil {
