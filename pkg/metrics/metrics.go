@@ -43,6 +43,15 @@ var (
 		Help:           "Syncs of the ProviderConfig controller (start, update or stop of a tenant), by ProviderConfig and result.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"provider_config", "result"})
+
+	// NEGsCollected counts the NEGs a tenant's garbage sweep deleted: they carried the tenant's ownership marker but
+	// no Translation claimed them.
+	NEGsCollected = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "neg_garbage_collected_total",
+		Help:           "NEGs deleted by a tenant's garbage sweep: ours by their marker, claimed by no Translation.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"provider_config"})
 )
 
 var registerOnce sync.Once
@@ -50,7 +59,7 @@ var registerOnce sync.Once
 // Register adds the series to the legacy registry served on /metrics. It is idempotent.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(ControllersRunning, Syncs, QueueDepth, ProviderConfigSyncs)
+		legacyregistry.MustRegister(ControllersRunning, Syncs, QueueDepth, ProviderConfigSyncs, NEGsCollected)
 	})
 }
 
@@ -85,4 +94,5 @@ func ForgetProviderConfig(providerConfig string) {
 	for _, result := range []string{"success", "error"} {
 		ProviderConfigSyncs.DeleteLabelValues(providerConfig, result)
 	}
+	NEGsCollected.DeleteLabelValues(providerConfig)
 }

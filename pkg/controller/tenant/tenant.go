@@ -56,6 +56,9 @@ type Options struct {
 	// GCEQPS and GCEBurst limit each tenant's Compute Engine calls (--gce-qps, --gce-burst).
 	GCEQPS   float32
 	GCEBurst int
+	// NEGGCPeriod is how often each tenant's NEG pusher sweeps the tenant's project for NEGs that carry this
+	// cluster's and tenant's ownership marker but that no Translation claims (--neg-gc-period); 0 disables it.
+	NEGGCPeriod time.Duration
 }
 
 // Context is what a per-tenant controller is built from.

@@ -265,6 +265,30 @@ func (c *Client) ListEndpoints(ctx context.Context, zone, name string) ([]*compu
 	}
 }
 
+// ListNEGs returns every zonal NEG of the project (networkEndpointGroups.aggregatedList), following pages. Each NEG's
+// Zone is GCE's zone URL.
+func (c *Client) ListNEGs(ctx context.Context) ([]*compute.NetworkEndpointGroup, error) {
+	call := c.svc.NetworkEndpointGroups.AggregatedList(c.project).Context(ctx)
+	var out []*compute.NetworkEndpointGroup
+	token := ""
+	for {
+		if err := c.take(ctx, false); err != nil {
+			return nil, err
+		}
+		page, err := call.PageToken(token).Do()
+		if err != nil {
+			return nil, err
+		}
+		for _, scoped := range page.Items {
+			out = append(out, scoped.NetworkEndpointGroups...)
+		}
+		if page.NextPageToken == "" {
+			return out, nil
+		}
+		token = page.NextPageToken
+	}
+}
+
 // OperationWaitError says that a call was accepted but waiting for its operation failed (a rate limit, a timeout):
 // the change may still happen. Callers keep Operation and call WaitOperation before acting on the resource again.
 type OperationWaitError struct {

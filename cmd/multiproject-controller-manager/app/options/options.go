@@ -124,6 +124,7 @@ func NewOptions(catalog ControllerCatalog) *Options {
 			ClusterName:      "default",
 			AppOwnerLabelKey: DefaultAppOwnerLabelKey,
 			GCEQPS:           10,
+			NEGGCPeriod:      2 * time.Minute,
 			GCEBurst:         20,
 		},
 		catalog: catalog,
@@ -169,6 +170,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	tcfs.StringVar(&o.TenantControllers.AppOwnerLabelKey, "app-owner-label-key", o.TenantControllers.AppOwnerLabelKey, "Namespace label whose value is the display name of the Rancher Project the namespace joins (namespace-project controller).")
 	tcfs.StringVar(&o.TenantControllers.GCEEndpoint, "gce-endpoint", o.TenantControllers.GCEEndpoint, "Base URL of the Compute Engine API, e.g. http://127.0.0.1:8089/compute/v1/ for a fake GCE. Empty means Google's.")
 	tcfs.Float32Var(&o.TenantControllers.GCEQPS, "gce-qps", o.TenantControllers.GCEQPS, "Compute Engine calls per second allowed to each tenant (client-side token bucket).")
+	tcfs.DurationVar(&o.TenantControllers.NEGGCPeriod, "neg-gc-period", o.TenantControllers.NEGGCPeriod, "How often each tenant's NEGs are swept: a NEG in the tenant's project that carries this cluster's and tenant's ownership marker, but that no Translation claims over two sweeps, is deleted. 0 disables the sweep.")
 	tcfs.IntVar(&o.TenantControllers.GCEBurst, "gce-burst", o.TenantControllers.GCEBurst, "Burst of Compute Engine calls allowed to each tenant.")
 	for _, c := range o.catalog.Info() {
 		fs := fss.FlagSet(c.Name + " controller")
@@ -232,6 +234,9 @@ func (o *Options) Validate() error {
 		if u, err := url.Parse(tc.GCEEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("--gce-endpoint %q must be an http or https URL", tc.GCEEndpoint))
 		}
+	}
+	if tc.NEGGCPeriod < 0 {
+		errs = append(errs, fmt.Errorf("--neg-gc-period must not be negative, got %s", tc.NEGGCPeriod))
 	}
 	if tc.GCEQPS <= 0 {
 		errs = append(errs, fmt.Errorf("--gce-qps must be greater than 0, got %v", tc.GCEQPS))

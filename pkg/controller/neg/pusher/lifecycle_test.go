@@ -2,15 +2,18 @@ package pusher
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	compute "google.golang.org/api/compute/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
+	gceclient "github.com/multiproject/multiproject-controller-manager/pkg/gce/client"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 )
 
@@ -164,4 +167,44 @@ func (h *harness) countIn(project, zone, name string) int {
 		return -1
 	}
 	return len(eps)
+}
+
+// The garbage sweep deletes a NEG that carries the tenant's marker but that no Translation claims (a finalizer
+// stripped by hand, say), and leaves alone the NEGs a Translation claims and those of another tenant or cluster.
+func TestSweepDeletesOnlyOurUnclaimedNEGs(t *testing.T) {
+	h := newHarness(t, nil, translation("web", map[string]int{"us-central1-a": 1}, true))
+	h.waitSynced("web", metav1.ConditionTrue)
+	gce, err := gceclient.New(context.Background(), gceclient.Config{ProjectID: testProject, Endpoint: h.gce.Endpoint()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := func(cluster, tenant string) string {
+		return fmt.Sprintf(`{"cluster-name":%q,"provider-config":%q,"managed-by":"multiproject-controller-manager"}`, cluster, tenant)
+	}
+	for name, description := range map[string]string{
+		"leaked":        marker("", "tenant-a"),
+		"other-tenant":  marker("", "tenant-b"),
+		"other-cluster": marker("elsewhere", "tenant-a"),
+		"hand-made":     "made by a person",
+	} {
+		neg := &compute.NetworkEndpointGroup{Name: name, Description: description, Network: "default", NetworkEndpointType: "GCE_VM_IP_PORT"}
+		if err := gce.InsertNEG(context.Background(), "us-central1-a", neg); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	h.shutdown()
+	h.tctx.Options.NEGGCPeriod = 100 * time.Millisecond
+	h.start(false)
+	h.pusher.gcGrace = 50 * time.Millisecond
+	h.waitFor("the leaked NEG to be swept", func() bool {
+		_, ok := h.gce.NEG(testProject, "us-central1-a", "leaked")
+		return !ok
+	})
+	for _, name := range []string{"other-tenant", "other-cluster", "hand-made", "k8s1-web"} {
+		if _, ok := h.gce.NEG(testProject, "us-central1-a", name); !ok {
+			t.Errorf("the sweep deleted NEG %s, which is not ours to collect", name)
+		}
+	}
+	h.waitFor("the Event on the ProviderConfig", func() bool { return h.events.Count(corev1.EventTypeNormal, ReasonNEGsCollected) == 1 })
 }

@@ -41,6 +41,9 @@ const (
 	// defaultCredentialsRefresh is how old the credentials read from the tenant's Secret may get before a sync
 	// reads the Secret again; a changed key rebuilds the clients, so a rotated key is used without a restart.
 	defaultCredentialsRefresh = time.Minute
+	// defaultGCGrace is how long a NEG the sweep found unclaimed waits before it is looked at again: far longer
+	// than an informer takes to deliver the status write that declares a NEG before it is made.
+	defaultGCGrace = 10 * time.Second
 	// defaultDrainGrace is the drain bound when the manager gives none.
 	defaultDrainGrace = 20 * time.Second
 )
@@ -65,6 +68,11 @@ type Pusher struct {
 	// pushes under way finish and the Translations already queued are pushed, so GCE is never left ahead of what
 	// the cluster records. Past it, calls are cancelled and what is left waits for the next pusher.
 	drainGrace time.Duration
+	// providerConfig is the tenant, for Events about the tenant as a whole (the garbage sweep).
+	providerConfig *mpv1alpha1.ProviderConfig
+	// gcPeriod is how often the garbage sweep runs (0: never); gcGrace how long a NEG found unclaimed waits before
+	// it is looked at again and deleted.
+	gcPeriod, gcGrace time.Duration
 	// cleanupOnly makes a pusher that deletes and never creates: it runs as the neg controller's cleanup, after
 	// the tenant stopped configuring spec.gcp or is being deleted.
 	cleanupOnly bool
@@ -130,6 +138,9 @@ func newPusher(c *tenant.Context) (*Pusher, error) {
 		verifyPeriod:       defaultVerifyPeriod,
 		permanentRetry:     defaultPermanentRetry,
 		drainGrace:         c.DrainGrace,
+		providerConfig:     c.ProviderConfig,
+		gcPeriod:           c.Options.NEGGCPeriod,
+		gcGrace:            defaultGCGrace,
 		clients:            map[string]*gceclient.Client{},
 		limiter:            gceclient.NewRateLimiter(c.Options.GCEQPS, c.Options.GCEBurst),
 		credentialsRefresh: defaultCredentialsRefresh,
@@ -185,6 +196,9 @@ func (p *Pusher) Run(ctx context.Context) {
 	}
 	for range p.workers {
 		workers.Go(func() { wait.UntilWithContext(ctx, func(context.Context) { p.runWorker(workCtx) }, time.Second) })
+	}
+	if p.gcPeriod > 0 && !p.cleanupOnly {
+		workers.Go(func() { wait.UntilWithContext(ctx, p.sweep, p.gcPeriod) })
 	}
 	<-ctx.Done()
 	logger.Info("Stopping NEG pusher: finishing the pushes under way and those queued", "grace", p.drainGrace)

@@ -1,0 +1,146 @@
+package pusher
+
+import (
+	"context"
+	"encoding/json"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+
+	gceclient "github.com/multiproject/multiproject-controller-manager/pkg/gce/client"
+	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
+)
+
+// ReasonNEGsCollected is the Event reason on the ProviderConfig when the sweep deleted NEGs.
+const ReasonNEGsCollected = "NEGsGarbageCollected"
+
+// managedBy is the managed-by value of the ownership marker the translator writes into every NEG's description.
+const managedBy = "multiproject-controller-manager"
+
+// marker is the part of a NEG's ownership marker the sweep reads: who made it.
+type marker struct {
+	Cluster   string `json:"cluster-name"`
+	Tenant    string `json:"provider-config"`
+	ManagedBy string `json:"managed-by"`
+}
+
+// ours says whether a NEG's description is the ownership marker of this cluster and tenant.
+func (p *Pusher) ours(description string) bool {
+	var m marker
+	if json.Unmarshal([]byte(description), &m) != nil {
+		return false
+	}
+	return m.ManagedBy == managedBy && m.Tenant == p.tenant && m.Cluster == p.options.ClusterName
+}
+
+// claimed are the NEGs of project that some Translation of the tenant declares, in its spec or its status.
+func (p *Pusher) claimed(project string) (map[negKey]bool, error) {
+	translations, err := p.lister.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	out := map[negKey]bool{}
+	for _, tr := range translations {
+		if project == p.gcp.ProjectID {
+			for _, r := range tr.Spec.Resources {
+				out[negKey{project: project, zone: r.Zone, name: r.Name}] = true
+			}
+		}
+		for _, r := range tr.Status.Resources {
+			if statusID(&r, p.gcp.ProjectID).project == project {
+				out[negKey{project: project, zone: r.Zone, name: r.Name}] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+// sweep deletes the NEGs of the tenant's project that carry the tenant's ownership marker and that no Translation
+// claims: left behind by a finalizer stripped by hand, a Translation force-deleted, or a crash before anything was
+// recorded. A NEG found unclaimed is looked at again after gcGrace, with the Translations as the cache then has them,
+// so one whose Translation the informer has not delivered yet is never taken. A NEG without our marker is never
+// touched. Every call takes a token of the tenant's bucket.
+func (p *Pusher) sweep(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	project := p.gcp.ProjectID
+	gce, err := p.gceClient(ctx, project)
+	if err != nil {
+		logger.V(2).Info("NEG sweep skipped: no GCE client", "err", err)
+		return
+	}
+	negs, err := gce.ListNEGs(ctx)
+	if err != nil {
+		logger.V(2).Info("NEG sweep skipped: listing NEGs failed", "err", err)
+		return
+	}
+	claimed, err := p.claimed(project)
+	if err != nil {
+		return
+	}
+	var candidates []negKey
+	for _, n := range negs {
+		if k := (negKey{project: project, zone: path.Base(n.Zone), name: n.Name}); p.ours(n.Description) && !claimed[k] {
+			candidates = append(candidates, k)
+		}
+	}
+	if len(candidates) == 0 {
+		return
+	}
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(p.gcGrace):
+	}
+	var collected []string
+	for _, k := range candidates {
+		if p.collect(ctx, gce, k) {
+			collected = append(collected, k.zone+"/"+k.name)
+		}
+	}
+	if len(collected) == 0 {
+		return
+	}
+	sort.Strings(collected)
+	metrics.NEGsCollected.WithLabelValues(p.tenant).Add(float64(len(collected)))
+	logger.Info("Deleted NEGs no Translation claims", "project", project, "negs", collected)
+	if p.providerConfig != nil {
+		p.recorder.Eventf(p.providerConfig, corev1.EventTypeNormal, ReasonNEGsCollected,
+			"Deleted %d NEGs of project %s that carry this tenant's ownership marker but that no Translation claims: %s",
+			len(collected), project, strings.Join(collected, ", "))
+	}
+}
+
+// collect deletes one unclaimed NEG, under its cache entry's lock so that no worker acts on it meanwhile, after
+// checking again that nothing claims it and that it still carries our marker.
+func (p *Pusher) collect(ctx context.Context, gce *gceclient.Client, k negKey) bool {
+	e := p.cache.lock(gcOwner, k)
+	defer func() {
+		e.mu.Unlock()
+		p.cache.forget(gcOwner, k)
+	}()
+	if claimed, err := p.claimed(k.project); err != nil || claimed[k] {
+		return false
+	}
+	n, err := gce.GetNEG(ctx, k.zone, k.name)
+	if err != nil || !p.ours(n.Description) {
+		return false
+	}
+	err = gce.DeleteNEG(ctx, k.zone, k.name)
+	switch gceclient.Classify(err) {
+	case gceclient.ClassNone:
+		return true
+	case gceclient.ClassNotFound:
+		return false
+	default:
+		klog.FromContext(ctx).Info("Could not delete an unclaimed NEG; the next sweep tries again", "zone", k.zone, "neg", k.name, "err", err)
+		return false
+	}
+}
+
+// gcOwner is the cache owner of entries the sweep locks.
+const gcOwner = "\x00sweep"
