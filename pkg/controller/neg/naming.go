@@ -8,9 +8,11 @@ import (
 	"strings"
 )
 
-// translationVersion is part of every Translation name. Bump it only for a change of the Translation layout that
-// the pusher cannot apply in place (a NEG renamed, say): Translations of another version are then stale and
-// deleted, and the pusher deletes and re-creates every NEG, which interrupts traffic.
+// translationVersion is part of every Translation name and of every generated NEG name. Bump it only for a change
+// of the Translation layout that the pusher cannot apply in place (a NEG renamed, say): the new version's
+// Translations then declare new NEGs (the version is in their names), Translations of another version are stale and
+// deleted, and the pusher deletes their NEGs, not the new ones. It is "v" and a number; the number is the digit in
+// the NEG name prefix (v1: mp1).
 const translationVersion = "v1"
 
 // translationPrefix starts the names of the Translations this controller writes, whatever their version, so that
@@ -23,24 +25,31 @@ func translationName(service string, port int32) string {
 	return translationPrefix + translationVersion + "-" + service + "-" + strconv.Itoa(int(port))
 }
 
-// negNamePrefix starts every generated NEG name; the digit is the naming scheme's version.
-const negNamePrefix = "mp1"
+// negNamePrefix starts the generated NEG names of a translation version: mp and the version's number (v1: mp1). The
+// prefix is never shortened, so two versions never share a NEG name: a version bump declares new NEGs instead of
+// adopting the ones the stale Translation is about to delete.
+func negNamePrefix(version string) string {
+	return "mp" + sanitize(strings.TrimPrefix(version, "v"))
+}
 
 // maxNEGNameLength is GCE's limit on resource names.
 const maxNEGNameLength = 63
 
 // negName is the GCE name of the NEGs (one per zone, all with the same name) of one Service port of one tenant in
-// one cluster: mp1-<cluster>-<namespace>-<service>-<port>-<hash>, where the readable parts are shortened evenly to
-// fit 63 characters and the hash (of all of them, unshortened) keeps shortened names apart. Two clusters or two
-// tenants sharing a GCP project therefore never pick the same name for different Service ports.
-func negName(cluster, tenant, namespace, service string, port int32) string {
+// one cluster, for a translation version: mp1-<cluster>-<namespace>-<service>-<port>-<hash>, where the readable parts
+// are shortened evenly to fit 63 characters and the hash (of all of them, unshortened) keeps shortened names apart.
+// Two clusters or two tenants sharing a GCP project therefore never pick the same name for different Service ports,
+// and two translation versions never pick the same name (the prefix differs). The hash input does not include the
+// version, so the names of v1 are those it had before the version entered the name.
+func negName(version, cluster, tenant, namespace, service string, port int32) string {
 	sum := sha256.Sum256([]byte(strings.Join([]string{cluster, tenant, namespace, service, strconv.Itoa(int(port))}, "\x00")))
 	hash := hex.EncodeToString(sum[:])[:10]
 	portStr := strconv.Itoa(int(port))
+	prefix := negNamePrefix(version)
 	// Fixed parts: prefix, port, hash and the five hyphens between the six parts.
-	budget := maxNEGNameLength - len(negNamePrefix) - len(portStr) - len(hash) - 5
+	budget := maxNEGNameLength - len(prefix) - len(portStr) - len(hash) - 5
 	fields := trimEvenly([]string{sanitize(cluster), namespace, service}, budget)
-	return strings.Join([]string{negNamePrefix, fields[0], fields[1], fields[2], portStr, hash}, "-")
+	return strings.Join([]string{prefix, fields[0], fields[1], fields[2], portStr, hash}, "-")
 }
 
 // sanitize reduces a free-form string (the --cluster-name) to the characters a GCE name allows.
@@ -80,7 +89,8 @@ func trimEvenly(fields []string, budget int) []string {
 // negDescription is the ownership marker written to every NEG: the pusher changes or deletes a NEG only when its
 // description is exactly this. It names the cluster, tenant and Service port (the UID makes a re-created Service
 // with the same name a different owner, so a NEG left behind by the old one is not silently adopted), in
-// ingress-gce's JSON style so that people reading the GCE console recognise it.
+// ingress-gce's JSON style so that people reading the GCE console recognise it. It does not name the translation
+// version: the NEG name does, and the NEGs made before the version entered the name keep their marker.
 func negDescription(cluster, tenant, namespace, service string, uid string, port int32) string {
 	b, _ := json.Marshal(negDescriptionFields{
 		Cluster: cluster, Tenant: tenant, Namespace: namespace, Service: service, UID: uid, Port: strconv.Itoa(int(port)),

@@ -2,6 +2,7 @@ package neg
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -15,18 +16,54 @@ func TestNEGNameIsAValidDeterministicGCEName(t *testing.T) {
 		{long, long, long, long},
 		{"9lives", "tenant-a", "a-", "b-"}, // fields that end in a hyphen once trimmed
 	} {
-		for _, port := range []int32{1, 80, 65535} {
-			name := negName(tc.cluster, tc.tenant, tc.namespace, tc.service, port)
-			if len(name) > 63 || !gceName.MatchString(name) {
-				t.Errorf("negName(%+v, %d) = %q (%d characters) is not a valid GCE name", tc, port, name, len(name))
-			}
-			if again := negName(tc.cluster, tc.tenant, tc.namespace, tc.service, port); again != name {
-				t.Errorf("not deterministic: %q then %q", name, again)
+		for _, version := range []string{translationVersion, "v0", "v2", "v10"} {
+			for _, port := range []int32{1, 80, 65535} {
+				name := negName(version, tc.cluster, tc.tenant, tc.namespace, tc.service, port)
+				if len(name) > 63 || !gceName.MatchString(name) {
+					t.Errorf("negName(%s, %+v, %d) = %q (%d characters) is not a valid GCE name", version, tc, port, name, len(name))
+				}
+				if again := negName(version, tc.cluster, tc.tenant, tc.namespace, tc.service, port); again != name {
+					t.Errorf("not deterministic: %q then %q", name, again)
+				}
 			}
 		}
 	}
-	if got := negName("prod-eu", "tenant-a", "shop", "web", 80); !strings.HasPrefix(got, "mp1-prod-eu-shop-web-80-") {
+	if got := negName("v1", "prod-eu", "tenant-a", "shop", "web", 80); !strings.HasPrefix(got, "mp1-prod-eu-shop-web-80-") {
 		t.Errorf("a short name should keep every readable part: %q", got)
+	}
+}
+
+// TestNEGNamesOfV1AreUnchanged pins v1's names to those made before the version entered the name (prefix mp1, the
+// hash without the version), so that upgrading renames no NEG.
+func TestNEGNamesOfV1AreUnchanged(t *testing.T) {
+	if got, want := negName("v1", "prod-eu", "tenant-a", "shop", "web", 80), "mp1-prod-eu-shop-web-80-3481242501"; got != want {
+		t.Errorf("negName = %q, want %q", got, want)
+	}
+}
+
+func TestTranslationVersionIsVAndANumber(t *testing.T) {
+	// The number is the digit(s) of the NEG name prefix.
+	if !regexp.MustCompile(`^v[0-9]+$`).MatchString(translationVersion) {
+		t.Errorf("translationVersion %q is not v<number>", translationVersion)
+	}
+}
+
+// TestNEGNameIsUniqueAcrossVersions: a version bump declares new NEGs, so the stale Translation's deletion never
+// deletes a NEG the new one uses; this holds also when the readable parts are shortened to fit.
+func TestNEGNameIsUniqueAcrossVersions(t *testing.T) {
+	long := strings.Repeat("l", 63)
+	for _, tc := range []struct{ cluster, tenant, namespace, service string }{
+		{"prod-eu", "tenant-a", "shop", "web"},
+		{long, long, long, long},
+	} {
+		seen := map[string]string{}
+		for _, version := range []string{"v0", "v1", "v2", "v10", "v11"} {
+			name := negName(version, tc.cluster, tc.tenant, tc.namespace, tc.service, 80)
+			if other, dup := seen[name]; dup {
+				t.Errorf("versions %s and %s share NEG name %q", other, version, name)
+			}
+			seen[name] = version
+		}
 	}
 }
 
@@ -44,12 +81,12 @@ func TestNEGNameIsUniquePerClusterTenantNamespaceServiceAndPort(t *testing.T) {
 		{"prod-eu", "tenant-a", long + "a", "web"},
 		{"prod-eu", "tenant-a", long + "b", "web"},
 	}
-	seen := map[string][]string{negName(base[0], base[1], base[2], base[3], 80): base}
-	if n := negName(base[0], base[1], base[2], base[3], 81); seen[n] != nil {
+	seen := map[string][]string{negName(translationVersion, base[0], base[1], base[2], base[3], 80): base}
+	if n := negName(translationVersion, base[0], base[1], base[2], base[3], 81); seen[n] != nil {
 		t.Errorf("ports 80 and 81 share %q", n)
 	}
 	for _, v := range variants {
-		n := negName(v[0], v[1], v[2], v[3], 80)
+		n := negName(translationVersion, v[0], v[1], v[2], v[3], 80)
 		if other, dup := seen[n]; dup {
 			t.Errorf("%v and %v share NEG name %q", v, other, n)
 		}

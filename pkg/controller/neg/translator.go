@@ -416,7 +416,7 @@ func negNameFor(t *translator, svc *corev1.Service, p exposedPort) string {
 	if p.CustomName != "" {
 		return p.CustomName
 	}
-	return negName(t.cluster, t.tenant, svc.Namespace, svc.Name, p.Port)
+	return negName(translationVersion, t.cluster, t.tenant, svc.Namespace, svc.Name, p.Port)
 }
 
 // translation builds the desired Translation of one Service port: one NEG per zone of the tenant's Nodes, in zone

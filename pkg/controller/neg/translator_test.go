@@ -61,7 +61,7 @@ func TestSyncDeclaresOneTranslationPerExposedPort(t *testing.T) {
 		t.Errorf("controller reference = %+v", ref)
 	}
 
-	name := negName(testCluster, testTenant, testNamespace, "web", 80)
+	name := negName(translationVersion, testCluster, testTenant, testNamespace, "web", 80)
 	marker := negDescription(testCluster, testTenant, testNamespace, "web", "uid-web", 80)
 	want := []mpv1alpha1.BackendResource{
 		{Kind: mpv1alpha1.BackendResourceKindNetworkEndpointGroup, Name: name, Zone: zoneB, Description: marker,
