@@ -78,10 +78,7 @@ func TestTenantExitLeavesNothingBehind(t *testing.T) {
 	auditNothingLeaked(t, gce, firstProject, secondProject)
 
 	// Case: deleted while no manager runs. The manager that starts next never ran this tenant's controllers.
-	a.signal(syscall.SIGTERM)
-	if err := a.waitExit(time.Minute); err != nil {
-		t.Fatalf("manager a did not shut down: %v", err)
-	}
+	stopGracefully(t, a)
 	if err := w.mp.MultiprojectV1alpha1().ProviderConfigs().Delete(w.ctx, w.tenant, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -132,10 +129,7 @@ func TestBlockedCleanupKeepsTheFinalizerUntilAbandoned(t *testing.T) {
 	w.waitConverged("the tenant's NEGs")
 	negsBefore := len(gce.NEGs(w.project))
 
-	a.signal(syscall.SIGTERM)
-	if err := a.waitExit(time.Minute); err != nil {
-		t.Fatalf("manager a did not shut down: %v", err)
-	}
+	stopGracefully(t, a)
 	b := startManager(t, "b", kubeconfig, gce.Endpoint(), lifecycleElection, "--controllers=*,-neg")
 	waitLeader(t, b.identity(), 2*time.Minute)
 	if err := w.mp.MultiprojectV1alpha1().ProviderConfigs().Delete(w.ctx, w.tenant, metav1.DeleteOptions{}); err != nil {
@@ -277,4 +271,77 @@ func auditNothingLeaked(t testing.TB, gce *fakegce.Server, projects ...string) {
 			t.Errorf("Service %s/%s hangs in a foreground deletion", svc.Namespace, svc.Name)
 		}
 	}
+}
+
+// TestSweepCollectsALeakedNEG: while no manager runs, a person strips the finalizer of a Service's Translation and
+// deletes it with the Service, so nothing will ever delete its NEGs through the Translation. The next manager's
+// garbage sweep finds them (our marker, no Translation claims them) and deletes them within one sweep period.
+func TestSweepCollectsALeakedNEG(t *testing.T) {
+	resetLease(t)
+	gce := startFakeGCE(t)
+	w := newWorkload(t, gce)
+	kubeconfig := managerKubeconfig(t)
+	const period = 5 * time.Second
+	a := startManager(t, "a", kubeconfig, gce.Endpoint(), lifecycleElection)
+	waitLeader(t, a.identity(), 2*time.Minute)
+	w.setService("svc-0", w.endpoints(0, 0, 2))
+	w.setService("svc-1", w.endpoints(1, 0, 2))
+	w.waitConverged("the tenant's NEGs")
+	leaked := w.translation(translationName("svc-0"))
+
+	stopGracefully(t, a)
+	w.patchTranslation(leaked.Name, `{"metadata":{"finalizers":null}}`)
+	if err := w.mp.MultiprojectV1alpha1().Translations(w.appNS).Delete(w.ctx, leaked.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.deleteService("svc-0")
+	if n := len(gce.NEGs(w.project)); n != 2*len(zones) {
+		t.Fatalf("%d NEGs before the sweep, want %d (both Services' NEGs: the leak)", n, 2*len(zones))
+	}
+
+	b := startManager(t, "b", kubeconfig, gce.Endpoint(), lifecycleElection, "--neg-gc-period="+period.String())
+	started := time.Now()
+	waitLeader(t, b.identity(), 2*time.Minute)
+	waitUntil(t, "the leaked NEGs to be swept", func() (bool, string) {
+		var left []string
+		for _, n := range gce.NEGs(w.project) {
+			if r := leaked.Spec.Resources; len(r) > 0 && n.Name == r[0].Name {
+				left = append(left, path.Base(n.Zone)+"/"+n.Name)
+			}
+		}
+		return len(left) == 0, fmt.Sprintf("leaked NEGs still in GCE: %v", left)
+	})
+	// One period until the first sweep after start, plus the sweep's grace and its calls.
+	if took := time.Since(started); took > period+30*time.Second {
+		t.Errorf("the sweep took %s, want within one period (%s) plus its grace", took, period)
+	}
+	w.waitConverged("svc-1 untouched")
+	auditNothingLeaked(t, gce, w.project)
+}
+
+func (w *workload) translation(name string) *mpv1alpha1.Translation {
+	w.t.Helper()
+	tr, err := w.mp.MultiprojectV1alpha1().Translations(w.appNS).Get(w.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return tr
+}
+
+func (w *workload) patchTranslation(name, patch string) {
+	w.t.Helper()
+	if _, err := w.mp.MultiprojectV1alpha1().Translations(w.appNS).Patch(w.ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// stopGracefully stops a manager with SIGTERM and waits for its exit.
+func stopGracefully(t testing.TB, m *manager) {
+	t.Helper()
+	start := time.Now()
+	m.signal(syscall.SIGTERM)
+	if err := m.waitExit(time.Minute); err != nil {
+		t.Fatalf("manager %s did not shut down: %v", m.name, err)
+	}
+	t.Logf("manager %s shut down in %s", m.name, time.Since(start).Round(100*time.Millisecond))
 }
