@@ -2,6 +2,7 @@ package neg
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"sync"
@@ -273,3 +274,47 @@ func (emptyServices) Get(name string) (*corev1.Service, error) {
 }
 
 func itoa(i int32) string { return strconv.Itoa(int(i)) }
+
+// translationOf is a Translation as the translator makes it for port 80 of a Service of the test namespace: named
+// name, made for the Service UID uid, labeled for tenantName, with the deleter finalizer and a NEG named negName in
+// zones b and c carrying uid's marker. withOwner adds the controller reference, which the garbage collector removes
+// when the Service is deleted with --cascade=orphan.
+func translationOf(name, service, uid, tenantName string, withOwner bool, negName string) *mpv1alpha1.Translation {
+	tr := &mpv1alpha1.Translation{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: name, UID: types.UID("tr-" + name + "-" + uid),
+		Labels:     map[string]string{testLabelKey: tenantName, mpv1alpha1.TranslationOwnerUIDLabelKey: uid},
+		Finalizers: []string{mpv1alpha1.TranslationDeleterFinalizer}}}
+	if withOwner {
+		tr.OwnerReferences = []metav1.OwnerReference{ownerReference(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: service, UID: types.UID(uid)}})}
+	}
+	marker := negDescription(testCluster, tenantName, testNamespace, service, uid, 80)
+	for _, zone := range []string{zoneB, zoneC} {
+		tr.Spec.Resources = append(tr.Spec.Resources, mpv1alpha1.BackendResource{Kind: mpv1alpha1.BackendResourceKindNetworkEndpointGroup,
+			Name: negName, Zone: zone, Description: marker,
+			NetworkEndpointGroup: &mpv1alpha1.NetworkEndpointGroupParameters{Network: "vpc-a", Subnetwork: "sub-a"}})
+	}
+	return tr
+}
+
+// markSynced writes the status the pusher writes once every NEG of the Translation exists as declared.
+func (h *harness) markSynced(name string) {
+	h.t.Helper()
+	tr := h.translations()[name]
+	if tr == nil {
+		h.t.Fatalf("no Translation %s to mark synced", name)
+	}
+	tr.Status.ObservedGeneration = tr.Generation
+	tr.Status.Conditions = []metav1.Condition{{Type: mpv1alpha1.TranslationConditionSynced, Status: metav1.ConditionTrue,
+		Reason: "Synced", ObservedGeneration: tr.Generation, LastTransitionTime: metav1.Now()}}
+	if _, err := h.mp.MultiprojectV1alpha1().Translations(testNamespace).UpdateStatus(h.ctx, tr, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+	h.writes()
+}
+
+// syncWaiting runs one sync of the Service that must end in errWaiting.
+func (h *harness) syncWaiting(name string) {
+	h.t.Helper()
+	if err := h.translator.sync(h.ctx, testNamespace+"/"+name); !errors.Is(err, errWaiting) {
+		h.t.Fatalf("sync %s = %v, want errWaiting", name, err)
+	}
+}

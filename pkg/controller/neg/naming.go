@@ -10,9 +10,9 @@ import (
 
 // translationVersion is part of every Translation name and of every generated NEG name. Bump it only for a change
 // of the Translation layout that the pusher cannot apply in place (a NEG renamed, say): the new version's
-// Translations then declare new NEGs (the version is in their names), Translations of another version are stale and
-// deleted, and the pusher deletes their NEGs, not the new ones. It is "v" and a number; the number is the digit in
-// the NEG name prefix (v1: mp1).
+// Translations then declare new NEGs (the version is in their names), and a Translation of another version is deleted
+// once its successor is synced, so the pusher deletes the old NEGs after the new ones exist. It is "v" and a
+// number; the number is the digit in the NEG name prefix (v1: mp1).
 const translationVersion = "v1"
 
 // translationPrefix starts the names of the Translations this controller writes, whatever their version, so that
@@ -23,6 +23,30 @@ const translationPrefix = "neg-"
 // DNS label (at most 63 characters), so the name stays far below the 253 allowed.
 func translationName(service string, port int32) string {
 	return translationPrefix + translationVersion + "-" + service + "-" + strconv.Itoa(int(port))
+}
+
+// parseTranslationName splits a Translation name of ours, neg-<version>-<service>-<port>, whatever its version. The
+// version has no hyphen and the port is the last part, so a Service name with hyphens is recovered whole. It tells a
+// Translation of another version which port's successor it waits for, and names the Service of a Translation that
+// lost its owner reference (the Service was deleted with --cascade=orphan).
+func parseTranslationName(name string) (version, service string, port int32, ok bool) {
+	rest, found := strings.CutPrefix(name, translationPrefix)
+	if !found {
+		return "", "", 0, false
+	}
+	version, rest, found = strings.Cut(rest, "-")
+	if !found || version == "" {
+		return "", "", 0, false
+	}
+	i := strings.LastIndexByte(rest, '-')
+	if i <= 0 {
+		return "", "", 0, false
+	}
+	n, err := strconv.ParseInt(rest[i+1:], 10, 32)
+	if err != nil || n < 1 || n > 65535 || strconv.Itoa(int(n)) != rest[i+1:] {
+		return "", "", 0, false
+	}
+	return version, rest[:i], int32(n), true
 }
 
 // negNamePrefix starts the generated NEG names of a translation version: mp and the version's number (v1: mp1). The

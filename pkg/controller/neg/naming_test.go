@@ -42,7 +42,8 @@ func TestNEGNamesOfV1AreUnchanged(t *testing.T) {
 }
 
 func TestTranslationVersionIsVAndANumber(t *testing.T) {
-	// The number is the digit(s) of the NEG name prefix.
+	// The number is the digit(s) of the NEG name prefix, and parseTranslationName relies on the version having no
+	// hyphen.
 	if !regexp.MustCompile(`^v[0-9]+$`).MatchString(translationVersion) {
 		t.Errorf("translationVersion %q is not v<number>", translationVersion)
 	}
@@ -101,6 +102,30 @@ func TestTranslationNameCarriesTheVersion(t *testing.T) {
 	// A Service name is a DNS label; the longest one still gives a valid object name.
 	if got := translationName(strings.Repeat("s", 63), 65535); len(got) > 253 {
 		t.Errorf("translationName too long: %d", len(got))
+	}
+}
+
+func TestParseTranslationNameFindsTheServiceOfAnyVersion(t *testing.T) {
+	for _, tc := range []struct {
+		name, version, service string
+		port                   int32
+	}{
+		{translationName("web", 80), translationVersion, "web", 80},
+		{"neg-v0-web-80", "v0", "web", 80},
+		{"neg-v1-web-80-443", "v1", "web-80", 443}, // a Service named web-80
+		{"neg-v12-a-b-c-65535", "v12", "a-b-c", 65535},
+	} {
+		version, service, port, ok := parseTranslationName(tc.name)
+		if !ok || version != tc.version || service != tc.service || port != tc.port {
+			t.Errorf("parseTranslationName(%q) = %q, %q, %d, %v; want %q, %q, %d", tc.name, version, service, port, ok,
+				tc.version, tc.service, tc.port)
+		}
+	}
+	for _, name := range []string{"neg-", "neg-v1", "neg-v1-web", "neg-v1--80", "neg-v1-web-0", "neg-v1-web-080",
+		"neg-v1-web-65536", "neg-v1-web-http", "other-v1-web-80", "neg--web-80"} {
+		if _, _, _, ok := parseTranslationName(name); ok {
+			t.Errorf("parseTranslationName(%q) accepted a name that is not neg-<version>-<service>-<port>", name)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,6 +27,7 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
+	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
@@ -59,13 +61,14 @@ type translator struct {
 	kube kubernetes.Interface
 	mp   mpclientset.Interface
 
-	services      cache.SharedIndexInformer
-	slices        cache.SharedIndexInformer
-	nodes         cache.SharedIndexInformer
-	translations  cache.SharedIndexInformer
-	serviceLister corelisters.ServiceLister
-	sliceLister   discoverylisters.EndpointSliceLister
-	nodeLister    corelisters.NodeLister
+	services          cache.SharedIndexInformer
+	slices            cache.SharedIndexInformer
+	nodes             cache.SharedIndexInformer
+	translations      cache.SharedIndexInformer
+	serviceLister     corelisters.ServiceLister
+	sliceLister       discoverylisters.EndpointSliceLister
+	nodeLister        corelisters.NodeLister
+	translationLister mplisters.TranslationLister
 
 	queue    workqueue.TypedRateLimitingInterface[string]
 	recorder record.EventRecorder
@@ -108,6 +111,7 @@ func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
 	t.serviceLister = corelisters.NewServiceLister(t.services.GetIndexer())
 	t.sliceLister = discoverylisters.NewEndpointSliceLister(t.slices.GetIndexer())
 	t.nodeLister = corelisters.NewNodeLister(t.nodes.GetIndexer())
+	t.translationLister = mplisters.NewTranslationLister(t.translations.GetIndexer())
 	t.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: t.tenant + "-" + translatorName})
 	return t, nil
@@ -267,7 +271,7 @@ func (t *translator) enqueueAllServices() {
 }
 
 // onTranslation enqueues the Service of a Translation of ours that appeared, changed or disappeared, so that one
-// deleted or edited by hand is put back.
+// deleted or edited by hand, or of another version, is dealt with.
 func (t *translator) onTranslation(obj any) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
@@ -277,8 +281,9 @@ func (t *translator) onTranslation(obj any) {
 	}
 }
 
-// onTranslationUpdate ignores the pusher's status and finalizer writes: only the spec (generation), labels and the
-// deletion mark are the translator's business.
+// onTranslationUpdate ignores most of the pusher's status and finalizer writes: the spec (generation), labels and
+// the deletion mark are the translator's business, and so is a Translation of this version becoming synced while one
+// of another version for the same Service port waits for it.
 func (t *translator) onTranslationUpdate(oldObj, newObj any) {
 	oldTr, ok1 := oldObj.(*mpv1alpha1.Translation)
 	newTr, ok2 := newObj.(*mpv1alpha1.Translation)
@@ -286,7 +291,8 @@ func (t *translator) onTranslationUpdate(oldObj, newObj any) {
 		return
 	}
 	if oldTr.Generation == newTr.Generation && oldTr.DeletionTimestamp.Equal(newTr.DeletionTimestamp) &&
-		labels.Equals(oldTr.Labels, newTr.Labels) {
+		labels.Equals(oldTr.Labels, newTr.Labels) &&
+		(isSynced(oldTr) || !isSynced(newTr) || !t.hasPredecessorVersion(newTr)) {
 		return
 	}
 	t.enqueueOwner(newTr)
@@ -299,6 +305,21 @@ func (t *translator) enqueueOwner(tr *mpv1alpha1.Translation) {
 	if ref := metav1.GetControllerOf(tr); ref != nil && ref.Kind == "Service" && ref.APIVersion == "v1" {
 		t.enqueue(tr.Namespace, ref.Name)
 	}
+}
+
+// hasPredecessorVersion says whether the tenant's view holds a Translation of another version for the same Service
+// port as tr, a Translation of this version (which waits for tr to be synced before it is deleted).
+func (t *translator) hasPredecessorVersion(tr *mpv1alpha1.Translation) bool {
+	version, service, port, ok := parseTranslationName(tr.Name)
+	if !ok || version != translationVersion {
+		return false
+	}
+	for _, other := range t.translationsNaming(tr.Namespace, service) {
+		if v, _, p, ok := parseTranslationName(other.Name); ok && p == port && v != translationVersion {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *translator) enqueue(namespace, name string) {
@@ -470,10 +491,68 @@ func isOurs(tr *mpv1alpha1.Translation) bool {
 	return len(tr.Name) > len(translationPrefix) && tr.Name[:len(translationPrefix)] == translationPrefix
 }
 
+// serviceOf is the name of the Service a Translation of ours was made for: its controller reference's or, when it
+// has none (the garbage collector removed it after a delete with --cascade=orphan), the one in its name.
+func serviceOf(tr *mpv1alpha1.Translation) (string, bool) {
+	if ref := metav1.GetControllerOf(tr); ref != nil && ref.Kind == "Service" && ref.APIVersion == "v1" {
+		return ref.Name, true
+	}
+	_, service, _, ok := parseTranslationName(tr.Name)
+	return service, ok
+}
+
+// isSynced says whether the pusher has pushed the Translation's current spec: its NEGs exist as declared.
+func isSynced(tr *mpv1alpha1.Translation) bool {
+	c := meta.FindStatusCondition(tr.Status.Conditions, mpv1alpha1.TranslationConditionSynced)
+	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == tr.Generation
+}
+
+// translationsNaming returns the Translations of ours in the tenant's view, labeled for the tenant, that were made
+// for a Service of that namespace and name, whatever its UID. It reads the cache only.
+func (t *translator) translationsNaming(namespace, service string) []*mpv1alpha1.Translation {
+	list, err := t.translationLister.Translations(namespace).List(labels.SelectorFromSet(labels.Set{t.labelKey: t.tenant}))
+	if err != nil {
+		return nil
+	}
+	var out []*mpv1alpha1.Translation
+	for _, tr := range list {
+		if s, ok := serviceOf(tr); ok && s == service && isOurs(tr) {
+			out = append(out, tr)
+		}
+	}
+	return out
+}
+
+// leaving says whether a Translation is on its way out: marked for deletion.
+func (t *translator) leaving(tr *mpv1alpha1.Translation) bool {
+	return tr.DeletionTimestamp != nil
+}
+
+// sharesNEGs says whether two Translations list a NEG of the same zone and name. Generated names differ between
+// versions and Service ports; a custom name (the annotation's "name") is the same in every version.
+func sharesNEGs(a, b *mpv1alpha1.Translation) bool {
+	type zoneName struct{ zone, name string }
+	names := map[zoneName]bool{}
+	for _, r := range a.Spec.Resources {
+		names[zoneName{r.Zone, r.Name}] = true
+	}
+	for _, r := range b.Spec.Resources {
+		if names[zoneName{r.Zone, r.Name}] {
+			return true
+		}
+	}
+	return false
+}
+
 // reconcileTranslations makes the Service's Translations in the API exactly desired. It lists them from the API
 // server by the owner-UID label rather than from the tenant's view, which would miss one labeled for another tenant
 // (the Service moved) and may lag behind the translator's own writes.
+//
+// Translations that are going (stale ones it deletes, and ones already being deleted) hold back the creation of a
+// desired Translation that has the same name or lists one of the same NEGs: a NEG belongs to one Translation at a
+// time, so the old one's deletion never takes the new one's NEG.
 func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Service, desired []*mpv1alpha1.Translation) error {
+	logger := klog.FromContext(ctx)
 	client := t.mp.MultiprojectV1alpha1().Translations(svc.Namespace)
 	selector := labels.Set{mpv1alpha1.TranslationOwnerUIDLabelKey: string(svc.UID)}.AsSelector().String()
 	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: selector})
@@ -485,27 +564,53 @@ func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Serv
 		wanted[tr.Name] = tr
 	}
 	existing := map[string]*mpv1alpha1.Translation{}
-	var errs []error
 	for i := range list.Items {
-		have := &list.Items[i]
-		if !isOurs(have) {
-			continue
-		}
-		existing[have.Name] = have
-		if wanted[have.Name] != nil && have.Labels[t.labelKey] == t.tenant {
-			continue
-		}
-		// Stale: its port is no longer exposed, its version is old, or it was made for another tenant (the Service
-		// moved; that tenant's pusher deletes its NEGs in its own project).
-		if err := t.deleteTranslation(ctx, svc, have); err != nil {
-			errs = append(errs, err)
+		if isOurs(&list.Items[i]) {
+			existing[list.Items[i].Name] = &list.Items[i]
 		}
 	}
+	var errs []error
+	var leaving []*mpv1alpha1.Translation
+	for i := range list.Items {
+		have := &list.Items[i]
+		if !isOurs(have) || (wanted[have.Name] != nil && have.Labels[t.labelKey] == t.tenant) {
+			continue
+		}
+		if t.leaving(have) {
+			leaving = append(leaving, have)
+			continue
+		}
+		if successor := t.pendingSuccessor(svc, have, wanted, existing); successor != "" {
+			logger.V(4).Info("Keeping a Translation of another version until its successor is synced",
+				"translation", have.Name, "successor", successor)
+			continue
+		}
+		// Stale: its port is no longer exposed, its version is old (and its successor synced, or sharing its
+		// NEGs), or it was made for another tenant (the Service moved; that tenant's pusher deletes its NEGs in its
+		// own project).
+		deleted, err := t.deleteTranslation(ctx, have)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if deleted {
+			leaving = append(leaving, have)
+			t.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonTranslationDeleted,
+				"Deleted Translation %s; its NEGs are deleted before it disappears", have.Name)
+		}
+	}
+
 	waiting := false
 	for _, want := range desired {
 		have, ok := existing[want.Name]
 		switch {
 		case !ok:
+			if blocker := blockedBy(want, leaving); blocker != nil {
+				logger.V(4).Info("Waiting for a Translation to be deleted before creating its successor",
+					"translation", want.Name, "deleting", blocker.Name)
+				waiting = true
+				continue
+			}
 			_, err := client.Create(ctx, want, metav1.CreateOptions{})
 			switch {
 			case apierrors.IsAlreadyExists(err):
@@ -532,7 +637,7 @@ func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Serv
 			if _, err := client.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
 				errs = append(errs, fmt.Errorf("updating Translation %s: %w", want.Name, err))
 			} else {
-				klog.FromContext(ctx).V(2).Info("Updated Translation", "translation", want.Name, "endpoints", endpointCount(want))
+				logger.V(2).Info("Updated Translation", "translation", want.Name, "endpoints", endpointCount(want))
 			}
 		}
 	}
@@ -545,24 +650,55 @@ func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Serv
 	return nil
 }
 
-func (t *translator) deleteTranslation(ctx context.Context, svc *corev1.Service, tr *mpv1alpha1.Translation) error {
-	if tr.DeletionTimestamp != nil {
-		return nil
+// pendingSuccessor returns the name of the Translation of this version that replaces have, a Translation of the
+// tenant of another version for a Service port still exposed, when have must stay until it is synced: the new
+// NEGs are pushed before the old ones are deleted. It returns "" when have may go now: it has no successor, its
+// successor is synced, or they share a NEG (a custom name), which must be deleted by the old one before the new one
+// may declare it.
+func (t *translator) pendingSuccessor(svc *corev1.Service, have *mpv1alpha1.Translation, wanted, existing map[string]*mpv1alpha1.Translation) string {
+	version, _, port, ok := parseTranslationName(have.Name)
+	if !ok || version == translationVersion || have.Labels[t.labelKey] != t.tenant {
+		return ""
+	}
+	name := translationName(svc.Name, port)
+	want := wanted[name]
+	if want == nil || sharesNEGs(have, want) {
+		return ""
+	}
+	if current := existing[name]; current != nil && current.DeletionTimestamp == nil &&
+		current.Labels[t.labelKey] == t.tenant && isSynced(current) {
+		return ""
+	}
+	return name
+}
+
+// blockedBy returns a leaving Translation that want must wait for: one of the same name, or one that lists one of
+// want's NEGs.
+func blockedBy(want *mpv1alpha1.Translation, leaving []*mpv1alpha1.Translation) *mpv1alpha1.Translation {
+	for _, old := range leaving {
+		if old.Name == want.Name || sharesNEGs(old, want) {
+			return old
+		}
+	}
+	return nil
+}
+
+// deleteTranslation deletes a Translation, with its UID as precondition so that a successor of the same name is
+// never hit. It reports whether this call asked for the deletion: false if it was gone or already going.
+func (t *translator) deleteTranslation(ctx context.Context, tr *mpv1alpha1.Translation) (bool, error) {
+	if t.leaving(tr) {
+		return false, nil
 	}
 	uid := tr.UID
 	err := t.mp.MultiprojectV1alpha1().Translations(tr.Namespace).Delete(ctx, tr.Name,
 		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil
+		return false, nil
 	case err != nil:
-		return fmt.Errorf("deleting stale Translation %s: %w", tr.Name, err)
+		return false, fmt.Errorf("deleting stale Translation %s: %w", tr.Name, err)
 	}
-	if svc != nil {
-		t.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonTranslationDeleted,
-			"Deleted Translation %s; its NEGs are deleted before it disappears", tr.Name)
-	}
-	return nil
+	return true, nil
 }
 
 // needsUpdate compares what the translator owns: the spec, its labels and the controller reference. Status and
@@ -647,7 +783,9 @@ func (t *translator) releaseDeparted(ctx context.Context, namespace, name string
 	var errs []error
 	for i := range list.Items {
 		if isOurs(&list.Items[i]) {
-			errs = append(errs, t.deleteTranslation(ctx, nil, &list.Items[i]))
+			if _, err := t.deleteTranslation(ctx, &list.Items[i]); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)

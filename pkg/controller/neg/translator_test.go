@@ -251,7 +251,8 @@ func TestStaleAndForeignTranslationsAreDeleted(t *testing.T) {
 			Labels: map[string]string{testLabelKey: tenantName, mpv1alpha1.TranslationOwnerUIDLabelKey: "uid-web"}}}
 	}
 	objects := append(webObjects(),
-		owned("neg-v0-web-80", testTenant), // an older version
+		owned("neg-v0-web-80", testTenant), // an older version: goes once its successor is synced
+		owned("neg-v0-web-81", testTenant), // an older version of a port no longer exposed: goes at once
 		owned("neg-v1-web-80", "tenant-b"), // the Service's former tenant
 		owned("other-web", testTenant),     // not ours (another controller's prefix): untouched
 	)
@@ -261,8 +262,11 @@ func TestStaleAndForeignTranslationsAreDeleted(t *testing.T) {
 		t.Fatalf("sync = %v, want errWaiting while tenant-b's Translation of the same name is deleted", err)
 	}
 	trs := h.translations()
-	if _, ok := trs["neg-v0-web-80"]; ok {
-		t.Error("the old version's Translation was not deleted")
+	if _, ok := trs["neg-v0-web-81"]; ok {
+		t.Error("the old version's Translation of a port no longer exposed was not deleted")
+	}
+	if _, ok := trs["neg-v0-web-80"]; !ok {
+		t.Error("the old version's Translation was deleted before its successor existed")
 	}
 	if _, ok := trs["neg-v1-web-80"]; ok {
 		t.Error("the former tenant's Translation was not deleted")
@@ -270,10 +274,72 @@ func TestStaleAndForeignTranslationsAreDeleted(t *testing.T) {
 	if _, ok := trs["other-web"]; !ok {
 		t.Error("another controller's Translation was deleted")
 	}
-	// Once it is gone, the tenant's own is created.
+	// Once it is gone, the tenant's own is created; the old version goes once that one is synced.
 	h.sync("web")
 	if tr := h.translations()["neg-v1-web-80"]; tr == nil || tr.Labels[testLabelKey] != testTenant {
 		t.Errorf("Translation after the wait = %+v", tr)
+	}
+	h.markSynced("neg-v1-web-80")
+	h.sync("web")
+	if _, ok := h.translations()["neg-v0-web-80"]; ok {
+		t.Error("the old version's Translation was not deleted once its successor was synced")
+	}
+}
+
+// TestVersionBumpDeclaresNewNEGsBeforeTheOldOnesGo: a Translation of another version names other NEGs than the
+// current one, and it is deleted (so the pusher deletes its NEGs) only once the current one is synced (its NEGs
+// exist).
+func TestVersionBumpDeclaresNewNEGsBeforeTheOldOnesGo(t *testing.T) {
+	oldName := negName("v0", testCluster, testTenant, testNamespace, "web", 80)
+	old := translationOf("neg-v0-web-80", "web", "uid-web", testTenant, true, oldName)
+	h := newHarness(t, append(webObjects(), old)...)
+	h.sync("web")
+	trs := h.translations()
+	current := trs[translationName("web", 80)]
+	if current == nil || trs["neg-v0-web-80"] == nil {
+		t.Fatalf("Translations = %v, want the current one and the old one", keys(trs))
+	}
+	if got := negNameOf(current); got == oldName {
+		t.Errorf("the current version declares the old version's NEG %s", got)
+	}
+	if got := h.events.With("Normal " + ReasonTranslationDeleted); len(got) != 0 {
+		t.Errorf("the old Translation was deleted before its successor was synced: %v", got)
+	}
+	status := h.service("web").Annotations[NEGStatusAnnotationKey]
+	h.waitCached("services", "shop/web", func(obj any) bool {
+		return obj.(*corev1.Service).Annotations[NEGStatusAnnotationKey] == status
+	})
+	h.writes()
+
+	// The pusher has pushed the current one: the old one goes, and with it (by the pusher) its NEGs only.
+	h.markSynced(current.Name)
+	h.sync("web")
+	if w := h.writes(); !reflect.DeepEqual(w, []string{"delete translations"}) {
+		t.Errorf("writes = %v, want the old Translation's deletion only", w)
+	}
+	if trs := h.translations(); trs["neg-v0-web-80"] != nil || trs[current.Name] == nil {
+		t.Errorf("Translations = %v, want the current one only", keys(trs))
+	}
+	if got := h.events.With("Normal " + ReasonTranslationDeleted); len(got) != 1 || !strings.Contains(got[0], "neg-v0-web-80") {
+		t.Errorf("want one %s Event for neg-v0-web-80, got %v", ReasonTranslationDeleted, got)
+	}
+}
+
+// TestVersionBumpWithACustomNameHandsTheNEGOver: a custom NEG name is the same in every version, so the old
+// Translation (which deletes the NEG) goes first and the new one declares the NEG only once the old one is gone; a
+// NEG never belongs to two Translations.
+func TestVersionBumpWithACustomNameHandsTheNEGOver(t *testing.T) {
+	objects := webObjects()
+	objects[4] = service("web", `{"exposed_ports":{"80":{"name":"custom-web"}}}`, servicePort("http", 80, "web"))
+	old := translationOf("neg-v0-web-80", "web", "uid-web", testTenant, true, "custom-web")
+	h := newHarness(t, append(objects, old)...)
+	h.syncWaiting("web")
+	if trs := h.translations(); len(trs) != 0 {
+		t.Fatalf("Translations = %v; want the old one deleted and the new one not created while the old one exists", keys(trs))
+	}
+	h.sync("web")
+	if tr := h.translations()[translationName("web", 80)]; tr == nil || negNameOf(tr) != "custom-web" {
+		t.Fatalf("Translation once the old one is gone = %+v", tr)
 	}
 }
 
