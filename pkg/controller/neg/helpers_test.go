@@ -318,3 +318,16 @@ func (h *harness) syncWaiting(name string) {
 		h.t.Fatalf("sync %s = %v, want errWaiting", name, err)
 	}
 }
+
+// queued drains the translator's queue and returns its keys, sorted.
+func (h *harness) queued() []string {
+	var out []string
+	for h.translator.queue.Len() > 0 {
+		key, _ := h.translator.queue.Get()
+		h.translator.queue.Done(key)
+		h.translator.queue.Forget(key)
+		out = append(out, key)
+	}
+	sortStrings(out)
+	return out
+}

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -44,6 +45,10 @@ const (
 	ReasonTranslationCreated = "TranslationCreated"
 	ReasonTranslationDeleted = "TranslationDeleted"
 	ReasonEndpointsSkipped   = "NEGEndpointsSkipped"
+	// ReasonStaleTranslationDeleted: a Translation left by a former Service of the same name (deleted with
+	// --cascade=orphan, so its Translations lost their owner reference and stayed) was deleted; a Translation of this
+	// Service of the same name is created once the pusher has deleted the old NEGs and the old one is gone.
+	ReasonStaleTranslationDeleted = "StaleTranslationDeleted"
 )
 
 // errWaiting says a sync must be retried because a Translation it wants to write still exists in another form (being
@@ -77,6 +82,11 @@ type translator struct {
 	onSynced func()
 
 	warnings *warningMemory
+
+	// deleting holds the UIDs of the Translations this translator asked to delete whose deletion the tenant's view
+	// has not shown yet: they count as leaving, so a lagging view causes neither a second delete nor a second Event.
+	// An entry goes when the view drops the Translation.
+	deleting sync.Map // types.UID → struct{}
 }
 
 func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
@@ -143,7 +153,7 @@ func (t *translator) Run(ctx context.Context) {
 		{"Service", t.services, cache.ResourceEventHandlerFuncs{AddFunc: t.onService, UpdateFunc: t.onServiceUpdate, DeleteFunc: t.onService}},
 		{"EndpointSlice", t.slices, cache.ResourceEventHandlerFuncs{AddFunc: t.onSlice, UpdateFunc: t.onSliceUpdate, DeleteFunc: t.onSlice}},
 		{"Node", t.nodes, cache.ResourceEventHandlerFuncs{AddFunc: t.onNode, UpdateFunc: t.onNodeUpdate, DeleteFunc: t.onNode}},
-		{"Translation", t.translations, cache.ResourceEventHandlerFuncs{AddFunc: t.onTranslation, UpdateFunc: t.onTranslationUpdate, DeleteFunc: t.onTranslation}},
+		{"Translation", t.translations, cache.ResourceEventHandlerFuncs{AddFunc: t.onTranslation, UpdateFunc: t.onTranslationUpdate, DeleteFunc: t.onTranslationDelete}},
 	}
 	synced := []cache.InformerSynced{}
 	for _, h := range handlers {
@@ -270,20 +280,30 @@ func (t *translator) enqueueAllServices() {
 	}
 }
 
-// onTranslation enqueues the Service of a Translation of ours that appeared, changed or disappeared, so that one
-// deleted or edited by hand, or of another version, is dealt with.
+// onTranslation enqueues the Service of a Translation of ours that appeared, so that one edited by hand, of another
+// version or left without its Service is dealt with.
 func (t *translator) onTranslation(obj any) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
 	if tr, ok := obj.(*mpv1alpha1.Translation); ok {
 		t.enqueueOwner(tr)
 	}
 }
 
-// onTranslationUpdate ignores most of the pusher's status and finalizer writes: the spec (generation), labels and
-// the deletion mark are the translator's business, and so is a Translation of this version becoming synced while one
-// of another version for the same Service port waits for it.
+// onTranslationDelete enqueues the Service of a Translation of ours that disappeared: one deleted by hand is put
+// back, and a Service waiting for a predecessor's Translation of the same name to go creates its own.
+func (t *translator) onTranslationDelete(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	if tr, ok := obj.(*mpv1alpha1.Translation); ok {
+		t.deleting.Delete(tr.UID)
+		t.enqueueOwner(tr)
+	}
+}
+
+// onTranslationUpdate ignores most of the pusher's status and finalizer writes: the spec (generation), labels,
+// owner references (the garbage collector removes them when the Service is deleted with --cascade=orphan) and the
+// deletion mark are the translator's business, and so is a Translation of this version becoming synced while one of
+// another version for the same Service port waits for it.
 func (t *translator) onTranslationUpdate(oldObj, newObj any) {
 	oldTr, ok1 := oldObj.(*mpv1alpha1.Translation)
 	newTr, ok2 := newObj.(*mpv1alpha1.Translation)
@@ -292,18 +312,21 @@ func (t *translator) onTranslationUpdate(oldObj, newObj any) {
 	}
 	if oldTr.Generation == newTr.Generation && oldTr.DeletionTimestamp.Equal(newTr.DeletionTimestamp) &&
 		labels.Equals(oldTr.Labels, newTr.Labels) &&
+		apiequality.Semantic.DeepEqual(oldTr.OwnerReferences, newTr.OwnerReferences) &&
 		(isSynced(oldTr) || !isSynced(newTr) || !t.hasPredecessorVersion(newTr)) {
 		return
 	}
 	t.enqueueOwner(newTr)
 }
 
+// enqueueOwner enqueues the Service a Translation of ours was made for: the one its controller reference names or,
+// once the reference is gone, the one its name names.
 func (t *translator) enqueueOwner(tr *mpv1alpha1.Translation) {
 	if !isOurs(tr) {
 		return
 	}
-	if ref := metav1.GetControllerOf(tr); ref != nil && ref.Kind == "Service" && ref.APIVersion == "v1" {
-		t.enqueue(tr.Namespace, ref.Name)
+	if service, ok := serviceOf(tr); ok {
+		t.enqueue(tr.Namespace, service)
 	}
 }
 
@@ -501,6 +524,18 @@ func serviceOf(tr *mpv1alpha1.Translation) (string, bool) {
 	return service, ok
 }
 
+// ownerUID is the UID of the Service a Translation was made for: its owner-UID label's or, without the label, its
+// controller reference's. It outlives the reference, which a delete with --cascade=orphan removes.
+func ownerUID(tr *mpv1alpha1.Translation) types.UID {
+	if uid := tr.Labels[mpv1alpha1.TranslationOwnerUIDLabelKey]; uid != "" {
+		return types.UID(uid)
+	}
+	if ref := metav1.GetControllerOf(tr); ref != nil {
+		return ref.UID
+	}
+	return ""
+}
+
 // isSynced says whether the pusher has pushed the Translation's current spec: its NEGs exist as declared.
 func isSynced(tr *mpv1alpha1.Translation) bool {
 	c := meta.FindStatusCondition(tr.Status.Conditions, mpv1alpha1.TranslationConditionSynced)
@@ -523,9 +558,14 @@ func (t *translator) translationsNaming(namespace, service string) []*mpv1alpha1
 	return out
 }
 
-// leaving says whether a Translation is on its way out: marked for deletion.
+// leaving says whether a Translation is on its way out: marked for deletion, or deleted by this translator and not
+// yet seen so by the view.
 func (t *translator) leaving(tr *mpv1alpha1.Translation) bool {
-	return tr.DeletionTimestamp != nil
+	if tr.DeletionTimestamp != nil {
+		return true
+	}
+	_, asked := t.deleting.Load(tr.UID)
+	return asked
 }
 
 // sharesNEGs says whether two Translations list a NEG of the same zone and name. Generated names differ between
@@ -548,9 +588,9 @@ func sharesNEGs(a, b *mpv1alpha1.Translation) bool {
 // server by the owner-UID label rather than from the tenant's view, which would miss one labeled for another tenant
 // (the Service moved) and may lag behind the translator's own writes.
 //
-// Translations that are going (stale ones it deletes, and ones already being deleted) hold back the creation of a
-// desired Translation that has the same name or lists one of the same NEGs: a NEG belongs to one Translation at a
-// time, so the old one's deletion never takes the new one's NEG.
+// Translations that are going (stale ones it deletes, ones already being deleted, and ones left by a former Service
+// of the same name) hold back the creation of a desired Translation that has the same name or lists one of the same
+// NEGs: a NEG belongs to one Translation at a time, so the old one's deletion never takes the new one's NEG.
 func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Service, desired []*mpv1alpha1.Translation) error {
 	logger := klog.FromContext(ctx)
 	client := t.mp.MultiprojectV1alpha1().Translations(svc.Namespace)
@@ -599,6 +639,23 @@ func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Serv
 				"Deleted Translation %s; its NEGs are deleted before it disappears", have.Name)
 		}
 	}
+	// Translations left by a former Service of this name: it was deleted with --cascade=orphan, so the garbage
+	// collector removed their owner reference and left them, with their NEGs.
+	for _, old := range t.translationsNaming(svc.Namespace, svc.Name) {
+		if ownerUID(old) == svc.UID {
+			continue
+		}
+		if t.leaving(old) {
+			leaving = append(leaving, old)
+			continue
+		}
+		deleted, err := t.deletePredecessor(ctx, svc, old)
+		if err != nil {
+			errs = append(errs, err)
+		} else if deleted {
+			leaving = append(leaving, old)
+		}
+	}
 
 	waiting := false
 	for _, want := range desired {
@@ -614,7 +671,11 @@ func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Serv
 			_, err := client.Create(ctx, want, metav1.CreateOptions{})
 			switch {
 			case apierrors.IsAlreadyExists(err):
-				// One of a former Service of the same name, not collected yet.
+				// Not made for this Service and not in the view: a former Service's, labeled for another tenant, or
+				// one the view has not seen yet.
+				if err := t.replaceForeign(ctx, svc, want.Name); err != nil {
+					errs = append(errs, err)
+				}
 				waiting = true
 			case err != nil:
 				errs = append(errs, fmt.Errorf("creating Translation %s: %w", want.Name, err))
@@ -683,6 +744,41 @@ func blockedBy(want *mpv1alpha1.Translation, leaving []*mpv1alpha1.Translation) 
 	return nil
 }
 
+// deletePredecessor deletes a Translation left by a former Service of svc's name and says so on svc.
+func (t *translator) deletePredecessor(ctx context.Context, svc *corev1.Service, old *mpv1alpha1.Translation) (bool, error) {
+	deleted, err := t.deleteTranslation(ctx, old)
+	if deleted {
+		klog.FromContext(ctx).Info("Deleted a Translation left by a former Service of the same name",
+			"translation", old.Name, "formerUID", ownerUID(old), "uid", svc.UID)
+		t.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonStaleTranslationDeleted,
+			"Deleted Translation %s left by a former Service of this name (UID %s); its NEGs are deleted before it "+
+				"disappears, and this Service's own Translations are declared without it", old.Name, ownerUID(old))
+	}
+	return deleted, err
+}
+
+// replaceForeign handles a Translation that holds the name of one the Service needs and is not the Service's: if
+// it was made for a former Service of this name, it is deleted. It is looked up with a list by name (the
+// translator's role lists Translations; it has no get).
+func (t *translator) replaceForeign(ctx context.Context, svc *corev1.Service, name string) error {
+	list, err := t.mp.MultiprojectV1alpha1().Translations(svc.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	if err != nil {
+		return fmt.Errorf("looking up Translation %s, which exists: %w", name, err)
+	}
+	for i := range list.Items {
+		old := &list.Items[i]
+		if old.Name != name || !isOurs(old) || ownerUID(old) == svc.UID || t.leaving(old) {
+			// Gone meanwhile, made for this Service (the list by label lagged), or already going: retry later.
+			continue
+		}
+		if _, err := t.deletePredecessor(ctx, svc, old); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // deleteTranslation deletes a Translation, with its UID as precondition so that a successor of the same name is
 // never hit. It reports whether this call asked for the deletion: false if it was gone or already going.
 func (t *translator) deleteTranslation(ctx context.Context, tr *mpv1alpha1.Translation) (bool, error) {
@@ -695,8 +791,14 @@ func (t *translator) deleteTranslation(ctx context.Context, tr *mpv1alpha1.Trans
 	switch {
 	case apierrors.IsNotFound(err):
 		return false, nil
+	case apierrors.IsConflict(err):
+		// The precondition failed: the name now belongs to another Translation, which is not this one's to delete.
+		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("deleting stale Translation %s: %w", tr.Name, err)
+	}
+	if uid != "" {
+		t.deleting.Store(uid, struct{}{})
 	}
 	return true, nil
 }
@@ -764,28 +866,57 @@ func (t *translator) writeStatus(ctx context.Context, svc *corev1.Service, want 
 	return nil
 }
 
-// releaseDeparted handles a Service the tenant no longer sees. Deleted: the garbage collector removes its
-// Translations. Still there (relabeled to another tenant, or to none): the Translations this tenant made for it are
-// stale, and deleting them lets this tenant's pusher delete the NEGs in this tenant's project.
+// releaseDeparted handles a Service the tenant no longer sees. Still there (relabeled to another tenant, or to
+// none): the Translations this tenant made for it are stale, and deleting them lets this tenant's pusher delete the
+// NEGs in this tenant's project. Deleted: the garbage collector deletes its Translations, except after a delete with
+// --cascade=orphan, which leaves them without owner; either way the Translations of the tenant that still name it
+// (from the view) are deleted here, so that the pusher deletes their NEGs and removes their finalizer.
 func (t *translator) releaseDeparted(ctx context.Context, namespace, name string) error {
+	logger := klog.FromContext(ctx)
+	var stale []*mpv1alpha1.Translation
 	svc, err := t.kube.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
+	switch {
+	case apierrors.IsNotFound(err):
+		svc = nil
+	case err != nil:
 		return fmt.Errorf("looking up a Service that left the tenant: %w", err)
+	default:
+		selector := labels.Set{mpv1alpha1.TranslationOwnerUIDLabelKey: string(svc.UID), t.labelKey: t.tenant}.AsSelector().String()
+		list, err := t.mp.MultiprojectV1alpha1().Translations(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return fmt.Errorf("listing the Translations of a Service that left the tenant: %w", err)
+		}
+		for i := range list.Items {
+			if isOurs(&list.Items[i]) {
+				stale = append(stale, &list.Items[i])
+			}
+		}
 	}
-	selector := labels.Set{mpv1alpha1.TranslationOwnerUIDLabelKey: string(svc.UID), t.labelKey: t.tenant}.AsSelector().String()
-	list, err := t.mp.MultiprojectV1alpha1().Translations(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		return fmt.Errorf("listing the Translations of a Service that left the tenant: %w", err)
+	listed := map[types.UID]bool{}
+	for _, tr := range stale {
+		listed[tr.UID] = true
+	}
+	for _, tr := range t.translationsNaming(namespace, name) {
+		if !listed[tr.UID] {
+			stale = append(stale, tr)
+		}
 	}
 	var errs []error
-	for i := range list.Items {
-		if isOurs(&list.Items[i]) {
-			if _, err := t.deleteTranslation(ctx, &list.Items[i]); err != nil {
-				errs = append(errs, err)
-			}
+	for _, tr := range stale {
+		deleted, err := t.deleteTranslation(ctx, tr)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		switch {
+		case !deleted:
+		case svc != nil:
+			logger.V(2).Info("Deleted the Translation of a Service that left the tenant", "translation", tr.Name)
+		case metav1.GetControllerOf(tr) == nil:
+			logger.Info("Deleted a Translation whose Service no longer exists and that has no owner (the Service was deleted with --cascade=orphan)",
+				"translation", tr.Name, "formerUID", ownerUID(tr))
+		default:
+			logger.V(2).Info("Deleted the Translation of a deleted Service", "translation", tr.Name)
 		}
 	}
 	return errors.Join(errs...)

@@ -343,6 +343,104 @@ func TestVersionBumpWithACustomNameHandsTheNEGOver(t *testing.T) {
 	}
 }
 
+// TestRecreatedServiceReplacesItsPredecessorsTranslations: a Service deleted with --cascade=orphan and created again
+// with the same name (a new UID) finds the Translations of its predecessor, without owner reference; they are
+// deleted (their NEGs carry the old UID's marker) and its own takes the name once the old one is gone.
+func TestRecreatedServiceReplacesItsPredecessorsTranslations(t *testing.T) {
+	name := negName(translationVersion, testCluster, testTenant, testNamespace, "web", 80)
+	objects := append(webObjects(),
+		translationOf("neg-v1-web-80", "web", "uid-old", testTenant, false, name),
+		translationOf("neg-v1-web-443", "web", "uid-old", testTenant, false, "custom-https"), // a port the new one does not expose
+		translationOf("neg-v1-api-80", "api", "uid-api", testTenant, false, "api-80"),        // another Service's: untouched
+	)
+	h := newHarness(t, objects...)
+	h.syncWaiting("web")
+	trs := h.translations()
+	if trs["neg-v1-web-80"] != nil || trs["neg-v1-web-443"] != nil || trs["neg-v1-api-80"] == nil {
+		t.Fatalf("Translations = %v, want only neg-v1-api-80 left", keys(trs))
+	}
+	if got := h.events.With("Normal " + ReasonStaleTranslationDeleted); len(got) != 2 || !strings.Contains(got[0], "uid-old") {
+		t.Errorf("want two %s Events naming the old UID, got %v", ReasonStaleTranslationDeleted, got)
+	}
+	if got := h.events.With("Normal " + ReasonTranslationCreated); len(got) != 0 {
+		t.Errorf("the new Translation was created while the old one of the same name existed: %v", got)
+	}
+
+	// The view has seen the old ones go: the Service's own Translation is created.
+	h.waitCached("translations", "shop/neg-v1-web-80", nil)
+	h.waitCached("translations", "shop/neg-v1-web-443", nil)
+	h.sync("web")
+	tr := h.translations()["neg-v1-web-80"]
+	if tr == nil || tr.Labels[mpv1alpha1.TranslationOwnerUIDLabelKey] != "uid-web" || metav1.GetControllerOf(tr).UID != "uid-web" {
+		t.Fatalf("the new Service's Translation = %+v", tr)
+	}
+	if got := tr.Spec.Resources[0].Description; got != negDescription(testCluster, testTenant, testNamespace, "web", "uid-web", 80) {
+		t.Errorf("marker = %s, want the new UID's", got)
+	}
+	if got := h.events.With("Normal " + ReasonStaleTranslationDeleted); len(got) != 2 {
+		t.Errorf("a predecessor's Translation was reported twice: %v", got)
+	}
+}
+
+// TestRecreatedServiceReplacesAPredecessorsTranslationOutsideTheView: the predecessor's Translation of the same name
+// is labeled for another tenant (the Service moved before it was deleted), so only the create tells it is there.
+func TestRecreatedServiceReplacesAPredecessorsTranslationOutsideTheView(t *testing.T) {
+	name := negName(translationVersion, testCluster, "tenant-b", testNamespace, "web", 80)
+	h := newHarness(t, append(webObjects(), translationOf("neg-v1-web-80", "web", "uid-old", "tenant-b", false, name))...)
+	h.syncWaiting("web")
+	if tr := h.translations()["neg-v1-web-80"]; tr != nil {
+		t.Fatalf("the predecessor's Translation was not deleted: %+v", tr.ObjectMeta)
+	}
+	if got := h.events.With("Normal " + ReasonStaleTranslationDeleted); len(got) != 1 {
+		t.Errorf("want one %s Event, got %v", ReasonStaleTranslationDeleted, got)
+	}
+	h.sync("web")
+	if tr := h.translations()["neg-v1-web-80"]; tr == nil || tr.Labels[testLabelKey] != testTenant ||
+		tr.Labels[mpv1alpha1.TranslationOwnerUIDLabelKey] != "uid-web" {
+		t.Fatalf("the new Service's Translation = %+v", tr)
+	}
+}
+
+// TestOrphanedTranslationOfAGoneServiceIsDeleted: a Service deleted with --cascade=orphan and not created again
+// leaves Translations without owner reference; the Translation's event leads to the Service's key (from its name),
+// and the sync of a Service that does not exist deletes the tenant's Translations that name it.
+func TestOrphanedTranslationOfAGoneServiceIsDeleted(t *testing.T) {
+	orphan := translationOf("neg-v1-gone-80", "gone", "uid-gone", testTenant, false, "gone-80")
+	objects := append(webObjects(), orphan,
+		translationOf("neg-v1-gone-80-443", "gone-80", "uid-gone-80", testTenant, false, "x"), // Service gone-80's
+		translationOf("neg-v1-gone-81", "gone", "uid-gone", "tenant-b", false, "y"),           // another tenant's
+	)
+	h := newHarness(t, objects...)
+
+	withOwner := orphan.DeepCopy()
+	withOwner.OwnerReferences = translationOf("neg-v1-gone-80", "gone", "uid-gone", testTenant, true, "gone-80").OwnerReferences
+	h.translator.onTranslationUpdate(withOwner, orphan) // the garbage collector removed the owner reference
+	h.translator.onTranslation(objects[len(objects)-2]) // a Translation of Service gone-80
+	if got := h.queued(); !reflect.DeepEqual(got, []string{"shop/gone", "shop/gone-80"}) {
+		t.Errorf("queued %v, want the Services named by the Translations", got)
+	}
+	statusOnly := orphan.DeepCopy()
+	statusOnly.Status.ObservedGeneration = 7
+	h.translator.onTranslationUpdate(orphan, statusOnly)
+	if got := h.queued(); len(got) != 0 {
+		t.Errorf("a status write queued %v", got)
+	}
+
+	h.sync("gone")
+	trs := h.translations()
+	if trs["neg-v1-gone-80"] != nil {
+		t.Error("the orphaned Translation of a Service that no longer exists was not deleted")
+	}
+	if trs["neg-v1-gone-80-443"] == nil || trs["neg-v1-gone-81"] == nil {
+		t.Errorf("Translations = %v; another Service's or another tenant's was deleted", keys(trs))
+	}
+	h.writes()
+	h.sync("gone")
+	if w := h.writes(); len(w) != 0 {
+		t.Errorf("a second sync wrote %v", w)
+	}
+}
+
 func TestServiceThatLeftTheTenantLosesItsTranslations(t *testing.T) {
 	h := newHarness(t, webObjects()...)
 	h.sync("web")
@@ -355,7 +453,9 @@ func TestServiceThatLeftTheTenantLosesItsTranslations(t *testing.T) {
 	if trs := h.translations(); len(trs) != 0 {
 		t.Errorf("Translations of a Service that left = %v", keys(trs))
 	}
-	// Deleted rather than moved: nothing to do (the garbage collector removes the Translations).
+	// Deleted rather than moved: its Translations are already gone, so nothing is written. (The fake clientset sets
+	// no UIDs, so the translator's memory of its own deletions does not cover a lagging view here.)
+	h.waitCached("translations", "shop/neg-v1-web-80", nil)
 	if err := h.kube.CoreV1().Services(testNamespace).Delete(h.ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
