@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -99,6 +100,9 @@ type Manager struct {
 }
 
 type tenantControllers struct {
+	// abandoned mirrors the abandon annotation of the ProviderConfig last synced, for
+	// tenant.Context.CloudResourcesAbandoned.
+	abandoned atomic.Bool
 	// running holds, per controller name, the instance that runs: the controller, or its cleanup.
 	running map[string]*controllerRun
 	// stopping holds instances told to stop that did not return within the stop timeout.
@@ -201,6 +205,7 @@ func nilIfEmpty(spec *mpv1alpha1.ProviderConfigSpec) *mpv1alpha1.ProviderConfigS
 // An error means some controller could not be built and Sync should be retried.
 func (m *Manager) Sync(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (Outcome, error) {
 	t := m.tenant(pc.Name)
+	t.abandoned.Store(pc.Annotations[mpv1alpha1.AbandonCloudResourcesAnnotation] == "true")
 	applied := &mpv1alpha1.ProviderConfigSpec{}
 	if pc.Status.AppliedSpec != nil {
 		applied = pc.Status.AppliedSpec.DeepCopy()
@@ -409,16 +414,18 @@ func (m *Manager) newContext(ctx context.Context, pc *mpv1alpha1.ProviderConfig,
 }
 
 func (m *Manager) context(pc *mpv1alpha1.ProviderConfig, f NamedFactory, informers *controllerInformers, broadcaster record.EventBroadcaster, condition *conditionState) *tenant.Context {
+	t := m.tenant(pc.Name)
 	return &tenant.Context{
-		ProviderConfig:         pc.DeepCopy(),
-		ProviderConfigLabelKey: m.cfg.LabelKey,
-		KubeClient:             m.cfg.KubeClient,
-		MultiprojectClient:     m.cfg.MultiprojectClient,
-		Informers:              informers,
-		EventRecorder:          broadcaster.NewRecorder(Scheme, corev1.EventSource{Component: "multiproject-" + f.Name}),
-		Condition:              condition,
-		Options:                m.cfg.Options,
-		Workers:                f.Workers,
+		CloudResourcesAbandoned: t.abandoned.Load,
+		ProviderConfig:          pc.DeepCopy(),
+		ProviderConfigLabelKey:  m.cfg.LabelKey,
+		KubeClient:              m.cfg.KubeClient,
+		MultiprojectClient:      m.cfg.MultiprojectClient,
+		Informers:               informers,
+		EventRecorder:           broadcaster.NewRecorder(Scheme, corev1.EventSource{Component: "multiproject-" + f.Name}),
+		Condition:               condition,
+		Options:                 m.cfg.Options,
+		Workers:                 f.Workers,
 		// Two thirds of the stop timeout: a controller that drains within it has returned before the manager
 		// gives up waiting.
 		DrainGrace: m.cfg.StopTimeout * 2 / 3,

@@ -80,6 +80,10 @@ type Context struct {
 	Options   Options
 	// Workers is the controller's --concurrent-<name>-syncs.
 	Workers int
+	// CloudResourcesAbandoned reports, at the time of the call, whether the operator has abandoned the tenant's
+	// cloud resources (annotation multiproject.io/abandon-cloud-resources=true on the ProviderConfig): what a
+	// controller cannot remove (a NEG in a project it can no longer reach) may then be given up. nil means never.
+	CloudResourcesAbandoned func() bool
 	// DrainGrace is how long the controller may go on finishing work after its context ends (a pusher's calls
 	// under way). It is shorter than the manager's stop timeout, so a controller that honours it has returned
 	// before the manager gives up waiting; zero means a default of the controller's choosing.

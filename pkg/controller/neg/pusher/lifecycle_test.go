@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -207,4 +208,36 @@ func TestSweepDeletesOnlyOurUnclaimedNEGs(t *testing.T) {
 		}
 	}
 	h.waitFor("the Event on the ProviderConfig", func() bool { return h.events.Count(corev1.EventTypeNormal, ReasonNEGsCollected) == 1 })
+}
+
+// A previous project the tenant can no longer reach keeps its NEGs listed, with a Warning Event, until the operator
+// abandons them; then the entries go and the NEGs are left where they are.
+func TestUnreachableOldProjectWaitsForTheAbandonAnnotation(t *testing.T) {
+	h := newHarness(t, nil, translation("web", map[string]int{"us-central1-a": 1}, true))
+	h.waitSynced("web", metav1.ConditionTrue)
+	h.gce.InjectFault(testProject, fakegce.MethodDelete, fakegce.Fault{Code: 403, Reason: "forbidden", Message: "project is being deleted"})
+	var abandoned atomic.Bool
+	h.tctx.CloudResourcesAbandoned = abandoned.Load
+	h.restart(&mpv1alpha1.GCPConfig{ProjectID: otherProject, Network: "default"}, false)
+
+	h.waitFor("a Warning that the old NEG cannot be deleted", func() bool {
+		return h.events.Count(corev1.EventTypeWarning, ReasonMigrationBlocked) > 0
+	})
+	if _, ok := h.gce.NEG(otherProject, "us-central1-a", "k8s1-web"); !ok {
+		t.Fatal("the NEG was not created in the new project")
+	}
+	abandoned.Store(true)
+	h.pusher.queue.Add(testNamespace + "/web")
+	tr := h.waitSynced("web", metav1.ConditionTrue)
+	for _, r := range tr.Status.Resources {
+		if r.Project != otherProject {
+			t.Errorf("status still lists %+v after it was abandoned", r)
+		}
+	}
+	if h.events.Count(corev1.EventTypeWarning, ReasonNEGAbandoned) != 1 {
+		t.Errorf("Events %v, want one %s", h.events.With(""), ReasonNEGAbandoned)
+	}
+	if _, ok := h.gce.NEG(testProject, "us-central1-a", "k8s1-web"); !ok {
+		t.Error("an abandoned NEG was deleted after all")
+	}
 }

@@ -73,6 +73,8 @@ type Pusher struct {
 	// gcPeriod is how often the garbage sweep runs (0: never); gcGrace how long a NEG found unclaimed waits before
 	// it is looked at again and deleted.
 	gcPeriod, gcGrace time.Duration
+	// abandoned reports whether the operator abandoned the tenant's cloud resources (tenant.Context).
+	abandoned func() bool
 	// cleanupOnly makes a pusher that deletes and never creates: it runs as the neg controller's cleanup, after
 	// the tenant stopped configuring spec.gcp or is being deleted.
 	cleanupOnly bool
@@ -139,6 +141,7 @@ func newPusher(c *tenant.Context) (*Pusher, error) {
 		permanentRetry:     defaultPermanentRetry,
 		drainGrace:         c.DrainGrace,
 		providerConfig:     c.ProviderConfig,
+		abandoned:          c.CloudResourcesAbandoned,
 		gcPeriod:           c.Options.NEGGCPeriod,
 		gcGrace:            defaultGCGrace,
 		clients:            map[string]*gceclient.Client{},

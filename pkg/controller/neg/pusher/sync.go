@@ -36,6 +36,8 @@ const (
 	ReasonGCEUnavailable         = "GCEUnavailable"
 	ReasonUnsupported            = "UnsupportedResource"
 	ReasonNEGRecreated           = "NEGRecreated"
+	ReasonMigrationBlocked       = "NEGMigrationBlocked"
+	ReasonNEGAbandoned           = "NEGAbandoned"
 )
 
 // maxErrorLength keeps a GCE error message in the status readable (the schema allows 32 KiB).
@@ -132,14 +134,32 @@ func (p *Pusher) syncLive(ctx context.Context, key string, tr *mpv1alpha1.Transl
 }
 
 // deleteRecorded deletes a NEG the status lists but the spec no longer wants, in the project it was made in.
+//
+// A NEG in a project the tenant moved away from that cannot be deleted (the project is gone, the credentials no
+// longer reach it) keeps its entry, with a Warning Event, until it can, or until the operator abandons the tenant's
+// cloud resources on the ProviderConfig: the entry is then dropped and the NEG left where it is.
 func (p *Pusher) deleteRecorded(ctx context.Context, key string, tr *mpv1alpha1.Translation, r *mpv1alpha1.BackendResourceStatus) outcome {
 	o := outcome{where: *r, state: mpv1alpha1.BackendResourceStateDeleting}
 	gce, err := p.gceClient(ctx, r.Project)
 	if err != nil {
 		o.err, o.reason = err, ReasonCredentialsUnavailable
+	} else {
+		o = p.deleteNEG(ctx, gce, key, tr, o, markersOf(r, tr), false)
+	}
+	if o.err == nil || r.Project == p.gcp.ProjectID {
 		return o
 	}
-	return p.deleteNEG(ctx, gce, key, tr, o, markersOf(r, tr), false)
+	if p.abandoned != nil && p.abandoned() {
+		p.recorder.Eventf(tr, corev1.EventTypeWarning, ReasonNEGAbandoned,
+			"Abandoned NEG %s in zone %s of the tenant's previous project %s at the operator's request (%s): %v",
+			r.Name, r.Zone, r.Project, mpv1alpha1.AbandonCloudResourcesAnnotation, o.err)
+		// No error: the entry is not carried into the new status.
+		return outcome{where: *r, state: mpv1alpha1.BackendResourceStateDeleting}
+	}
+	p.recorder.Eventf(tr, corev1.EventTypeWarning, ReasonMigrationBlocked,
+		"Cannot delete NEG %s in zone %s of the tenant's previous project %s: %v; it stays listed until it can be, "+
+			"or until annotation %s=true on the ProviderConfig abandons it", r.Name, r.Zone, r.Project, o.err, mpv1alpha1.AbandonCloudResourcesAnnotation)
+	return o
 }
 
 // persistentFailureAttempts is how many syncs in a row must fail with retryable GCE errors before the tenant's
