@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 )
@@ -333,4 +334,39 @@ func TestCreateDeleteCyclesLeaveNothingBehind(t *testing.T) {
 	}
 	// Goroutines of stopped controllers and broadcasters end asynchronously; allow a small slack for the runtime.
 	f.waitFor("goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= baseGoroutines+2 })
+}
+
+// A cleanup that cannot start (its API is not served) blocks the deletion with a condition that says so; one that
+// fails to build is retried with backoff; neither lets the finalizer go while something is left.
+func TestCleanupThatCannotStartKeepsTheFinalizer(t *testing.T) {
+	pc := providerConfig("a", "c-1")
+	now := metav1.Now()
+	pc.DeletionTimestamp = &now
+	pc.Finalizers = []string{mpv1alpha1.ProviderConfigCleanupFinalizer}
+	pc.Status.AppliedSpec = &mpv1alpha1.ProviderConfigSpec{Rancher: &mpv1alpha1.RancherConfig{ClusterID: "c-1"}}
+	probes := newProbes()
+	probes.setPending("a", "1 NEG not deleted yet")
+	probes.failFor["a"] = errBoom
+	f := newFixtureWith(t, fixtureConfig{workers: 1, required: []schema.GroupVersionResource{extraAPI}, objects: []*mpv1alpha1.ProviderConfig{pc}, probes: probes})
+
+	f.waitFor("CleanupBlocked naming the missing API", func() bool {
+		c := f.condition("a", mpv1alpha1.ProviderConfigConditionNamespaceProjectReady)
+		return c != nil && c.Reason == ReasonCleanupBlocked && strings.Contains(c.Message, extraAPI.Resource)
+	})
+	f.serveAPI(extraAPI)
+	f.waitFor("FailedToStart", f.conditionIs("a", mpv1alpha1.ProviderConfigConditionNamespaceProjectReady, metav1.ConditionFalse, ReasonFailedToStart))
+	if !slices.Contains(f.get("a").Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
+		t.Fatal("the finalizer went although the cleanup never ran")
+	}
+	f.probes.mu.Lock()
+	delete(f.probes.failFor, "a")
+	f.probes.mu.Unlock()
+	f.waitFor("the cleanup to run", func() bool {
+		p := f.probes.latest("a")
+		return p != nil && p.cleanup
+	})
+	f.probes.setPending("a", "")
+	f.waitFor("the finalizer to go", func() bool {
+		return !slices.Contains(f.get("a").Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer)
+	})
 }
