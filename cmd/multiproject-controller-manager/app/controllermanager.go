@@ -4,6 +4,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -19,7 +20,6 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/leaderelection"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/cli/globalflag"
 	"k8s.io/component-base/logs"
@@ -29,6 +29,7 @@ import (
 	genericcontrollermanager "k8s.io/controller-manager/app"
 	controllerhealthz "k8s.io/controller-manager/pkg/healthz"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	managementinformers "github.com/multiproject/client-go/informers/externalversions/management/v3"
 	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
@@ -125,7 +126,10 @@ type processState struct {
 
 // Run serves health and metrics and runs the controllers, under leader election unless it is disabled. It returns
 // when ctx ends (nil) or when something fatal happens: the lease is lost, the caches do not sync, serving fails.
-func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Registry[tenant.Factory]) error {
+// A lost lease returns at once (an error wrapping errLeaderElectionLost): Run waits neither for the controllers,
+// whose context is cancelled, nor for the secure server, so that the process exits while another replica may
+// already be acting.
+func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Registry[tenant.Factory]) (err error) {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting", "component", names.ComponentName, "version", version.Get().String())
 	metrics.Register()
@@ -142,13 +146,13 @@ func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Re
 	logger.Info("Per-tenant controllers enabled", "controllers", enabledNames)
 
 	state := &processState{}
-	var electionChecker *leaderelection.HealthzAdaptor
+	var electionHealth *leaderElectionHealth
 	checks := []healthz.HealthChecker{}
 	if c.LeaderElection.LeaderElect {
-		// Fails /healthz when this process believes it leads but has not renewed the lease for 20s past its
-		// expiry: a hung leader is restarted by its liveness probe.
-		electionChecker = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
-		checks = append(checks, electionChecker)
+		// Fails /healthz once the lease is lost, and while this process leads but has not renewed the lease within
+		// the renew deadline: a leader that hangs instead of exiting is restarted by its liveness probe.
+		electionHealth = newLeaderElectionHealth(clock.RealClock{}, c.LeaderElection.RenewDeadline.Duration)
+		checks = append(checks, electionHealth)
 	} else {
 		state.leading.Store(true)
 	}
@@ -158,11 +162,20 @@ func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Re
 
 	if c.SecureServing != nil {
 		handler := genericcontrollermanager.BuildHandlerChain(newServingMux(c, controllerhealthz.NewMutableHealthzHandler(checks...), state), &c.Authorization, &c.Authentication)
-		stoppedCh, listenerStoppedCh, err := c.SecureServing.Serve(handler, 0, ctx.Done())
-		if err != nil {
-			return fmt.Errorf("serving: %w", err)
+		// The server stops when Run returns, whatever ends it; Run waits for that except after a lost lease.
+		serveCtx, stopServing := context.WithCancel(ctx)
+		stoppedCh, listenerStoppedCh, serveErr := c.SecureServing.Serve(handler, 0, serveCtx.Done())
+		if serveErr != nil {
+			stopServing()
+			return fmt.Errorf("serving: %w", serveErr)
 		}
-		defer func() { <-listenerStoppedCh; <-stoppedCh }()
+		defer func() {
+			stopServing()
+			if !errors.Is(err, errLeaderElectionLost) {
+				<-listenerStoppedCh
+				<-stoppedCh
+			}
+		}()
 	}
 
 	run := func(ctx context.Context) error {
@@ -171,7 +184,7 @@ func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Re
 	if !c.LeaderElection.LeaderElect {
 		return run(ctx)
 	}
-	return leaderElectAndRun(ctx, c, electionChecker, state, run)
+	return leaderElectAndRun(ctx, c, electionHealth, state, run)
 }
 
 // newServingMux serves /healthz (liveness: leader election and controllers), /readyz (the process does its job:

@@ -111,7 +111,7 @@ func TestLeaderRunsAndReleasesTheLeaseOnShutdown(t *testing.T) {
 	var runFinished atomic.Bool
 	done := make(chan error, 1)
 	go func() {
-		done <- leaderElectAndRun(ctx, c, nil, &processState{}, func(ctx context.Context) error {
+		done <- leaderElectAndRun(ctx, c, realHealth(c), &processState{}, func(ctx context.Context) error {
 			close(running)
 			<-ctx.Done()
 			runFinished.Store(true)
@@ -144,7 +144,7 @@ func TestRunFailureReleasesTheLeaseAndReturnsTheError(t *testing.T) {
 	client := fake.NewClientset()
 	c := testConfig(client, leaderElection(15*time.Second, 10*time.Second, 100*time.Millisecond))
 	boom := errors.New("caches did not sync")
-	err := leaderElectAndRun(ctx, c, nil, &processState{}, func(context.Context) error { return boom })
+	err := leaderElectAndRun(ctx, c, realHealth(c), &processState{}, func(context.Context) error { return boom })
 	if !errors.Is(err, boom) {
 		t.Fatalf("error = %v, want %v", err, boom)
 	}
@@ -167,7 +167,7 @@ func TestLostLeaseStopsRunAndIsAnError(t *testing.T) {
 		return false, nil, nil
 	})
 	runStopped := make(chan struct{})
-	err := leaderElectAndRun(ctx, c, nil, &processState{}, func(ctx context.Context) error {
+	err := leaderElectAndRun(ctx, c, realHealth(c), &processState{}, func(ctx context.Context) error {
 		leading.Store(true)
 		<-ctx.Done()
 		close(runStopped)
@@ -198,7 +198,7 @@ func TestStandbyDoesNotRunAndStopsCleanly(t *testing.T) {
 	var ran atomic.Bool
 	done := make(chan error, 1)
 	go func() {
-		done <- leaderElectAndRun(ctx, c, nil, &processState{}, func(context.Context) error {
+		done <- leaderElectAndRun(ctx, c, realHealth(c), &processState{}, func(context.Context) error {
 			ran.Store(true)
 			return nil
 		})

@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 )
@@ -21,8 +25,16 @@ var errLeaderElectionLost = errors.New("leader election lost")
 
 // leaderElectAndRun campaigns for the Lease and calls run on the leader's context. It returns nil after ctx ends
 // (a graceful shutdown: run has returned and the Lease is released so a standby takes over at once), run's error if
-// run fails (the Lease is released first), or errLeaderElectionLost.
-func leaderElectAndRun(ctx context.Context, c config.CompletedConfig, watchdog *leaderelection.HealthzAdaptor, state *processState, run func(context.Context) error) error {
+// run fails (the Lease is released first), or an error wrapping errLeaderElectionLost.
+//
+// Leadership is lost when client-go's elector stops renewing on its own, or when no renewal has succeeded for the
+// renew deadline plus one retry period. That is when the elector gives up too (its next round of attempts starts a
+// retry period after the last success and has the renew deadline to succeed), but before it returns it tries to
+// release the Lease, which takes up to another renew deadline against an API server that hangs; the watchdog does
+// not wait for that. Either way leaderElectAndRun returns at once: it cancels run's context and waits neither for
+// run nor for the elector. From then on the lock refuses every write, so this process neither renews nor releases
+// the Lease again; a standby takes over when the Lease expires, as after a kill.
+func leaderElectAndRun(ctx context.Context, c config.CompletedConfig, health *leaderElectionHealth, state *processState, run func(context.Context) error) error {
 	logger := klog.FromContext(ctx)
 	hostname, err := os.Hostname()
 	if err != nil {
@@ -31,26 +43,42 @@ func leaderElectAndRun(ctx context.Context, c config.CompletedConfig, watchdog *
 	// The UUID keeps two processes on one host from sharing an identity.
 	identity := hostname + "_" + string(uuid.NewUUID())
 
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock,
+	inner, err := resourcelock.New(resourcelock.LeasesResourceLock,
 		c.LeaderElection.ResourceNamespace, c.LeaderElection.ResourceName,
 		c.LeaderElectionClient.CoreV1(), c.LeaderElectionClient.CoordinationV1(),
 		resourcelock.ResourceLockConfig{Identity: identity, EventRecorder: c.EventRecorder})
 	if err != nil {
 		return fmt.Errorf("leader election lock: %w", err)
 	}
+	lock := &electionLock{Interface: inner, renewed: health.renewed}
 
 	// The election outlives ctx on purpose: on shutdown it is cancelled only after run has returned, because
 	// ReleaseOnCancel must not hand the Lease over while our controllers still act.
 	electionCtx, cancelElection := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelElection()
 
+	// lostCtx ends, with the reason as its cause, once leadership is lost.
+	lostCtx, cancelLost := context.WithCancelCause(context.Background())
+	defer cancelLost(nil)
+	var lostOnce sync.Once
+	loseLeadership := func(reason error) {
+		lostOnce.Do(func() {
+			lock.refuseWrites()
+			health.setLost()
+			state.leading.Store(false)
+			logger.Error(reason, "Leader election lost; stopping at once", "identity", identity)
+			cancelLost(fmt.Errorf("%w: %w", errLeaderElectionLost, reason))
+		})
+	}
+
 	var (
-		mu       sync.Mutex
-		leading  bool
-		stopping bool
-		runErr   error
-		workDone = make(chan struct{})
+		mu        sync.Mutex
+		leading   bool // a term started (run was called)
+		stopping  bool // ctx ended: no term may start any more
+		endedByUs bool // we ended the election: ctx ended before a term, or run returned while we still led
+		runErr    error
 	)
+	limit := c.LeaderElection.RenewDeadline.Duration + c.LeaderElection.RetryPeriod.Duration
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		Name:            c.LeaderElection.ResourceName,
@@ -58,10 +86,8 @@ func leaderElectAndRun(ctx context.Context, c config.CompletedConfig, watchdog *
 		RenewDeadline:   c.LeaderElection.RenewDeadline.Duration,
 		RetryPeriod:     c.LeaderElection.RetryPeriod.Duration,
 		ReleaseOnCancel: true,
-		WatchDog:        watchdog,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(leaderCtx context.Context) {
-				defer close(workDone)
 				mu.Lock()
 				if stopping {
 					mu.Unlock()
@@ -72,23 +98,36 @@ func leaderElectAndRun(ctx context.Context, c config.CompletedConfig, watchdog *
 
 				logger.Info("Started leading", "identity", identity)
 				state.leading.Store(true)
+				health.setLeading(true)
+				// leaderCtx ends when the elector stops, and with electionCtx, which we cancel only after run.
+				go func() {
+					if watchRenewals(leaderCtx, health.clock, health.lastRenewal, limit) {
+						loseLeadership(fmt.Errorf("no successful renewal of the Lease for %s (renew deadline + retry period)", limit))
+					}
+				}()
+
 				workCtx, cancelWork := context.WithCancel(leaderCtx)
 				defer cancelWork()
-				stopOnShutdown := context.AfterFunc(ctx, cancelWork)
-				defer stopOnShutdown()
+				defer context.AfterFunc(ctx, cancelWork)()
+				defer context.AfterFunc(lostCtx, cancelWork)()
 
 				err := run(workCtx)
-				if err == nil && ctx.Err() == nil && leaderCtx.Err() == nil {
-					err = errors.New("controllers stopped while still leading")
-				}
 				mu.Lock()
-				runErr = err
+				if leaderCtx.Err() == nil && lostCtx.Err() == nil {
+					if err == nil && ctx.Err() == nil {
+						err = errors.New("controllers stopped while still leading")
+					}
+					runErr = err
+					endedByUs = true
+				}
 				mu.Unlock()
-				// Nothing the Lease protects runs any more: release it.
+				// Nothing the Lease protects runs any more: the Lease may be released.
+				lock.allowRelease()
 				cancelElection()
 			},
 			OnStoppedLeading: func() {
 				state.leading.Store(false)
+				health.setLeading(false)
 				logger.Info("Stopped leading", "identity", identity)
 			},
 			OnNewLeader: func(current string) {
@@ -102,6 +141,8 @@ func leaderElectAndRun(ctx context.Context, c config.CompletedConfig, watchdog *
 		return fmt.Errorf("leader election: %w", err)
 	}
 
+	// On shutdown a term that runs ends when run returns (run's context ends with ctx); without a term, the
+	// election ends now.
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -111,24 +152,167 @@ func leaderElectAndRun(ctx context.Context, c config.CompletedConfig, watchdog *
 		mu.Lock()
 		stopping = true
 		wasLeading := leading
-		mu.Unlock()
-		if wasLeading {
-			<-workDone
+		if !wasLeading {
+			endedByUs = true
 		}
-		cancelElection()
+		mu.Unlock()
+		if !wasLeading {
+			lock.allowRelease()
+			cancelElection()
+		}
 	}()
 
 	logger.Info("Campaigning for leadership", "lease", c.LeaderElection.ResourceNamespace+"/"+c.LeaderElection.ResourceName, "identity", identity)
-	elector.Run(electionCtx)
+	electorDone := make(chan struct{})
+	go func() {
+		defer close(electorDone)
+		elector.Run(electionCtx)
+	}()
+	select {
+	case <-lostCtx.Done():
+		return context.Cause(lostCtx)
+	case <-electorDone:
+	}
 
 	mu.Lock()
 	defer mu.Unlock()
 	switch {
+	case !endedByUs:
+		// The elector returns on its own only after it failed to renew.
+		loseLeadership(errors.New("the elector stopped renewing the Lease"))
+		return context.Cause(lostCtx)
 	case runErr != nil:
 		return runErr
-	case ctx.Err() != nil:
-		return nil
 	default:
-		return errLeaderElectionLost
+		return nil
 	}
+}
+
+// watchRenewals returns true once no renewal has succeeded for limit since lastRenewal, and false when ctx ends
+// first. It wakes up once per limit at most, however often the Lease is renewed.
+func watchRenewals(ctx context.Context, clk clock.Clock, lastRenewal func() time.Time, limit time.Duration) bool {
+	for {
+		wait := lastRenewal().Add(limit).Sub(clk.Now())
+		if wait <= 0 {
+			return true
+		}
+		timer := clk.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return false
+		case <-timer.C():
+		}
+	}
+}
+
+// electionLock is the Lease lock as client-go's elector sees it. It tells health about every successful write that
+// names this process (the acquisition and each renewal), and it refuses the writes this process must not make: any
+// write once leadership is lost, and a release (a write naming no holder) before run has returned. The elector
+// releases the Lease both on cancel and after it fails to renew, and in the second case it does so before it
+// cancels the leader's context; without this guard a standby could act while our controllers still run.
+type electionLock struct {
+	resourcelock.Interface
+	renewed func()
+
+	lost           atomic.Bool
+	releaseAllowed atomic.Bool
+}
+
+var errLeaseWriteRefused = errors.New("this process no longer writes the Lease")
+
+func (l *electionLock) refuseWrites() { l.lost.Store(true) }
+func (l *electionLock) allowRelease() { l.releaseAllowed.Store(true) }
+
+func (l *electionLock) mayWrite(record resourcelock.LeaderElectionRecord) error {
+	switch {
+	case l.lost.Load():
+		return fmt.Errorf("%w: leadership was lost", errLeaseWriteRefused)
+	case record.HolderIdentity != l.Identity() && !l.releaseAllowed.Load():
+		return fmt.Errorf("%w: not releasing it while the controllers may still run", errLeaseWriteRefused)
+	}
+	return nil
+}
+
+func (l *electionLock) Create(ctx context.Context, record resourcelock.LeaderElectionRecord) error {
+	if err := l.mayWrite(record); err != nil {
+		return err
+	}
+	err := l.Interface.Create(ctx, record)
+	if err == nil && record.HolderIdentity == l.Identity() {
+		l.renewed()
+	}
+	return err
+}
+
+func (l *electionLock) Update(ctx context.Context, record resourcelock.LeaderElectionRecord) error {
+	if err := l.mayWrite(record); err != nil {
+		return err
+	}
+	err := l.Interface.Update(ctx, record)
+	if err == nil && record.HolderIdentity == l.Identity() {
+		l.renewed()
+	}
+	return err
+}
+
+// leaderElectionHealth is the "leader-election" check of /healthz. It fails once this process has lost its
+// leadership (until it exits), and while it leads but last renewed the Lease longer ago than the renew deadline:
+// client-go's elector gives up one retry period later, so a liveness probe sees an API server (or an elector) that
+// hangs before the process exits, and restarts a process that fails to exit.
+type leaderElectionHealth struct {
+	clock         clock.Clock
+	renewDeadline time.Duration
+
+	mu        sync.Mutex
+	leading   bool
+	lost      bool
+	renewedAt time.Time
+}
+
+func newLeaderElectionHealth(clk clock.Clock, renewDeadline time.Duration) *leaderElectionHealth {
+	return &leaderElectionHealth{clock: clk, renewDeadline: renewDeadline}
+}
+
+func (h *leaderElectionHealth) Name() string { return "leader-election" }
+
+func (h *leaderElectionHealth) Check(*http.Request) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lost {
+		return errors.New("this process lost its leadership and is exiting")
+	}
+	if h.leading {
+		if since := h.clock.Since(h.renewedAt); since > h.renewDeadline {
+			return fmt.Errorf("leading, but the Lease was last renewed %s ago, longer than the renew deadline %s",
+				since.Round(time.Millisecond), h.renewDeadline)
+		}
+	}
+	return nil
+}
+
+// renewed records a successful acquisition or renewal of the Lease, now.
+func (h *leaderElectionHealth) renewed() {
+	now := h.clock.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.renewedAt = now
+}
+
+func (h *leaderElectionHealth) lastRenewal() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.renewedAt
+}
+
+func (h *leaderElectionHealth) setLeading(leading bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.leading = leading
+}
+
+func (h *leaderElectionHealth) setLost() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lost = true
 }

@@ -1,0 +1,392 @@
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	apiserver "k8s.io/apiserver/pkg/server"
+	apiserveroptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
+)
+
+// realHealth is the health check Run builds, for tests that call leaderElectAndRun directly.
+func realHealth(c config.CompletedConfig) *leaderElectionHealth {
+	return newLeaderElectionHealth(clock.RealClock{}, c.LeaderElection.RenewDeadline.Duration)
+}
+
+func TestLeaderElectionHealthStates(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	renewDeadline := 10 * time.Second
+	h := newLeaderElectionHealth(clk, renewDeadline)
+	if h.Name() != "leader-election" {
+		t.Errorf("Name() = %q", h.Name())
+	}
+	check := func(state string, wantErr bool) {
+		t.Helper()
+		if err := h.Check(nil); (err != nil) != wantErr {
+			t.Errorf("%s: Check() = %v, want an error: %t", state, err, wantErr)
+		}
+	}
+
+	check("standby", false)
+	// A standby never renews: however long ago anything happened, it is healthy.
+	clk.Step(time.Hour)
+	check("standby an hour later", false)
+
+	h.renewed()
+	h.setLeading(true)
+	check("leading, just acquired", false)
+	clk.Step(renewDeadline)
+	check("leading, last renewal exactly the renew deadline ago", false)
+	clk.Step(time.Millisecond)
+	check("leading, renewal overdue", true)
+	h.renewed()
+	check("leading, renewed again", false)
+
+	clk.Step(renewDeadline / 2)
+	h.setLost()
+	check("lost", true)
+	h.setLeading(false)
+	check("lost, no longer leading", true)
+	h.renewed()
+	check("lost, whatever renewed", true)
+}
+
+func TestWatchRenewalsFiresOnlyOnceRenewalIsOverdue(t *testing.T) {
+	ctx := t.Context()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	limit := 4500 * time.Millisecond
+	var last atomic.Pointer[time.Time]
+	renew := func() { now := clk.Now(); last.Store(&now) }
+	renew()
+
+	fired := make(chan bool, 1)
+	go func() { fired <- watchRenewals(ctx, clk, func() time.Time { return *last.Load() }, limit) }()
+	// armed waits until the watcher has set its timer, after a start or a wake-up.
+	armed := func() {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return clk.HasWaiters(), nil
+		}); err != nil {
+			t.Fatal("the watcher set no timer")
+		}
+	}
+	notFired := func(state string) {
+		t.Helper()
+		select {
+		case <-fired:
+			t.Fatalf("%s: the watcher reported an overdue renewal", state)
+		default:
+		}
+	}
+
+	armed()
+	clk.Step(limit - time.Millisecond)
+	notFired("just before the limit")
+	renew()
+	// Its timer fires at the first limit; the renewal moved the deadline, so it sets another.
+	clk.Step(time.Millisecond)
+	armed()
+	notFired("renewed before the limit")
+	clk.Step(limit - 2*time.Millisecond)
+	armed()
+	notFired("just before the limit of the second renewal")
+	clk.Step(time.Millisecond)
+	select {
+	case got := <-fired:
+		if !got {
+			t.Fatal("the watcher returned false, want true (overdue)")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the watcher did not report the overdue renewal")
+	}
+
+	// A watcher whose context ends returns false.
+	ctx2, cancel := context.WithCancel(ctx)
+	renew()
+	go func() { fired <- watchRenewals(ctx2, clk, func() time.Time { return *last.Load() }, limit) }()
+	armed()
+	cancel()
+	if got := <-fired; got {
+		t.Fatal("the watcher returned true after its context ended")
+	}
+}
+
+func TestElectionLockRecordsRenewalsAndRefusesWhatTheProcessMustNotWrite(t *testing.T) {
+	ctx := t.Context()
+	client := fake.NewClientset()
+	inner, err := resourcelock.New(resourcelock.LeasesResourceLock, "kube-system", "multiproject-controller-manager",
+		client.CoreV1(), client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: "me"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var renewals atomic.Int32
+	lock := &electionLock{Interface: inner, renewed: func() { renewals.Add(1) }}
+	now := metav1.NewTime(time.Now())
+	ours := resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 15, AcquireTime: now, RenewTime: now}
+	release := resourcelock.LeaderElectionRecord{LeaseDurationSeconds: 1, AcquireTime: now, RenewTime: now}
+
+	if err := lock.Create(ctx, ours); err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Update(ctx, ours); err != nil {
+		t.Fatal(err)
+	}
+	if n := renewals.Load(); n != 2 {
+		t.Errorf("%d renewals recorded after an acquisition and a renewal, want 2", n)
+	}
+	if err := lock.Update(ctx, release); !errors.Is(err, errLeaseWriteRefused) {
+		t.Errorf("a release before run returned: %v, want refused", err)
+	}
+	if h := holder(getLease(t, client)); h != "me" {
+		t.Errorf("holder %q after a refused release, want me", h)
+	}
+	lock.allowRelease()
+	if err := lock.Update(ctx, release); err != nil {
+		t.Errorf("a release once run returned: %v", err)
+	}
+	if n := renewals.Load(); n != 2 {
+		t.Errorf("a release was recorded as a renewal (%d)", n)
+	}
+
+	if err := lock.Update(ctx, ours); err != nil {
+		t.Fatal(err)
+	}
+	lock.refuseWrites()
+	if err := lock.Update(ctx, ours); !errors.Is(err, errLeaseWriteRefused) {
+		t.Errorf("a renewal after the loss: %v, want refused", err)
+	}
+	if err := lock.Update(ctx, release); !errors.Is(err, errLeaseWriteRefused) {
+		t.Errorf("a release after the loss: %v, want refused", err)
+	}
+	if n := renewals.Load(); n != 3 {
+		t.Errorf("%d renewals recorded, want 3", n)
+	}
+}
+
+// servingConfig gives c a secure server on a loopback port with an in-memory self-signed certificate (no
+// delegated authentication or authorization, as in the other unit tests) and returns the base URL and an HTTPS
+// client for it.
+func servingConfig(t *testing.T, c config.CompletedConfig) (string, *http.Client) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := apiserveroptions.NewSecureServingOptions()
+	opts.BindAddress = net.ParseIP("127.0.0.1")
+	opts.Listener = ln
+	opts.ServerCert.CertDirectory = ""
+	if err := opts.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{net.ParseIP("127.0.0.1")}); err != nil {
+		t.Fatal(err)
+	}
+	var info *apiserver.SecureServingInfo
+	if err := opts.ApplyTo(&info); err != nil {
+		t.Fatal(err)
+	}
+	c.SecureServing = info
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a throwaway self-signed certificate
+	}}
+	t.Cleanup(client.CloseIdleConnections)
+	return "https://" + ln.Addr().String(), client
+}
+
+func getStatus(ctx context.Context, client *http.Client, url string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// waitLeading waits until the fake's Lease names a holder and /healthz answers 200.
+func waitLeading(t *testing.T, ctx context.Context, client *fake.Clientset, httpClient *http.Client, base string, done <-chan error) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		select {
+		case err := <-done:
+			return false, fmt.Errorf("Run returned early: %v", err)
+		default:
+		}
+		lease, err := client.CoordinationV1().Leases("kube-system").Get(ctx, "multiproject-controller-manager", metav1.GetOptions{})
+		if err != nil || holder(lease) == "" {
+			return false, nil
+		}
+		code, err := getStatus(ctx, httpClient, base+"/healthz")
+		return err == nil && code == http.StatusOK, nil
+	}); err != nil {
+		t.Fatalf("never led with a healthy /healthz: %v", err)
+	}
+}
+
+// TestRunReturnsAtOnceWhenTheLeaseIsLostWhileServing: Run leads and serves; then every call to the API server
+// hangs (the fake client blocks inside its reactor, so the controllers' calls hang too, and the elector's renewal
+// never returns). /healthz fails once the renewal is overdue, and Run returns errLeaderElectionLost one retry period
+// later, with its server still serving and its controllers and elector stuck.
+func TestRunReturnsAtOnceWhenTheLeaseIsLostWhileServing(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	client := fake.NewClientset()
+	le := leaderElection(3*time.Second, time.Second, 400*time.Millisecond)
+	c := testConfig(client, le)
+	base, httpClient := servingConfig(t, c)
+
+	var hang atomic.Bool
+	unblock := make(chan struct{})
+	client.PrependReactor("update", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if hang.Load() {
+			<-unblock
+			return true, nil, apierrors.NewServiceUnavailable("the API server hung")
+		}
+		return false, nil, nil
+	})
+	t.Cleanup(func() { close(unblock) })
+
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, c, NewControllerDescriptors()) }()
+	waitLeading(t, ctx, client, httpClient, base, done)
+
+	hang.Store(true)
+	hungAt := time.Now()
+	// /healthz, polled until Run returns: it must fail in between.
+	var unhealthyAt time.Time
+	var err error
+	giveUp := time.After(time.Minute)
+	for returned := false; !returned; {
+		select {
+		case err = <-done:
+			returned = true
+		case <-giveUp:
+			t.Fatal("Run did not return after the Lease could not be renewed")
+		case <-time.After(20 * time.Millisecond):
+			if code, reqErr := getStatus(ctx, httpClient, base+"/healthz"); reqErr == nil && code != http.StatusOK && unhealthyAt.IsZero() {
+				unhealthyAt = time.Now()
+			}
+		}
+	}
+	returnedAt := time.Now()
+	if !errors.Is(err, errLeaderElectionLost) {
+		t.Fatalf("Run returned %v, want %v", err, errLeaderElectionLost)
+	}
+	t.Logf("API hung at 0; /healthz failed at %s; Run returned at %s (renew deadline %s, retry period %s): %v",
+		unhealthyAt.Sub(hungAt).Round(time.Millisecond), returnedAt.Sub(hungAt).Round(time.Millisecond),
+		le.RenewDeadline.Duration, le.RetryPeriod.Duration, err)
+	if unhealthyAt.IsZero() {
+		t.Error("/healthz never failed before Run returned")
+	}
+	// The last renewal was at most a retry period (plus its round trip) before the hang.
+	if bound := le.RenewDeadline.Duration + le.RetryPeriod.Duration + 5*time.Second; returnedAt.Sub(hungAt) > bound {
+		t.Errorf("Run returned %s after the API server hung, more than %s", returnedAt.Sub(hungAt), bound)
+	}
+}
+
+// TestRunOnShutdownReleasesTheLeaseAndStopsServing: a graceful stop still waits for the controllers, releases the
+// Lease and stops the secure server before Run returns nil.
+func TestRunOnShutdownReleasesTheLeaseAndStopsServing(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	client := fake.NewClientset()
+	c := testConfig(client, leaderElection(15*time.Second, 10*time.Second, 100*time.Millisecond))
+	base, httpClient := servingConfig(t, c)
+
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, c, NewControllerDescriptors()) }()
+	waitLeading(t, ctx, client, httpClient, base, done)
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run returned %v after a graceful stop", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not return after a graceful stop")
+	}
+	if h := holder(getLease(t, client)); h != "" {
+		t.Errorf("the Lease still names %q after a graceful stop", h)
+	}
+	httpClient.CloseIdleConnections()
+	if _, err := getStatus(context.Background(), httpClient, base+"/healthz"); err == nil {
+		t.Error("the secure server still answers after Run returned")
+	}
+}
+
+// TestLostLeaseIsNotReleased: renewals fail while the API server still answers, so client-go's elector, giving
+// up, would release the Lease before stopping the controllers. The lock refuses: the Lease keeps naming this
+// process until it expires, and the standby cannot act beside controllers that still run.
+func TestLostLeaseIsNotReleased(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	client := fake.NewClientset()
+	c := testConfig(client, leaderElection(time.Second, 500*time.Millisecond, 100*time.Millisecond))
+	var leading atomic.Bool
+	var identity atomic.Pointer[string]
+	client.PrependReactor("update", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		lease := action.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		if id := holder(lease); id != "" {
+			identity.Store(&id)
+		}
+		if leading.Load() && holder(lease) != "" {
+			return true, nil, apierrors.NewServiceUnavailable("etcd is down")
+		}
+		return false, nil, nil
+	})
+	runStopped := make(chan struct{})
+	health := realHealth(c)
+	err := leaderElectAndRun(ctx, c, health, &processState{}, func(ctx context.Context) error {
+		leading.Store(true)
+		<-ctx.Done()
+		close(runStopped)
+		return nil
+	})
+	if !errors.Is(err, errLeaderElectionLost) {
+		t.Fatalf("error = %v, want %v", err, errLeaderElectionLost)
+	}
+	<-runStopped
+	// leaderElectAndRun does not wait for the elector; its OnStoppedLeading comes after its release attempt.
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		health.mu.Lock()
+		defer health.mu.Unlock()
+		return !health.leading, nil
+	}); err != nil {
+		t.Fatal("the elector never stopped")
+	}
+	for _, a := range client.Actions() {
+		if u, ok := a.(clienttesting.UpdateAction); ok && a.GetResource().Resource == "leases" {
+			if lease := u.GetObject().(*coordinationv1.Lease); holder(lease) == "" {
+				t.Errorf("a release reached the API server after the loss")
+			}
+		}
+	}
+	if h := holder(getLease(t, client)); h != *identity.Load() {
+		t.Errorf("the Lease names %q after the loss, want still %q", h, *identity.Load())
+	}
+	if !strings.Contains(err.Error(), "Lease") {
+		t.Errorf("the error %q does not say why", err)
+	}
+}
