@@ -241,3 +241,31 @@ func TestUnreachableOldProjectWaitsForTheAbandonAnnotation(t *testing.T) {
 		t.Error("an abandoned NEG was deleted after all")
 	}
 }
+
+// A NEG two Translations declare (a custom name kept across a version bump) is not deleted with the first of them
+// to go: the other still claims it. It goes with the last.
+func TestNEGClaimedByAnotherTranslationIsNotDeleted(t *testing.T) {
+	older := translation("web", map[string]int{"us-central1-a": 1}, true)
+	older.Name = "neg-v0-web-80"
+	newer := translation("web", map[string]int{"us-central1-a": 1}, true)
+	h := newHarness(t, nil, older, newer)
+	h.waitSynced("web", metav1.ConditionTrue)
+	h.waitSynced(older.Name, metav1.ConditionTrue)
+
+	for _, name := range []string{older.Name, "web"} {
+		tr := h.get(name)
+		now := metav1.Now()
+		tr.DeletionTimestamp = &now
+		if _, err := h.client.MultiprojectV1alpha1().Translations(testNamespace).Update(context.Background(), tr, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		h.waitFor("the finalizer of "+name+" to go", func() bool { return len(h.get(name).Finalizers) == 0 })
+		_, exists := h.gce.NEG(testProject, "us-central1-a", "k8s1-web")
+		if name == older.Name && !exists {
+			t.Fatal("the NEG went with the older Translation although the newer one still claims it")
+		}
+		if name == "web" && exists {
+			t.Fatal("the NEG is left after the last Translation claiming it was deleted")
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -500,6 +501,12 @@ func (p *Pusher) deleteNEG(ctx context.Context, gce *gceclient.Client, owner str
 	k := negKey{project: gce.Project(), zone: o.where.Zone, name: o.where.Name}
 	e := p.cache.lock(owner, k)
 	defer e.mu.Unlock()
+	if other := p.claimedByAnother(owner, k); other != "" {
+		// Handed over (a custom NEG name kept across a translation version bump, say): the NEG is not this
+		// Translation's to delete any more.
+		klog.FromContext(ctx).V(2).Info("Not deleting a NEG another Translation claims", "neg", k.name, "zone", k.zone, "claimedBy", other)
+		return o
+	}
 	if err := p.awaitPending(ctx, gce, k.zone, e); err != nil {
 		o.err, o.reason = err, ReasonGCEError
 		return o
@@ -559,4 +566,33 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n-3] + "..."
+}
+
+// claimedByAnother returns the key of another live Translation of the tenant that declares the NEG (in its spec, in
+// the tenant's current project, or as a live entry of its status), or "".
+func (p *Pusher) claimedByAnother(owner string, k negKey) string {
+	translations, err := p.lister.List(labels.Everything())
+	if err != nil {
+		return ""
+	}
+	for _, tr := range translations {
+		key := tr.Namespace + "/" + tr.Name
+		if key == owner || tr.DeletionTimestamp != nil {
+			continue
+		}
+		if k.project == p.gcp.ProjectID {
+			for _, r := range tr.Spec.Resources {
+				if r.Zone == k.zone && r.Name == k.name {
+					return key
+				}
+			}
+		}
+		for i := range tr.Status.Resources {
+			r := &tr.Status.Resources[i]
+			if r.State != mpv1alpha1.BackendResourceStateDeleting && statusID(r, p.gcp.ProjectID) == (resourceID{kind: statusID(r, p.gcp.ProjectID).kind, project: k.project, zone: k.zone, name: k.name}) {
+				return key
+			}
+		}
+	}
+	return ""
 }
