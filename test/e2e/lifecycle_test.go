@@ -61,7 +61,7 @@ func TestTenantExitLeavesNothingBehind(t *testing.T) {
 		return negs == 0 && trs == 0 && cond == nil && !recorded,
 			fmt.Sprintf("NEGs %d, Translations %d, NEGReady %+v, recorded gcp %v", negs, trs, cond, recorded)
 	})
-	auditNothingLeaked(t, gce, firstProject)
+	auditNothingLeaked(t, gce, w.tenant, firstProject)
 
 	// Case: spec.gcp back, then its project changed: the NEGs are made in the new project and deleted from the old.
 	w.setGCP(gcp)
@@ -75,7 +75,7 @@ func TestTenantExitLeavesNothingBehind(t *testing.T) {
 		n := len(gce.NEGs(firstProject))
 		return n == 0, fmt.Sprintf("%d NEGs in %s", n, firstProject)
 	})
-	auditNothingLeaked(t, gce, firstProject, secondProject)
+	auditNothingLeaked(t, gce, w.tenant, firstProject, secondProject)
 
 	// Case: deleted while no manager runs. The manager that starts next never ran this tenant's controllers.
 	stopGracefully(t, a)
@@ -96,7 +96,7 @@ func TestTenantExitLeavesNothingBehind(t *testing.T) {
 		return negs == 0 && len(o.translations) == 0 && len(o.resources) == 0,
 			fmt.Sprintf("NEGs %d, Translations %d, PangolinResources %d", negs, len(o.translations), len(o.resources))
 	})
-	auditNothingLeaked(t, gce, firstProject, secondProject)
+	auditNothingLeaked(t, gce, w.tenant, firstProject, secondProject)
 
 	// Nothing of ours holds the app namespace: it goes away.
 	if err := w.kube.CoreV1().Namespaces().Delete(w.ctx, w.appNS, metav1.DeleteOptions{}); err != nil {
@@ -223,10 +223,10 @@ func waitUntil(t testing.TB, what string, cond func() (bool, string)) {
 	t.Logf("%s: after %s", what, time.Since(start).Round(100*time.Millisecond))
 }
 
-// auditNothingLeaked checks the promises a tenant's exit must keep, across the whole cluster: every NEG carrying
-// our marker in the projects is listed by a live Translation's status in that project; no Translation keeps the
-// deleter finalizer for a ProviderConfig that is gone; no Service hangs in a foreground deletion.
-func auditNothingLeaked(t testing.TB, gce *fakegce.Server, projects ...string) {
+// auditNothingLeaked checks the promises a tenant's exit must keep: every NEG carrying our marker in the projects is
+// listed by a live Translation's status in that project; no Translation of the tenant keeps the deleter finalizer
+// once its ProviderConfig is gone; no Service of the cluster hangs in a foreground deletion.
+func auditNothingLeaked(t testing.TB, gce *fakegce.Server, tenant string, projects ...string) {
 	t.Helper()
 	ctx := t.Context()
 	kube := controlPlane.AdminClient()
@@ -251,7 +251,7 @@ func auditNothingLeaked(t testing.TB, gce *fakegce.Server, projects ...string) {
 		for _, r := range tr.Status.Resources {
 			listed[r.Project+"/"+r.Zone+"/"+r.Name] = true
 		}
-		if tenant := tr.Labels[labelKey]; !tenants[tenant] && slices.Contains(tr.Finalizers, mpv1alpha1.TranslationDeleterFinalizer) {
+		if tr.Labels[labelKey] == tenant && !tenants[tenant] && slices.Contains(tr.Finalizers, mpv1alpha1.TranslationDeleterFinalizer) {
 			t.Errorf("Translation %s/%s keeps %s for tenant %q, which is gone", tr.Namespace, tr.Name, mpv1alpha1.TranslationDeleterFinalizer, tenant)
 		}
 	}
@@ -316,7 +316,7 @@ func TestSweepCollectsALeakedNEG(t *testing.T) {
 		t.Errorf("the sweep took %s, want within one period (%s) plus its grace", took, period)
 	}
 	w.waitConverged("svc-1 untouched")
-	auditNothingLeaked(t, gce, w.project)
+	auditNothingLeaked(t, gce, w.tenant, w.project)
 }
 
 func (w *workload) translation(name string) *mpv1alpha1.Translation {

@@ -182,6 +182,15 @@ func (w *workload) createProviderConfig() {
 			return
 		}
 		_, _ = pcs.Patch(ctx, w.tenant, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		// Nor Translations that keep their deleter finalizer for a tenant no manager runs any more.
+		trs, err := w.mp.MultiprojectV1alpha1().Translations(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: labelKey + "=" + w.tenant})
+		if err != nil {
+			return
+		}
+		for _, tr := range trs.Items {
+			_, _ = w.mp.MultiprojectV1alpha1().Translations(tr.Namespace).Patch(ctx, tr.Name, types.MergePatchType,
+				[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		}
 	})
 }
 
