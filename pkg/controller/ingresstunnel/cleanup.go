@@ -5,16 +5,11 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
@@ -32,10 +27,8 @@ const cleanupName = "ingress-tunnel-cleanup"
 // is being deleted: otherwise the Pangolin operator would go on publishing the tenant's Ingresses through the
 // tenant's tunnels. The Ingresses themselves are the users' and stay.
 type cleanup struct {
-	client    mpclientset.Interface
-	resources cache.SharedIndexInformer
-	lister    tunnellisters.PangolinResourceLister
-	queue     workqueue.TypedRateLimitingInterface[string]
+	client mpclientset.Interface
+	lister tunnellisters.PangolinResourceLister
 }
 
 // NewCleanup builds the cleanup of the tenant c describes.
@@ -44,12 +37,18 @@ func NewCleanup(_ context.Context, c *tenant.Context) (tenant.Controller, error)
 	if err != nil {
 		return nil, fmt.Errorf("ingress-tunnel cleanup: %w", err)
 	}
-	return &cleanup{
-		client:    c.MultiprojectClient,
-		resources: informer,
-		lister:    tunnellisters.NewPangolinResourceLister(informer.GetIndexer()),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: c.Name() + "-" + cleanupName}),
+	cl := &cleanup{client: c.MultiprojectClient, lister: tunnellisters.NewPangolinResourceLister(informer.GetIndexer())}
+	return &tenant.Retirer{
+		Name:     c.Name() + "-" + cleanupName,
+		Informer: informer,
+		Select: func(obj any) (string, bool) {
+			res, ok := obj.(*tunnelv1alpha1.PangolinResource)
+			if !ok || !made(res) || res.DeletionTimestamp != nil {
+				return "", false
+			}
+			return res.Namespace + "/" + res.Name, true
+		},
+		Delete: cl.delete,
 	}, nil
 }
 
@@ -59,58 +58,6 @@ func made(res *tunnelv1alpha1.PangolinResource) bool {
 	ref := metav1.GetControllerOf(res)
 	_, labeled := res.Labels[LabelIngressUID]
 	return labeled && ref != nil && ref.Kind == ingressGVK.Kind && ref.APIVersion == ingressGVK.GroupVersion().String()
-}
-
-// Run deletes the tenant's PangolinResources until ctx ends.
-func (c *cleanup) Run(ctx context.Context) {
-	defer utilruntime.HandleCrashWithContext(ctx)
-	logger := klog.FromContext(ctx).WithValues("controller", cleanupName)
-	ctx = klog.NewContext(ctx, logger)
-	enqueue := func(obj any) {
-		if res, ok := obj.(*tunnelv1alpha1.PangolinResource); ok && made(res) && res.DeletionTimestamp == nil {
-			c.queue.Add(res.Namespace + "/" + res.Name)
-		}
-	}
-	registration, err := c.resources.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }})
-	if err != nil {
-		logger.Error(err, "Could not watch PangolinResources")
-		c.queue.ShutDown()
-		return
-	}
-	var wg sync.WaitGroup
-	defer func() {
-		c.queue.ShutDown()
-		wg.Wait()
-		if err := c.resources.RemoveEventHandler(registration); err != nil {
-			logger.Error(err, "Could not remove the PangolinResource handler")
-		}
-	}()
-	logger.Info("Cleaning up the tenant's PangolinResources")
-	if !cache.WaitForCacheSync(ctx.Done(), registration.HasSynced) {
-		return
-	}
-	wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
-	<-ctx.Done()
-}
-
-func (c *cleanup) runWorker(ctx context.Context) {
-	for c.processNextWorkItem(ctx) {
-	}
-}
-
-func (c *cleanup) processNextWorkItem(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.delete(ctx, key); err != nil {
-		klog.FromContext(ctx).Error(err, "Deleting a PangolinResource failed; retrying with backoff", "resource", key)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
 }
 
 func (c *cleanup) delete(ctx context.Context, key string) error {

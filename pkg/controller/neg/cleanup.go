@@ -9,16 +9,12 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
@@ -38,12 +34,10 @@ const cleanupName = "neg-cleanup"
 // project each was made in, with the credentials the tenant last ran with) before their finalizers go. The
 // translator does not run, so nothing declares new NEGs meanwhile.
 type cleanup struct {
-	tenant       string
-	client       mpclientset.Interface
-	translations cache.SharedIndexInformer
-	lister       mplisters.TranslationLister
-	queue        workqueue.TypedRateLimitingInterface[string]
-	pusher       tenant.Controller
+	retirer *tenant.Retirer
+	pusher  tenant.Controller
+	client  mpclientset.Interface
+	lister  mplisters.TranslationLister
 }
 
 // NewCleanup builds the cleanup of the tenant c describes; c's spec.gcp is the section it last ran with.
@@ -56,73 +50,28 @@ func NewCleanup(_ context.Context, c *tenant.Context) (tenant.Controller, error)
 	if err != nil {
 		return nil, err
 	}
-	return &cleanup{
-		tenant:       c.Name(),
-		client:       c.MultiprojectClient,
-		translations: informer,
-		lister:       mplisters.NewTranslationLister(informer.GetIndexer()),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: c.Name() + "-" + cleanupName}),
-		pusher: p,
-	}, nil
+	cl := &cleanup{pusher: p, client: c.MultiprojectClient, lister: mplisters.NewTranslationLister(informer.GetIndexer())}
+	cl.retirer = &tenant.Retirer{
+		Name:     c.Name() + "-" + cleanupName,
+		Informer: informer,
+		Select: func(obj any) (string, bool) {
+			tr, ok := obj.(*mpv1alpha1.Translation)
+			if !ok || !isOurs(tr) || tr.DeletionTimestamp != nil {
+				return "", false
+			}
+			return tr.Namespace + "/" + tr.Name, true
+		},
+		Delete: cl.deleteTranslation,
+	}
+	return cl, nil
 }
 
-// Run deletes the tenant's live Translations and runs the deleting pusher until ctx ends.
+// Run deletes the tenant's Translations and runs the deleting pusher until ctx ends.
 func (c *cleanup) Run(ctx context.Context) {
-	defer utilruntime.HandleCrashWithContext(ctx)
-	logger := klog.FromContext(ctx).WithValues("controller", cleanupName)
-	ctx = klog.NewContext(ctx, logger)
 	var wg sync.WaitGroup
-	defer wg.Wait()
 	wg.Go(func() { c.pusher.Run(ctx) })
-
-	enqueue := func(obj any) {
-		if tr, ok := obj.(*mpv1alpha1.Translation); ok && isOurs(tr) && tr.DeletionTimestamp == nil {
-			c.queue.Add(tr.Namespace + "/" + tr.Name)
-		}
-	}
-	registration, err := c.translations.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-	})
-	if err != nil {
-		logger.Error(err, "Could not watch Translations")
-		c.queue.ShutDown()
-		return
-	}
-	defer func() {
-		c.queue.ShutDown()
-		wg.Wait()
-		if err := c.translations.RemoveEventHandler(registration); err != nil {
-			logger.Error(err, "Could not remove the Translation handler")
-		}
-	}()
-	logger.Info("Cleaning up the tenant's NEGs: deleting its Translations")
-	if !cache.WaitForCacheSync(ctx.Done(), registration.HasSynced) {
-		return
-	}
-	wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
-	<-ctx.Done()
-}
-
-func (c *cleanup) runWorker(ctx context.Context) {
-	for c.processNextWorkItem(ctx) {
-	}
-}
-
-func (c *cleanup) processNextWorkItem(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.deleteTranslation(ctx, key); err != nil {
-		klog.FromContext(ctx).Error(err, "Deleting a Translation failed; retrying with backoff", "translation", key)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
+	wg.Go(func() { c.retirer.Run(ctx) })
+	wg.Wait()
 }
 
 func (c *cleanup) deleteTranslation(ctx context.Context, key string) error {
