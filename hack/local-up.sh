@@ -4,7 +4,9 @@
 #   1. builds etcd, kube-apiserver, kube-controller-manager and kubectl if they are not cached yet;
 #   2. starts the integration tests' control plane (test/integration/framework/cmd/controlplane): etcd,
 #      kube-apiserver with RBAC, kube-controller-manager with the garbage collector and namespace controllers,
-#      and applies manifests/crds, manifests/rbac and the third-party CRDs in test/fixtures/crds (when present);
+#      and applies manifests/crds, manifests/rbac, manifests/admission (the tenant-label admission policy, so the
+#      local cluster refuses what a deployed one refuses) and the third-party CRDs in test/fixtures/crds (when
+#      present);
 #   3. builds and starts ./cmd/fake-gce (the fake Compute Engine API of pkg/gce/fakegce) on loopback, then
 #      ./cmd/multiproject-controller-manager as the manifests' ServiceAccount kube-system/multiproject-controller-manager,
 #      with a token from `kubectl create token` and --gce-endpoint pointing at the fake;

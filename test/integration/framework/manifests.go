@@ -31,6 +31,9 @@ import (
 const (
 	ProjectCRDDir  = "manifests/crds"
 	ProjectRBACDir = "manifests/rbac"
+	// ProjectAdmissionDir holds the admission policy guarding who may set a namespace's tenant. It is installed with
+	// the RBAC so that every test runs on a cluster that behaves like a deployed one.
+	ProjectAdmissionDir = "manifests/admission"
 )
 
 const (
@@ -42,11 +45,13 @@ const (
 
 var crdGroupKind = schema.GroupKind{Group: apiextensionsv1.GroupName, Kind: "CustomResourceDefinition"}
 
-// InstallProjectManifests applies the project's CRDs (and waits until each is Established) and then its RBAC
-// manifests. A directory that does not exist yet is reported on the progress output and skipped, so the framework
-// works before those manifests are written; tests that need them check ProjectCRDDir themselves.
+// InstallProjectManifests applies the project's CRDs (and waits until each is Established), then its RBAC
+// manifests and its admission policy. A directory that does not exist yet is reported on the progress output and
+// skipped, so the framework works before those manifests are written; tests that need them check ProjectCRDDir
+// themselves. The API server enforces the policy a moment after it is applied, not at once: a test that needs it
+// waits for a first denial.
 func (cp *ControlPlane) InstallProjectManifests(ctx context.Context) error {
-	for _, dir := range []string{ProjectCRDDir, ProjectRBACDir} {
+	for _, dir := range []string{ProjectCRDDir, ProjectRBACDir, ProjectAdmissionDir} {
 		info, err := os.Stat(filepath.Join(cp.repoRoot, dir))
 		if errors.Is(err, os.ErrNotExist) {
 			fmt.Fprintf(cp.progress, "framework: %s does not exist (yet); not installed\n", dir)
