@@ -30,8 +30,8 @@ type Options struct {
 	// both controllers have been seen doing their job.
 	ControllerManager bool
 
-	// InstallProjectManifests applies manifests/crds (waiting until every CRD is Established) and manifests/rbac
-	// once the API server is ready. A directory that does not exist yet is skipped.
+	// InstallProjectManifests applies manifests/crds (waiting until every CRD is Established), manifests/rbac and
+	// manifests/admission once the API server is ready. A directory that does not exist yet is skipped.
 	InstallProjectManifests bool
 
 	// ExtraManifestDirs are applied after the project manifests, e.g. "test/fixtures/crds" for third-party CRDs.

@@ -1,6 +1,7 @@
 // Command controlplane runs the integration tests' control plane (etcd, kube-apiserver, kube-controller-manager
-// with the garbage collector and namespace controllers, and the project's CRDs and RBAC) until it gets SIGINT or
-// SIGTERM, then stops it. hack/local-up.sh runs it, so a local cluster is started exactly as the tests start theirs.
+// with the garbage collector and namespace controllers, and the project's CRDs, RBAC and admission policy) until it
+// gets SIGINT or SIGTERM, then stops it. hack/local-up.sh runs it, so a local cluster is started exactly as the
+// tests start theirs.
 //
 // It writes the admin kubeconfig to --kubeconfig only once everything is ready, so a script can wait for the file.
 // Its working files go to a new directory under $TMPDIR, removed on exit.
@@ -20,7 +21,7 @@ import (
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "where to write the admin kubeconfig once the control plane is ready (required)")
 	controllerManager := flag.Bool("controller-manager", true, "also run kube-controller-manager (garbagecollector, namespace)")
-	installManifests := flag.Bool("install-project-manifests", true, "apply manifests/crds and manifests/rbac once ready")
+	installManifests := flag.Bool("install-project-manifests", true, "apply manifests/crds, manifests/rbac and manifests/admission once ready")
 	var extraManifestDirs []string
 	flag.Func("apply", "a further directory of manifests to apply once ready, e.g. test/fixtures/crds (repeatable)",
 		func(dir string) error {
