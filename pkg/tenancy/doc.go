@@ -20,15 +20,17 @@ limitations under the License.
 // routes every event of a shared informer to the owning tenant's handlers, and gives each tenant a read-only, filtered
 // informer (a [View]) that client-go controllers run on unchanged. It owns:
 //
-//   - Ownership. An object belongs to the tenant named by its label (the label key is configurable, default
-//     [DefaultLabelKey]). An object without the label belongs to the tenant named by its namespace's label. A
-//     cluster-scoped object without the label is shared by every tenant if its resource is [ClusterScoped] (Nodes); a
-//     Namespace belongs only to the tenant named by its own label. An empty label value counts as no label.
+//   - Ownership. A namespaced object belongs to the tenant named by its namespace's label (the label key is
+//     configurable, default [DefaultLabelKey]); its own label grants nothing, and one that names another tenant is
+//     reported with a Warning Event. Objects only the manager writes ([ManagerWritten]) belong to the tenant their
+//     label names. A cluster-scoped object belongs to the tenant its label names, or to every tenant when unlabeled,
+//     if its resource is [ClusterScoped] (Nodes); a Namespace belongs only to the tenant named by its own label. An
+//     empty label value counts as no label.
 //   - The ownership index ([Indexers]), installed on every shared informer before it starts, so that listing one
 //     tenant's objects costs O(that tenant's objects).
 //   - The [Router]: exactly one event handler per shared informer, which hands each event to the owning tenant's
-//     handlers with a map lookup, turns relabels (of an object, or of its namespace) into a Delete for the old tenant
-//     and an Add for the new one, and fans unlabeled shared objects out to every tenant.
+//     handlers with a map lookup, turns relabels (of a namespace, or of an object routed by its label) into a Delete
+//     for the old tenant and an Add for the new one, and fans unlabeled shared objects out to every tenant.
 //   - [Tenant] handles: one per running tenant, from which its [View]s are taken, and whose Close removes every
 //     handler the tenant registered, so a stopped tenant leaves nothing behind on the shared informers.
 //

@@ -35,19 +35,22 @@ func RoutingEntries(r *Router) int {
 	return n
 }
 
-// DeliveredUnlabeled counts the unlabeled namespaced objects the router remembers for namespace moves.
-func DeliveredUnlabeled(r *Router) int {
+// DeliveredNamespaced counts the objects of Namespaced resources the router remembers for namespace moves, and the
+// ignored tenant labels it remembers having reported.
+func DeliveredNamespaced(r *Router) (objects, ignoredLabels int) {
 	r.dispatchMu.Lock()
 	defer r.dispatchMu.Unlock()
 	r.resourcesMu.RLock()
 	defer r.resourcesMu.RUnlock()
-	n := 0
 	for _, res := range r.resources {
-		for _, byName := range res.unlabeledByNamespace {
-			n += len(byName)
+		for _, byName := range res.byNamespace {
+			objects += len(byName)
+		}
+		for _, byName := range res.ignoredLabels {
+			ignoredLabels += len(byName)
 		}
 	}
-	return n
+	return objects, ignoredLabels
 }
 
 // RouterHandlerOf returns the router's one event handler on a routed resource's shared informer, so benchmarks can

@@ -35,6 +35,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 )
@@ -44,6 +45,9 @@ const labelKey = tenancy.DefaultLabelKey
 var (
 	servicesResource = schema.GroupVersionResource{Version: "v1", Resource: "services"}
 	nodesResource    = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	// configMapsResource stands in for a resource that only the manager writes (Translations, PangolinResources):
+	// the fixture routes it ManagerWritten.
+	configMapsResource = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 )
 
 // waitTimeout bounds every wait for a condition; generous because the race detector on a loaded machine is slow.
@@ -88,6 +92,64 @@ func nodeObj(name, tenant string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: tenantLabels(tenant)}}
 }
 
+// writtenObj is an object of the ManagerWritten stand-in, labeled for the tenant that "wrote" it.
+func writtenObj(namespace, name, tenant string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: tenantLabels(tenant)}}
+}
+
+// eventLog is a record.EventRecorder that keeps what it is given. Unlike record.FakeRecorder it never blocks, as
+// the router requires.
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+var _ record.EventRecorder = &eventLog{}
+
+func (l *eventLog) Event(object runtime.Object, eventtype, reason, message string) {
+	key, err := cache.MetaNamespaceKeyFunc(object)
+	if err != nil {
+		panic(err)
+	}
+	if isSentinel(key) {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, fmt.Sprintf("%s %s %s %s: %s", eventtype, reason, resourceOf(object), key, message))
+}
+
+func (l *eventLog) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	l.Event(object, eventtype, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+func (l *eventLog) AnnotatedEventf(object runtime.Object, _ map[string]string, eventtype, reason, messageFmt string, args ...any) {
+	l.Eventf(object, eventtype, reason, messageFmt, args...)
+}
+
+// take returns the events recorded since the last call.
+func (l *eventLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	events := l.events
+	l.events = nil
+	return events
+}
+
+func resourceOf(obj runtime.Object) string {
+	switch obj.(type) {
+	case *corev1.Namespace:
+		return "namespaces"
+	case *corev1.Service:
+		return "services"
+	case *corev1.Node:
+		return "nodes"
+	case *corev1.ConfigMap:
+		return "configmaps"
+	}
+	return fmt.Sprintf("%T", obj)
+}
+
 // countingInformer counts the handlers added to and removed from a shared informer, to show that tenants never
 // touch the shared informers' handler lists.
 type countingInformer struct {
@@ -117,14 +179,17 @@ func (c *countingInformer) RemoveEventHandler(r cache.ResourceEventHandlerRegist
 
 func (c *countingInformer) handlers() int { return int(c.added.Load() - c.removed.Load()) }
 
-// fixture is a router over real shared informers (Namespaces, Services, Nodes) fed by a fake clientset.
+// fixture is a router over real shared informers (Namespaces, Services, Nodes, and ConfigMaps standing in for a
+// ManagerWritten resource) fed by a fake clientset. The router reports ignored tenant labels to events.
 type fixture struct {
 	t          testing.TB
 	client     *fake.Clientset
 	router     *tenancy.Router
+	events     *eventLog
 	namespaces *countingInformer
 	services   *countingInformer
 	nodes      *countingInformer
+	configMaps *countingInformer
 	sentinelID atomic.Int64
 }
 
@@ -139,16 +204,18 @@ func newFixtureWithResync(t testing.TB, resync time.Duration, objects ...runtime
 	f := &fixture{
 		t:          t,
 		client:     client,
+		events:     &eventLog{},
 		namespaces: &countingInformer{SharedIndexInformer: factory.Core().V1().Namespaces().Informer()},
 		services:   &countingInformer{SharedIndexInformer: factory.Core().V1().Services().Informer()},
 		nodes:      &countingInformer{SharedIndexInformer: factory.Core().V1().Nodes().Informer()},
+		configMaps: &countingInformer{SharedIndexInformer: factory.Core().V1().ConfigMaps().Informer()},
 	}
-	for _, informer := range []cache.SharedIndexInformer{f.namespaces, f.services, f.nodes} {
+	for _, informer := range []cache.SharedIndexInformer{f.namespaces, f.services, f.nodes, f.configMaps} {
 		if err := informer.AddIndexers(tenancy.Indexers(labelKey)); err != nil {
 			t.Fatalf("AddIndexers: %v", err)
 		}
 	}
-	router, err := tenancy.NewRouter(labelKey, f.namespaces)
+	router, err := tenancy.NewRouterWithOptions(labelKey, f.namespaces, tenancy.RouterOptions{Recorder: f.events})
 	if err != nil {
 		t.Fatalf("NewRouter: %v", err)
 	}
@@ -158,6 +225,9 @@ func newFixtureWithResync(t testing.TB, resync time.Duration, objects ...runtime
 	}
 	if err := router.AddResource(nodesResource, f.nodes, tenancy.ClusterScoped); err != nil {
 		t.Fatalf("AddResource(nodes): %v", err)
+	}
+	if err := router.AddResource(configMapsResource, f.configMaps, tenancy.ManagerWritten); err != nil {
+		t.Fatalf("AddResource(configmaps): %v", err)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -170,7 +240,7 @@ func newFixtureWithResync(t testing.TB, resync time.Duration, objects ...runtime
 		factory.Shutdown()
 	})
 	waitFor(t, "shared informers to sync", func() bool {
-		return f.namespaces.HasSynced() && f.services.HasSynced() && f.nodes.HasSynced()
+		return f.namespaces.HasSynced() && f.services.HasSynced() && f.nodes.HasSynced() && f.configMaps.HasSynced()
 	})
 	return f
 }
@@ -193,11 +263,11 @@ func (f *fixture) view(tenant *tenancy.Tenant, resource schema.GroupVersionResou
 	return view
 }
 
-// watch registers rec on the tenant's Namespace, Service and Node views and waits until it has its initial list.
+// watch registers rec on the tenant's views of every routed resource and waits until it has its initial list.
 func (f *fixture) watch(tenant *tenancy.Tenant, rec *recorder) []cache.ResourceEventHandlerRegistration {
 	f.t.Helper()
 	var regs []cache.ResourceEventHandlerRegistration
-	for _, resource := range []schema.GroupVersionResource{tenancy.NamespacesResource, servicesResource, nodesResource} {
+	for _, resource := range allResources {
 		reg, err := f.view(tenant, resource).AddEventHandler(rec.handler(resource.Resource))
 		if err != nil {
 			f.t.Fatalf("AddEventHandler(%s): %v", resource, err)
@@ -221,6 +291,8 @@ func (f *fixture) create(obj runtime.Object) {
 		_, err = f.client.CoreV1().Services(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 	case *corev1.Node:
 		_, err = f.client.CoreV1().Nodes().Create(ctx, o, metav1.CreateOptions{})
+	case *corev1.ConfigMap:
+		_, err = f.client.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 	default:
 		f.t.Fatalf("create: unexpected %T", obj)
 	}
@@ -277,6 +349,12 @@ func (f *fixture) mutate(obj runtime.Object, change func(metav1.Object)) {
 			change(cur)
 			_, err = f.client.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{})
 		}
+	case *corev1.ConfigMap:
+		var cur *corev1.ConfigMap
+		if cur, err = f.client.CoreV1().ConfigMaps(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{}); err == nil {
+			change(cur)
+			_, err = f.client.CoreV1().ConfigMaps(o.Namespace).Update(ctx, cur, metav1.UpdateOptions{})
+		}
 	default:
 		f.t.Fatalf("mutate: unexpected %T", obj)
 	}
@@ -296,6 +374,8 @@ func (f *fixture) remove(obj runtime.Object) {
 		err = f.client.CoreV1().Services(o.Namespace).Delete(ctx, o.Name, metav1.DeleteOptions{})
 	case *corev1.Node:
 		err = f.client.CoreV1().Nodes().Delete(ctx, o.Name, metav1.DeleteOptions{})
+	case *corev1.ConfigMap:
+		err = f.client.CoreV1().ConfigMaps(o.Namespace).Delete(ctx, o.Name, metav1.DeleteOptions{})
 	default:
 		f.t.Fatalf("remove: unexpected %T", obj)
 	}
@@ -304,22 +384,25 @@ func (f *fixture) remove(obj runtime.Object) {
 	}
 }
 
-// barrier returns once every listed tenant's recorder has received every event routed so far. It creates, per
-// tenant, a sentinel Namespace, Service and Node labeled for that tenant and waits until the tenant has seen all
-// three: each shared informer delivers in order and namespace moves are delivered by the Namespace informer's
-// handler, so whatever came before a sentinel has been delivered when the sentinel is. Sentinels are not recorded
-// as events.
+// barrier returns once every listed tenant's recorder has received every event routed so far, and the router has
+// reported every ignored label it was going to. It creates, per tenant, a sentinel Namespace labeled for that
+// tenant, a Service in it, and a Node and a ConfigMap labeled for the tenant, and waits until the tenant has seen
+// all four: each shared informer delivers in order and namespace moves are delivered by the Namespace informer's
+// handler, so whatever came before a sentinel has been delivered when the sentinel is. (A sentinel Service that
+// reaches the router before its namespace is held until the namespace arrives; either way the Service informer
+// has delivered everything before it.) Sentinels are not recorded as events.
 func (f *fixture) barrier(recorders map[string]*recorder) {
 	f.t.Helper()
 	id := f.sentinelID.Add(1)
 	for tenant, rec := range recorders {
 		name := fmt.Sprintf("%s%d-%s", sentinelPrefix, id, tenant)
 		f.create(namespaceObj(name, tenant))
-		f.create(serviceObj("sentinels", name, tenant))
+		f.create(serviceObj(name, name, ""))
 		f.create(nodeObj(name, tenant))
+		f.create(writtenObj("sentinels", name, tenant))
 		waitFor(f.t, "tenant "+tenant+" to see sentinel "+name, func() bool {
-			return rec.sawSentinel("namespaces", name) && rec.sawSentinel("services", "sentinels/"+name) &&
-				rec.sawSentinel("nodes", name)
+			return rec.sawSentinel("namespaces", name) && rec.sawSentinel("services", name+"/"+name) &&
+				rec.sawSentinel("nodes", name) && rec.sawSentinel("configmaps", "sentinels/"+name)
 		})
 	}
 }
@@ -439,4 +522,4 @@ func listedKeys(t testing.TB, tenant *tenancy.Tenant, resources ...schema.GroupV
 	return ids
 }
 
-var allResources = []schema.GroupVersionResource{tenancy.NamespacesResource, servicesResource, nodesResource}
+var allResources = []schema.GroupVersionResource{tenancy.NamespacesResource, servicesResource, nodesResource, configMapsResource}

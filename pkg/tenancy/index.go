@@ -34,13 +34,14 @@ func IndexName(labelKey string) string {
 }
 
 // Indexers returns the ownership index to install on every shared informer that a [Router] routes, before the
-// informer starts. Each object is indexed under exactly one value:
+// informer starts. An index function sees one object and not the resource's [Scope], so it files each object under
+// every value a scope may list it by:
 //
-//   - its own tenant label, when present: the object belongs to that tenant whatever its namespace says;
-//   - else its namespace, when it has one: the namespace's label decides, and it is looked up when listing, so a
-//     namespace relabel changes nothing in this index;
-//   - else a shared value: an unlabeled cluster-scoped object (shared by every tenant for [ClusterScoped]
-//     resources, owned by nobody for Namespaces).
+//   - a namespaced object under its namespace, where the namespace's label decides ([Namespaced]); it is looked up
+//     when listing, so a namespace relabel changes nothing in this index;
+//   - and, if it carries the tenant label, also under that label ([ManagerWritten]);
+//   - a cluster-scoped object under its label, or under a shared value when unlabeled (shared by every tenant for
+//     [ClusterScoped] resources, owned by nobody for Namespaces).
 func Indexers(labelKey string) cache.Indexers {
 	return cache.Indexers{IndexName(labelKey): ownershipIndexFunc(labelKey)}
 }
@@ -51,11 +52,15 @@ func ownershipIndexFunc(labelKey string) cache.IndexFunc {
 		if err != nil {
 			return nil, fmt.Errorf("tenancy: cannot index %T by owner: %w", obj, err)
 		}
-		if tenant := tenantLabel(m, labelKey); tenant != "" {
-			return []string{labelIndexValue(tenant)}, nil
-		}
+		tenant := tenantLabel(m, labelKey)
 		if ns := m.GetNamespace(); ns != "" {
+			if tenant != "" {
+				return []string{namespaceIndexValue(ns), labelIndexValue(tenant)}, nil
+			}
 			return []string{namespaceIndexValue(ns)}, nil
+		}
+		if tenant != "" {
+			return []string{labelIndexValue(tenant)}, nil
 		}
 		return []string{sharedIndexValue}, nil
 	}
@@ -69,8 +74,8 @@ func labelIndexValue(tenant string) string { return "label/" + tenant }
 
 func namespaceIndexValue(namespace string) string { return "namespace/" + namespace }
 
-// tenantLabel returns the tenant named by the object's own label, or "" when the label is absent or empty. An empty
-// value is treated as absent so that clearing the value hands the object back to its namespace's tenant.
+// tenantLabel returns the tenant named by the object's own label, or "" when the label is absent or empty: an empty
+// value names no tenant.
 func tenantLabel(m metav1.Object, labelKey string) string {
 	return m.GetLabels()[labelKey]
 }

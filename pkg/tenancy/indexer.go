@@ -34,10 +34,10 @@ var ErrReadOnly = errors.New("tenancy: a tenant's view of a shared store is read
 // Unlike the router, it reads ownership from the stores as they are now (the Namespace store's labels), which is
 // what a lister should see: the latest known state, possibly ahead of the events delivered so far.
 //
-// List and ListKeys use the ownership index: the tenant's own-label entry, plus one entry per namespace the tenant
-// owns (found through the same index on the Namespace informer), plus the shared entry for ClusterScoped
-// resources. Their cost is O(the tenant's objects + its namespaces), not O(all objects). Get and the other index
-// queries ask the shared store and drop what the tenant does not own.
+// List and ListKeys use the ownership index: for a Namespaced resource, one entry per namespace the tenant owns
+// (found through the same index on the Namespace informer); otherwise the tenant's own-label entry, plus the shared
+// entry for ClusterScoped resources. Their cost is O(the tenant's objects + its namespaces), not O(all objects). Get
+// and the other index queries ask the shared store and drop what the tenant does not own.
 type tenantIndexer struct {
 	router *Router
 	res    *routedResource
@@ -52,9 +52,7 @@ func (x *tenantIndexer) owns(obj any) bool {
 	if err != nil {
 		return false
 	}
-	if tenant := tenantLabel(m, x.router.labelKey); tenant != "" {
-		return tenant == x.tenant
-	}
+	label := tenantLabel(m, x.router.labelKey)
 	switch x.res.kind {
 	case kindNamespaced:
 		ns, exists, err := x.router.namespaces.informer.GetIndexer().GetByKey(m.GetNamespace())
@@ -64,25 +62,27 @@ func (x *tenantIndexer) owns(obj any) bool {
 		nsMeta, err := meta.Accessor(ns)
 		return err == nil && tenantLabel(nsMeta, x.router.labelKey) == x.tenant
 	case kindClusterShared:
-		return true
+		return label == x.tenant || label == ""
 	default:
-		return false
+		return label == x.tenant
 	}
 }
 
 // ownedIndexValues returns the ownership index values under which the tenant's objects are stored.
 func (x *tenantIndexer) ownedIndexValues() []string {
-	values := []string{labelIndexValue(x.tenant)}
 	switch x.res.kind {
 	case kindNamespaced:
 		namespaces, _ := x.router.namespaces.informer.GetIndexer().IndexKeys(x.router.indexName, labelIndexValue(x.tenant))
+		values := make([]string, 0, len(namespaces))
 		for _, ns := range namespaces {
 			values = append(values, namespaceIndexValue(ns))
 		}
+		return values
 	case kindClusterShared:
-		values = append(values, sharedIndexValue)
+		return []string{labelIndexValue(x.tenant), sharedIndexValue}
+	default:
+		return []string{labelIndexValue(x.tenant)}
 	}
-	return values
 }
 
 func (x *tenantIndexer) shared() cache.Indexer { return x.res.informer.GetIndexer() }

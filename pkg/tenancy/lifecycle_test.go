@@ -93,7 +93,7 @@ func TestTenantStartStopLeavesNothingBehind(t *testing.T) {
 	if got := tenancy.RoutingEntries(f.router); got != 0 {
 		t.Errorf("the router still has %d per-tenant routing entries", got)
 	}
-	for name, informer := range map[string]*countingInformer{"namespaces": f.namespaces, "services": f.services, "nodes": f.nodes} {
+	for name, informer := range map[string]*countingInformer{"namespaces": f.namespaces, "services": f.services, "nodes": f.nodes, "configmaps": f.configMaps} {
 		if informer.added.Load() != 1 || informer.handlers() != 1 {
 			t.Errorf("%s informer: %d handlers added, %d live; want exactly the router's one", name, informer.added.Load(), informer.handlers())
 		}
@@ -105,7 +105,7 @@ func TestTenantStartStopLeavesNothingBehind(t *testing.T) {
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	t.Logf("heap in use: %d KiB before %d cycles, %d KiB after", before.HeapAlloc/1024, cycles, after.HeapAlloc/1024)
-	// A cycle registers four handlers; leaking them would cost well over a KiB per cycle. The slack is for the
+	// A cycle registers five handlers; leaking them would cost well over a KiB per cycle. The slack is for the
 	// runtime's and the fake clientset's own noise.
 	const slack = 256 << 10
 	if after.HeapAlloc > before.HeapAlloc+slack {
@@ -113,9 +113,9 @@ func TestTenantStartStopLeavesNothingBehind(t *testing.T) {
 	}
 }
 
-// TestConcurrentChurnKeepsEveryTenantConsistent mutates services, namespaces and nodes from several goroutines
-// while tenants come and go. Once it is over, what each tenant learned from its events must be exactly what its
-// view lists: no lost delete, no object left with the wrong tenant.
+// TestConcurrentChurnKeepsEveryTenantConsistent mutates services, namespaces, nodes and manager-written objects from
+// several goroutines while tenants come and go. Once it is over, what each tenant learned from its events must be
+// exactly what its view lists: no lost delete, no object left with the wrong tenant.
 func TestConcurrentChurnKeepsEveryTenantConsistent(t *testing.T) {
 	const writers, opsPerWriter, namespaces = 4, 150, 6
 	tenantNames := []string{"a", "b", "c"}
@@ -169,7 +169,7 @@ func TestConcurrentChurnKeepsEveryTenantConsistent(t *testing.T) {
 				label := labelChoices[rnd.IntN(len(labelChoices))]
 				ns := fmt.Sprintf("ns-%d", rnd.IntN(namespaces+1)) // ns-6 never exists
 				var err error
-				switch k := rnd.IntN(10); {
+				switch k := rnd.IntN(11); {
 				case k < 4 || len(mine) == 0:
 					name := fmt.Sprintf("w%d-s%d", w, op)
 					_, err = core.Services(ns).Create(ctx, serviceObj(ns, name, label), metav1.CreateOptions{})
@@ -198,6 +198,20 @@ func TestConcurrentChurnKeepsEveryTenantConsistent(t *testing.T) {
 						_, err := core.Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{})
 						return err
 					}, label)
+				case k < 10:
+					// A manager-written object, created or relabeled: its label decides, not its namespace.
+					name := fmt.Sprintf("w%d-c%d", w, rnd.IntN(3))
+					_, err = core.ConfigMaps(ns).Create(ctx, writtenObj(ns, name, label), metav1.CreateOptions{})
+					if apierrors.IsAlreadyExists(err) {
+						var cm *corev1.ConfigMap
+						err = relabel(func() (metav1.Object, error) {
+							cm, err = core.ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+							return cm, err
+						}, func() error {
+							_, err := core.ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+							return err
+						}, label)
+					}
 				default:
 					node := fmt.Sprintf("node-%d", rnd.IntN(4))
 					var nodeObj *corev1.Node

@@ -22,23 +22,36 @@ import (
 	"sync"
 	"sync/atomic"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 )
 
-// Scope tells the router what an object without a tenant label belongs to.
+// Scope tells the router who owns the objects of a resource.
 type Scope int
 
 const (
-	// Namespaced: an unlabeled object belongs to the tenant named by its namespace's label, and moves with it.
+	// Namespaced: an object belongs to the tenant named by its namespace's label, and moves with it. Its own tenant
+	// label grants nothing: a tenant's controllers act with that tenant's cloud identity, so whoever may write
+	// objects in a namespace must not be able to pick the tenant. An object whose label names another tenant than
+	// its namespace does (or any tenant, in a namespace of none) stays with its namespace's tenant (or with none),
+	// and the router reports it with a Warning Event (see [RouterOptions]).
 	Namespaced Scope = iota + 1
-	// ClusterScoped: an unlabeled object is shared, every tenant sees it (Nodes). A labeled one is seen only by its
-	// tenant.
+	// ClusterScoped: an object belongs to the tenant its label names; an unlabeled one is shared, every tenant sees
+	// it (Nodes).
 	ClusterScoped
+	// ManagerWritten: a namespaced resource that only the manager writes, each object labeled with the tenant whose
+	// controller wrote it (Translations, PangolinResources). The label is the manager's record of whose cloud
+	// identity made the object's side effects, so the label decides, also after the namespace moved to another
+	// tenant: that tenant must still see the object to undo those effects with its own identity. An unlabeled
+	// object belongs to nobody. Only for resources that tenants cannot write.
+	ManagerWritten
 )
 
 func (s Scope) String() string {
@@ -47,22 +60,38 @@ func (s Scope) String() string {
 		return "Namespaced"
 	case ClusterScoped:
 		return "ClusterScoped"
+	case ManagerWritten:
+		return "ManagerWritten"
 	default:
 		return fmt.Sprintf("Scope(%d)", int(s))
 	}
+}
+
+// ReasonTenantLabelIgnored is the reason of the Warning Event on an object of a [Namespaced] resource whose tenant
+// label is ignored because it names another tenant than the object's namespace does.
+const ReasonTenantLabelIgnored = "TenantLabelIgnored"
+
+// RouterOptions are the optional settings of a [Router].
+type RouterOptions struct {
+	// Recorder, if set, gets a Warning Event [ReasonTenantLabelIgnored] for each object of a [Namespaced] resource
+	// whose tenant label names another tenant than its namespace does, once per object and label value. It is
+	// called on the dispatch path, under the dispatch lock, so it must not block: client-go's record.EventRecorder
+	// queues the Event, or drops it when its queue is full.
+	Recorder record.EventRecorder
 }
 
 // NamespacesResource names the Namespace informer given to [NewRouter]; pass it to [Tenant.Informer] for a tenant's
 // view of its Namespaces (those carrying its label).
 var NamespacesResource = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
-// resourceKind is how a routed resource resolves an unlabeled object: through its namespace, as shared, or (for the
-// Namespaces themselves) as nobody's.
+// resourceKind is how a routed resource resolves an object's owner: by its namespace, by its label (or shared when
+// unlabeled), or by its label alone (manager-written objects, and the Namespaces themselves).
 type resourceKind int
 
 const (
 	kindNamespaced resourceKind = iota
 	kindClusterShared
+	kindManagerWritten
 	kindNamespaces
 )
 
@@ -86,6 +115,7 @@ type Router struct {
 	labelKey   string
 	indexName  string
 	namespaces *routedResource
+	recorder   record.EventRecorder
 
 	resourcesMu sync.RWMutex
 	resources   map[schema.GroupVersionResource]*routedResource
@@ -94,7 +124,8 @@ type Router struct {
 	// dispatchMu is held while events are delivered to tenant handlers. It guards the delivered-state below: what
 	// tenants have been told, as opposed to what the informers' stores hold now (the stores run ahead of delivery).
 	dispatchMu sync.Mutex
-	// namespaceOwner maps a namespace name to the tenant its label named when its last event was delivered.
+	// namespaceOwner maps every namespace whose Add has been delivered, and not yet its Delete, to the tenant its
+	// label named at its last delivered event ("" for none).
 	namespaceOwner map[string]string
 	// tenantNamespaces is namespaceOwner inverted, for a new handler's initial list.
 	tenantNamespaces map[string]sets.Set[string]
@@ -106,12 +137,18 @@ type Router struct {
 // owners up in the shared Namespace informer, which it also routes (see [NamespacesResource]). The informer must
 // carry [Indexers] for labelKey; it may be started before or after this call.
 func NewRouter(labelKey string, namespaces cache.SharedIndexInformer) (*Router, error) {
+	return NewRouterWithOptions(labelKey, namespaces, RouterOptions{})
+}
+
+// NewRouterWithOptions is [NewRouter] with options.
+func NewRouterWithOptions(labelKey string, namespaces cache.SharedIndexInformer, options RouterOptions) (*Router, error) {
 	if labelKey == "" {
 		labelKey = DefaultLabelKey
 	}
 	r := &Router{
 		labelKey:         labelKey,
 		indexName:        IndexName(labelKey),
+		recorder:         options.Recorder,
 		resources:        map[schema.GroupVersionResource]*routedResource{},
 		namespaceOwner:   map[string]string{},
 		tenantNamespaces: map[string]sets.Set[string]{},
@@ -137,6 +174,8 @@ func (r *Router) AddResource(resource schema.GroupVersionResource, informer cach
 		kind = kindNamespaced
 	case ClusterScoped:
 		kind = kindClusterShared
+	case ManagerWritten:
+		kind = kindManagerWritten
 	default:
 		return fmt.Errorf("tenancy: resource %s: unknown scope %v", resource, scope)
 	}
@@ -153,12 +192,13 @@ func (r *Router) attach(resource schema.GroupVersionResource, informer cache.Sha
 			resource, r.indexName, r.labelKey)
 	}
 	res := &routedResource{
-		router:               r,
-		resource:             resource,
-		informer:             informer,
-		kind:                 kind,
-		byTenant:             map[string][]*registration{},
-		unlabeledByNamespace: map[string]map[string]any{},
+		router:        r,
+		resource:      resource,
+		informer:      informer,
+		kind:          kind,
+		byTenant:      map[string][]*registration{},
+		byNamespace:   map[string]map[string]any{},
+		ignoredLabels: map[string]map[string]string{},
 	}
 
 	r.resourcesMu.Lock()
@@ -219,7 +259,7 @@ func (r *Router) resource(gvr schema.GroupVersionResource) (*routedResource, boo
 	return res, ok
 }
 
-// namespacedResources returns the resources whose unlabeled objects follow their namespace.
+// namespacedResources returns the resources whose objects follow their namespace.
 func (r *Router) namespacedResources() []*routedResource {
 	r.resourcesMu.RLock()
 	defer r.resourcesMu.RUnlock()
@@ -232,55 +272,66 @@ func (r *Router) namespacedResources() []*routedResource {
 	return out
 }
 
-// deliveredOwner resolves an object's owner from delivered state: its own label, else its namespace's owner as last
-// delivered, so that an object's events and its namespace's moves agree on who has been told what.
-// dispatchMu must be held.
+// deliveredOwner resolves an object's owner from delivered state: for a Namespaced resource, its namespace's owner as
+// last delivered, so that an object's events and its namespace's moves agree on who has been told what; otherwise
+// its own label (or shared, for an unlabeled object of a ClusterScoped resource). dispatchMu must be held.
 func (r *Router) deliveredOwner(res *routedResource, m metav1.Object) owner {
-	if tenant := tenantLabel(m, r.labelKey); tenant != "" {
-		return owner{tenant: tenant}
-	}
 	switch res.kind {
 	case kindNamespaced:
 		return owner{tenant: r.namespaceOwner[m.GetNamespace()]}
 	case kindClusterShared:
+		if tenant := tenantLabel(m, r.labelKey); tenant != "" {
+			return owner{tenant: tenant}
+		}
 		return owner{shared: true}
 	default:
-		return owner{}
+		return owner{tenant: tenantLabel(m, r.labelKey)}
 	}
 }
 
-// moveNamespace records a namespace's new owner and moves every unlabeled object in it, for every namespaced
-// resource, from the old owner's handlers (Delete) to the new owner's (Add). The objects come from delivered state,
-// not from the informers' stores: a store may already lack an object whose Delete has not been delivered yet, and
-// the old owner must still be told. dispatchMu must be held.
-func (r *Router) moveNamespace(namespace, newOwner string, isInInitialList bool) {
-	oldOwner := r.namespaceOwner[namespace]
-	if oldOwner == newOwner {
-		return
-	}
-	if oldOwner != "" {
-		r.tenantNamespaces[oldOwner].Delete(namespace)
-		if r.tenantNamespaces[oldOwner].Len() == 0 {
-			delete(r.tenantNamespaces, oldOwner)
-		}
-	}
-	if newOwner == "" {
-		delete(r.namespaceOwner, namespace)
-	} else {
+// moveNamespace records a namespace's new owner (exists is false once it is deleted) and moves every object in it,
+// for every Namespaced resource, from the old owner's handlers (Delete) to the new owner's (Add). The objects come
+// from delivered state, not from the informers' stores: a store may already lack an object whose Delete has not
+// been delivered yet, and the old owner must still be told. The tenant labels of the objects are judged again
+// against the new owner, and for a namespace seen for the first time, whose objects may have been delivered before
+// it. dispatchMu must be held.
+func (r *Router) moveNamespace(namespace, newOwner string, exists, isInInitialList bool) {
+	oldOwner, known := r.namespaceOwner[namespace]
+	if exists {
 		r.namespaceOwner[namespace] = newOwner
-		if r.tenantNamespaces[newOwner] == nil {
-			r.tenantNamespaces[newOwner] = sets.New[string]()
+	} else {
+		delete(r.namespaceOwner, namespace)
+	}
+	moved := oldOwner != newOwner
+	if moved {
+		if oldOwner != "" {
+			r.tenantNamespaces[oldOwner].Delete(namespace)
+			if r.tenantNamespaces[oldOwner].Len() == 0 {
+				delete(r.tenantNamespaces, oldOwner)
+			}
 		}
-		r.tenantNamespaces[newOwner].Insert(namespace)
+		if newOwner != "" {
+			if r.tenantNamespaces[newOwner] == nil {
+				r.tenantNamespaces[newOwner] = sets.New[string]()
+			}
+			r.tenantNamespaces[newOwner].Insert(namespace)
+		}
+	}
+	judge := r.recorder != nil && exists && (moved || !known)
+	if !moved && !judge {
+		return
 	}
 
 	for _, res := range r.namespacedResources() {
-		objects := res.unlabeledByNamespace[namespace]
+		objects := res.byNamespace[namespace]
 		if len(objects) == 0 {
 			continue
 		}
-		from, to := res.handlersOf(oldOwner), res.handlersOf(newOwner)
-		if len(from) == 0 && len(to) == 0 {
+		var from, to []*registration
+		if moved {
+			from, to = res.handlersOf(oldOwner), res.handlersOf(newOwner)
+		}
+		if len(from) == 0 && len(to) == 0 && !judge {
 			continue
 		}
 		for _, obj := range objects {
@@ -289,6 +340,11 @@ func (r *Router) moveNamespace(namespace, newOwner string, isInInitialList bool)
 			}
 			for _, h := range to {
 				h.onAdd(obj, isInInitialList)
+			}
+			if judge {
+				if m, err := meta.Accessor(obj); err == nil {
+					res.reportIgnoredLabel(m, obj)
+				}
 			}
 		}
 	}
@@ -312,9 +368,13 @@ type routedResource struct {
 	// every tenant.
 	everyTenant []*registration
 
-	// unlabeledByNamespace holds, by namespace and name, the last delivered state of every unlabeled object of a
-	// Namespaced resource: what has to move when its namespace is relabeled. Guarded by router.dispatchMu.
-	unlabeledByNamespace map[string]map[string]any
+	// byNamespace holds, by namespace and name, the last delivered state of every object of a Namespaced resource:
+	// what has to move when its namespace is relabeled. Guarded by router.dispatchMu.
+	byNamespace map[string]map[string]any
+	// ignoredLabels holds, by namespace and name, the tenant label value that TenantLabelIgnored was reported for,
+	// so each object and value is reported once. Only objects with an ignored label have an entry. Guarded by
+	// router.dispatchMu.
+	ignoredLabels map[string]map[string]string
 
 	syncedOnce    sync.Once
 	syncedChecker cache.DoneChecker
@@ -336,8 +396,11 @@ func (res *routedResource) OnAdd(obj any, isInInitialList bool) {
 	for _, h := range res.handlersFor(r.deliveredOwner(res, m)) {
 		h.onAdd(obj, isInInitialList)
 	}
-	if res.kind == kindNamespaces {
-		r.moveNamespace(m.GetName(), tenantLabel(m, r.labelKey), isInInitialList)
+	switch res.kind {
+	case kindNamespaces:
+		r.moveNamespace(m.GetName(), tenantLabel(m, r.labelKey), true, isInInitialList)
+	case kindNamespaced:
+		res.reportIgnoredLabel(m, obj)
 	}
 }
 
@@ -357,16 +420,16 @@ func (res *routedResource) OnUpdate(oldObj, newObj any) {
 	defer r.dispatchMu.Unlock()
 
 	oldOwner, newOwner := r.deliveredOwner(res, oldMeta), r.deliveredOwner(res, newMeta)
-	// An object that is unlabeled now has its entry overwritten; one that just got a label loses its entry.
-	if !res.remember(newMeta, newObj) {
-		res.forget(oldMeta)
-	}
+	res.remember(newMeta, newObj)
 	// An unchanged resourceVersion is a resync (or a relist that found nothing new), which client-go hands only to
 	// handlers that asked for resyncs.
 	isResync := oldMeta.GetResourceVersion() == newMeta.GetResourceVersion()
 	res.deliverUpdate(oldOwner, newOwner, oldObj, newObj, isResync)
-	if res.kind == kindNamespaces {
-		r.moveNamespace(newMeta.GetName(), tenantLabel(newMeta, r.labelKey), false)
+	switch res.kind {
+	case kindNamespaces:
+		r.moveNamespace(newMeta.GetName(), tenantLabel(newMeta, r.labelKey), true, false)
+	case kindNamespaced:
+		res.reportIgnoredLabel(newMeta, newObj)
 	}
 }
 
@@ -391,7 +454,7 @@ func (res *routedResource) OnDelete(obj any) {
 		h.onDelete(obj)
 	}
 	if res.kind == kindNamespaces {
-		r.moveNamespace(m.GetName(), "", false)
+		r.moveNamespace(m.GetName(), "", false, false)
 	}
 }
 
@@ -431,33 +494,88 @@ func (res *routedResource) deliverUpdate(oldOwner, newOwner owner, oldObj, newOb
 	}
 }
 
-// remember records obj as the delivered state of an unlabeled namespaced object and reports whether it did.
-// dispatchMu must be held.
-func (res *routedResource) remember(m metav1.Object, obj any) bool {
-	if res.kind != kindNamespaced || tenantLabel(m, res.router.labelKey) != "" {
-		return false
+// remember records obj as the delivered state of an object of a Namespaced resource. dispatchMu must be held.
+func (res *routedResource) remember(m metav1.Object, obj any) {
+	if res.kind != kindNamespaced {
+		return
 	}
-	byName := res.unlabeledByNamespace[m.GetNamespace()]
+	byName := res.byNamespace[m.GetNamespace()]
 	if byName == nil {
 		byName = map[string]any{}
-		res.unlabeledByNamespace[m.GetNamespace()] = byName
+		res.byNamespace[m.GetNamespace()] = byName
 	}
 	byName[m.GetName()] = obj
-	return true
 }
 
-// forget drops an object from the delivered state of unlabeled objects, if it is there. dispatchMu must be held.
+// forget drops a deleted object from the delivered state, and from the ignored labels reported. dispatchMu must be
+// held.
 func (res *routedResource) forget(m metav1.Object) {
 	if res.kind != kindNamespaced {
 		return
 	}
-	byName, ok := res.unlabeledByNamespace[m.GetNamespace()]
+	namespace, name := m.GetNamespace(), m.GetName()
+	if byName, ok := res.byNamespace[namespace]; ok {
+		delete(byName, name)
+		if len(byName) == 0 {
+			delete(res.byNamespace, namespace)
+		}
+	}
+	res.forgetIgnoredLabel(namespace, name)
+}
+
+// reportIgnoredLabel emits a Warning Event TenantLabelIgnored on an object of a Namespaced resource whose tenant label
+// names another tenant than its namespace does (or any tenant, in a namespace of none). It reports each object and
+// label value once: again only after the label was changed, not on resyncs, updates or namespace moves that leave
+// it as it was. An object whose namespace has not been delivered yet is judged when the namespace is, so that the
+// order in which the informers sync at startup reports nothing false. dispatchMu must be held.
+func (res *routedResource) reportIgnoredLabel(m metav1.Object, obj any) {
+	r := res.router
+	if r.recorder == nil {
+		return
+	}
+	namespace, name := m.GetNamespace(), m.GetName()
+	label := tenantLabel(m, r.labelKey)
+	if reported, ok := res.ignoredLabels[namespace][name]; ok {
+		if reported == label {
+			return
+		}
+		res.forgetIgnoredLabel(namespace, name)
+	}
+	if label == "" {
+		return
+	}
+	nsOwner, known := r.namespaceOwner[namespace]
+	if !known || label == nsOwner {
+		return
+	}
+	object, ok := obj.(runtime.Object)
 	if !ok {
 		return
 	}
-	delete(byName, m.GetName())
+	byName := res.ignoredLabels[namespace]
+	if byName == nil {
+		byName = map[string]string{}
+		res.ignoredLabels[namespace] = byName
+	}
+	byName[name] = label
+	belongs := "to no tenant"
+	if nsOwner != "" {
+		belongs = "to tenant " + nsOwner
+	}
+	r.recorder.Eventf(object, corev1.EventTypeWarning, ReasonTenantLabelIgnored,
+		"Label %s=%s is ignored: namespace %s belongs %s, and a namespaced object belongs to its namespace's tenant",
+		r.labelKey, label, namespace, belongs)
+}
+
+// forgetIgnoredLabel drops the record of a reported ignored label. dispatchMu must be held.
+func (res *routedResource) forgetIgnoredLabel(namespace, name string) {
+	byName, ok := res.ignoredLabels[namespace]
+	if !ok {
+		return
+	}
+	delete(byName, name)
 	if len(byName) == 0 {
-		delete(res.unlabeledByNamespace, m.GetNamespace())
+		delete(res.ignoredLabels, namespace)
 	}
 }
 

@@ -31,8 +31,10 @@ import (
 
 // TestOwnership checks who owns what, both through a new handler's initial list and through the view's indexer.
 func TestOwnership(t *testing.T) {
-	emptyLabel := serviceObj("ns-a", "empty-label", "")
-	emptyLabel.Labels = map[string]string{labelKey: ""}
+	emptyLabelNode := nodeObj("empty-label", "")
+	emptyLabelNode.Labels = map[string]string{labelKey: ""}
+	emptyLabelWritten := writtenObj("ns-a", "empty-label", "")
+	emptyLabelWritten.Labels = map[string]string{labelKey: ""}
 
 	cases := []struct {
 		name    string
@@ -41,29 +43,39 @@ func TestOwnership(t *testing.T) {
 		want map[string][]string
 	}{
 		{
-			name:    "own label wins over the namespace's",
-			objects: []runtime.Object{namespaceObj("ns-b", "b"), serviceObj("ns-b", "s1", "a")},
-			want:    map[string][]string{"a": {"services ns-b/s1"}, "b": {"namespaces ns-b"}},
-		},
-		{
-			name:    "unlabeled object belongs to its namespace's tenant",
+			name:    "an object belongs to its namespace's tenant",
 			objects: []runtime.Object{namespaceObj("ns-a", "a"), serviceObj("ns-a", "s1", "")},
 			want:    map[string][]string{"a": {"namespaces ns-a", "services ns-a/s1"}},
 		},
 		{
-			name:    "unlabeled object in an unlabeled namespace belongs to nobody",
-			objects: []runtime.Object{namespaceObj("ns-x", ""), serviceObj("ns-x", "s1", "")},
+			name:    "an object's own label grants nothing: the namespace decides",
+			objects: []runtime.Object{namespaceObj("ns-b", "b"), serviceObj("ns-b", "s1", "a")},
+			want:    map[string][]string{"b": {"namespaces ns-b", "services ns-b/s1"}},
+		},
+		{
+			name:    "a label that names the namespace's tenant changes nothing",
+			objects: []runtime.Object{namespaceObj("ns-a", "a"), serviceObj("ns-a", "s1", "a")},
+			want:    map[string][]string{"a": {"namespaces ns-a", "services ns-a/s1"}},
+		},
+		{
+			name:    "an object in an unlabeled namespace belongs to nobody, labeled or not",
+			objects: []runtime.Object{namespaceObj("ns-x", ""), serviceObj("ns-x", "s1", ""), serviceObj("ns-x", "s2", "a")},
 			want:    map[string][]string{},
 		},
 		{
-			name:    "unlabeled object in a namespace that does not exist belongs to nobody",
-			objects: []runtime.Object{serviceObj("ghost", "s1", "")},
+			name:    "an object in a namespace that does not exist belongs to nobody, labeled or not",
+			objects: []runtime.Object{serviceObj("ghost", "s1", ""), serviceObj("ghost", "s2", "a")},
 			want:    map[string][]string{},
 		},
 		{
-			name:    "empty label value counts as no label",
-			objects: []runtime.Object{namespaceObj("ns-a", "a"), emptyLabel},
-			want:    map[string][]string{"a": {"namespaces ns-a", "services ns-a/empty-label"}},
+			name:    "a manager-written object belongs to the tenant its label names, whatever its namespace",
+			objects: []runtime.Object{namespaceObj("ns-b", "b"), writtenObj("ns-b", "w1", "a"), writtenObj("ghost", "w2", "a")},
+			want:    map[string][]string{"a": {"configmaps ghost/w2", "configmaps ns-b/w1"}, "b": {"namespaces ns-b"}},
+		},
+		{
+			name:    "an unlabeled manager-written object belongs to nobody",
+			objects: []runtime.Object{namespaceObj("ns-a", "a"), writtenObj("ns-a", "w1", "")},
+			want:    map[string][]string{"a": {"namespaces ns-a"}},
 		},
 		{
 			name:    "unlabeled node is shared by every tenant",
@@ -76,6 +88,11 @@ func TestOwnership(t *testing.T) {
 			want:    map[string][]string{"a": {"nodes n1", "nodes n2"}, "b": {"nodes n2"}},
 		},
 		{
+			name:    "empty label value counts as no label",
+			objects: []runtime.Object{emptyLabelNode, emptyLabelWritten},
+			want:    map[string][]string{"a": {"nodes empty-label"}, "b": {"nodes empty-label"}},
+		},
+		{
 			name:    "a namespace belongs to its own label only",
 			objects: []runtime.Object{namespaceObj("ns-a", "a"), namespaceObj("ns-x", "")},
 			want:    map[string][]string{"a": {"namespaces ns-a"}},
@@ -86,10 +103,11 @@ func TestOwnership(t *testing.T) {
 				namespaceObj("ns-a", "a"), namespaceObj("ns-b", "b"),
 				serviceObj("ns-a", "s1", ""), serviceObj("ns-a", "s2", "b"),
 				serviceObj("ns-b", "s1", ""), serviceObj("ns-b", "s2", "a"),
+				writtenObj("ns-a", "w1", "b"), writtenObj("ns-b", "w1", "a"),
 			},
 			want: map[string][]string{
-				"a": {"namespaces ns-a", "services ns-a/s1", "services ns-b/s2"},
-				"b": {"namespaces ns-b", "services ns-a/s2", "services ns-b/s1"},
+				"a": {"configmaps ns-b/w1", "namespaces ns-a", "services ns-a/s1", "services ns-a/s2"},
+				"b": {"configmaps ns-a/w1", "namespaces ns-b", "services ns-b/s1", "services ns-b/s2"},
 			},
 		},
 	}
@@ -139,93 +157,109 @@ func TestRouting(t *testing.T) {
 		want map[string][]string
 	}{
 		{
-			name:    "labeling an unowned service adds it to the tenant",
+			name:    "labeling a service in an unowned namespace gives it to nobody",
 			objects: []runtime.Object{namespaceObj("ns-x", ""), svc("ns-x", "s1", "")},
 			act:     func(f *fixture) { f.relabel(svc("ns-x", "s1", ""), "a") },
-			want:    map[string][]string{"a": {"ADD services ns-x/s1"}},
+			want:    map[string][]string{},
 		},
 		{
-			name:    "relabeling a service is a delete for the old tenant and an add for the new",
-			objects: []runtime.Object{svc("ns-x", "s1", "a")},
-			act:     func(f *fixture) { f.relabel(svc("ns-x", "s1", ""), "b") },
-			want:    map[string][]string{"a": {"DELETE services ns-x/s1"}, "b": {"ADD services ns-x/s1"}},
-		},
-		{
-			name:    "relabeling there and back",
-			objects: []runtime.Object{svc("ns-x", "s1", "a")},
+			name:    "relabeling a service moves nothing: it is an update for its namespace's tenant",
+			objects: []runtime.Object{namespaceObj("ns-a", "a"), svc("ns-a", "s1", "")},
 			act: func(f *fixture) {
-				f.relabel(svc("ns-x", "s1", ""), "b")
-				f.relabel(svc("ns-x", "s1", ""), "a")
+				f.relabel(svc("ns-a", "s1", ""), "b")
+				f.relabel(svc("ns-a", "s1", ""), "a")
+				f.relabel(svc("ns-a", "s1", ""), "")
 			},
-			want: map[string][]string{
-				"a": {"DELETE services ns-x/s1", "ADD services ns-x/s1"},
-				"b": {"ADD services ns-x/s1", "DELETE services ns-x/s1"},
-			},
+			want: map[string][]string{"a": {"UPDATE services ns-a/s1", "UPDATE services ns-a/s1", "UPDATE services ns-a/s1"}},
 		},
 		{
 			name:    "an update within one tenant is an update",
-			objects: []runtime.Object{namespaceObj("ns-a", "a"), svc("ns-a", "s1", ""), svc("ns-x", "s2", "a")},
+			objects: []runtime.Object{namespaceObj("ns-a", "a"), svc("ns-a", "s1", ""), svc("ns-a", "s2", "b")},
 			act: func(f *fixture) {
 				f.touch(svc("ns-a", "s1", ""))
-				f.touch(svc("ns-x", "s2", ""))
+				f.touch(svc("ns-a", "s2", ""))
 			},
-			want: map[string][]string{"a": {"UPDATE services ns-a/s1", "UPDATE services ns-x/s2"}},
+			want: map[string][]string{"a": {"UPDATE services ns-a/s1", "UPDATE services ns-a/s2"}},
 		},
 		{
-			name:    "removing the label hands the service to its namespace's tenant",
-			objects: []runtime.Object{namespaceObj("ns-b", "b"), svc("ns-b", "s1", "a")},
-			act:     func(f *fixture) { f.relabel(svc("ns-b", "s1", ""), "") },
-			want:    map[string][]string{"a": {"DELETE services ns-b/s1"}, "b": {"ADD services ns-b/s1"}},
-		},
-		{
-			name: "relabeling a namespace moves its unlabeled objects and only those",
+			name: "relabeling a namespace moves every object in it, whatever its label",
 			objects: []runtime.Object{
-				namespaceObj("ns-1", "a"), svc("ns-1", "s1", ""), svc("ns-1", "s2", ""), svc("ns-1", "s3", "c"),
+				namespaceObj("ns-1", "a"), svc("ns-1", "s1", ""), svc("ns-1", "s2", "a"), svc("ns-1", "s3", "c"),
 			},
 			act: func(f *fixture) { f.relabel(namespaceObj("ns-1", ""), "b") },
 			want: map[string][]string{
-				"a": {"DELETE namespaces ns-1", "DELETE services ns-1/s1", "DELETE services ns-1/s2"},
-				"b": {"ADD namespaces ns-1", "ADD services ns-1/s1", "ADD services ns-1/s2"},
+				"a": {"DELETE namespaces ns-1", "DELETE services ns-1/s1", "DELETE services ns-1/s2", "DELETE services ns-1/s3"},
+				"b": {"ADD namespaces ns-1", "ADD services ns-1/s1", "ADD services ns-1/s2", "ADD services ns-1/s3"},
 			},
 		},
 		{
 			name:    "unlabeling a namespace takes its objects from the tenant",
-			objects: []runtime.Object{namespaceObj("ns-1", "a"), svc("ns-1", "s1", "")},
+			objects: []runtime.Object{namespaceObj("ns-1", "a"), svc("ns-1", "s1", ""), svc("ns-1", "s2", "a")},
 			act:     func(f *fixture) { f.relabel(namespaceObj("ns-1", ""), "") },
-			want:    map[string][]string{"a": {"DELETE namespaces ns-1", "DELETE services ns-1/s1"}},
+			want:    map[string][]string{"a": {"DELETE namespaces ns-1", "DELETE services ns-1/s1", "DELETE services ns-1/s2"}},
 		},
 		{
 			name:    "labeling a namespace gives its objects to the tenant",
-			objects: []runtime.Object{namespaceObj("ns-1", ""), svc("ns-1", "s1", "")},
+			objects: []runtime.Object{namespaceObj("ns-1", ""), svc("ns-1", "s1", ""), svc("ns-1", "s2", "b")},
 			act:     func(f *fixture) { f.relabel(namespaceObj("ns-1", ""), "a") },
-			want:    map[string][]string{"a": {"ADD namespaces ns-1", "ADD services ns-1/s1"}},
+			want:    map[string][]string{"a": {"ADD namespaces ns-1", "ADD services ns-1/s1", "ADD services ns-1/s2"}},
 		},
 		{
 			name:    "objects created before their namespace follow it when it appears",
-			objects: []runtime.Object{svc("ns-late", "s1", "")},
+			objects: []runtime.Object{svc("ns-late", "s1", ""), svc("ns-late", "s2", "b")},
 			act:     func(f *fixture) { f.create(namespaceObj("ns-late", "a")) },
-			want:    map[string][]string{"a": {"ADD namespaces ns-late", "ADD services ns-late/s1"}},
+			want:    map[string][]string{"a": {"ADD namespaces ns-late", "ADD services ns-late/s1", "ADD services ns-late/s2"}},
 		},
 		{
-			name:    "a service created in a tenant's namespace is added",
+			name:    "a service created in a tenant's namespace is added, whatever its label",
 			objects: []runtime.Object{namespaceObj("ns-a", "a")},
-			act:     func(f *fixture) { f.create(svc("ns-a", "s1", "")) },
-			want:    map[string][]string{"a": {"ADD services ns-a/s1"}},
+			act: func(f *fixture) {
+				f.create(svc("ns-a", "s1", ""))
+				f.create(svc("ns-a", "s2", "b"))
+			},
+			want: map[string][]string{"a": {"ADD services ns-a/s1", "ADD services ns-a/s2"}},
 		},
 		{
-			name:    "deleted services are deleted for their owners",
+			name:    "deleted services are deleted for their namespace's tenant",
 			objects: []runtime.Object{namespaceObj("ns-a", "a"), svc("ns-a", "s1", ""), svc("ns-a", "s2", "b")},
 			act: func(f *fixture) {
 				f.remove(svc("ns-a", "s1", ""))
 				f.remove(svc("ns-a", "s2", ""))
 			},
-			want: map[string][]string{"a": {"DELETE services ns-a/s1"}, "b": {"DELETE services ns-a/s2"}},
+			want: map[string][]string{"a": {"DELETE services ns-a/s1", "DELETE services ns-a/s2"}},
 		},
 		{
 			name:    "deleting a namespace that still holds objects deletes them for the tenant",
-			objects: []runtime.Object{namespaceObj("ns-a", "a"), svc("ns-a", "s1", "")},
+			objects: []runtime.Object{namespaceObj("ns-a", "a"), svc("ns-a", "s1", ""), svc("ns-a", "s2", "b")},
 			act:     func(f *fixture) { f.remove(namespaceObj("ns-a", "")) },
-			want:    map[string][]string{"a": {"DELETE namespaces ns-a", "DELETE services ns-a/s1"}},
+			want:    map[string][]string{"a": {"DELETE namespaces ns-a", "DELETE services ns-a/s1", "DELETE services ns-a/s2"}},
+		},
+		{
+			name:    "relabeling a manager-written object is a delete for the old tenant and an add for the new",
+			objects: []runtime.Object{namespaceObj("ns-a", "a"), writtenObj("ns-a", "w1", "a")},
+			act: func(f *fixture) {
+				f.relabel(writtenObj("ns-a", "w1", ""), "b")
+				f.relabel(writtenObj("ns-a", "w1", ""), "")
+			},
+			want: map[string][]string{
+				"a": {"DELETE configmaps ns-a/w1"},
+				"b": {"ADD configmaps ns-a/w1", "DELETE configmaps ns-a/w1"},
+			},
+		},
+		{
+			// What the neg controller relies on: Translations left behind in a namespace that moved to another
+			// tenant stay with the tenant that wrote them, whose pusher deletes their NEGs in its own project.
+			name:    "manager-written objects stay with their label's tenant when their namespace moves",
+			objects: []runtime.Object{namespaceObj("ns-1", "a"), writtenObj("ns-1", "w1", "a")},
+			act: func(f *fixture) {
+				f.relabel(namespaceObj("ns-1", ""), "b")
+				f.touch(writtenObj("ns-1", "w1", ""))
+				f.remove(writtenObj("ns-1", "w1", ""))
+			},
+			want: map[string][]string{
+				"a": {"DELETE namespaces ns-1", "UPDATE configmaps ns-1/w1", "DELETE configmaps ns-1/w1"},
+				"b": {"ADD namespaces ns-1"},
+			},
 		},
 		{
 			name: "an unlabeled node goes to every tenant",
@@ -313,6 +347,8 @@ func resourceAndKey(t testing.TB, obj runtime.Object) (schema.GroupVersionResour
 		return servicesResource, key
 	case *corev1.Node:
 		return nodesResource, key
+	case *corev1.ConfigMap:
+		return configMapsResource, key
 	}
 	t.Fatalf("unexpected %T", obj)
 	return schema.GroupVersionResource{}, ""

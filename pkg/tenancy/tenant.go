@@ -22,7 +22,6 @@ import (
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -145,44 +144,30 @@ func (r *Router) deliverInitialList(g *registration) {
 	}
 }
 
-// initialObjects is what a new handler of tenant on res is told exists. Objects labeled for the tenant (and shared
-// ones) come from the store, which may be ahead of delivery; that can only repeat an Add or announce an object whose
-// Delete follows, both harmless. Unlabeled namespaced objects come from delivered state, like namespace moves, so a
-// namespace relabel in flight cannot leave the handler holding an object nobody will delete for it.
+// initialObjects is what a new handler of tenant on res is told exists. Objects of a Namespaced resource come from
+// delivered state, like namespace moves, so a namespace relabel in flight cannot leave the handler holding an
+// object nobody will delete for it. The others (labeled, or shared) come from the store, which may be ahead of
+// delivery; that can only repeat an Add or announce an object whose Delete follows, both harmless.
 // dispatchMu must be held.
 func (r *Router) initialObjects(res *routedResource, tenant string) []any {
+	if res.kind == kindNamespaced {
+		var objects []any
+		for namespace := range r.tenantNamespaces[tenant] {
+			for _, obj := range res.byNamespace[namespace] {
+				objects = append(objects, obj)
+			}
+		}
+		return objects
+	}
 	indexer := res.informer.GetIndexer()
 	objects, err := indexer.ByIndex(r.indexName, labelIndexValue(tenant))
 	if err != nil {
 		// attach checked the index exists, and indexes cannot be removed.
 		panic(fmt.Sprintf("tenancy: resource %s: %v", res.resource, err))
 	}
-	switch res.kind {
-	case kindClusterShared:
+	if res.kind == kindClusterShared {
 		shared, _ := indexer.ByIndex(r.indexName, sharedIndexValue)
 		objects = append(objects, shared...)
-	case kindNamespaced:
-		var labeled sets.Set[string]
-		for namespace := range r.tenantNamespaces[tenant] {
-			unlabeled := res.unlabeledByNamespace[namespace]
-			if len(unlabeled) == 0 {
-				continue
-			}
-			if labeled == nil {
-				// The store may already show an unlabeled object as labeled for this tenant; one Add is enough.
-				labeled = sets.New[string]()
-				for _, obj := range objects {
-					if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
-						labeled.Insert(key)
-					}
-				}
-			}
-			for name, obj := range unlabeled {
-				if !labeled.Has(namespace + "/" + name) {
-					objects = append(objects, obj)
-				}
-			}
-		}
 	}
 	return objects
 }

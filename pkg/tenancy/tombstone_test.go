@@ -82,9 +82,9 @@ func (s *serviceSource) vanish(keys ...string) bool {
 func TestTombstonesReachTheOwner(t *testing.T) {
 	source := &serviceSource{services: map[string]*corev1.Service{}}
 	for _, svc := range []*corev1.Service{
-		serviceObj("ns-x", "labeled-a", "a"),
+		serviceObj("ns-a", "labeled-c", "c"), // the label is ignored: a's, like its namespace
 		serviceObj("ns-b", "unlabeled", ""),
-		serviceObj("ns-x", "labeled-c", "c"),
+		serviceObj("ns-c", "labeled-c", "c"),
 	} {
 		svc.ResourceVersion = "1"
 		source.services[svc.Namespace+"/"+svc.Name] = svc
@@ -93,7 +93,7 @@ func TestTombstonesReachTheOwner(t *testing.T) {
 	services := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, source), &corev1.Service{}, 0,
 		tenancy.Indexers(labelKey))
 
-	factory := informers.NewSharedInformerFactory(fake.NewClientset(namespaceObj("ns-b", "b")), 0)
+	factory := informers.NewSharedInformerFactory(fake.NewClientset(namespaceObj("ns-a", "a"), namespaceObj("ns-b", "b"), namespaceObj("ns-c", "c")), 0)
 	namespaces := factory.Core().V1().Namespaces().Informer()
 	if err := namespaces.AddIndexers(tenancy.Indexers(labelKey)); err != nil {
 		t.Fatal(err)
@@ -134,9 +134,9 @@ func TestTombstonesReachTheOwner(t *testing.T) {
 	}
 
 	waitFor(t, "the services watch to start", func() bool {
-		return source.vanish("ns-x/labeled-a", "ns-b/unlabeled", "ns-x/labeled-c")
+		return source.vanish("ns-a/labeled-c", "ns-b/unlabeled", "ns-c/labeled-c")
 	})
-	want := map[string]string{"a": "services ns-x/labeled-a", "b": "services ns-b/unlabeled", "c": "services ns-x/labeled-c"}
+	want := map[string]string{"a": "services ns-a/labeled-c", "b": "services ns-b/unlabeled", "c": "services ns-c/labeled-c"}
 	for name, id := range want {
 		waitFor(t, "tenant "+name+" to get the tombstone of "+id, func() bool { return recorders[name].tombstoneCount(id) == 1 })
 	}
@@ -146,7 +146,7 @@ func TestTombstonesReachTheOwner(t *testing.T) {
 			t.Errorf("tenant %s: events = %v, want only the delete of %s", name, got, id)
 		}
 	}
-	if n := tenancy.DeliveredUnlabeled(router); n != 0 {
-		t.Errorf("router still remembers %d unlabeled services after their tombstones", n)
+	if n, _ := tenancy.DeliveredNamespaced(router); n != 0 {
+		t.Errorf("router still remembers %d services after their tombstones", n)
 	}
 }

@@ -37,8 +37,9 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 )
 
-// twoTenantObjects is a small cluster where tenants a and b each own a namespace, each has a service labeled into
-// the other's namespace, and there is one shared node and one node labeled for b.
+// twoTenantObjects is a small cluster where tenants a and b each own a namespace, each namespace has a service
+// labeled for the other tenant (which it does not get), there is one shared node and one node labeled for b, and
+// each tenant has a manager-written object in the other's namespace.
 func twoTenantObjects() []runtime.Object {
 	appX := serviceObj("ns-a", "app-x", "")
 	appX.Labels = map[string]string{"app": "x"}
@@ -48,6 +49,7 @@ func twoTenantObjects() []runtime.Object {
 		serviceObj("ns-b", "s1", ""), serviceObj("ns-b", "to-a", "a"),
 		serviceObj("ns-free", "s1", ""), serviceObj("ns-free", "to-a", "a"),
 		nodeObj("shared", ""), nodeObj("for-b", "b"),
+		writtenObj("ns-a", "by-b", "b"), writtenObj("ns-b", "by-a", "a"), writtenObj("ns-free", "by-nobody", ""),
 	}
 }
 
@@ -70,21 +72,23 @@ func TestListersSeeOnlyTheTenant(t *testing.T) {
 		appX         []string
 		nodes        []string
 		namespaces   []string
+		written      []string
 	}{
 		{
 			tenant:       "a",
-			all:          []string{"ns-a/app-x", "ns-a/s1", "ns-b/to-a", "ns-free/to-a"},
-			inNamespaceA: []string{"ns-a/app-x", "ns-a/s1"},
+			all:          []string{"ns-a/app-x", "ns-a/s1", "ns-a/to-b"},
+			inNamespaceA: []string{"ns-a/app-x", "ns-a/s1", "ns-a/to-b"},
 			appX:         []string{"ns-a/app-x"},
 			nodes:        []string{"shared"},
 			namespaces:   []string{"ns-a"},
+			written:      []string{"ns-b/by-a"},
 		},
 		{
-			tenant:       "b",
-			all:          []string{"ns-a/to-b", "ns-b/s1"},
-			inNamespaceA: []string{"ns-a/to-b"},
-			nodes:        []string{"for-b", "shared"},
-			namespaces:   []string{"ns-b"},
+			tenant:     "b",
+			all:        []string{"ns-b/s1", "ns-b/to-a"},
+			nodes:      []string{"for-b", "shared"},
+			namespaces: []string{"ns-b"},
+			written:    []string{"ns-a/by-b"},
 		},
 		{
 			tenant: "nobody",
@@ -151,6 +155,19 @@ func TestListersSeeOnlyTheTenant(t *testing.T) {
 			}
 			if !slices.Equal(namespaceNames, tc.namespaces) {
 				t.Errorf("namespaces = %v, want %v", namespaceNames, tc.namespaces)
+			}
+
+			written, err := corelisters.NewConfigMapLister(f.view(tenant, configMapsResource).GetIndexer()).List(labels.Everything())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var writtenKeys []string
+			for _, w := range written {
+				writtenKeys = append(writtenKeys, w.Namespace+"/"+w.Name)
+			}
+			slices.Sort(writtenKeys)
+			if !slices.Equal(writtenKeys, tc.written) {
+				t.Errorf("manager-written = %v, want %v", writtenKeys, tc.written)
 			}
 
 			// The other index queries are filtered the same way.
@@ -321,8 +338,8 @@ func TestRemoveEventHandler(t *testing.T) {
 	removed, kept := newRecorder(), newRecorder()
 	removedRegs := f.watch(tenantA, removed)
 	f.watch(tenantA, kept)
-	if got := f.router.RegistrationCount(); got != 6 {
-		t.Fatalf("RegistrationCount = %d, want 6", got)
+	if got, want := f.router.RegistrationCount(), 2*len(allResources); got != want {
+		t.Fatalf("RegistrationCount = %d, want %d", got, want)
 	}
 
 	for i, resource := range allResources {
@@ -334,11 +351,11 @@ func TestRemoveEventHandler(t *testing.T) {
 			t.Errorf("removing twice: %v", err)
 		}
 	}
-	if got := f.router.RegistrationCount(); got != 3 {
-		t.Errorf("RegistrationCount = %d after removing three, want 3", got)
+	if got, want := f.router.RegistrationCount(), len(allResources); got != want {
+		t.Errorf("RegistrationCount = %d after removing one handler per resource, want %d", got, want)
 	}
-	if got := tenantA.RegistrationCount(); got != 3 {
-		t.Errorf("tenant RegistrationCount = %d, want 3", got)
+	if got, want := tenantA.RegistrationCount(), len(allResources); got != want {
+		t.Errorf("tenant RegistrationCount = %d, want %d", got, want)
 	}
 
 	// A registration can only be removed through a view of its own tenant and resource.
@@ -388,8 +405,8 @@ func TestClosedTenantRefusesHandlers(t *testing.T) {
 		t.Error("a closed tenant's view does not report stopped")
 	}
 	// Another handle for the same tenant is independent.
-	if got := len(f.watch(f.tenant("a"), newRecorder())); got != 3 {
-		t.Errorf("a new handle registered %d handlers, want 3", got)
+	if got, want := len(f.watch(f.tenant("a"), newRecorder())), len(allResources); got != want {
+		t.Errorf("a new handle registered %d handlers, want %d", got, want)
 	}
 }
 
@@ -534,9 +551,10 @@ func (f *fixture) watchedRecorder(tenant *tenancy.Tenant) *recorder {
 }
 
 // TestResyncsGoOnlyToHandlersThatWantThem: the shared informer resyncs every second; a handler registered with
-// resync period 0 must not see those updates, one registered with the default must.
+// resync period 0 must not see those updates, one registered with the default must. Resyncs do not report an
+// ignored tenant label again.
 func TestResyncsGoOnlyToHandlersThatWantThem(t *testing.T) {
-	f := newFixtureWithResync(t, time.Second, namespaceObj("ns-a", "a"), serviceObj("ns-a", "s1", ""))
+	f := newFixtureWithResync(t, time.Second, namespaceObj("ns-a", "a"), serviceObj("ns-a", "s1", "b"))
 	view := f.view(f.tenant("a"), servicesResource)
 	noResync, withResync := newRecorder(), newRecorder()
 	// noResync is registered first, so within each dispatch it is called before withResync.
@@ -561,6 +579,9 @@ func TestResyncsGoOnlyToHandlersThatWantThem(t *testing.T) {
 	}
 	if got := noResync.eventsSoFar(); len(got) != 0 {
 		t.Errorf("a handler that asked for no resync got %v", got)
+	}
+	if got := f.events.take(); len(got) != 1 {
+		t.Errorf("after two resyncs the ignored label was reported %d times, want once: %q", len(got), got)
 	}
 }
 

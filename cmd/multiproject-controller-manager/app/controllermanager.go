@@ -224,7 +224,10 @@ func runControllers(ctx context.Context, c config.CompletedConfig, descriptors *
 			return err
 		}
 	}
-	router, err := tenancy.NewRouter(c.ProviderConfigLabelKey, set.Informer(informerset.Namespaces))
+	// The router reports, on the object, a tenant label it ignores because the object's namespace names another
+	// tenant (design invariant 4); the process-wide recorder does not block, so it is safe on the dispatch path.
+	router, err := tenancy.NewRouterWithOptions(c.ProviderConfigLabelKey, set.Informer(informerset.Namespaces),
+		tenancy.RouterOptions{Recorder: c.EventRecorder})
 	if err != nil {
 		return err
 	}
@@ -328,11 +331,13 @@ func optionalInformers(c config.CompletedConfig) map[schema.GroupVersionResource
 	}
 }
 
-// routedOptionals are the optional resources that tenants own (they carry the tenant label), so they get
-// filtered views; the others (Projects, PangolinTunnels) are read through Informers.Shared.
-var routedOptionals = map[schema.GroupVersionResource]bool{
-	informerset.Translations:      true,
-	informerset.PangolinResources: true,
+// routedOptionals are the optional resources that tenants own, so they get filtered views; the others (Projects,
+// PangolinTunnels) are read through Informers.Shared. Both are written only by the manager, labeled with the tenant
+// whose controller wrote them, and that label decides (tenancy.ManagerWritten): a Translation left in a namespace
+// that moved to another tenant stays with the tenant whose pusher must delete its NEGs in that tenant's project.
+var routedOptionals = map[schema.GroupVersionResource]tenancy.Scope{
+	informerset.Translations:      tenancy.ManagerWritten,
+	informerset.PangolinResources: tenancy.ManagerWritten,
 }
 
 // awaitOptional waits until the optional API is served and its informer synced, then routes it if tenants own it.
@@ -347,8 +352,8 @@ func awaitOptional(ctx context.Context, set *informerset.Set, router *tenancy.Ro
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, inf.HasSynced) {
 		return ctx.Err()
 	}
-	if routedOptionals[gvr] {
-		return router.AddResource(gvr, inf, tenancy.Namespaced)
+	if scope, routed := routedOptionals[gvr]; routed {
+		return router.AddResource(gvr, inf, scope)
 	}
 	return nil
 }

@@ -25,9 +25,10 @@ type Tenancy struct {
 	Informers map[schema.GroupVersionResource]cache.SharedIndexInformer
 }
 
-// StartTenancy starts informers for routed (each tenant sees only its own objects; Nodes are shared when
-// unlabeled) and for shared (read unfiltered through Informers.Shared, like Rancher Projects), waits until they
-// have synced, and stops them when the test ends. The Namespace informer is always created: ownership needs it.
+// StartTenancy starts informers for routed (each tenant sees only its own objects, with the scopes the manager
+// routes them by: see RoutingScope) and for shared (read unfiltered through Informers.Shared, like Rancher
+// Projects), waits until they have synced, and stops them when the test ends. The Namespace informer is always
+// created: ownership needs it. Unlike the manager's, this router records no Events.
 func StartTenancy(t testing.TB, ctx context.Context, kube kubernetes.Interface, mp mpclientset.Interface, labelKey string,
 	routed []schema.GroupVersionResource, shared ...schema.GroupVersionResource) *Tenancy {
 	t.Helper()
@@ -63,11 +64,7 @@ func StartTenancy(t testing.TB, ctx context.Context, kube kubernetes.Interface, 
 		t.Fatal(err)
 	}
 	for _, gvr := range routed {
-		scope := tenancy.Namespaced
-		if gvr == informerset.Nodes {
-			scope = tenancy.ClusterScoped
-		}
-		if err := router.AddResource(gvr, tn.Informers[gvr], scope); err != nil {
+		if err := router.AddResource(gvr, tn.Informers[gvr], RoutingScope(gvr)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,6 +79,20 @@ func StartTenancy(t testing.TB, ctx context.Context, kube kubernetes.Interface, 
 	kubeFactory.WaitForCacheSync(ctx.Done())
 	mpFactory.WaitForCacheSync(ctx.Done())
 	return tn
+}
+
+// RoutingScope is how the manager (cmd/multiproject-controller-manager/app) routes a resource: Nodes by their label
+// or shared, the objects only the manager writes (Translations, PangolinResources) by the label it gave them, and
+// every other namespaced resource by its namespace.
+func RoutingScope(gvr schema.GroupVersionResource) tenancy.Scope {
+	switch gvr {
+	case informerset.Nodes:
+		return tenancy.ClusterScoped
+	case informerset.Translations, informerset.PangolinResources:
+		return tenancy.ManagerWritten
+	default:
+		return tenancy.Namespaced
+	}
 }
 
 // TenantInformers returns what a controller of the named tenant is given: its views and the shared informers.

@@ -5,6 +5,7 @@ package providerconfig
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -31,6 +33,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 )
 
 const labelKey = mpv1alpha1.DefaultProviderConfigLabelKey
@@ -393,7 +396,10 @@ func TestManagerRestartRebuildsFromTheAPI(t *testing.T) {
 	_ = svc
 }
 
-func TestRelabelingMovesObjectsBetweenTenants(t *testing.T) {
+// TestTheNamespaceDecidesAndItsRelabelMovesObjects: a Service's own tenant label grants nothing (it stays with its
+// namespace's tenant, which a Warning Event on the Service says), and relabeling a namespace moves every object in
+// it, labeled or not.
+func TestTheNamespaceDecidesAndItsRelabelMovesObjects(t *testing.T) {
 	e := newEnv(t)
 	nsA := e.tenantNamespace("left")
 	nsB := e.tenantNamespace("right")
@@ -402,18 +408,44 @@ func TestRelabelingMovesObjectsBetweenTenants(t *testing.T) {
 	e.createProviderConfig("right", "c-2")
 	e.waitFor("both Ready", func() bool { return e.ready("left")() && e.ready("right")() })
 
-	// An object's own label wins over its namespace's.
-	moved := e.service(nsA, "moved")
-	e.waitFor("left sees the Service", func() bool { return e.views.sees("left", moved) })
-	e.label("services", nsA, "moved", "right")
-	e.waitFor("the Service to move to right", func() bool { return e.views.sees("right", moved) && !e.views.sees("left", moved) })
+	claims := e.service(nsA, "claims-right")
+	e.waitFor("left sees the Service", func() bool { return e.views.sees("left", claims) })
+	e.label("services", nsA, "claims-right", "right")
+	// The router records the Event while it routes the relabel, so once the Event exists the relabel has been
+	// routed: had it moved the Service, right would see it and left would have been told it is gone.
+	e.waitFor("a TenantLabelIgnored Warning on the Service", func() bool {
+		return e.warned(nsA, "claims-right", tenancy.ReasonTenantLabelIgnored,
+			labelKey+"=right is ignored: namespace "+nsA+" belongs to tenant left")
+	})
+	if !e.views.sees("left", claims) || e.views.sees("right", claims) {
+		t.Errorf("after its label named right, left sees the Service: %t, right sees it: %t; want only left",
+			e.views.sees("left", claims), e.views.sees("right", claims))
+	}
 
-	// A namespace relabel moves every unlabeled object in it.
+	// A namespace relabel moves every object in it.
 	inB := e.service(nsB, "follows-namespace")
 	e.waitFor("right sees the namespace's Service", func() bool { return e.views.sees("right", inB) })
 	e.label("namespaces", "", nsB, "left")
 	e.waitFor("the namespace's Service to move to left", func() bool { return e.views.sees("left", inB) && !e.views.sees("right", inB) })
-	if !e.views.sees("right", moved) {
-		t.Error("the Service labeled for right moved with its namespace; its own label must win")
+	// Labeled ones too: the Service labeled for right goes with its namespace, whichever way.
+	e.label("namespaces", "", nsA, "right")
+	e.waitFor("the labeled Service to move with its namespace to right", func() bool {
+		return e.views.sees("right", claims) && !e.views.sees("left", claims)
+	})
+}
+
+// warned reports whether the object namespace/name has a Warning Event of reason whose message contains contains.
+func (e *env) warned(namespace, name, reason, contains string) bool {
+	e.t.Helper()
+	list, err := e.kube.CoreV1().Events(namespace).List(e.ctx, metav1.ListOptions{
+		FieldSelector: fields.Set{"involvedObject.name": name, "reason": reason}.String()})
+	if err != nil {
+		e.t.Fatal(err)
 	}
+	for _, ev := range list.Items {
+		if ev.Type == corev1.EventTypeWarning && strings.Contains(ev.Message, contains) {
+			return true
+		}
+	}
+	return false
 }
