@@ -158,7 +158,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	generic.Int32Var(&o.ClientConnection.Burst, "kube-api-burst", o.ClientConnection.Burst, "Burst to use while talking with the Kubernetes API server.")
 	generic.StringVar(&o.ClientConnection.ContentType, "kube-api-content-type", o.ClientConnection.ContentType, "Content type of requests sent to the API server.")
 	generic.DurationVar(&o.ResyncPeriod.Duration, "resync-period", o.ResyncPeriod.Duration, "How often the shared informers resync, re-queueing every object. A converged cluster makes no writes on a resync. 0 disables resync.")
-	generic.StringVar(&o.ProviderConfigLabelKey, "provider-config-name-label-key", o.ProviderConfigLabelKey, "Label whose value names the ProviderConfig (tenant) an object, or every object of a labeled namespace, belongs to.")
+	generic.StringVar(&o.ProviderConfigLabelKey, "provider-config-name-label-key", o.ProviderConfigLabelKey, "Label whose value names the ProviderConfig (tenant) that a namespace and every object in it, or a Node, belongs to. On other namespaced objects it is ignored.")
 	generic.DurationVar(&o.CacheSyncTimeout.Duration, "cache-sync-timeout", o.CacheSyncTimeout.Duration, "How long to wait for the shared informer caches to sync after becoming leader before giving up with an error.")
 	generic.DurationVar(&o.ShutdownTimeout.Duration, "controller-shutdown-timeout", o.ShutdownTimeout.Duration, "How long to wait on shutdown for controllers to drain their queues before exiting anyway.")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, generic)
