@@ -104,7 +104,9 @@ func startFaultyTenant(tb testing.TB, env *isolationEnv) *faultyTenant {
 	}
 	for i := range isolationIngresses {
 		name := fmt.Sprintf("ing-%d", i)
-		w.setIngress(name, hosts(i, "a", "b", "c")...)
+		// Hosts of its own: a host is published once in the cluster, and the faulty tenant's Ingresses, created
+		// first, would otherwise hold the healthy tenant's.
+		w.setIngress(name, hosts(i, "faulty-a", "faulty-b", "faulty-c")...)
 		f.ingresses = append(f.ingresses, name)
 	}
 	// Not through addNamespace: these are never assigned, so they are not part of any wanted state.
