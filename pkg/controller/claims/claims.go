@@ -1,0 +1,518 @@
+// Package claims decides, across every tenant of the process, which object may publish a name that must be
+// published once: a host of a Pangolin-class Ingress (the Pangolin operator binds a second PangolinResource for a
+// host to the first one's remote resource, across tenants), or a custom NEG name of a Service.
+//
+// Two things are tracked per name, in one Registry per kind of name:
+//
+//   - Claims: the objects (Ingresses, Services) that ask for the name, fed by each tenant's controller from its own
+//     filtered view. So only objects of tenants whose controller runs in this process claim anything: an object the
+//     manager ignores (no tenant, a tenant without the controller's section, a tenant that left) never blocks a
+//     name. The earliest claim holds the name: the earlier creation, then the smaller UID.
+//   - Holdings: the objects that publish the name (PangolinResources, Translations), from the unfiltered shared
+//     informer of their kind, whatever their tenant. A claimant creates its object only once no object of another
+//     claimant publishes the name, and a reservation taken under the registry's lock covers the time between its
+//     create call and the informer showing the object, so two tenants' workers never both create one.
+//
+// When the holder of a name changes, every claimant of the name is enqueued in its own tenant's controller; when an
+// object publishing a name goes, the claimants waiting for that are enqueued.
+package claims
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Claimant is an object that claims names, as its tenant's controller read it.
+type Claimant struct {
+	// Key is the object's namespace/name, what its tenant's workqueue takes.
+	Key     string
+	UID     types.UID
+	Created metav1.Time
+	// tenant is filled in by the Member that passes the claimant on.
+	tenant string
+}
+
+type claimantID struct{ tenant, key string }
+
+func (c Claimant) id() claimantID { return claimantID{c.tenant, c.Key} }
+
+// Before says whether c's claim comes first: the earlier creation, then (the API server records whole seconds) the
+// smaller UID. Both are set by the API server and never change, so every controller agrees on the order.
+func (c Claimant) Before(o Claimant) bool {
+	if !c.Created.Equal(&o.Created) {
+		return c.Created.Before(&o.Created)
+	}
+	return c.UID < o.UID
+}
+
+// Holding is what one object of the holdings informer publishes.
+type Holding struct {
+	Names []string
+	// Owner is the UID of the claimant the object was made for; "" when it was made by hand.
+	Owner types.UID
+	// Holder says, for a person, who holds the names through this object: "Ingress <namespace>/<name>" for an
+	// object made for a claimant, the object itself otherwise.
+	Holder string
+}
+
+// HoldingFunc tells what an object of the holdings informer publishes; false: nothing.
+type HoldingFunc func(obj any) (Holding, bool)
+
+// pendingTimeout bounds a reservation whose object the informer never showed. Every object the API server
+// creates reaches the informer as an add, unless the watch broke and the relist no longer found it (created and
+// deleted meanwhile); only then does a reservation wait this long.
+const pendingTimeout = 2 * time.Minute
+
+// reservation is an object being created for a name and not yet shown by the holdings informer.
+type reservation struct {
+	object string
+	owner  types.UID
+	holder string
+	since  time.Time
+}
+
+// Registry is the process's claim state for one kind of name over one holdings informer.
+type Registry struct {
+	kind      string
+	store     cache.Store
+	holdingOf HoldingFunc
+
+	mu      sync.Mutex
+	members map[string]*Member
+	// carrier is the member whose shared informer carries the registry's handler; the manager removes a
+	// controller's handlers when it stops, so the handler moves to another member before its carrier leaves.
+	carrier     *Member
+	carried     cache.ResourceEventHandlerRegistration
+	stopWaiting chan struct{}
+
+	claims  map[string]map[claimantID]Claimant // name → its claimants
+	claimed map[claimantID][]string            // claimant → its names
+	// held lists, per name, the keys of objects that published it when last seen; Reserve checks each against the
+	// store, so a key that is gone or changed costs nothing but a lookup.
+	held    map[string]sets.Set[string]
+	pending map[string]reservation
+	waiters map[string]map[claimantID]struct{}
+}
+
+type registryKey struct {
+	store cache.Store
+	kind  string
+}
+
+// registries holds one Registry per holdings store: every tenant's Shared informer of a resource hands out the same
+// store, so every tenant's controller of the process meets the others there.
+var registries = struct {
+	sync.Mutex
+	byStore map[registryKey]*Registry
+}{byStore: map[registryKey]*Registry{}}
+
+// Member is one tenant's controller in a Registry.
+type Member struct {
+	r        *Registry
+	tenant   string
+	informer cache.SharedIndexInformer
+	enqueue  func(key string)
+	left     bool
+}
+
+// Join adds the controller of tenant to the registry of names of kind (which also names claimants in messages:
+// "Ingress", "Service") over holdings, the unfiltered shared informer of the objects that publish the names.
+// enqueue puts one of the tenant's claimants on the tenant's workqueue. A tenant is a member once at a time; Leave
+// ends it.
+func Join(kind string, holdings cache.SharedIndexInformer, holdingOf HoldingFunc, tenant string, enqueue func(key string)) (*Member, error) {
+	registries.Lock()
+	defer registries.Unlock()
+	key := registryKey{store: holdings.GetIndexer(), kind: kind}
+	r := registries.byStore[key]
+	if r == nil {
+		r = &Registry{kind: kind, store: key.store, holdingOf: holdingOf, members: map[string]*Member{},
+			claims: map[string]map[claimantID]Claimant{}, claimed: map[claimantID][]string{},
+			held: map[string]sets.Set[string]{}, pending: map[string]reservation{}, waiters: map[string]map[claimantID]struct{}{}}
+		registries.byStore[key] = r
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.members[tenant]; dup {
+		return nil, fmt.Errorf("claims: tenant %s already holds %s claims", tenant, kind)
+	}
+	m := &Member{r: r, tenant: tenant, informer: holdings, enqueue: enqueue}
+	r.members[tenant] = m
+	if r.carrier == nil {
+		if err := r.carryLocked(m); err != nil {
+			delete(r.members, tenant)
+			if len(r.members) == 0 {
+				delete(registries.byStore, key)
+			}
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// carryLocked registers the registry's handler through m's informer. Until that registration has delivered the
+// informer's objects, Reserve refuses (the index may miss an object), and then wakes every waiter.
+func (r *Registry) carryLocked(m *Member) error {
+	reg, err := m.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: r.onAdd, UpdateFunc: r.onUpdate, DeleteFunc: r.onDelete})
+	if err != nil {
+		return fmt.Errorf("claims: watching the objects that publish %s names: %w", r.kind, err)
+	}
+	r.carrier, r.carried, r.stopWaiting = m, reg, make(chan struct{})
+	stop := r.stopWaiting
+	go func() {
+		select {
+		case <-reg.HasSyncedChecker().Done():
+			r.wake(r.takeAllWaiters())
+		case <-stop:
+		}
+	}()
+	return nil
+}
+
+// HasSynced says whether the registry knows every object that publishes a name, so Reserve can answer.
+func (m *Member) HasSynced() bool {
+	m.r.mu.Lock()
+	defer m.r.mu.Unlock()
+	return m.r.syncedLocked()
+}
+
+func (r *Registry) syncedLocked() bool { return r.carried != nil && r.carried.HasSynced() }
+
+// Leave ends the membership: the tenant's claims are released (its controller stops, so it publishes nothing any
+// more) and the claimants of those names are enqueued. Call it once the controller's workers are gone and its
+// handlers removed; claims made afterwards are ignored.
+func (m *Member) Leave() {
+	registries.Lock()
+	defer registries.Unlock()
+	r := m.r
+	r.mu.Lock()
+	if m.left {
+		r.mu.Unlock()
+		return
+	}
+	m.left = true
+	delete(r.members, m.tenant)
+	var wake []func()
+	for id, names := range r.claimed {
+		if id.tenant == m.tenant {
+			wake = append(wake, r.setLocked(Claimant{Key: id.key, tenant: id.tenant}, names, nil)...)
+		}
+	}
+	for name, ws := range r.waiters {
+		for id := range ws {
+			if id.tenant == m.tenant {
+				delete(ws, id)
+			}
+		}
+		if len(ws) == 0 {
+			delete(r.waiters, name)
+		}
+	}
+	var oldReg cache.ResourceEventHandlerRegistration
+	if r.carrier == m {
+		oldReg = r.carried
+		close(r.stopWaiting)
+		r.carrier, r.carried, r.stopWaiting = nil, nil, nil
+		// Added before the old one is removed: the two overlap, so the index misses no event. Adding twice is
+		// harmless, since entries are checked against the store when they are used.
+		for _, tenant := range sets.List(sets.KeySet(r.members)) {
+			if err := r.carryLocked(r.members[tenant]); err == nil {
+				break
+			} else {
+				utilruntime.HandleError(err)
+			}
+		}
+	}
+	empty := len(r.members) == 0
+	r.mu.Unlock()
+	if oldReg != nil {
+		if err := m.informer.RemoveEventHandler(oldReg); err != nil {
+			utilruntime.HandleError(fmt.Errorf("claims: removing the %s holdings handler: %w", r.kind, err))
+		}
+	}
+	if empty {
+		delete(registries.byStore, registryKey{store: r.store, kind: r.kind})
+	}
+	r.wake(wake)
+}
+
+// Claim records the names c claims now, replacing what it claimed before; none releases them. Call it from the
+// handler of the tenant's view, for every add, update and delete. When the holder of a name changes, every claimant
+// of the name is enqueued.
+func (m *Member) Claim(c Claimant, names []string) {
+	c.tenant = m.tenant
+	m.r.mu.Lock()
+	if m.left {
+		m.r.mu.Unlock()
+		return
+	}
+	wake := m.r.setLocked(c, m.r.claimed[c.id()], names)
+	m.r.mu.Unlock()
+	m.r.wake(wake)
+}
+
+func (r *Registry) setLocked(c Claimant, old, names []string) []func() {
+	id := c.id()
+	affected := sets.New(old...).Insert(names...)
+	before := map[string]claimantID{}
+	for name := range affected {
+		if h, ok := r.holderLocked(name); ok {
+			before[name] = h.id()
+		}
+	}
+	for _, name := range old {
+		delete(r.claims[name], id)
+		if len(r.claims[name]) == 0 {
+			delete(r.claims, name)
+		}
+	}
+	if len(names) == 0 {
+		delete(r.claimed, id)
+	} else {
+		r.claimed[id] = slices.Clone(names)
+		for _, name := range names {
+			if r.claims[name] == nil {
+				r.claims[name] = map[claimantID]Claimant{}
+			}
+			r.claims[name][id] = c
+		}
+	}
+	var wake []func()
+	for name := range affected {
+		after, ok := r.holderLocked(name)
+		if prev, had := before[name]; had == ok && (!ok || prev == after.id()) {
+			continue
+		}
+		for _, claimant := range r.claims[name] {
+			wake = append(wake, r.enqueueLocked(claimant.id()))
+		}
+	}
+	return wake
+}
+
+func (r *Registry) holderLocked(name string) (Claimant, bool) {
+	var holder Claimant
+	found := false
+	for _, c := range r.claims[name] {
+		if !found || c.Before(holder) {
+			holder, found = c, true
+		}
+	}
+	return holder, found
+}
+
+// Holder returns the claimant that holds name, counting self as it is now (the registry may not have seen its
+// latest change yet), and whether that is self: no earlier claimant asks for the name.
+func (m *Member) Holder(name string, self Claimant) (holder Claimant, isSelf bool) {
+	self.tenant = m.tenant
+	m.r.mu.Lock()
+	defer m.r.mu.Unlock()
+	holder, isSelf = self, true
+	for id, c := range m.r.claims[name] {
+		if id != self.id() && c.Before(holder) {
+			holder, isSelf = c, false
+		}
+	}
+	return holder, isSelf
+}
+
+// Describe names a claimant for a person: "Ingress <namespace>/<name>".
+func (m *Member) Describe(c Claimant) string { return m.r.kind + " " + c.Key }
+
+// Reserve asks to create object (namespace/name) publishing name for self, which holds the name. It refuses while
+// another object publishes the name, or is being created for it, and self is then enqueued once that changes. holder
+// says whose object that is, when a person may need to know: it is "" when the wait needs nobody, because the
+// registry is not synced yet or the object's claimant still claims the name and so yields it to self (its
+// controller deletes it). After a yes, Created must follow the create call.
+func (m *Member) Reserve(name string, self Claimant, object string) (holder string, ok bool) {
+	self.tenant = m.tenant
+	r := m.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.syncedLocked() {
+		r.waitLocked(name, self)
+		return "", false
+	}
+	if p, found := r.pending[name]; found && p.object != object {
+		if _, shown, _ := r.store.GetByKey(p.object); shown || time.Since(p.since) > pendingTimeout {
+			// The store has it now (and held lists it), or it never came.
+			delete(r.pending, name)
+		} else if p.owner != self.UID {
+			r.waitLocked(name, self)
+			return r.unlessYieldingLocked(name, self, p.owner, p.holder), false
+		}
+	}
+	for key := range r.held[name] {
+		obj, exists, err := r.store.GetByKey(key)
+		if err != nil {
+			continue
+		}
+		h, publishes := Holding{}, false
+		if exists {
+			h, publishes = r.holdingOf(obj)
+		}
+		if !publishes || !slices.Contains(h.Names, name) {
+			r.held[name].Delete(key)
+			continue
+		}
+		if h.Owner != "" && h.Owner == self.UID {
+			continue
+		}
+		r.waitLocked(name, self)
+		return r.unlessYieldingLocked(name, self, h.Owner, h.Holder), false
+	}
+	if len(r.held[name]) == 0 {
+		delete(r.held, name)
+	}
+	r.pending[name] = reservation{object: object, owner: self.UID, holder: m.Describe(self), since: time.Now()}
+	r.heldLocked(name, object)
+	return "", true
+}
+
+// unlessYieldingLocked returns holder, or "" when owner is another claimant of the name: it comes after self, which
+// holds the name, so its controller is deleting its object or giving up its reservation.
+func (r *Registry) unlessYieldingLocked(name string, self Claimant, owner types.UID, holder string) string {
+	if owner == "" {
+		return holder
+	}
+	for id, c := range r.claims[name] {
+		if id != self.id() && c.UID == owner {
+			return ""
+		}
+	}
+	return holder
+}
+
+// Created ends a reservation: created says whether the object now exists. If not, the name is free again and the
+// claimants waiting for it are enqueued.
+func (m *Member) Created(name, object string, created bool) {
+	r := m.r
+	r.mu.Lock()
+	var wake []func()
+	if p, found := r.pending[name]; found && p.object == object && !created {
+		delete(r.pending, name)
+		wake = r.takeWaitersLocked(name)
+	}
+	r.mu.Unlock()
+	r.wake(wake)
+}
+
+func (r *Registry) heldLocked(name, key string) {
+	if r.held[name] == nil {
+		r.held[name] = sets.New[string]()
+	}
+	r.held[name].Insert(key)
+}
+
+func (r *Registry) waitLocked(name string, c Claimant) {
+	if r.waiters[name] == nil {
+		r.waiters[name] = map[claimantID]struct{}{}
+	}
+	r.waiters[name][c.id()] = struct{}{}
+}
+
+func (r *Registry) takeWaitersLocked(name string) []func() {
+	var wake []func()
+	for id := range r.waiters[name] {
+		wake = append(wake, r.enqueueLocked(id))
+	}
+	delete(r.waiters, name)
+	return wake
+}
+
+func (r *Registry) takeAllWaiters() []func() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var wake []func()
+	for name := range r.waiters {
+		wake = append(wake, r.takeWaitersLocked(name)...)
+	}
+	return wake
+}
+
+// enqueueLocked returns the call that enqueues a claimant in its tenant's controller; it runs after the lock is
+// released.
+func (r *Registry) enqueueLocked(id claimantID) func() {
+	m := r.members[id.tenant]
+	if m == nil {
+		return func() {}
+	}
+	return func() { m.enqueue(id.key) }
+}
+
+func (r *Registry) wake(calls []func()) {
+	for _, call := range calls {
+		call()
+	}
+}
+
+func (r *Registry) onAdd(obj any) { r.observe(nil, obj) }
+
+func (r *Registry) onUpdate(oldObj, newObj any) { r.observe(oldObj, newObj) }
+
+// observe indexes an object's names. An object that stops publishing a name, or changes hands, may free it: the
+// claimants waiting for its names are enqueued.
+func (r *Registry) observe(oldObj, obj any) {
+	key, err := cache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return
+	}
+	h, publishes := r.holdingOf(obj)
+	r.mu.Lock()
+	var wake []func()
+	if publishes {
+		for _, name := range h.Names {
+			r.heldLocked(name, key)
+			if p, found := r.pending[name]; found && p.object == key {
+				delete(r.pending, name)
+			}
+		}
+	}
+	if oldObj != nil {
+		if old, had := r.holdingOf(oldObj); had && (!publishes || old.Owner != h.Owner || !slices.Equal(old.Names, h.Names)) {
+			for _, name := range old.Names {
+				wake = append(wake, r.takeWaitersLocked(name)...)
+			}
+		}
+	}
+	r.mu.Unlock()
+	r.wake(wake)
+}
+
+func (r *Registry) onDelete(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	key, err := cache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return
+	}
+	h, publishes := r.holdingOf(obj)
+	if !publishes {
+		return
+	}
+	r.mu.Lock()
+	var wake []func()
+	for _, name := range h.Names {
+		if p, found := r.pending[name]; found && p.object == key {
+			delete(r.pending, name)
+		}
+		// The store decides: a new object of the same name may already be there.
+		if _, exists, _ := r.store.GetByKey(key); !exists && r.held[name] != nil {
+			r.held[name].Delete(key)
+			if len(r.held[name]) == 0 {
+				delete(r.held, name)
+			}
+		}
+		wake = append(wake, r.takeWaitersLocked(name)...)
+	}
+	r.mu.Unlock()
+	r.wake(wake)
+}
