@@ -25,6 +25,7 @@ import (
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 	tunnellisters "github.com/multiproject/client-go/listers/tunnel/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
@@ -78,6 +79,9 @@ type Controller struct {
 	serviceInformer  cache.SharedIndexInformer
 	resourceInformer cache.SharedIndexInformer
 	tunnelInformer   cache.SharedIndexInformer
+	// allResources is the unfiltered PangolinResource informer: a host is published once in the whole cluster, so
+	// every tenant's resources count when a host is taken over.
+	allResources cache.SharedIndexInformer
 
 	ingresses networkinglisters.IngressLister
 	services  corelisters.ServiceLister
@@ -86,6 +90,9 @@ type Controller struct {
 
 	queue workqueue.TypedRateLimitingInterface[string]
 	deps  *dependencies
+	// hosts is the controller's membership in the process's host claims, from Run on.
+	hosts     *claims.Member
+	conflicts conflictMemory
 
 	// afterSync, if set (by tests), is called after every sync.
 	afterSync func(key string, err error)
@@ -102,11 +109,12 @@ func New(c *tenant.Context) (*Controller, error) {
 		}
 		return c.Informers.Informer(gvr)
 	}
-	var informers [4]cache.SharedIndexInformer
+	var informers [5]cache.SharedIndexInformer
 	for i, r := range []struct {
 		gvr    schema.GroupVersionResource
 		shared bool
-	}{{informerset.Ingresses, false}, {informerset.Services, false}, {informerset.PangolinResources, false}, {informerset.PangolinTunnels, true}} {
+	}{{informerset.Ingresses, false}, {informerset.Services, false}, {informerset.PangolinResources, false}, {informerset.PangolinTunnels, true},
+		{informerset.PangolinResources, true}} {
 		inf, err := get(r.gvr, r.shared)
 		if err != nil {
 			return nil, fmt.Errorf("ingress-tunnel: %w", err)
@@ -127,6 +135,7 @@ func New(c *tenant.Context) (*Controller, error) {
 		serviceInformer:  informers[1],
 		resourceInformer: informers[2],
 		tunnelInformer:   informers[3],
+		allResources:     informers[4],
 		ingresses:        networkinglisters.NewIngressLister(informers[0].GetIndexer()),
 		services:         corelisters.NewServiceLister(informers[1].GetIndexer()),
 		resources:        tunnellisters.NewPangolinResourceLister(informers[2].GetIndexer()),
@@ -164,8 +173,20 @@ func (c *Controller) Run(ctx context.Context) {
 				logger.Error(err, "Could not remove an event handler")
 			}
 		}
+		// After the handlers: the tenant's hosts are released once, and no late Ingress event claims them again.
+		if c.hosts != nil {
+			c.hosts.Leave()
+		}
 		metrics.ForgetController(c.tenant, ControllerName)
 	}()
+
+	// Joined before the Ingress handler is added, which claims the tenant's hosts from its initial list on.
+	hosts, err := claims.Join(claimKind, c.allResources, resourceHolding, c.tenant, c.queue.Add)
+	if err != nil {
+		logger.Error(err, "Could not join the process's host claims")
+		return
+	}
+	c.hosts = hosts
 
 	var synced []cache.InformerSynced
 	for _, h := range []struct {
@@ -173,7 +194,7 @@ func (c *Controller) Run(ctx context.Context) {
 		informer cache.SharedIndexInformer
 		handler  cache.ResourceEventHandler
 	}{
-		{"Ingresses", c.ingressInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.enqueueIngress, UpdateFunc: c.onIngressUpdate, DeleteFunc: c.enqueueIngress}},
+		{"Ingresses", c.ingressInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.onIngress, UpdateFunc: c.onIngressUpdate, DeleteFunc: c.onIngressDelete}},
 		{"Services", c.serviceInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.onService, UpdateFunc: c.onServiceUpdate, DeleteFunc: c.onService}},
 		{"PangolinResources", c.resourceInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.onResource, UpdateFunc: c.onResourceUpdate, DeleteFunc: c.onResource}},
 		{"PangolinTunnels", c.tunnelInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.onTunnel, DeleteFunc: c.onTunnel}},
@@ -187,6 +208,7 @@ func (c *Controller) Run(ctx context.Context) {
 		registrations = append(registrations, func() error { return informer.RemoveEventHandler(reg) })
 		synced = append(synced, informer.HasSynced, reg.HasSynced)
 	}
+	synced = append(synced, c.hosts.HasSynced)
 
 	logger.Info("Starting ingress-tunnel controller", "tunnelNamespace", c.config.TunnelNamespace, "workers", c.workers)
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
@@ -212,6 +234,15 @@ func (c *Controller) enqueueIngress(obj any) {
 	c.queue.Add(key)
 }
 
+// onIngress records the hosts the Ingress claims before it is synced, so that its sync and the other claimants'
+// see the claim.
+func (c *Controller) onIngress(obj any) {
+	if ing, ok := obj.(*networkingv1.Ingress); ok {
+		c.hosts.Claim(claimantOf(ing), claimedHosts(ing))
+	}
+	c.enqueueIngress(obj)
+}
+
 // onIngressUpdate skips resyncs and status-only changes (the load balancer status another controller writes).
 func (c *Controller) onIngressUpdate(oldObj, newObj any) {
 	oldIng, ok1 := oldObj.(*networkingv1.Ingress)
@@ -219,7 +250,19 @@ func (c *Controller) onIngressUpdate(oldObj, newObj any) {
 	if ok1 && ok2 && oldIng.ResourceVersion == newIng.ResourceVersion {
 		return
 	}
-	c.enqueueIngress(newObj)
+	c.onIngress(newObj)
+}
+
+// onIngressDelete releases the hosts of an Ingress that is gone, or that left the tenant (the tenant that gains it
+// claims them again).
+func (c *Controller) onIngressDelete(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	if ing, ok := obj.(*networkingv1.Ingress); ok {
+		c.hosts.Claim(claimantOf(ing), nil)
+	}
+	c.enqueueIngress(obj)
 }
 
 // onService enqueues the Ingresses whose named ports the Service resolves.

@@ -17,6 +17,8 @@ import (
 	"k8s.io/klog/v2"
 
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
 )
 
 // sync brings the PangolinResources of one Ingress in line with it.
@@ -29,6 +31,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if apierrors.IsNotFound(err) {
 		// Deleted, or moved to another tenant: garbage collection deletes the resources it owns.
 		c.deps.forget(key)
+		c.conflicts.forget(key)
 		return nil
 	}
 	if err != nil {
@@ -37,11 +40,13 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if ing.DeletionTimestamp != nil {
 		// Being deleted (possibly in the foreground): creating anything now would race the garbage collector.
 		c.deps.forget(key)
+		c.conflicts.forget(key)
 		return nil
 	}
 	if !isManaged(ing) {
 		c.deps.forget(key)
-		return c.deleteUnwanted(ctx, ing, nil)
+		c.conflicts.forget(key)
+		return c.deleteUnwanted(ctx, ing, nil, nil)
 	}
 
 	tunnel, err := resolveTunnel(ing, c.config)
@@ -65,51 +70,81 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	for _, pr := range p.problems {
 		c.recorder.Event(ing, corev1.EventTypeWarning, pr.reason, pr.message)
 	}
-	var errs []error
-	for _, want := range p.resources {
-		if err := c.apply(ctx, ing, want); err != nil {
-			errs = append(errs, err)
+	// A host another Ingress claimed first is not this Ingress's to publish: its resource of that host, if any, goes
+	// (the holder waits for that), whatever the plan would keep.
+	self := claimantOf(ing)
+	var conflicts []string
+	lost, taken := map[string]bool{}, sets.New[string]()
+	for _, host := range claimedHosts(ing) {
+		if holder, isSelf := c.hosts.Holder(host, self); !isSelf {
+			lost[host] = true
+			name := ResourceName(ing.Namespace, ing.Name, host)
+			p.keep.Delete(name)
+			taken.Insert(name)
+			conflicts = append(conflicts, conflictMessage(host, c.hosts.Describe(holder)))
 		}
 	}
+	var errs []error
+	for _, want := range p.resources {
+		if lost[hostOf(want)] {
+			continue
+		}
+		blockedBy, err := c.apply(ctx, ing, self, want)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if blockedBy != "" {
+			conflicts = append(conflicts, conflictMessage(hostOf(want), blockedBy))
+		}
+	}
+	c.conflicts.report(c.recorder, key, ing, conflicts)
 	// Cleanup runs even when a write failed: a host that is gone must not stay exposed.
-	if err := c.deleteUnwanted(ctx, ing, p.keep); err != nil {
+	if err := c.deleteUnwanted(ctx, ing, p.keep, taken); err != nil {
 		errs = append(errs, err)
 	}
 	return utilerrors.NewAggregate(errs)
 }
 
-// apply creates or updates one desired PangolinResource; it sends nothing when the stored one already matches.
-func (c *Controller) apply(ctx context.Context, ing *networkingv1.Ingress, want *tunnelv1alpha1.PangolinResource) error {
+// apply creates or updates one desired PangolinResource; it sends nothing when the stored one already matches. A
+// resource is created only while no other Ingress's resource publishes its name; blockedBy then says whose does,
+// and the Ingress is enqueued again once that one is gone.
+func (c *Controller) apply(ctx context.Context, ing *networkingv1.Ingress, self claims.Claimant, want *tunnelv1alpha1.PangolinResource) (blockedBy string, err error) {
 	logger := klog.FromContext(ctx)
 	client := c.client.TunnelV1alpha1().PangolinResources(want.Namespace)
 	existing, err := c.resources.PangolinResources(want.Namespace).Get(want.Name)
 	if apierrors.IsNotFound(err) {
+		name, object := publishedName(want), want.Namespace+"/"+want.Name
+		if holder, ok := c.hosts.Reserve(name, self, object); !ok {
+			logger.V(2).Info("Waiting for another PangolinResource of the host to be deleted", "host", hostOf(want), "publishedBy", holder)
+			return holder, nil
+		}
 		created, err := client.Create(ctx, want, metav1.CreateOptions{})
+		c.hosts.Created(name, object, err == nil)
 		switch {
 		case err == nil:
 			logger.V(2).Info("Created PangolinResource", "resource", klog.KObj(created), "host", hostOf(want))
 			c.recorder.Eventf(ing, corev1.EventTypeNormal, ReasonCreated, "Created PangolinResource %s for host %s", want.Name, hostOf(want))
-			return nil
+			return "", nil
 		case !apierrors.IsAlreadyExists(err):
-			return c.writeFailed(ing, "create", want.Name, err)
+			return "", c.writeFailed(ing, "create", want.Name, err)
 		}
 		// Not in the tenant's view: the cache is behind, or the resource still carries another tenant's label (the
 		// Ingress moved). Read it to adopt it.
 		existing, err = client.Get(ctx, want.Name, metav1.GetOptions{})
 		if err != nil {
-			return err
+			return "", err
 		}
 	} else if err != nil {
-		return err
+		return "", err
 	}
 	if !metav1.IsControlledBy(existing, ing) {
 		c.recorder.Eventf(ing, corev1.EventTypeWarning, ReasonResourceConflict,
 			"PangolinResource %s for host %s exists but is not controlled by this Ingress; it is left alone", want.Name, hostOf(want))
-		return fmt.Errorf("PangolinResource %s/%s is not controlled by Ingress %s (uid %s)", want.Namespace, want.Name, ing.Name, ing.UID)
+		return "", fmt.Errorf("PangolinResource %s/%s is not controlled by Ingress %s (uid %s)", want.Namespace, want.Name, ing.Name, ing.UID)
 	}
 	if existing.DeletionTimestamp != nil {
 		// Deleted by someone; once it is gone its deletion event brings the Ingress back to create it again.
-		return nil
+		return "", nil
 	}
 	updated := existing.DeepCopy()
 	updated.Spec = want.Spec
@@ -120,17 +155,17 @@ func (c *Controller) apply(ctx context.Context, ing *networkingv1.Ingress, want 
 		updated.Labels[k] = v
 	}
 	if equality.Semantic.DeepEqual(existing.Spec, updated.Spec) && equalStringMaps(existing.Labels, updated.Labels) {
-		return nil
+		return "", nil
 	}
 	if _, err := client.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
 		if apierrors.IsConflict(err) {
-			return err
+			return "", err
 		}
-		return c.writeFailed(ing, "update", want.Name, err)
+		return "", c.writeFailed(ing, "update", want.Name, err)
 	}
 	logger.V(2).Info("Updated PangolinResource", "resource", klog.KObj(updated), "host", hostOf(want))
 	c.recorder.Eventf(ing, corev1.EventTypeNormal, ReasonUpdated, "Updated PangolinResource %s for host %s", want.Name, hostOf(want))
-	return nil
+	return "", nil
 }
 
 // writeFailed reports a write the API server refused for a reason a user may have to act on (validation, RBAC).
@@ -141,8 +176,9 @@ func (c *Controller) writeFailed(ing *networkingv1.Ingress, verb, name string, e
 	return fmt.Errorf("%s PangolinResource %s/%s: %w", verb, ing.Namespace, name, err)
 }
 
-// deleteUnwanted deletes the PangolinResources this Ingress controls whose names are not in keep (nil: all of them).
-func (c *Controller) deleteUnwanted(ctx context.Context, ing *networkingv1.Ingress, keep sets.Set[string]) error {
+// deleteUnwanted deletes the PangolinResources this Ingress controls whose names are not in keep (nil: all of them);
+// taken names those of hosts another Ingress holds.
+func (c *Controller) deleteUnwanted(ctx context.Context, ing *networkingv1.Ingress, keep, taken sets.Set[string]) error {
 	owned, err := c.resources.PangolinResources(ing.Namespace).List(labels.SelectorFromSet(labels.Set{LabelIngressUID: string(ing.UID)}))
 	if err != nil {
 		return err
@@ -163,8 +199,11 @@ func (c *Controller) deleteUnwanted(ctx context.Context, ing *networkingv1.Ingre
 			continue
 		}
 		why := "its host is no longer in the Ingress"
-		if keep == nil {
+		switch {
+		case keep == nil:
 			why = "the Ingress is no longer exposed through Pangolin"
+		case taken.Has(res.Name):
+			why = "another Ingress claimed its host first"
 		}
 		klog.FromContext(ctx).V(2).Info("Deleted PangolinResource", "resource", klog.KObj(res), "host", hostOf(res))
 		c.recorder.Eventf(ing, corev1.EventTypeNormal, ReasonDeleted, "Deleted PangolinResource %s for host %s: %s", res.Name, hostOf(res), why)

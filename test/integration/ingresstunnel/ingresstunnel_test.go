@@ -246,9 +246,24 @@ func TestTwoTenants(t *testing.T) {
 	e.startTenant(tenantB, &mpv1alpha1.PangolinConfig{TunnelNamespace: tunnelsB, DefaultTunnel: "main", SSODefault: true}, 2)
 
 	e.createSeed(appA, "web", "pangolin")
-	e.createSeed(appB, "web", "pangolin")
-	for _, tc := range []struct{ ns, tenant, tunnels string }{{appA, tenantA, tunnelsA}, {appB, tenantB, tunnelsB}} {
-		for host, r := range e.waitHosts(tc.ns, 30*time.Second, seedHosts...) {
+	// A host is published once in the cluster (TestHostClaimedByTwoTenants): tenant b's Ingress has hosts of its own.
+	svcB, ingB := seedObjects(appB, "web", "pangolin")
+	var hostsB []string
+	for i := range ingB.Spec.Rules {
+		ingB.Spec.Rules[i].Host = "b-" + ingB.Spec.Rules[i].Host
+		hostsB = append(hostsB, ingB.Spec.Rules[i].Host)
+	}
+	if _, err := e.adminKube.CoreV1().Services(appB).Create(e.ctx, svcB, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.adminKube.NetworkingV1().Ingresses(appB).Create(e.ctx, ingB, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		ns, tenant, tunnels string
+		hosts               []string
+	}{{appA, tenantA, tunnelsA, seedHosts}, {appB, tenantB, tunnelsB, hostsB}} {
+		for host, r := range e.waitHosts(tc.ns, 30*time.Second, tc.hosts...) {
 			if r.Labels[labelKey] != tc.tenant || r.Spec.TunnelRef.Namespace != tc.tunnels {
 				t.Errorf("%s %s: tenant label %q, tunnelRef %+v; want %s in %s", tc.ns, host, r.Labels[labelKey], r.Spec.TunnelRef, tc.tenant, tc.tunnels)
 			}

@@ -1,0 +1,114 @@
+package ingresstunnel
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+
+	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
+)
+
+// ReasonHostConflict: a host of the Ingress is already published by another Ingress (any namespace, any tenant),
+// which claimed it first; this Ingress gets no PangolinResource for it until that one lets it go.
+const ReasonHostConflict = "HostConflict"
+
+// claimKind names the claimants of hosts in the claims registry and in Event messages.
+const claimKind = "Ingress"
+
+// claimantOf is the Ingress as a claimant of hosts: the earliest creation, then the smallest UID, holds a host.
+func claimantOf(ing *networkingv1.Ingress) claims.Claimant {
+	return claims.Claimant{Key: ing.Namespace + "/" + ing.Name, UID: ing.UID, Created: ing.CreationTimestamp}
+}
+
+// claimedHosts are the hosts an Ingress claims: every rule host of a managed Ingress that is not being deleted,
+// whether or not it can be published now (a missing tunnel or Service does not give the host away).
+func claimedHosts(ing *networkingv1.Ingress) []string {
+	if ing.DeletionTimestamp != nil || !isManaged(ing) {
+		return nil
+	}
+	var hosts []string
+	for _, rule := range ing.Spec.Rules {
+		if rule.Host != "" && !slices.Contains(hosts, rule.Host) {
+			hosts = append(hosts, rule.Host)
+		}
+	}
+	slices.Sort(hosts)
+	return hosts
+}
+
+// publishedName is the name Pangolin publishes a resource under, <subdomain>.<domain>: what the operator's 409
+// compares. It is the Ingress host except under the subdomain annotation.
+func publishedName(res *tunnelv1alpha1.PangolinResource) string {
+	if res.Spec.HTTPConfig == nil {
+		return ""
+	}
+	return strings.ToLower(strings.TrimPrefix(res.Spec.HTTPConfig.Subdomain+"."+res.Spec.HTTPConfig.DomainName, "."))
+}
+
+// resourceHolding says which name a PangolinResource publishes (any PangolinResource of the cluster, not only
+// ours) and which Ingress it was made for.
+func resourceHolding(obj any) (claims.Holding, bool) {
+	res, ok := obj.(*tunnelv1alpha1.PangolinResource)
+	if !ok {
+		return claims.Holding{}, false
+	}
+	name := publishedName(res)
+	if name == "" {
+		return claims.Holding{}, false
+	}
+	h := claims.Holding{Names: []string{name}, Holder: "PangolinResource " + res.Namespace + "/" + res.Name}
+	if ref := metav1.GetControllerOf(res); ref != nil && ref.Kind == ingressGVK.Kind && ref.APIVersion == ingressGVK.GroupVersion().String() {
+		h.Owner, h.Holder = ref.UID, claimKind+" "+res.Namespace+"/"+ref.Name
+	}
+	return h, true
+}
+
+// conflictMessage is the same whether the holder claimed the host first or is letting it go while its
+// PangolinResource is deleted, so one conflict is one Event.
+func conflictMessage(host, holder string) string {
+	return fmt.Sprintf("Host %s is already published by %s; this Ingress gets no PangolinResource for it until that "+
+		"one lets it go", host, holder)
+}
+
+// conflictMemory remembers the HostConflict warnings of each Ingress's last sync, so that a conflict is reported
+// once, not on every sync, and again if it comes back after it ended.
+type conflictMemory struct {
+	mu sync.Mutex
+	m  map[string]map[string]bool
+}
+
+// report records a Warning for each message that the previous sync of key did not report.
+func (cm *conflictMemory) report(recorder record.EventRecorder, key string, ing *networkingv1.Ingress, messages []string) {
+	cm.mu.Lock()
+	defer cm.mu.Unlock()
+	previous := cm.m[key]
+	current := make(map[string]bool, len(messages))
+	for _, msg := range messages {
+		current[msg] = true
+		if !previous[msg] {
+			recorder.Event(ing, corev1.EventTypeWarning, ReasonHostConflict, msg)
+		}
+	}
+	if len(current) == 0 {
+		delete(cm.m, key)
+		return
+	}
+	if cm.m == nil {
+		cm.m = map[string]map[string]bool{}
+	}
+	cm.m[key] = current
+}
+
+func (cm *conflictMemory) forget(key string) {
+	cm.mu.Lock()
+	defer cm.mu.Unlock()
+	delete(cm.m, key)
+}
