@@ -30,6 +30,7 @@ import (
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
@@ -75,6 +76,10 @@ type translator struct {
 	nodeLister        corelisters.NodeLister
 	translationLister mplisters.TranslationLister
 
+	// allTranslations is the unfiltered Translation informer: a custom NEG name is used once in the cluster, so
+	// every tenant's Translations count when a name is taken over.
+	allTranslations cache.SharedIndexInformer
+
 	queue    workqueue.TypedRateLimitingInterface[string]
 	recorder record.EventRecorder
 	workers  int
@@ -82,6 +87,8 @@ type translator struct {
 	onSynced func()
 
 	warnings *warningMemory
+	// names is the translator's membership in the process's claims of custom NEG names, from Run on.
+	names *claims.Member
 
 	// deleting holds the UIDs of the Translations this translator asked to delete whose deletion the tenant's view
 	// has not shown yet: they count as leaving, so a lagging view causes neither a second delete nor a second Event.
@@ -118,6 +125,9 @@ func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
 	if t.translations, err = c.Informers.Informer(informerset.Translations); err != nil {
 		return nil, fmt.Errorf("neg: %w", err)
 	}
+	if t.allTranslations, err = c.Informers.Shared(informerset.Translations); err != nil {
+		return nil, fmt.Errorf("neg: %w", err)
+	}
 	t.serviceLister = corelisters.NewServiceLister(t.services.GetIndexer())
 	t.sliceLister = discoverylisters.NewEndpointSliceLister(t.slices.GetIndexer())
 	t.nodeLister = corelisters.NewNodeLister(t.nodes.GetIndexer())
@@ -142,15 +152,27 @@ func (t *translator) Run(ctx context.Context) {
 		for _, remove := range removers {
 			remove()
 		}
+		// After the handlers: the tenant's names are released once, and no late Service event claims them again.
+		if t.names != nil {
+			t.names.Leave()
+		}
 		metrics.ForgetController(t.tenant, translatorName)
 	}()
+
+	// Joined before the Service handler is added, which claims the tenant's NEG names from its initial list on.
+	names, err := claims.Join(claimKind, t.allTranslations, translationHolding, t.tenant, t.queue.Add)
+	if err != nil {
+		logger.Error(err, "Could not join the process's NEG name claims")
+		return
+	}
+	t.names = names
 
 	handlers := []struct {
 		kind     string
 		informer cache.SharedIndexInformer
 		handler  cache.ResourceEventHandler
 	}{
-		{"Service", t.services, cache.ResourceEventHandlerFuncs{AddFunc: t.onService, UpdateFunc: t.onServiceUpdate, DeleteFunc: t.onService}},
+		{"Service", t.services, cache.ResourceEventHandlerFuncs{AddFunc: t.onService, UpdateFunc: t.onServiceUpdate, DeleteFunc: t.onServiceDelete}},
 		{"EndpointSlice", t.slices, cache.ResourceEventHandlerFuncs{AddFunc: t.onSlice, UpdateFunc: t.onSliceUpdate, DeleteFunc: t.onSlice}},
 		{"Node", t.nodes, cache.ResourceEventHandlerFuncs{AddFunc: t.onNode, UpdateFunc: t.onNodeUpdate, DeleteFunc: t.onNode}},
 		{"Translation", t.translations, cache.ResourceEventHandlerFuncs{AddFunc: t.onTranslation, UpdateFunc: t.onTranslationUpdate, DeleteFunc: t.onTranslationDelete}},
@@ -170,6 +192,7 @@ func (t *translator) Run(ctx context.Context) {
 		})
 		synced = append(synced, h.informer.HasSynced, registration.HasSynced)
 	}
+	synced = append(synced, t.names.HasSynced)
 
 	logger.Info("Starting NEG translator", "workers", t.workers, "cluster", t.cluster)
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
@@ -193,14 +216,14 @@ func wantsNEGs(svc *corev1.Service) bool {
 	return asked || answered
 }
 
+// onService records the custom NEG names a Service claims before it is synced, so that its sync and the other
+// claimants' see the claim.
 func (t *translator) onService(obj any) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
 	svc, ok := obj.(*corev1.Service)
 	if !ok || !wantsNEGs(svc) {
 		return
 	}
+	t.claimOf(svc)
 	t.enqueue(svc.Namespace, svc.Name)
 }
 
@@ -210,7 +233,22 @@ func (t *translator) onServiceUpdate(oldObj, newObj any) {
 	if !ok1 || !ok2 || (!wantsNEGs(oldSvc) && !wantsNEGs(newSvc)) {
 		return
 	}
+	t.claimOf(newSvc)
 	t.enqueue(newSvc.Namespace, newSvc.Name)
+}
+
+// onServiceDelete releases the names of a Service that is gone, or that left the tenant (the tenant that gains it
+// claims them again).
+func (t *translator) onServiceDelete(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	svc, ok := obj.(*corev1.Service)
+	if !ok || !wantsNEGs(svc) {
+		return
+	}
+	t.releaseClaims(svc)
+	t.enqueue(svc.Namespace, svc.Name)
 }
 
 func (t *translator) onSlice(obj any) {
@@ -414,12 +452,22 @@ func (t *translator) sync(ctx context.Context, key string) error {
 	var warnings []warning
 	var desired []*mpv1alpha1.Translation
 	negs := map[int32]string{}
+	custom := map[string]string{} // Translation name → the custom NEG name it declares
 	for _, p := range ports {
 		servicePort := findServicePort(svc, p.Port)
 		if servicePort == nil {
 			warnings = append(warnings, warning{ReasonPortNotExposed, fmt.Sprintf(
 				"Port %d in annotation %s is not a port of the Service; no NEG is made for it", p.Port, NEGAnnotationKey)})
 			continue
+		}
+		if p.CustomName != "" {
+			// A name another Service claimed first is not this Service's: the port is left out, so a Translation of
+			// it (made while this Service held the name) is deleted, and the holder waits for that.
+			if holder, taken := t.nameHolder(svc, p.CustomName); taken {
+				warnings = append(warnings, warning{ReasonNameConflict, nameConflictMessage(p.CustomName, p.Port, holder)})
+				continue
+			}
+			custom[translationName(svc.Name, p.Port)] = p.CustomName
 		}
 		tr, skipped, err := t.translation(svc, servicePort, p, topo)
 		if err != nil {
@@ -434,9 +482,9 @@ func (t *translator) sync(ctx context.Context, key string) error {
 		desired = append(desired, tr)
 		negs[p.Port] = negNameFor(t, svc, p)
 	}
-	t.warnings.report(t.recorder, key, svc, warnings)
-
-	if err := t.reconcileTranslations(ctx, svc, desired); err != nil {
+	blocked, err := t.reconcileTranslations(ctx, svc, desired, custom)
+	t.warnings.report(t.recorder, key, svc, append(warnings, blocked...))
+	if err != nil {
 		return err
 	}
 	var want *negStatus
@@ -590,14 +638,16 @@ func sharesNEGs(a, b *mpv1alpha1.Translation) bool {
 //
 // Translations that are going (stale ones it deletes, ones already being deleted, and ones left by a former Service
 // of the same name) hold back the creation of a desired Translation that has the same name or lists one of the same
-// NEGs: a NEG belongs to one Translation at a time, so the old one's deletion never takes the new one's NEG.
-func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Service, desired []*mpv1alpha1.Translation) error {
+// NEGs: a NEG belongs to one Translation at a time, so the old one's deletion never takes the new one's NEG. So does
+// a Translation of another Service, of any tenant, that declares a custom NEG name (custom: by Translation name) the
+// desired one declares; the NEGNameConflict warnings that says so are returned.
+func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Service, desired []*mpv1alpha1.Translation, custom map[string]string) ([]warning, error) {
 	logger := klog.FromContext(ctx)
 	client := t.mp.MultiprojectV1alpha1().Translations(svc.Namespace)
 	selector := labels.Set{mpv1alpha1.TranslationOwnerUIDLabelKey: string(svc.UID)}.AsSelector().String()
 	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
-		return fmt.Errorf("listing the Service's Translations: %w", err)
+		return nil, fmt.Errorf("listing the Service's Translations: %w", err)
 	}
 	wanted := map[string]*mpv1alpha1.Translation{}
 	for _, tr := range desired {
@@ -658,8 +708,29 @@ func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Serv
 	}
 
 	waiting := false
+	var blocked []warning
 	for _, want := range desired {
 		have, ok := existing[want.Name]
+		// A custom name the Service's Translation does not declare yet is reserved before the write: no other
+		// Service's Translation may declare it, nor be about to.
+		reserving, object := custom[want.Name], want.Namespace+"/"+want.Name
+		if ok && declares(have, reserving) {
+			reserving = ""
+		}
+		reserve := func() bool {
+			if reserving == "" {
+				return true
+			}
+			holder, free := t.reserveName(svc, reserving, object)
+			if !free {
+				logger.V(2).Info("Waiting for another Service's Translation to let a custom NEG name go",
+					"translation", want.Name, "neg", reserving, "usedBy", holder)
+				if holder != "" {
+					blocked = append(blocked, warning{ReasonNameConflict, nameConflictMessage(reserving, portOf(want), holder)})
+				}
+			}
+			return free
+		}
 		switch {
 		case !ok:
 			if blocker := blockedBy(want, leaving); blocker != nil {
@@ -668,7 +739,13 @@ func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Serv
 				waiting = true
 				continue
 			}
+			if !reserve() {
+				continue
+			}
 			_, err := client.Create(ctx, want, metav1.CreateOptions{})
+			if reserving != "" {
+				t.nameCreated(reserving, object, err == nil)
+			}
 			switch {
 			case apierrors.IsAlreadyExists(err):
 				// Not made for this Service and not in the view: a former Service's, labeled for another tenant, or
@@ -686,6 +763,9 @@ func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Serv
 		case have.DeletionTimestamp != nil || have.Labels[t.labelKey] != t.tenant:
 			waiting = true
 		case needsUpdate(have, want):
+			if !reserve() {
+				continue
+			}
 			updated := have.DeepCopy()
 			updated.Spec = want.Spec
 			if updated.Labels == nil {
@@ -695,7 +775,11 @@ func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Serv
 				updated.Labels[k] = v
 			}
 			updated.OwnerReferences = withController(updated.OwnerReferences, want.OwnerReferences[0])
-			if _, err := client.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+			_, err := client.Update(ctx, updated, metav1.UpdateOptions{})
+			if reserving != "" {
+				t.nameCreated(reserving, object, err == nil)
+			}
+			if err != nil {
 				errs = append(errs, fmt.Errorf("updating Translation %s: %w", want.Name, err))
 			} else {
 				logger.V(2).Info("Updated Translation", "translation", want.Name, "endpoints", endpointCount(want))
@@ -703,12 +787,28 @@ func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Serv
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return blocked, err
 	}
 	if waiting {
-		return errWaiting
+		return blocked, errWaiting
 	}
-	return nil
+	return blocked, nil
+}
+
+// declares says whether a Translation lists a NEG of that name.
+func declares(tr *mpv1alpha1.Translation, name string) bool {
+	for _, r := range tr.Spec.Resources {
+		if r.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// portOf is the Service port a Translation of ours is for, from its name.
+func portOf(tr *mpv1alpha1.Translation) int32 {
+	_, _, port, _ := parseTranslationName(tr.Name)
+	return port
 }
 
 // pendingSuccessor returns the name of the Translation of this version that replaces have, a Translation of the

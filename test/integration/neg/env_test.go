@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
@@ -55,6 +56,8 @@ type env struct {
 	kube      kubernetes.Interface
 	mp        mpclientset.Interface
 	router    *tenancy.Router
+	// translations is the unfiltered Translation informer, which the translators share as the manager's do.
+	translations cache.SharedIndexInformer
 
 	mu        sync.Mutex
 	zoneCalls map[string]map[fakegce.Method]int // by project/zone
@@ -85,8 +88,9 @@ func newEnv(t testing.TB) *env {
 	if e.mp, err = mpclientset.NewForConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
-	e.router = framework.StartTenancy(t, ctx, e.kube, e.mp, labelKey, []schema.GroupVersionResource{
-		informerset.Services, informerset.EndpointSlices, informerset.Nodes, informerset.Translations}).Router
+	tn := framework.StartTenancy(t, ctx, e.kube, e.mp, labelKey, []schema.GroupVersionResource{
+		informerset.Services, informerset.EndpointSlices, informerset.Nodes, informerset.Translations})
+	e.router, e.translations = tn.Router, tn.Informers[informerset.Translations]
 	return e
 }
 
@@ -142,13 +146,15 @@ func (e *env) tenantNamed(name, project string) *tenantRun {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.kube.CoreV1().Events("")})
 	e.t.Cleanup(broadcaster.Shutdown)
 	tr := &tenantRun{e: e, name: name, project: project, conditions: &tenanttest.Conditions{}}
+	// The unfiltered Translations, where the translators meet other tenants' claims of custom NEG names.
+	shared := map[schema.GroupVersionResource]cache.SharedIndexInformer{informerset.Translations: e.translations}
 	tr.tctx = &tenant.Context{
 		ProviderConfig: &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{ProjectID: project, Network: "default"}}},
 		ProviderConfigLabelKey: labelKey,
 		KubeClient:             e.kube,
 		MultiprojectClient:     e.mp,
-		Informers:              tenanttest.TenantInformers{Views: views},
+		Informers:              tenanttest.TenantInformers{Views: views, SharedInformers: shared},
 		EventRecorder:          broadcaster.NewRecorder(eventScheme(e.t), corev1.EventSource{Component: "multiproject-neg"}),
 		Condition:              tr.conditions,
 		Options:                tenant.Options{ClusterName: clusterName, GCEEndpoint: e.gce.Endpoint(), GCEQPS: 500, GCEBurst: 500},

@@ -1,0 +1,119 @@
+package neg
+
+import (
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
+)
+
+// ReasonNameConflict: a custom NEG name of the Service is already used by another Service (any namespace, any
+// tenant), which claimed it first; the port gets no Translation until that Service lets the name go.
+const ReasonNameConflict = "NEGNameConflict"
+
+// claimKind names the claimants of custom NEG names in the claims registry and in Event messages.
+const claimKind = "Service"
+
+// claimantOf is the Service as a claimant of NEG names: the earliest creation, then the smallest UID, holds a name.
+func claimantOf(svc *corev1.Service) claims.Claimant {
+	return claims.Claimant{Key: svc.Namespace + "/" + svc.Name, UID: svc.UID, Created: svc.CreationTimestamp}
+}
+
+// claimedNEGNames are the custom NEG names the Service asks for, on ports it has; ok is false when the annotation
+// cannot be parsed, and then the claims stay as they were, like the Translations.
+func claimedNEGNames(svc *corev1.Service) (names []string, ok bool) {
+	value, annotated := svc.Annotations[NEGAnnotationKey]
+	if svc.DeletionTimestamp != nil || !annotated {
+		return nil, true
+	}
+	ports, err := parseNEGAnnotation(value)
+	if err != nil {
+		return nil, false
+	}
+	for _, p := range ports {
+		if p.CustomName != "" && findServicePort(svc, p.Port) != nil {
+			names = append(names, p.CustomName)
+		}
+	}
+	slices.Sort(names)
+	return names, true
+}
+
+// translationHolding says which NEG names a Translation of ours declares (any tenant's) and which Service it was
+// made for.
+func translationHolding(obj any) (claims.Holding, bool) {
+	tr, ok := obj.(*mpv1alpha1.Translation)
+	if !ok || !isOurs(tr) {
+		return claims.Holding{}, false
+	}
+	var names []string
+	for _, r := range tr.Spec.Resources {
+		if !slices.Contains(names, r.Name) {
+			names = append(names, r.Name)
+		}
+	}
+	if len(names) == 0 {
+		return claims.Holding{}, false
+	}
+	slices.Sort(names)
+	h := claims.Holding{Names: names, Owner: ownerUID(tr), Holder: "Translation " + tr.Namespace + "/" + tr.Name}
+	if service, ok := serviceOf(tr); ok {
+		h.Holder = claimKind + " " + tr.Namespace + "/" + service
+	}
+	return h, true
+}
+
+// nameConflictMessage is the same whether the holder claimed the name first or is letting it go while its
+// Translation is deleted, so one conflict is one Event.
+func nameConflictMessage(name string, port int32, holder string) string {
+	return fmt.Sprintf("NEG name %q is already used by %s; port %d gets no NEG until that one lets the name go",
+		name, holder, port)
+}
+
+// claimOf records what a Service claims. A translator driven without Run (unit tests of one sync) has no
+// membership and claims nothing.
+func (t *translator) claimOf(svc *corev1.Service) {
+	if t.names == nil {
+		return
+	}
+	if names, ok := claimedNEGNames(svc); ok {
+		t.names.Claim(claimantOf(svc), names)
+	}
+}
+
+func (t *translator) releaseClaims(svc *corev1.Service) {
+	if t.names != nil {
+		t.names.Claim(claimantOf(svc), nil)
+	}
+}
+
+// nameHolder returns who holds a custom NEG name, if not svc.
+func (t *translator) nameHolder(svc *corev1.Service, name string) (string, bool) {
+	if t.names == nil {
+		return "", false
+	}
+	holder, isSelf := t.names.Holder(name, claimantOf(svc))
+	if isSelf {
+		return "", false
+	}
+	return t.names.Describe(holder), true
+}
+
+// reserveName asks to create the Translation object (namespace/name) declaring a custom NEG name; see
+// claims.Member.Reserve. Every reservation that returns ok must be followed by nameCreated.
+func (t *translator) reserveName(svc *corev1.Service, name, object string) (blockedBy string, ok bool) {
+	if t.names == nil {
+		return "", true
+	}
+	return t.names.Reserve(name, claimantOf(svc), object)
+}
+
+func (t *translator) nameCreated(name, object string, created bool) {
+	if t.names != nil {
+		t.names.Created(name, object, created)
+	}
+}
