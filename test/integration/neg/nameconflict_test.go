@@ -1,0 +1,169 @@
+//go:build integration
+
+package neg
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg"
+)
+
+// declarations follows, from one watch of every Translation of the cluster, how many declare one NEG name at once.
+type declarations struct {
+	t    *testing.T
+	name string
+	w    watch.Interface
+	done chan struct{}
+
+	mu       sync.Mutex
+	live     map[string]bool
+	max      int
+	broken   string
+	stopping bool
+}
+
+func (e *env) watchDeclarations(t *testing.T, name string) *declarations {
+	t.Helper()
+	list, err := e.admin.MultiprojectV1alpha1().Translations("").List(e.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &declarations{t: t, name: name, done: make(chan struct{}), live: map[string]bool{}}
+	for i := range list.Items {
+		d.observe(watch.Added, &list.Items[i])
+	}
+	if d.w, err = e.admin.MultiprojectV1alpha1().Translations("").Watch(e.ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(d.done)
+		for ev := range d.w.ResultChan() {
+			tr, ok := ev.Object.(*mpv1alpha1.Translation)
+			if !ok {
+				// Stopping the watch makes the client report the closed stream as an error.
+				d.mu.Lock()
+				if !d.stopping {
+					d.broken = fmt.Sprintf("a %s event: %+v", ev.Type, ev.Object)
+				}
+				d.mu.Unlock()
+				continue
+			}
+			d.observe(ev.Type, tr)
+		}
+	}()
+	return d
+}
+
+func (d *declarations) observe(t watch.EventType, tr *mpv1alpha1.Translation) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	key := tr.Namespace + "/" + tr.Name
+	declares := false
+	for _, r := range tr.Spec.Resources {
+		declares = declares || r.Name == d.name
+	}
+	if t == watch.Deleted || !declares {
+		delete(d.live, key)
+		return
+	}
+	d.live[key] = true
+	d.max = max(d.max, len(d.live))
+}
+
+// check stops the watch and fails the test if two Translations ever declared the name at once.
+func (d *declarations) check() {
+	d.t.Helper()
+	select {
+	case <-d.done:
+		d.t.Error("the watch of Translations ended before the test did")
+	default:
+	}
+	d.mu.Lock()
+	d.stopping = true
+	d.mu.Unlock()
+	d.w.Stop()
+	<-d.done
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.broken != "" {
+		d.t.Errorf("the watch of Translations broke: %s", d.broken)
+	}
+	if d.max != 1 {
+		d.t.Errorf("at most %d Translations declared NEG %s at once, want exactly 1", d.max, d.name)
+	}
+}
+
+// TestCustomNEGNameClaimedByTwoTenants: Services of two tenants, in two GCP projects, ask for one custom NEG name.
+// The one that claimed it first keeps it; the other gets one NEGNameConflict Warning naming it and no Translation.
+// Deleting the holder hands the name over once the holder's Translation (and so its NEGs) is gone; the NEGs then
+// exist in the other tenant's project only. No two Translations ever declare the name at once.
+func TestCustomNEGNameClaimedByTwoTenants(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.newTenant("a", projectA), e.newTenant("b", projectB)
+	nsA, nsB := a.namespace(), b.namespace()
+	e.waitGCKnowsTranslations(nsA)
+	nodes := "nc-" + a.name
+	e.nodes(nodes, "", 1)
+	eps := podsIn(nodes, 0, 1, 2, 1, 1)
+	e.setSlices(nsA, "web", "http", 8080, eps)
+	e.setSlices(nsB, "web", "http", 8080, eps)
+	name := "shop-" + a.name
+	d := e.watchDeclarations(t, name)
+	a.start()
+	b.start()
+	annotation := `{"exposed_ports":{"80":{"name":"` + name + `"}}}`
+
+	first := e.service(nsA, "web", annotation)
+	e.waitConverged(projectA, nsA, "web", 80, 8080, eps)
+	second := e.service(nsB, "web", annotation)
+	holder, other, holderProject, otherProject := first, second, projectA, projectB
+	if claimsFirst(second, first) {
+		holder, other, holderProject, otherProject = second, first, projectB, projectA
+		t.Logf("Service %s/web was created in the same second with the smaller UID: it takes the name over", nsB)
+	}
+	holderName := fmt.Sprintf("Service %s/%s", holder.Namespace, holder.Name)
+	e.waitFor("a NEGNameConflict Warning on the other Service", 30*time.Second, func() (bool, error) {
+		return len(e.events(other.Namespace, other.Name, neg.ReasonNameConflict)) > 0, nil
+	})
+	e.waitConverged(holderProject, holder.Namespace, "web", 80, 8080, eps)
+	if tr := e.translation(other.Namespace, "neg-v1-web-80"); tr != nil {
+		t.Errorf("the other Service has a Translation: %+v", tr.Spec.Resources)
+	}
+
+	if err := e.adminKube.CoreV1().Services(holder.Namespace).Delete(e.ctx, holder.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitConverged(otherProject, other.Namespace, "web", 80, 8080, eps)
+	e.waitFor("the holder's NEGs to be deleted", 30*time.Second, func() (bool, error) { return e.negsGone(holderProject, name), nil })
+	var conflicts []string
+	for _, ev := range e.events(other.Namespace, other.Name, neg.ReasonNameConflict) {
+		for range max(ev.Count, 1) {
+			conflicts = append(conflicts, ev.Type+" "+ev.Message)
+		}
+	}
+	if len(conflicts) != 1 || !strings.HasPrefix(conflicts[0], corev1.EventTypeWarning) || !strings.Contains(conflicts[0], holderName) {
+		t.Errorf("NEGNameConflict Events on the other Service: %q; want one Warning naming %s", conflicts, holderName)
+	}
+	if got := e.events(holder.Namespace, holder.Name, neg.ReasonNameConflict); len(got) != 0 {
+		t.Errorf("NEGNameConflict Events on the holder: %d", len(got))
+	}
+	d.check()
+}
+
+// claimsFirst orders two Services as the translator does: the earlier creation, then the smaller UID.
+func claimsFirst(a, b *corev1.Service) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.UID < b.UID
+}
