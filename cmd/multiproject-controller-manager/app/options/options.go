@@ -316,8 +316,11 @@ func (o *Options) Config() (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Leader election gets its own client so that a busy controller cannot starve lease renewal of QPS.
-	leaderElectionClient, err := kubernetes.NewForConfig(restclient.AddUserAgent(kubeconfig, "leader-election"))
+	// Leader election gets its own client so that a busy controller cannot starve lease renewal of QPS, and, as in
+	// kube-controller-manager, a request timeout of the renew deadline, so one hung call cannot outlive the deadline.
+	leaderElectionConfig := restclient.CopyConfig(kubeconfig)
+	leaderElectionConfig.Timeout = o.LeaderElection.RenewDeadline.Duration
+	leaderElectionClient, err := kubernetes.NewForConfig(restclient.AddUserAgent(leaderElectionConfig, "leader-election"))
 	if err != nil {
 		return nil, err
 	}

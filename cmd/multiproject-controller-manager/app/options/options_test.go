@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	restclient "k8s.io/client-go/rest"
 	cliflag "k8s.io/component-base/cli/flag"
 	componentbaseconfig "k8s.io/component-base/config"
 
@@ -194,6 +195,10 @@ current-context: x
 	}
 	if c.Client == nil || c.LeaderElectionClient == nil || c.EventRecorder == nil || c.SecureServing != nil {
 		t.Errorf("config incomplete: %+v", c)
+	}
+	// The Lease client gives up a call at the renew deadline (default 10s), as kube-controller-manager's does.
+	if rc, ok := c.LeaderElectionClient.CoordinationV1().RESTClient().(*restclient.RESTClient); !ok || rc.Client.Timeout != 10*time.Second {
+		t.Errorf("leader-election client timeout is not the renew deadline: %+v", c.LeaderElectionClient.CoordinationV1().RESTClient())
 	}
 	if strings.Join(c.Controllers, ",") != "ingress-tunnel" {
 		t.Errorf("controllers not canonicalized: %v", c.Controllers)
