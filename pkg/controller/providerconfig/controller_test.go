@@ -370,3 +370,33 @@ func TestCleanupThatCannotStartKeepsTheFinalizer(t *testing.T) {
 		return !slices.Contains(f.get("a").Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer)
 	})
 }
+
+// A tenant whose ProviderConfig vanished while one of its controllers had not returned, and that is re-created
+// under the same name, waits for that instance: two never run at once.
+func TestRecreatedTenantWaitsForItsPredecessor(t *testing.T) {
+	probes := newProbes()
+	hold := make(chan struct{})
+	probes.hold = hold
+	f := newFixtureWith(t, fixtureConfig{workers: 1, stopTimeout: 50 * time.Millisecond, probes: probes})
+	f.create(providerConfig("a", "c-1"))
+	f.waitFor("the probe", func() bool { return len(f.manager.Running("a")) == 1 })
+	if err := f.mp.MultiprojectV1alpha1().ProviderConfigs().Delete(f.ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("the controller to be detached", func() bool { return len(f.manager.Running("a")) == 0 })
+
+	f.create(providerConfig("a", "c-2"))
+	f.waitFor("the condition to say the old instance is stopping", f.conditionIs("a",
+		mpv1alpha1.ProviderConfigConditionNamespaceProjectReady, metav1.ConditionUnknown, ReasonStopping))
+	if n := f.probes.built("a"); n != 1 {
+		t.Fatalf("built %d probes while the predecessor had not returned, want 1", n)
+	}
+	close(hold)
+	f.waitFor("the new tenant's probe", func() bool {
+		p := f.probes.latest("a")
+		return p != nil && p.section == "c-2"
+	})
+	if got := f.probes.most("a"); got != 1 {
+		t.Errorf("%d instances ran at once, want 1", got)
+	}
+}

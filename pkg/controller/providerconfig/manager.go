@@ -3,6 +3,8 @@ package providerconfig
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -109,6 +111,9 @@ type tenantControllers struct {
 	stopping map[string]*controllerRun
 	// waiting holds the manager's own condition of a configured controller that is not running.
 	waiting map[string]metav1.Condition
+	// forgotten is set when the tenant was stopped while an instance had not returned yet; it is dropped from the
+	// manager once that instance returns, unless the tenant is synced again meanwhile.
+	forgotten bool
 }
 
 type controllerRun struct {
@@ -156,6 +161,7 @@ func (m *Manager) tenant(name string) *tenantControllers {
 		t = &tenantControllers{running: map[string]*controllerRun{}, stopping: map[string]*controllerRun{}, waiting: map[string]metav1.Condition{}}
 		m.tenants[name] = t
 	}
+	t.forgotten = false
 	return t
 }
 
@@ -466,14 +472,30 @@ func (m *Manager) Stop(ctx context.Context, name string) {
 	m.mu.Lock()
 	t, ok := m.tenants[name]
 	delete(m.tenants, name)
+	var runs []*controllerRun
+	if ok {
+		runs = slices.Collect(maps.Values(t.running))
+	}
 	m.mu.Unlock()
 	if !ok {
 		return
 	}
-	for _, run := range t.running {
+	for _, run := range runs {
 		klog.FromContext(ctx).Info("Stopping tenant controller", "providerConfig", name, "controller", run.factory.Name)
 		m.stopRun(ctx, name, t, run)
 	}
+	m.locked(func() {
+		if len(t.stopping) == 0 {
+			return
+		}
+		// An instance that has not returned still counts: a ProviderConfig re-created under the same name must
+		// not start another beside it. The tenant is forgotten once the last one returns.
+		t.forgotten = true
+		clear(t.waiting)
+		if _, exists := m.tenants[name]; !exists {
+			m.tenants[name] = t
+		}
+	})
 }
 
 // StopAll stops every tenant's controllers concurrently (on shutdown).
@@ -600,6 +622,9 @@ func (m *Manager) stopRun(ctx context.Context, tenantName string, t *tenantContr
 			m.locked(func() {
 				if t.stopping[run.factory.Name] == run {
 					delete(t.stopping, run.factory.Name)
+				}
+				if t.forgotten && len(t.stopping) == 0 && m.tenants[tenantName] == t {
+					delete(m.tenants, tenantName)
 				}
 			})
 			klog.FromContext(ctx).Info("Detached tenant controller returned", "providerConfig", tenantName, "controller", run.factory.Name)
