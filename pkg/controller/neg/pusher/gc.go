@@ -46,14 +46,9 @@ func (p *Pusher) claimed(project string) (map[negKey]bool, error) {
 	}
 	out := map[negKey]bool{}
 	for _, tr := range translations {
-		if project == p.gcp.ProjectID {
-			for _, r := range tr.Spec.Resources {
-				out[negKey{project: project, zone: r.Zone, name: r.Name}] = true
-			}
-		}
-		for _, r := range tr.Status.Resources {
-			if statusID(&r, p.gcp.ProjectID).project == project {
-				out[negKey{project: project, zone: r.Zone, name: r.Name}] = true
+		for _, k := range declaredNEGs(tr, p.gcp.ProjectID, true) {
+			if k.project == project {
+				out[k] = true
 			}
 		}
 	}

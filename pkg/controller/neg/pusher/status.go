@@ -176,3 +176,19 @@ func (p *Pusher) writeStatus(ctx context.Context, tr *mpv1alpha1.Translation, st
 	}
 	return updated, nil
 }
+
+// declaredNEGs are the NEGs a Translation declares: its spec's, in the tenant's current project, and those its status
+// lists in the project each records (entries being deleted only with withDeleting).
+func declaredNEGs(tr *mpv1alpha1.Translation, project string, withDeleting bool) []negKey {
+	var out []negKey
+	for _, r := range tr.Spec.Resources {
+		out = append(out, negKey{project: project, zone: r.Zone, name: r.Name})
+	}
+	for i := range tr.Status.Resources {
+		r := &tr.Status.Resources[i]
+		if withDeleting || r.State != mpv1alpha1.BackendResourceStateDeleting {
+			out = append(out, negKey{project: statusID(r, project).project, zone: r.Zone, name: r.Name})
+		}
+	}
+	return out
+}

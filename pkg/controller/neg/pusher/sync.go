@@ -577,21 +577,8 @@ func (p *Pusher) claimedByAnother(owner string, k negKey) string {
 	}
 	for _, tr := range translations {
 		key := tr.Namespace + "/" + tr.Name
-		if key == owner || tr.DeletionTimestamp != nil {
-			continue
-		}
-		if k.project == p.gcp.ProjectID {
-			for _, r := range tr.Spec.Resources {
-				if r.Zone == k.zone && r.Name == k.name {
-					return key
-				}
-			}
-		}
-		for i := range tr.Status.Resources {
-			r := &tr.Status.Resources[i]
-			if r.State != mpv1alpha1.BackendResourceStateDeleting && statusID(r, p.gcp.ProjectID) == (resourceID{kind: statusID(r, p.gcp.ProjectID).kind, project: k.project, zone: k.zone, name: k.name}) {
-				return key
-			}
+		if key != owner && tr.DeletionTimestamp == nil && slices.Contains(declaredNEGs(tr, p.gcp.ProjectID, false), k) {
+			return key
 		}
 	}
 	return ""
