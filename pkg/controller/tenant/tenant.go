@@ -1,3 +1,19 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 // Package tenant defines what a per-tenant controller is to the manager that runs it: the Controller it returns,
 // the Context it is built from and the Factory that builds it. Controllers (neg, namespace-project,
 // ingress-tunnel) provide a Factory; the manager owns everything else: informers, event broadcasters, the

@@ -1,3 +1,19 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 // Package pusher owns the GCE half of the neg controller: for one tenant, it is the only code that writes to
 // Compute Engine. It watches the tenant's Translations and makes the zonal NEGs they declare exist, with exactly the
 // endpoints they list, in the tenant's own GCP project; when a Translation is deleted it deletes those NEGs, in
