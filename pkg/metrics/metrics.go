@@ -44,13 +44,14 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"provider_config", "controller", "result"})
 
-	// QueueDepth is the length of a tenant's controller workqueue, sampled on every item.
+	// QueueDepth is the length of a tenant's controller workqueue, sampled on every item. A controller with two
+	// queues (neg: translator and pusher) has a series for each, told apart by the queue's name.
 	QueueDepth = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Subsystem:      subsystem,
 		Name:           "controller_queue_depth",
-		Help:           "Items waiting in a per-tenant controller's workqueue.",
+		Help:           "Items waiting in a per-tenant controller's workqueue, by ProviderConfig, controller and queue name.",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"provider_config", "controller"})
+	}, []string{"provider_config", "controller", "queue"})
 
 	// ProviderConfigSyncs counts the ProviderConfig controller's syncs by result.
 	ProviderConfigSyncs = metrics.NewCounterVec(&metrics.CounterOpts{
@@ -79,24 +80,32 @@ func Register() {
 	})
 }
 
-// ObserveSync records one sync of a tenant's controller and its queue's depth afterwards.
-func ObserveSync(providerConfig, controller string, err error, queueDepth int) {
+// ObserveSync records one sync of a tenant's controller and the depth of the queue it came from afterwards.
+func ObserveSync(providerConfig, controller, queue string, err error, queueDepth int) {
 	result := "success"
 	if err != nil {
 		result = "error"
 	}
 	Syncs.WithLabelValues(providerConfig, controller, result).Inc()
-	QueueDepth.WithLabelValues(providerConfig, controller).Set(float64(queueDepth))
+	QueueDepth.WithLabelValues(providerConfig, controller, queue).Set(float64(queueDepth))
 }
 
-// ForgetController removes the series of one tenant's controller; called when it stops.
+// ForgetQueue removes the depth series of one queue of a tenant's controller; called when its workers stop.
+func ForgetQueue(providerConfig, controller, queue string) {
+	if !QueueDepth.IsCreated() {
+		return
+	}
+	QueueDepth.DeleteLabelValues(providerConfig, controller, queue)
+}
+
+// ForgetController removes the series of one tenant's controller; called when it stops. Its queues' depth series
+// are removed by their workers (ForgetQueue), which know their names.
 func ForgetController(providerConfig, controller string) {
 	// Series of an unregistered (lazy) vector do not exist, and deleting from one would dereference nil.
 	if !ControllersRunning.IsCreated() {
 		return
 	}
 	ControllersRunning.DeleteLabelValues(providerConfig, controller)
-	QueueDepth.DeleteLabelValues(providerConfig, controller)
 	for _, result := range []string{"success", "error"} {
 		Syncs.DeleteLabelValues(providerConfig, controller, result)
 	}

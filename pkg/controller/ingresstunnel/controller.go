@@ -363,7 +363,7 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 
 	logger := klog.FromContext(ctx).WithValues("ingress", key)
 	err := c.sync(klog.NewContext(ctx, logger), key)
-	metrics.ObserveSync(c.tenant, ControllerName, err, c.queue.Len())
+	metrics.ObserveSync(c.tenant, ControllerName, c.tenant+"-"+ControllerName, err, c.queue.Len())
 	if c.afterSync != nil {
 		c.afterSync(key, err)
 	}

@@ -240,7 +240,7 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 
 	logger := klog.FromContext(ctx).WithValues("namespace", name)
 	err := c.sync(klog.NewContext(ctx, logger), name)
-	metrics.ObserveSync(c.tenant, ControllerName, err, c.queue.Len())
+	metrics.ObserveSync(c.tenant, ControllerName, c.tenant+"-"+ControllerName, err, c.queue.Len())
 	if err != nil {
 		logger.V(2).Info("Sync failed; retrying with backoff", "err", err)
 		c.queue.AddRateLimited(name)

@@ -417,7 +417,7 @@ func (t *translator) processNextWorkItem(ctx context.Context) bool {
 
 	logger := klog.FromContext(ctx).WithValues("service", key)
 	err := t.sync(klog.NewContext(ctx, logger), key)
-	metrics.ObserveSync(t.tenant, translatorName, err, t.queue.Len())
+	metrics.ObserveSync(t.tenant, translatorName, t.tenant+"-"+translatorName, err, t.queue.Len())
 	switch {
 	case err == nil:
 		t.queue.Forget(key)

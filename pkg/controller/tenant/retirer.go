@@ -18,13 +18,9 @@ package tenant
 
 import (
 	"context"
-	"sync"
-	"time"
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 )
 
@@ -44,53 +40,25 @@ type Retirer struct {
 
 // Run deletes until ctx ends, then returns once its handler is removed and its worker gone.
 func (r *Retirer) Run(ctx context.Context) {
-	defer utilruntime.HandleCrashWithContext(ctx)
-	logger := klog.FromContext(ctx).WithValues("controller", r.Name)
-	ctx = klog.NewContext(ctx, logger)
-	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: r.Name})
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("controller", r.Name))
+	workers := NewWorkers(WorkerConfig{
+		Controller: r.Name,
+		KeyName:    "key",
+		Workers:    1,
+		Sync: func(ctx context.Context, key string) (Result, error) {
+			return Result{}, r.Delete(ctx, key)
+		},
+		// A cleanup has no sync series of its own: the ProviderConfig's condition reports what is left.
+		Observe: func(string, error) {},
+	})
 	enqueue := func(obj any) {
 		if key, ok := r.Select(obj); ok {
-			queue.Add(key)
+			workers.Add(key)
 		}
 	}
-	registration, err := r.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }})
-	if err != nil {
-		logger.Error(err, "Could not watch what to delete")
-		queue.ShutDown()
+	if err := workers.Watch(r.Informer, cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }}); err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Could not watch what to delete")
 		return
 	}
-	var worker sync.WaitGroup
-	defer func() {
-		queue.ShutDown()
-		worker.Wait()
-		if err := r.Informer.RemoveEventHandler(registration); err != nil {
-			logger.Error(err, "Could not remove an event handler")
-		}
-	}()
-	if !cache.WaitForCacheSync(ctx.Done(), registration.HasSynced) {
-		return
-	}
-	worker.Go(func() {
-		wait.UntilWithContext(ctx, func(ctx context.Context) {
-			for r.processNextWorkItem(ctx, queue) {
-			}
-		}, time.Second)
-	})
-	<-ctx.Done()
-}
-
-func (r *Retirer) processNextWorkItem(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string]) bool {
-	key, shutdown := queue.Get()
-	if shutdown {
-		return false
-	}
-	defer queue.Done(key)
-	if err := r.Delete(ctx, key); err != nil {
-		klog.FromContext(ctx).Error(err, "Deleting failed; retrying with backoff", "key", key)
-		queue.AddRateLimited(key)
-		return true
-	}
-	queue.Forget(key)
-	return true
+	workers.Run(ctx, RunOptions{})
 }

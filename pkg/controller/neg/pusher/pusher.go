@@ -272,7 +272,7 @@ func (p *Pusher) processNextWorkItem(ctx context.Context) bool {
 
 	logger := klog.FromContext(ctx).WithValues("translation", key)
 	result, err := p.sync(klog.NewContext(ctx, logger), key)
-	metrics.ObserveSync(p.tenant, ControllerName, err, p.queue.Len())
+	metrics.ObserveSync(p.tenant, ControllerName, p.tenant+"-"+ControllerName, err, p.queue.Len())
 	switch {
 	case err != nil:
 		logger.V(2).Info("Sync failed; retrying with backoff", "err", err)
