@@ -34,17 +34,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 )
 
@@ -76,7 +74,7 @@ type Controller struct {
 	informer cache.SharedIndexInformer
 	manager  *Manager
 	recorder record.EventRecorder
-	queue    workqueue.TypedRateLimitingInterface[string]
+	workers  *tenant.Workers
 
 	// lastWrites remembers, per ProviderConfig, the status last written and the resourceVersion it was computed
 	// from. A sync that runs before the informer has seen that write computes the same status from the same
@@ -93,16 +91,31 @@ type statusWrite struct {
 // NewController builds the controller. informer is the shared ProviderConfig informer; manager must have been
 // built with OnConditionChange set to the returned controller's Enqueue (use NewManagerAndController).
 func NewController(client mpclientset.Interface, informer cache.SharedIndexInformer, manager *Manager, recorder record.EventRecorder) *Controller {
-	return &Controller{
+	c := &Controller{
 		client:     client,
 		lister:     mplisters.NewProviderConfigLister(informer.GetIndexer()),
 		informer:   informer,
 		manager:    manager,
 		recorder:   recorder,
 		lastWrites: map[string]statusWrite{},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "providerconfig"}),
 	}
+	c.workers = tenant.NewWorkers(tenant.WorkerConfig{
+		Controller: "providerconfig",
+		KeyName:    "providerConfig",
+		Sync: func(ctx context.Context, name string) (tenant.Result, error) {
+			requeueAfter, err := c.sync(ctx, name)
+			return tenant.Result{RequeueAfter: requeueAfter}, err
+		},
+		// The ProviderConfig controller is process-wide: its syncs have their own series.
+		Observe: func(name string, err error) {
+			result := "success"
+			if err != nil {
+				result = "error"
+			}
+			metrics.ProviderConfigSyncs.WithLabelValues(name, result).Inc()
+		},
+	})
+	return c
 }
 
 // NewManagerAndController wires a Manager whose condition changes enqueue the ProviderConfig into the returned
@@ -117,7 +130,7 @@ func NewManagerAndController(cfg ManagerConfig, client mpclientset.Interface, in
 }
 
 // Enqueue schedules a sync of the named ProviderConfig.
-func (c *Controller) Enqueue(name string) { c.queue.Add(name) }
+func (c *Controller) Enqueue(name string) { c.workers.Add(name) }
 
 // EnqueueAll schedules every known ProviderConfig, e.g. when an API that controllers wait for appears.
 func (c *Controller) EnqueueAll() {
@@ -126,38 +139,24 @@ func (c *Controller) EnqueueAll() {
 		return
 	}
 	for _, pc := range names {
-		c.queue.Add(pc.Name)
+		c.workers.Add(pc.Name)
 	}
 }
 
 // Run processes ProviderConfigs with the given number of workers until ctx ends, then stops every tenant's
 // controllers and returns once they are gone.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	logger := klog.FromContext(ctx)
-	reg, err := c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.workers.Watch(c.informer, cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueObject,
 		UpdateFunc: func(_, obj any) { c.enqueueObject(obj) },
 		DeleteFunc: c.enqueueObject,
-	})
-	if err != nil {
+	}); err != nil {
 		return err
 	}
-	defer func() { _ = c.informer.RemoveEventHandler(reg) }()
-
+	logger := klog.FromContext(ctx)
 	logger.Info("Starting ProviderConfig controller", "workers", workers)
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, reg.HasSynced) {
-		c.queue.ShutDown()
-		c.manager.StopAll(ctx)
-		return nil
-	}
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
-	}
-	<-ctx.Done()
-	logger.Info("Stopping ProviderConfig controller and every tenant's controllers")
-	c.queue.ShutDown()
-	wg.Wait()
+	c.workers.Run(ctx, tenant.RunOptions{Workers: workers})
+	logger.Info("Stopping every tenant's controllers")
 	c.manager.StopAll(ctx)
 	return nil
 }
@@ -167,42 +166,14 @@ func (c *Controller) enqueueObject(obj any) {
 		obj = tombstone.Obj
 	}
 	if pc, ok := obj.(*mpv1alpha1.ProviderConfig); ok {
-		c.queue.Add(pc.Name)
+		c.workers.Add(pc.Name)
 	}
-}
-
-func (c *Controller) runWorker(ctx context.Context) {
-	for c.processNextWorkItem(ctx) {
-	}
-}
-
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	name, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(name)
-	requeueAfter, err := c.sync(ctx, name)
-	result := "success"
-	switch {
-	case err != nil:
-		result = "error"
-		utilruntime.HandleErrorWithContext(ctx, err, "Syncing ProviderConfig failed; will retry", "providerConfig", name)
-		c.queue.AddRateLimited(name)
-	case requeueAfter > 0:
-		c.queue.Forget(name)
-		c.queue.AddAfter(name, requeueAfter)
-	default:
-		c.queue.Forget(name)
-	}
-	metrics.ProviderConfigSyncs.WithLabelValues(name, result).Inc()
-	return true
 }
 
 // sync brings one tenant in line with its ProviderConfig. It returns a delay after which to look again when the
 // tenant waits for something no event announces (cloud cleanup).
 func (c *Controller) sync(ctx context.Context, name string) (time.Duration, error) {
-	logger := klog.FromContext(ctx).WithValues("providerConfig", name)
+	logger := klog.FromContext(ctx) // carries the providerConfig key (tenant.Workers)
 	pc, err := c.lister.Get(name)
 	if apierrors.IsNotFound(err) {
 		// Deleted without (or after) our finalizer: nothing may keep running for it.

@@ -162,6 +162,8 @@ func (w *Workers) Unwatch(ctx context.Context) {
 
 // RunOptions change how Run stops.
 type RunOptions struct {
+	// Workers, if positive, overrides WorkerConfig.Workers (a process-wide controller learns its count at Run).
+	Workers int
 	// WorkContext, if set, is the context syncs run on instead of Run's: a controller whose syncs must finish
 	// what they started (the NEG pusher's GCE calls) gives one that ends later than Run's.
 	WorkContext context.Context
@@ -190,7 +192,11 @@ func (w *Workers) Run(ctx context.Context, opts RunOptions) {
 	if opts.WorkContext != nil {
 		workCtx = opts.WorkContext
 	}
-	for range w.cfg.Workers {
+	n := w.cfg.Workers
+	if opts.Workers > 0 {
+		n = opts.Workers
+	}
+	for range n {
 		workers.Go(func() {
 			wait.UntilWithContext(ctx, func(context.Context) {
 				for w.processNextWorkItem(workCtx) {
