@@ -26,7 +26,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -44,6 +43,7 @@ import (
 	"k8s.io/component-base/metrics"
 	cmoptions "k8s.io/controller-manager/options"
 
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
@@ -55,8 +55,9 @@ import (
 const (
 	// DefaultSecurePort serves /healthz, /readyz, /livez, /metrics and pprof over HTTPS.
 	DefaultSecurePort = 10270
-	// DefaultProviderConfigLabelKey names the label that assigns an object to a tenant.
-	DefaultProviderConfigLabelKey = "multiproject.io/provider-config"
+	// DefaultProviderConfigLabelKey names the label that assigns an object to a tenant. The API defines it; this
+	// name stays for the callers that read it from here.
+	DefaultProviderConfigLabelKey = mpv1alpha1.DefaultProviderConfigLabelKey
 	// DefaultAppOwnerLabelKey is the Namespace label whose value names the Rancher Project to join.
 	DefaultAppOwnerLabelKey = "appOwner"
 	// DefaultLeaseName is the Lease that leader election holds in kube-system.
@@ -112,7 +113,7 @@ func NewOptions(catalog ControllerCatalog) *Options {
 		Controllers:            []string{"*"},
 		ConcurrentSyncs:        map[string]*int32{},
 		ProviderConfigWorkers:  5,
-		ProviderConfigLabelKey: DefaultProviderConfigLabelKey,
+		ProviderConfigLabelKey: mpv1alpha1.DefaultProviderConfigLabelKey,
 		ResyncPeriod:           metav1.Duration{Duration: 10 * time.Minute},
 		ShutdownTimeout:        metav1.Duration{Duration: 30 * time.Second},
 		CacheSyncTimeout:       metav1.Duration{Duration: 2 * time.Minute},
@@ -400,9 +401,4 @@ func (o *Options) applyServing(c *config.Config) error {
 		return errors.New("secure serving: no listener")
 	}
 	return nil
-}
-
-// AddGlobalFlags adds the flags that belong to no component, such as --version, into the "global" section.
-func AddGlobalFlags(fs *pflag.FlagSet, name string) {
-	fs.BoolP("help", "h", false, fmt.Sprintf("help for %s", name))
 }
