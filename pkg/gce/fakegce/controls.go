@@ -178,6 +178,22 @@ func (s *Server) Calls(project string) map[Method]int {
 	return maps.Clone(p.calls)
 }
 
+// ZoneCalls returns how many requests of each method the project received for one zone, including those that
+// failed; zone "" holds the project-wide aggregatedList. Methods never called in the zone are absent.
+func (s *Server) ZoneCalls(project, zone string) map[Method]int {
+	p := s.existingProject(project)
+	if p == nil {
+		return map[Method]int{}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := maps.Clone(p.zoneCalls[zone])
+	if out == nil {
+		out = map[Method]int{}
+	}
+	return out
+}
+
 // Errors returns how many requests of each method the project answered with an error status.
 func (s *Server) Errors(project string) map[Method]int {
 	p := s.existingProject(project)
@@ -200,7 +216,7 @@ func (s *Server) MutatingCalls(project string) int {
 	return n
 }
 
-// ResetCalls zeroes the call and error counters of every project. State, faults, latency and quotas stay.
+// ResetCalls zeroes the call counters (also per zone) and error counters of every project. State, faults, latency and quotas stay.
 func (s *Server) ResetCalls() {
 	s.mu.Lock()
 	projects := make([]*project, 0, len(s.projects))
@@ -211,6 +227,7 @@ func (s *Server) ResetCalls() {
 	for _, p := range projects {
 		p.mu.Lock()
 		p.calls = map[Method]int{}
+		p.zoneCalls = map[string]map[Method]int{}
 		p.errors = map[Method]int{}
 		p.mu.Unlock()
 	}

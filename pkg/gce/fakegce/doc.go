@@ -30,10 +30,11 @@ limitations under the License.
 //     the real code and reason.
 //
 // State is kept per project (every project exists; each tenant can use its own) and per zone, and is safe for
-// concurrent use. For assertions the server counts calls per project and method ([Server.Calls]); it injects faults
-// per project and method ([Server.InjectFault]), latency ([Server.SetLatency]) and a per-minute rate quota
-// ([Server.SetQuota]) on an injectable clock; and it lets tests read and seed state directly ([Server.NEG],
-// [Server.Endpoints], [Server.SeedNEG], [Server.SetInUseBy], [Server.AddInstance]).
+// concurrent use. For assertions the server counts calls per project and method ([Server.Calls]) and per zone
+// ([Server.ZoneCalls]); it injects faults per project and method ([Server.InjectFault]), latency
+// ([Server.SetLatency]) and a per-minute rate quota ([Server.SetQuota]) on an injectable clock; and it lets tests
+// read and seed state directly ([Server.NEG], [Server.Endpoints], [Server.SeedNEG], [Server.SetInUseBy],
+// [Server.AddInstance]).
 //
 // docs/fake-gce.md lists which real-API rules are enforced, where each comes from, and what is not implemented.
 package fakegce

@@ -248,6 +248,71 @@ func TestCallCountersAndReset(t *testing.T) {
 	}
 }
 
+// TestZoneCallsCountPerZoneAndMethod: the per-zone counters split Calls by zone (aggregatedList under ""), count
+// failed calls too, are copies, and go with ResetCalls.
+func TestZoneCallsCountPerZoneAndMethod(t *testing.T) {
+	const other = "us-central1-b"
+	e := newEnv(t, fakegce.Options{})
+	e.insert(t, project, zone, "neg-1")
+	e.insert(t, project, other, "neg-1")
+	_, err := e.attach(project, zone, "neg-1", endpoints(2))
+	noErr(t, err)
+	_, err = e.attach(project, zone, "neg-1", endpoints(1)) // already attached: fails, still counted
+	wantAPIError(t, err, http.StatusBadRequest, fakegce.ReasonInvalid)
+	_, err = e.attach(project, other, "neg-1", endpoints(1))
+	noErr(t, err)
+	_, err = e.svc.NetworkEndpointGroups.AggregatedList(project).Do()
+	noErr(t, err)
+	e.insert(t, "tenant-b", zone, "neg-1")
+
+	want := map[string]map[fakegce.Method]int{
+		zone:  {fakegce.MethodInsert: 1, fakegce.MethodAttachEndpoints: 2},
+		other: {fakegce.MethodInsert: 1, fakegce.MethodAttachEndpoints: 1},
+		"":    {fakegce.MethodAggregatedList: 1},
+	}
+	total := map[fakegce.Method]int{}
+	for z, w := range want {
+		got := e.srv.ZoneCalls(project, z)
+		if len(got) != len(w) {
+			t.Errorf("zone %q: calls = %v, want %v", z, got, w)
+		}
+		for m, n := range w {
+			if got[m] != n {
+				t.Errorf("zone %q: %s calls = %d, want %d", z, m, got[m], n)
+			}
+			total[m] += got[m]
+		}
+	}
+	// The zones add up to the project's counters; another project's calls are its own.
+	if calls := e.srv.Calls(project); len(calls) != len(total) {
+		t.Errorf("project calls %v, zones add up to %v", calls, total)
+	} else {
+		for m, n := range total {
+			if calls[m] != n {
+				t.Errorf("%s: project %d, zones %d", m, calls[m], n)
+			}
+		}
+	}
+	if got := e.srv.ZoneCalls("tenant-b", zone); len(got) != 1 || got[fakegce.MethodInsert] != 1 {
+		t.Errorf("tenant-b's calls in %s = %v", zone, got)
+	}
+	// The returned map is a copy.
+	e.srv.ZoneCalls(project, zone)[fakegce.MethodInsert] = 100
+	if n := e.srv.ZoneCalls(project, zone)[fakegce.MethodInsert]; n != 1 {
+		t.Errorf("ZoneCalls returned the live map: insert = %d", n)
+	}
+
+	e.srv.ResetCalls()
+	for _, z := range []string{zone, other, ""} {
+		if got := e.srv.ZoneCalls(project, z); got == nil || len(got) != 0 {
+			t.Errorf("after reset, zone %q: %v", z, got)
+		}
+	}
+	if got := e.srv.ZoneCalls("never-called", zone); got == nil || len(got) != 0 {
+		t.Errorf("a project never called has calls: %v", got)
+	}
+}
+
 func TestQuotaRefusesCallsUntilTheNextMinute(t *testing.T) {
 	e := newEnv(t, fakegce.Options{})
 	e.insert(t, project, zone, "neg-1")

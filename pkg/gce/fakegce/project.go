@@ -51,11 +51,14 @@ type project struct {
 	opsByID    map[uint64]*operation
 	requestIDs map[string]*operation
 
-	calls   map[Method]int
-	errors  map[Method]int
-	faults  map[Method][]*faultState
-	latency map[Method]time.Duration
-	rng     *rand.Rand
+	calls map[Method]int
+	// zoneCalls counts calls per zone and method ("" for the project-wide aggregatedList), for assertions such as
+	// "at most one attach call per zone and 500 endpoints".
+	zoneCalls map[string]map[Method]int
+	errors    map[Method]int
+	faults    map[Method][]*faultState
+	latency   map[Method]time.Duration
+	rng       *rand.Rand
 
 	quota       *Quota // nil: the server's Options.Quota
 	quotaWindow time.Time
@@ -96,6 +99,7 @@ func newProject(s *Server, id string) *project {
 		opsByID:        map[uint64]*operation{},
 		requestIDs:     map[string]*operation{},
 		calls:          map[Method]int{},
+		zoneCalls:      map[string]map[Method]int{},
 		errors:         map[Method]int{},
 		faults:         map[Method][]*faultState{},
 		latency:        map[Method]time.Duration{},
@@ -104,13 +108,17 @@ func newProject(s *Server, id string) *project {
 	}
 }
 
-// countCall records a call to method and returns the latency to inject before answering it. Operations that are
+// countCall records a call to method in zone and returns the latency to inject before answering it. Operations that are
 // due complete first, so that every call sees the state as of now.
-func (p *project) countCall(now time.Time, m Method) time.Duration {
+func (p *project) countCall(now time.Time, m Method, zone string) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.completeDue(now)
 	p.calls[m]++
+	if p.zoneCalls[zone] == nil {
+		p.zoneCalls[zone] = map[Method]int{}
+	}
+	p.zoneCalls[zone][m]++
 	if d, ok := p.latency[m]; ok {
 		return d
 	}

@@ -351,7 +351,7 @@ func (s *Server) serve(r *http.Request, rec *CallRecord) (any, *apiError) {
 	defer context.AfterFunc(s.closed, cancel)()
 
 	p := s.project(rt.project)
-	if delay := p.countCall(s.clock.Now(), rt.method); delay > 0 {
+	if delay := p.countCall(s.clock.Now(), rt.method, rt.zone); delay > 0 {
 		if err := sleepCtx(ctx, s.clock, delay); err != nil {
 			return nil, &apiError{http.StatusServiceUnavailable, ReasonBackendError, "fakegce: request ended during injected latency: client gone or server closed"}
 		}
