@@ -14,17 +14,18 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package informerset owns the process's shared informers: one SharedIndexInformer per watched resource, created
-// once, trimmed of managedFields, started once on the global (leader) stop and synced, with a bounded wait, before
-// anything consumes them. Informers for optional APIs (CRDs a cluster may not serve) are started only once discovery
-// shows the API, and a missing one never blocks the others.
+// Package informerset owns the process's shared informers: the table of the resources it watches and how each
+// reaches the tenants (Resources), one SharedIndexInformer per resource, created once, trimmed of managedFields,
+// started once on the global (leader) stop and synced, with a bounded wait, before anything consumes them, and the
+// tenancy Router built over them (NewTenancy). Informers for optional APIs (CRDs a cluster may not serve) are
+// started only once discovery shows the API, and a missing one never blocks the others.
 package informerset
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,29 +35,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-)
 
-// Well-known resources of the core set.
-var (
-	Services       = schema.GroupVersionResource{Version: "v1", Resource: "services"}
-	EndpointSlices = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
-	Nodes          = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
-	Namespaces     = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	Ingresses      = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}
-)
-
-// CRD-backed resources. The manager registers them as optional informers: our own (Translations, ProviderConfigs)
-// are installed with the manifests, the others come with Rancher and the pangolin-operator.
-var (
-	ProviderConfigs   = schema.GroupVersionResource{Group: "multiproject.io", Version: "v1alpha1", Resource: "providerconfigs"}
-	Translations      = schema.GroupVersionResource{Group: "multiproject.io", Version: "v1alpha1", Resource: "translations"}
-	Projects          = schema.GroupVersionResource{Group: "management.cattle.io", Version: "v3", Resource: "projects"}
-	PangolinTunnels   = schema.GroupVersionResource{Group: "tunnel.pangolin.io", Version: "v1alpha1", Resource: "pangolintunnels"}
-	PangolinResources = schema.GroupVersionResource{Group: "tunnel.pangolin.io", Version: "v1alpha1", Resource: "pangolinresources"}
+	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 )
 
 // DefaultDiscoveryInterval is how often the set looks again for optional APIs that the cluster did not serve.
@@ -65,6 +48,9 @@ const DefaultDiscoveryInterval = 30 * time.Second
 // Config configures a Set.
 type Config struct {
 	Client kubernetes.Interface
+	// MultiprojectClient serves the CRD-backed Resources; without it the Set holds only the built-in ones. Custom
+	// resources have no protobuf encoding, so it should speak JSON.
+	MultiprojectClient mpclientset.Interface
 	// Discovery answers whether an optional API is served. Defaults to Client.Discovery().
 	Discovery ResourceDiscoverer
 	// ResyncPeriod of every informer; 0 disables resync.
@@ -108,7 +94,6 @@ type optional struct {
 // Set is the process's collection of shared informers.
 type Set struct {
 	cfg       Config
-	factory   informers.SharedInformerFactory
 	required  map[schema.GroupVersionResource]cache.SharedIndexInformer
 	discovery ResourceDiscoverer
 
@@ -118,7 +103,8 @@ type Set struct {
 	started   bool
 }
 
-// New creates the core informers (Services, EndpointSlices, Nodes, Namespaces, Ingresses). Nothing runs until Start.
+// New creates the informers of Resources: those that are not optional are added, the optional ones registered.
+// Without a MultiprojectClient it leaves out the CRD-backed ones. Nothing runs until Start.
 func New(cfg Config) (*Set, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("informerset: a client is required")
@@ -131,17 +117,22 @@ func New(cfg Config) (*Set, error) {
 	}
 	s := &Set{
 		cfg:       cfg,
-		factory:   informers.NewSharedInformerFactory(cfg.Client, cfg.ResyncPeriod),
 		required:  map[schema.GroupVersionResource]cache.SharedIndexInformer{},
 		discovery: cfg.Discovery,
 		optionals: map[schema.GroupVersionResource]*optional{},
 	}
-	for _, gvr := range []schema.GroupVersionResource{Services, EndpointSlices, Nodes, Namespaces, Ingresses} {
-		generic, err := s.factory.ForResource(gvr)
-		if err != nil {
-			return nil, fmt.Errorf("informerset: %s: %w", gvr, err)
+	clients := Clients{Kube: cfg.Client, Multiproject: cfg.MultiprojectClient}
+	for _, r := range Resources {
+		if r.CRD && cfg.MultiprojectClient == nil {
+			continue
 		}
-		if err := s.Add(gvr, generic.Informer()); err != nil {
+		var err error
+		if r.Optional {
+			err = s.AddOptional(r.GVR, func(resync time.Duration) cache.SharedIndexInformer { return r.NewInformer(clients, resync) })
+		} else {
+			err = s.Add(r.GVR, r.NewInformer(clients, cfg.ResyncPeriod))
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -304,12 +295,7 @@ func (s *Set) served(gvr schema.GroupVersionResource) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	for _, r := range list.APIResources {
-		if r.Name == gvr.Resource {
-			return true, nil
-		}
-	}
-	return false, nil
+	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == gvr.Resource }), nil
 }
 
 // HasSynced reports whether every required informer and every started optional informer has synced.
@@ -331,7 +317,7 @@ func (s *Set) unsynced() []string {
 			out = append(out, gvr.String())
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 

@@ -1,0 +1,149 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package informerset
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
+	networkinginformers "k8s.io/client-go/informers/networking/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	mpclientset "github.com/multiproject/client-go/clientset/versioned"
+	managementinformers "github.com/multiproject/client-go/informers/externalversions/management/v3"
+	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
+	tunnelinformers "github.com/multiproject/client-go/informers/externalversions/tunnel/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
+)
+
+// Built-in resources the process watches.
+var (
+	Services       = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	EndpointSlices = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
+	Nodes          = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	// Namespaces is the resource the Router is built on.
+	Namespaces = tenancy.NamespacesResource
+	Ingresses  = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}
+)
+
+// CRD-backed resources: our own (ProviderConfigs, Translations) are installed with the manifests, the others come
+// with Rancher and the pangolin-operator.
+var (
+	ProviderConfigs   = schema.GroupVersionResource{Group: "multiproject.io", Version: "v1alpha1", Resource: "providerconfigs"}
+	Translations      = schema.GroupVersionResource{Group: "multiproject.io", Version: "v1alpha1", Resource: "translations"}
+	Projects          = schema.GroupVersionResource{Group: "management.cattle.io", Version: "v3", Resource: "projects"}
+	PangolinTunnels   = schema.GroupVersionResource{Group: "tunnel.pangolin.io", Version: "v1alpha1", Resource: "pangolintunnels"}
+	PangolinResources = schema.GroupVersionResource{Group: "tunnel.pangolin.io", Version: "v1alpha1", Resource: "pangolinresources"}
+)
+
+// NotRouted is the Scope of a resource that tenants read unfiltered, through Informers.Shared.
+const NotRouted tenancy.Scope = 0
+
+// Clients are what the informers of Resources list and watch with.
+type Clients struct {
+	Kube kubernetes.Interface
+	// Multiproject serves the CRD-backed resources.
+	Multiproject mpclientset.Interface
+}
+
+// Resource is one resource the process watches with a shared informer.
+type Resource struct {
+	GVR schema.GroupVersionResource
+	// Optional: a CRD the cluster may not serve (yet). Its informer starts once discovery shows it, and it never
+	// blocks the others. A resource that is not optional must be served for the caches to sync.
+	Optional bool
+	// CRD: served by a CustomResourceDefinition, read through Clients.Multiproject.
+	CRD bool
+	// Scope is how the Router hands the resource's objects to tenants, or NotRouted.
+	Scope tenancy.Scope
+	// NewInformer builds the informer; it is called once per Set.
+	NewInformer func(c Clients, resync time.Duration) cache.SharedIndexInformer
+}
+
+// Resources is every resource the process watches, and how each reaches the tenants. Everything that builds
+// shared informers or routes them (New, NewTenancy, and through them the manager and the integration tests) reads
+// it.
+var Resources = []Resource{
+	{GVR: Services, Scope: tenancy.Namespaced,
+		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			return coreinformers.NewServiceInformer(c.Kube, metav1.NamespaceAll, resync, namespaceIndex())
+		}},
+	{GVR: EndpointSlices, Scope: tenancy.Namespaced,
+		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			return discoveryinformers.NewEndpointSliceInformer(c.Kube, metav1.NamespaceAll, resync, namespaceIndex())
+		}},
+	{GVR: Ingresses, Scope: tenancy.Namespaced,
+		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			return networkinginformers.NewIngressInformer(c.Kube, metav1.NamespaceAll, resync, namespaceIndex())
+		}},
+	// An unlabeled Node is every tenant's.
+	{GVR: Nodes, Scope: tenancy.ClusterScoped,
+		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			return coreinformers.NewNodeInformer(c.Kube, resync, namespaceIndex())
+		}},
+	// The Router is built on this informer and routes it itself, each Namespace by its own label.
+	{GVR: Namespaces, Scope: NotRouted,
+		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			return coreinformers.NewNamespaceInformer(c.Kube, resync, namespaceIndex())
+		}},
+	// The tenants themselves, read by the ProviderConfig controller.
+	{GVR: ProviderConfigs, CRD: true, Scope: NotRouted,
+		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			return mpinformers.NewProviderConfigInformer(c.Multiproject, resync, cache.Indexers{})
+		}},
+	// Translations and PangolinResources are written only by the manager, labeled with the tenant whose controller
+	// wrote them, and that label decides: one left in a namespace that moved to another tenant stays with the tenant
+	// whose identity must undo its side effects. Our own Translation CRD is optional too: a cluster without it runs
+	// every controller but neg.
+	{GVR: Translations, Optional: true, CRD: true, Scope: tenancy.ManagerWritten,
+		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			return mpinformers.NewTranslationInformer(c.Multiproject, metav1.NamespaceAll, resync, namespaceIndex())
+		}},
+	{GVR: PangolinResources, Optional: true, CRD: true, Scope: tenancy.ManagerWritten,
+		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			return tunnelinformers.NewPangolinResourceInformer(c.Multiproject, metav1.NamespaceAll, resync, namespaceIndex())
+		}},
+	// Rancher Projects and PangolinTunnels belong to no tenant: a tenant's configuration names the ones it uses.
+	{GVR: Projects, Optional: true, CRD: true, Scope: NotRouted,
+		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			return managementinformers.NewProjectInformer(c.Multiproject, metav1.NamespaceAll, resync, namespaceIndex())
+		}},
+	{GVR: PangolinTunnels, Optional: true, CRD: true, Scope: NotRouted,
+		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			return tunnelinformers.NewPangolinTunnelInformer(c.Multiproject, metav1.NamespaceAll, resync, namespaceIndex())
+		}},
+}
+
+// LookupResource returns the entry of Resources for gvr.
+func LookupResource(gvr schema.GroupVersionResource) (Resource, bool) {
+	for _, r := range Resources {
+		if r.GVR == gvr {
+			return r, true
+		}
+	}
+	return Resource{}, false
+}
+
+// namespaceIndex is the index client-go's informer factory gives every informer it builds.
+func namespaceIndex() cache.Indexers {
+	return cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+}
