@@ -30,56 +30,38 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	rancherv3 "github.com/multiproject/api/rancher/management/v3"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
-	mpscheme "github.com/multiproject/client-go/clientset/versioned/scheme"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/namespaceproject"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
-	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
-
-// eventScheme knows core and our kinds, like the manager's: the recorder needs the kind of the Namespaces it reports on.
-var eventScheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(mpscheme.AddToScheme(s))
-	return s
-}()
 
 const (
 	labelKey    = mpv1alpha1.DefaultProviderConfigLabelKey
 	appOwnerKey = "appOwner"
 )
 
-// env is one test's (or the benchmark's) world: admin clients, the manager's client, the shared informers and the
-// tenancy router.
+// env is one test's (or the benchmark's) world: admin clients, the manager's client, and the production Manager
+// running the tenants' controllers on the shared informers.
 type env struct {
 	t         testing.TB
 	ctx       context.Context
 	adminKube kubernetes.Interface
 	admin     mpclientset.Interface
 	kube      kubernetes.Interface // the manager's ServiceAccount
-	projects  cache.SharedIndexInformer
-	router    *tenancy.Router
+	manager   *framework.Manager
 }
 
 type envOptions struct {
@@ -89,7 +71,8 @@ type envOptions struct {
 }
 
 // newEnv builds what the manager would have for these tests: the shared Namespace and Project informers on the
-// manager's identity, indexed for tenancy and started once, and a tenancy Router over the Namespaces.
+// manager's identity, indexed for tenancy and started once, a tenancy Router over the Namespaces, and the Manager
+// with the namespace-project controller enabled.
 func newEnv(t testing.TB, opts envOptions) *env {
 	t.Helper()
 	var ctx context.Context
@@ -119,8 +102,11 @@ func newEnv(t testing.TB, opts envOptions) *env {
 		t.Fatal(err)
 	}
 	tn := framework.StartTenancy(t, ctx, e.kube, mp, labelKey, nil, informerset.Projects)
-	e.router = tn.Router
-	e.projects = tn.Informers[informerset.Projects]
+	e.manager = framework.StartManager(t, ctx, framework.ManagerOptions{
+		Tenancy: tn, KubeClient: e.kube, MultiprojectClient: mp, Admin: e.admin, LabelKey: labelKey,
+		Controllers: []providerconfig.NamedFactory{framework.Enable(namespaceproject.Descriptor(), 0)},
+		Options:     tenant.Options{AppOwnerLabelKey: appOwnerKey},
+	})
 	return e
 }
 
@@ -133,15 +119,12 @@ func managerClientSettings(cfg *rest.Config, opts envOptions) *rest.Config {
 	return cfg
 }
 
-// tenantRun is one tenant's controller, as the manager would build and run it.
+// tenantRun is one tenant, a ProviderConfig whose controller the Manager runs.
 type tenantRun struct {
-	e          *env
-	name       string
-	clusterID  string
-	tctx       *tenant.Context
-	conditions *tenanttest.Conditions
-	cancel     context.CancelFunc
-	done       chan struct{}
+	e         *env
+	name      string
+	clusterID string
+	tenant    *framework.Tenant
 }
 
 // newTenant makes a tenant with a random name whose Rancher cluster is clusterID.
@@ -150,63 +133,28 @@ func (e *env) newTenant(clusterID string, workers int) *tenantRun {
 	return e.newNamedTenant("tenant-"+utilrand.String(6), clusterID, workers)
 }
 
+// newNamedTenant creates the ProviderConfig name with spec.rancher.clusterID; its controller runs workers workers.
 func (e *env) newNamedTenant(name, clusterID string, workers int) *tenantRun {
 	e.t.Helper()
-	views, err := e.router.Tenant(name)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(views.Close)
-	broadcaster := record.NewBroadcaster(record.WithContext(e.ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.kube.CoreV1().Events("")})
-	e.t.Cleanup(broadcaster.Shutdown)
-	tr := &tenantRun{e: e, name: name, clusterID: clusterID, conditions: &tenanttest.Conditions{}}
-	tr.tctx = &tenant.Context{
-		ProviderConfig: &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: mpv1alpha1.ProviderConfigSpec{Rancher: &mpv1alpha1.RancherConfig{ClusterID: clusterID}}},
-		ProviderConfigLabelKey: labelKey,
-		KubeClient:             e.kube,
-		Informers: tenanttest.TenantInformers{Views: views,
-			SharedInformers: map[schema.GroupVersionResource]cache.SharedIndexInformer{informerset.Projects: e.projects}},
-		EventRecorder: broadcaster.NewRecorder(eventScheme, corev1.EventSource{Component: "multiproject-namespace-project"}),
-		Condition:     tr.conditions,
-		Options:       tenant.Options{AppOwnerLabelKey: appOwnerKey},
-		Workers:       workers,
-	}
-	return tr
+	pc := &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: mpv1alpha1.ProviderConfigSpec{Rancher: &mpv1alpha1.RancherConfig{ClusterID: clusterID}}}
+	return &tenantRun{e: e, name: name, clusterID: clusterID, tenant: e.manager.Create(pc, framework.TenantOptions{Workers: workers})}
 }
 
 // start runs a new controller (an empty queue, as after a restart of the manager).
 func (tr *tenantRun) start() {
 	tr.e.t.Helper()
-	c, err := namespaceproject.New(tr.tctx)
-	if err != nil {
-		tr.e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(tr.e.ctx)
-	tr.cancel, tr.done = cancel, make(chan struct{})
-	go func() {
-		defer close(tr.done)
-		c.Run(ctx)
-	}()
-	tr.e.t.Cleanup(tr.stop)
+	tr.tenant.Start()
 }
 
 // stop ends the controller and waits for Run to return; a no-op when it is not running.
-func (tr *tenantRun) stop() {
-	if tr.cancel == nil {
-		return
-	}
-	tr.cancel()
-	<-tr.done
-	tr.cancel = nil
-}
+func (tr *tenantRun) stop() { tr.tenant.Stop() }
 
 // waitRunning waits until the controller reported its condition True.
 func (tr *tenantRun) waitRunning() {
 	tr.e.t.Helper()
 	tr.e.waitFor("tenant "+tr.name+" to report Running", 30*time.Second, func() (bool, error) {
-		c, ok := tr.conditions.Last()
+		c, ok := tr.tenant.Condition(mpv1alpha1.ProviderConfigConditionNamespaceProjectReady)
 		return ok && c.Status == metav1.ConditionTrue && c.Reason == "Running", nil
 	})
 }
