@@ -19,6 +19,7 @@ package neg
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -102,6 +103,10 @@ type harness struct {
 	informers  map[string]*countingInformer
 	tctx       *tenant.Context
 	translator *translator
+
+	mu sync.Mutex
+	// enqueued are the keys the translator enqueued since the last queued().
+	enqueued map[string]bool
 }
 
 func newHarness(t *testing.T, objects ...runtime.Object) *harness {
@@ -118,7 +123,7 @@ func newHarness(t *testing.T, objects ...runtime.Object) *harness {
 		}
 	}
 	h := &harness{t: t, ctx: ctx, kube: kubefake.NewClientset(kubeObjects...), mp: mpfake.NewClientset(mpObjects...),
-		events: &recorder{}, conditions: &tenanttest.Conditions{}, informers: map[string]*countingInformer{}}
+		events: &recorder{}, conditions: &tenanttest.Conditions{}, informers: map[string]*countingInformer{}, enqueued: map[string]bool{}}
 	kubeFactory := kubeinformers.NewSharedInformerFactory(h.kube, 0)
 	mpFactory := mpinformers.NewSharedInformerFactory(h.mp, 0)
 	h.informers["services"] = &countingInformer{SharedIndexInformer: kubeFactory.Core().V1().Services().Informer()}
@@ -157,6 +162,13 @@ func newHarness(t *testing.T, objects ...runtime.Object) *harness {
 		t.Fatal(err)
 	}
 	h.translator = tr
+	add := tr.add
+	tr.add = func(key string) {
+		h.mu.Lock()
+		h.enqueued[key] = true
+		h.mu.Unlock()
+		add(key)
+	}
 	return h
 }
 
@@ -273,10 +285,6 @@ func slice(service, name string, portName string, port int32, endpoints ...ep) *
 
 type runtimeObject = runtime.Object
 
-func ptrTo[T any](v T) *T { return &v }
-
-func sortStrings(s []string) { slices.Sort(s) }
-
 // emptyServiceLister stands for a tenant view that no longer has a Service.
 type emptyServiceLister struct{ corelisters.ServiceLister }
 
@@ -335,15 +343,11 @@ func (h *harness) syncWaiting(name string) {
 	}
 }
 
-// queued drains the translator's queue and returns its keys, sorted.
+// queued returns the keys the translator enqueued since the last call, sorted.
 func (h *harness) queued() []string {
-	var out []string
-	for h.translator.queue.Len() > 0 {
-		key, _ := h.translator.queue.Get()
-		h.translator.queue.Done(key)
-		h.translator.queue.Forget(key)
-		out = append(out, key)
-	}
-	sortStrings(out)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := slices.Sorted(maps.Keys(h.enqueued))
+	clear(h.enqueued)
 	return out
 }

@@ -20,7 +20,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,8 +31,12 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/utils/ptr"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 )
 
 // shop/web exposes port 80 (named http, targetPort "web" resolved per Pod) and not 443. Nodes n1 and n2 are in
@@ -507,8 +513,15 @@ func TestNoNodesMeansNoNEGsButAStatus(t *testing.T) {
 }
 
 // TestRunTranslatesOnEventsAndLeavesNothingBehind runs the translator: a Service annotated after start gets its
-// Translation from the events alone, a new zone's Node adds a NEG, and stopping removes every handler.
+// Translation from the events alone, a new zone's Node adds a NEG, its syncs count under the --controllers name
+// (neg), and stopping removes every handler.
 func TestRunTranslatesOnEventsAndLeavesNothingBehind(t *testing.T) {
+	metrics.Register()
+	syncs := metrics.Syncs.WithLabelValues(testTenant, ControllerName, "success")
+	before, err := testutil.GetCounterMetricValue(syncs)
+	if err != nil {
+		t.Fatal(err)
+	}
 	objects := webObjects()
 	objects[4] = service("web", "", servicePort("http", 80, "web"))
 	h := newHarness(t, objects...)
@@ -534,6 +547,10 @@ func TestRunTranslatesOnEventsAndLeavesNothingBehind(t *testing.T) {
 	h.waitFor("the status to list the new zone", func() bool {
 		return strings.Contains(h.service("web").Annotations[NEGStatusAnnotationKey], "europe-west1-d")
 	})
+	if after, err := testutil.GetCounterMetricValue(syncs); err != nil || after <= before {
+		t.Errorf("multiproject_controller_syncs_total{controller=%q,result=\"success\"} = %v (err %v), want more than %v",
+			ControllerName, after, err, before)
+	}
 
 	cancel()
 	<-done
@@ -547,8 +564,10 @@ func TestRunTranslatesOnEventsAndLeavesNothingBehind(t *testing.T) {
 			t.Errorf("%s: %d handlers added, %d removed; want %d and %d", name, added, removed, want, want)
 		}
 	}
-	if h.translator.queue.ShuttingDown() != true {
-		t.Error("the queue is not shut down")
+	// A shut-down queue takes no more keys.
+	h.translator.workers.Add("shop/late")
+	if n := h.translator.workers.Len(); n != 0 {
+		t.Errorf("the queue is not shut down: it holds %d keys", n)
 	}
 }
 
@@ -563,12 +582,7 @@ func (h *harness) waitFor(what string, cond func() bool) {
 }
 
 func keys[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sortStrings(out)
-	return out
+	return slices.Sorted(maps.Keys(m))
 }
 
 func TestEndpointsIgnoreOtherAddressTypesAndProtocols(t *testing.T) {
@@ -576,7 +590,7 @@ func TestEndpointsIgnoreOtherAddressTypesAndProtocols(t *testing.T) {
 	v6 := slice("web", "v6", "http", 80, ep{ip: "fd00::1", node: "n1"})
 	v6.AddressType = discoveryv1.AddressTypeIPv6
 	udp := slice("web", "udp", "http", 80, ep{ip: "10.0.0.3", node: "n1"})
-	udp.Ports[0].Protocol = ptrTo(corev1.ProtocolUDP)
+	udp.Ports[0].Protocol = ptr.To(corev1.ProtocolUDP)
 	unnamed := slice("web", "unnamed", "", 81, ep{ip: "10.0.0.4", node: "n1"})
 	nilReady := slice("web", "nilready", "http", 80, ep{ip: "10.0.0.5", node: "n1"})
 	nilReady.Endpoints[0].Conditions.Ready = nil // unknown readiness counts as ready, as the API says

@@ -1,0 +1,414 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package neg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+)
+
+// reconcileTranslations makes the Service's Translations in the API exactly desired. It lists them from the API
+// server by the owner-UID label rather than from the tenant's view, which would miss one labeled for another tenant
+// (the Service moved) and may lag behind the translator's own writes.
+//
+// Translations that are going (stale ones it deletes, ones already being deleted, and ones left by a former Service
+// of the same name) hold back the creation of a desired Translation that has the same name or lists one of the same
+// NEGs: a NEG belongs to one Translation at a time, so the old one's deletion never takes the new one's NEG. So does
+// a Translation of another Service, of any tenant, that declares a custom NEG name (custom: by Translation name) the
+// desired one declares; the NEGNameConflict warnings that says so are returned.
+func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Service, desired []*mpv1alpha1.Translation, custom map[string]string) ([]tenant.Warning, error) {
+	logger := klog.FromContext(ctx)
+	client := t.mp.MultiprojectV1alpha1().Translations(svc.Namespace)
+	selector := labels.Set{mpv1alpha1.TranslationOwnerUIDLabelKey: string(svc.UID)}.AsSelector().String()
+	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, fmt.Errorf("listing the Service's Translations: %w", err)
+	}
+	wanted := map[string]*mpv1alpha1.Translation{}
+	for _, tr := range desired {
+		wanted[tr.Name] = tr
+	}
+	existing := map[string]*mpv1alpha1.Translation{}
+	for i := range list.Items {
+		if isOurs(&list.Items[i]) {
+			existing[list.Items[i].Name] = &list.Items[i]
+		}
+	}
+	var errs []error
+	var leaving []*mpv1alpha1.Translation
+	for i := range list.Items {
+		have := &list.Items[i]
+		if !isOurs(have) || (wanted[have.Name] != nil && have.Labels[t.labelKey] == t.tenant) {
+			continue
+		}
+		if t.leaving(have) {
+			leaving = append(leaving, have)
+			continue
+		}
+		if successor := t.pendingSuccessor(svc, have, wanted, existing); successor != "" {
+			logger.V(4).Info("Keeping a Translation of another version until its successor is synced",
+				"translation", have.Name, "successor", successor)
+			continue
+		}
+		// Stale: its port is no longer exposed, its version is old (and its successor synced, or sharing its
+		// NEGs), or it was made for another tenant (the Service moved; that tenant's pusher deletes its NEGs in its
+		// own project).
+		deleted, err := t.deleteTranslation(ctx, have)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if deleted {
+			leaving = append(leaving, have)
+			t.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonTranslationDeleted,
+				"Deleted Translation %s; its NEGs are deleted before it disappears", have.Name)
+		}
+	}
+	// Translations left by a former Service of this name: it was deleted with --cascade=orphan, so the garbage
+	// collector removed their owner reference and left them, with their NEGs.
+	for _, old := range t.translationsNaming(svc.Namespace, svc.Name) {
+		if ownerUID(old) == svc.UID {
+			continue
+		}
+		if t.leaving(old) {
+			leaving = append(leaving, old)
+			continue
+		}
+		deleted, err := t.deletePredecessor(ctx, svc, old)
+		if err != nil {
+			errs = append(errs, err)
+		} else if deleted {
+			leaving = append(leaving, old)
+		}
+	}
+
+	waiting := false
+	var blocked []tenant.Warning
+	for _, want := range desired {
+		have, ok := existing[want.Name]
+		// A custom name the Service's Translation does not declare yet is reserved before the write: no other
+		// Service's Translation may declare it, nor be about to.
+		reserving, object := custom[want.Name], want.Namespace+"/"+want.Name
+		if ok && declares(have, reserving) {
+			reserving = ""
+		}
+		reserve := func() bool {
+			if reserving == "" {
+				return true
+			}
+			holder, free := t.reserveName(svc, reserving, object)
+			if !free {
+				logger.V(2).Info("Waiting for another Service's Translation to let a custom NEG name go",
+					"translation", want.Name, "neg", reserving, "usedBy", holder)
+				if holder != "" {
+					blocked = append(blocked, tenant.Warning{Reason: ReasonNameConflict, Message: nameConflictMessage(reserving, portOf(want), holder)})
+				}
+			}
+			return free
+		}
+		switch {
+		case !ok:
+			if blocker := blockedBy(want, leaving); blocker != nil {
+				logger.V(4).Info("Waiting for a Translation to be deleted before creating its successor",
+					"translation", want.Name, "deleting", blocker.Name)
+				waiting = true
+				continue
+			}
+			if !reserve() {
+				continue
+			}
+			_, err := client.Create(ctx, want, metav1.CreateOptions{})
+			if reserving != "" {
+				t.nameCreated(reserving, object, err == nil)
+			}
+			switch {
+			case apierrors.IsAlreadyExists(err):
+				// Not made for this Service and not in the view: a former Service's, labeled for another tenant, or
+				// one the view has not seen yet.
+				if err := t.replaceForeign(ctx, svc, want.Name); err != nil {
+					errs = append(errs, err)
+				}
+				waiting = true
+			case err != nil:
+				errs = append(errs, fmt.Errorf("creating Translation %s: %w", want.Name, err))
+			default:
+				t.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonTranslationCreated,
+					"Created Translation %s declaring NEG %s in %d zones", want.Name, negNameOf(want), len(want.Spec.Resources))
+			}
+		case have.DeletionTimestamp != nil || have.Labels[t.labelKey] != t.tenant:
+			waiting = true
+		case needsUpdate(have, want):
+			if !reserve() {
+				continue
+			}
+			updated := have.DeepCopy()
+			updated.Spec = want.Spec
+			if updated.Labels == nil {
+				updated.Labels = map[string]string{}
+			}
+			maps.Copy(updated.Labels, want.Labels)
+			updated.OwnerReferences = withController(updated.OwnerReferences, want.OwnerReferences[0])
+			_, err := client.Update(ctx, updated, metav1.UpdateOptions{})
+			if reserving != "" {
+				t.nameCreated(reserving, object, err == nil)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("updating Translation %s: %w", want.Name, err))
+			} else {
+				logger.V(2).Info("Updated Translation", "translation", want.Name, "endpoints", endpointCount(want))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return blocked, err
+	}
+	if waiting {
+		return blocked, errWaiting
+	}
+	return blocked, nil
+}
+
+// pendingSuccessor returns the name of the Translation of this version that replaces have, a Translation of the
+// tenant of another version for a Service port still exposed, when have must stay until it is synced: the new
+// NEGs are pushed before the old ones are deleted. It returns "" when have may go now: it has no successor, its
+// successor is synced, or they share a NEG (a custom name), which must be deleted by the old one before the new one
+// may declare it.
+func (t *translator) pendingSuccessor(svc *corev1.Service, have *mpv1alpha1.Translation, wanted, existing map[string]*mpv1alpha1.Translation) string {
+	version, _, port, ok := parseTranslationName(have.Name)
+	if !ok || version == translationVersion || have.Labels[t.labelKey] != t.tenant {
+		return ""
+	}
+	name := translationName(svc.Name, port)
+	want := wanted[name]
+	if want == nil || sharesNEGs(have, want) {
+		return ""
+	}
+	if current := existing[name]; current != nil && current.DeletionTimestamp == nil &&
+		current.Labels[t.labelKey] == t.tenant && isSynced(current) {
+		return ""
+	}
+	return name
+}
+
+// blockedBy returns a leaving Translation that want must wait for: one of the same name, or one that lists one of
+// want's NEGs.
+func blockedBy(want *mpv1alpha1.Translation, leaving []*mpv1alpha1.Translation) *mpv1alpha1.Translation {
+	for _, old := range leaving {
+		if old.Name == want.Name || sharesNEGs(old, want) {
+			return old
+		}
+	}
+	return nil
+}
+
+// deletePredecessor deletes a Translation left by a former Service of svc's name and says so on svc.
+func (t *translator) deletePredecessor(ctx context.Context, svc *corev1.Service, old *mpv1alpha1.Translation) (bool, error) {
+	deleted, err := t.deleteTranslation(ctx, old)
+	if deleted {
+		klog.FromContext(ctx).Info("Deleted a Translation left by a former Service of the same name",
+			"translation", old.Name, "formerUID", ownerUID(old), "uid", svc.UID)
+		t.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonStaleTranslationDeleted,
+			"Deleted Translation %s left by a former Service of this name (UID %s); its NEGs are deleted before it "+
+				"disappears, and this Service's own Translations are declared without it", old.Name, ownerUID(old))
+	}
+	return deleted, err
+}
+
+// replaceForeign handles a Translation that holds the name of one the Service needs and is not the Service's: if
+// it was made for a former Service of this name, it is deleted. It is looked up with a list by name (the
+// translator's role lists Translations; it has no get).
+func (t *translator) replaceForeign(ctx context.Context, svc *corev1.Service, name string) error {
+	list, err := t.mp.MultiprojectV1alpha1().Translations(svc.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	if err != nil {
+		return fmt.Errorf("looking up Translation %s, which exists: %w", name, err)
+	}
+	for i := range list.Items {
+		old := &list.Items[i]
+		if old.Name != name || !isOurs(old) || ownerUID(old) == svc.UID || t.leaving(old) {
+			// Gone meanwhile, made for this Service (the list by label lagged), or already going: retry later.
+			continue
+		}
+		if _, err := t.deletePredecessor(ctx, svc, old); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteTranslation deletes a Translation, with its UID as precondition so that a successor of the same name is
+// never hit. It reports whether this call asked for the deletion: false if it was gone or already going.
+func (t *translator) deleteTranslation(ctx context.Context, tr *mpv1alpha1.Translation) (bool, error) {
+	if t.leaving(tr) {
+		return false, nil
+	}
+	uid := tr.UID
+	err := t.mp.MultiprojectV1alpha1().Translations(tr.Namespace).Delete(ctx, tr.Name,
+		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case apierrors.IsConflict(err):
+		// The precondition failed: the name now belongs to another Translation, which is not this one's to delete.
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("deleting stale Translation %s: %w", tr.Name, err)
+	}
+	if uid != "" {
+		t.deleting.Store(uid, struct{}{})
+	}
+	return true, nil
+}
+
+// releaseDeparted handles a Service the tenant no longer sees. Still there (relabeled to another tenant, or to
+// none): the Translations this tenant made for it are stale, and deleting them lets this tenant's pusher delete the
+// NEGs in this tenant's project. Deleted: the garbage collector deletes its Translations, except after a delete with
+// --cascade=orphan, which leaves them without owner; either way the Translations of the tenant that still name it
+// (from the view) are deleted here, so that the pusher deletes their NEGs and removes their finalizer.
+func (t *translator) releaseDeparted(ctx context.Context, namespace, name string) error {
+	logger := klog.FromContext(ctx)
+	var stale []*mpv1alpha1.Translation
+	svc, err := t.kube.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		svc = nil
+	case err != nil:
+		return fmt.Errorf("looking up a Service that left the tenant: %w", err)
+	default:
+		selector := labels.Set{mpv1alpha1.TranslationOwnerUIDLabelKey: string(svc.UID), t.labelKey: t.tenant}.AsSelector().String()
+		list, err := t.mp.MultiprojectV1alpha1().Translations(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return fmt.Errorf("listing the Translations of a Service that left the tenant: %w", err)
+		}
+		for i := range list.Items {
+			if isOurs(&list.Items[i]) {
+				stale = append(stale, &list.Items[i])
+			}
+		}
+	}
+	listed := map[types.UID]bool{}
+	for _, tr := range stale {
+		listed[tr.UID] = true
+	}
+	for _, tr := range t.translationsNaming(namespace, name) {
+		if !listed[tr.UID] {
+			stale = append(stale, tr)
+		}
+	}
+	var errs []error
+	for _, tr := range stale {
+		deleted, err := t.deleteTranslation(ctx, tr)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		switch {
+		case !deleted:
+		case svc != nil:
+			logger.V(2).Info("Deleted the Translation of a Service that left the tenant", "translation", tr.Name)
+		case metav1.GetControllerOf(tr) == nil:
+			logger.Info("Deleted a Translation whose Service no longer exists and that has no owner (the Service was deleted with --cascade=orphan)",
+				"translation", tr.Name, "formerUID", ownerUID(tr))
+		default:
+			logger.V(2).Info("Deleted the Translation of a deleted Service", "translation", tr.Name)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// translationsNaming returns the Translations of ours in the tenant's view, labeled for the tenant, that were made
+// for a Service of that namespace and name, whatever its UID. It reads the cache only.
+func (t *translator) translationsNaming(namespace, service string) []*mpv1alpha1.Translation {
+	list, err := t.translationLister.Translations(namespace).List(labels.SelectorFromSet(labels.Set{t.labelKey: t.tenant}))
+	if err != nil {
+		return nil
+	}
+	var out []*mpv1alpha1.Translation
+	for _, tr := range list {
+		if s, ok := serviceOf(tr); ok && s == service && isOurs(tr) {
+			out = append(out, tr)
+		}
+	}
+	return out
+}
+
+// leaving says whether a Translation is on its way out: marked for deletion, or deleted by this translator and not
+// yet seen so by the view.
+func (t *translator) leaving(tr *mpv1alpha1.Translation) bool {
+	if tr.DeletionTimestamp != nil {
+		return true
+	}
+	_, asked := t.deleting.Load(tr.UID)
+	return asked
+}
+
+// needsUpdate compares what the translator owns: the spec, its labels and the controller reference. Status and
+// finalizers belong to the pusher.
+func needsUpdate(have, want *mpv1alpha1.Translation) bool {
+	if !apiequality.Semantic.DeepEqual(have.Spec, want.Spec) {
+		return true
+	}
+	for k, v := range want.Labels {
+		if have.Labels[k] != v {
+			return true
+		}
+	}
+	ref := metav1.GetControllerOf(have)
+	return ref == nil || !apiequality.Semantic.DeepEqual(*ref, want.OwnerReferences[0])
+}
+
+func withController(refs []metav1.OwnerReference, controller metav1.OwnerReference) []metav1.OwnerReference {
+	out := []metav1.OwnerReference{controller}
+	for _, r := range refs {
+		if r.UID != controller.UID && (r.Controller == nil || !*r.Controller) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func negNameOf(tr *mpv1alpha1.Translation) string {
+	if len(tr.Spec.Resources) == 0 {
+		return "(none: the tenant has no Nodes with a zone)"
+	}
+	return tr.Spec.Resources[0].Name
+}
+
+func endpointCount(tr *mpv1alpha1.Translation) int {
+	n := 0
+	for _, r := range tr.Spec.Resources {
+		if r.NetworkEndpointGroup != nil {
+			n += len(r.NetworkEndpointGroup.Endpoints)
+		}
+	}
+	return n
+}

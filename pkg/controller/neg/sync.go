@@ -1,0 +1,215 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package neg
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+)
+
+// Event reasons on Services. Translation updates (every endpoint change) are logged, not recorded as Events.
+const (
+	ReasonInvalidAnnotation  = "InvalidNEGAnnotation"
+	ReasonPortNotExposed     = "NEGPortNotExposed"
+	ReasonTranslationCreated = "TranslationCreated"
+	ReasonTranslationDeleted = "TranslationDeleted"
+	ReasonEndpointsSkipped   = "NEGEndpointsSkipped"
+	// ReasonStaleTranslationDeleted: a Translation left by a former Service of the same name (deleted with
+	// --cascade=orphan, so its Translations lost their owner reference and stayed) was deleted; a Translation of this
+	// Service of the same name is created once the pusher has deleted the old NEGs and the old one is gone.
+	ReasonStaleTranslationDeleted = "StaleTranslationDeleted"
+)
+
+// errWaiting says a sync must be retried because a Translation it wants to write still exists in another form (being
+// deleted, or another tenant's): nothing failed, so it is logged only at V(4).
+var errWaiting = fmt.Errorf("%w for an old Translation of the same name to be deleted", tenant.ErrWaiting)
+
+// sync makes the Translations and the neg-status annotation of one Service match what it asks for.
+func (t *translator) sync(ctx context.Context, key string) error {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	svc, err := t.serviceLister.Services(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		t.warnings.Forget(key)
+		return t.releaseDeparted(ctx, namespace, name)
+	}
+	if err != nil {
+		return err
+	}
+	if svc.DeletionTimestamp != nil {
+		// The garbage collector deletes the Translations; writing now would only race it.
+		return nil
+	}
+
+	value, annotated := svc.Annotations[NEGAnnotationKey]
+	var ports []exposedPort
+	if annotated {
+		if ports, err = parseNEGAnnotation(value); err != nil {
+			// Leave the Translations (and so the NEGs) as they are: a typo must not take a working port down.
+			t.warnings.Report(key, svc, tenant.Warning{Reason: ReasonInvalidAnnotation, Message: err.Error()})
+			return nil
+		}
+	}
+
+	nodes, err := t.nodeLister.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	topo := newTopology(nodes)
+	var warnings []tenant.Warning
+	var desired []*mpv1alpha1.Translation
+	negs := map[int32]string{}
+	custom := map[string]string{} // Translation name → the custom NEG name it declares
+	for _, p := range ports {
+		servicePort := findServicePort(svc, p.Port)
+		if servicePort == nil {
+			warnings = append(warnings, tenant.Warning{Reason: ReasonPortNotExposed, Message: fmt.Sprintf(
+				"Port %d in annotation %s is not a port of the Service; no NEG is made for it", p.Port, NEGAnnotationKey)})
+			continue
+		}
+		if p.CustomName != "" {
+			// A name another Service claimed first is not this Service's: the port is left out, so a Translation of
+			// it (made while this Service held the name) is deleted, and the holder waits for that.
+			if holder, taken := t.nameHolder(svc, p.CustomName); taken {
+				warnings = append(warnings, tenant.Warning{Reason: ReasonNameConflict, Message: nameConflictMessage(p.CustomName, p.Port, holder)})
+				continue
+			}
+			custom[translationName(svc.Name, p.Port)] = p.CustomName
+		}
+		tr, skipped, err := t.translation(svc, servicePort, p, topo)
+		if err != nil {
+			return err
+		}
+		if skipped > 0 {
+			// No count in the message: it would make every endpoint change a new Event.
+			warnings = append(warnings, tenant.Warning{Reason: ReasonEndpointsSkipped, Message: fmt.Sprintf(
+				"Some ready endpoints of port %d run on Nodes this tenant does not have, or that have no zone; "+
+					"they are left out of the NEGs", p.Port)})
+		}
+		desired = append(desired, tr)
+		negs[p.Port] = negNameFor(t, svc, p)
+	}
+	blocked, err := t.reconcileTranslations(ctx, svc, desired, custom)
+	t.warnings.Report(key, svc, append(warnings, blocked...)...)
+	if err != nil {
+		return err
+	}
+	var want *negStatus
+	if len(desired) > 0 {
+		s := newNEGStatus(negs, topo.zones)
+		want = &s
+	}
+	return t.writeStatus(ctx, svc, want)
+}
+
+func findServicePort(svc *corev1.Service, port int32) *corev1.ServicePort {
+	i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == port })
+	if i < 0 {
+		return nil
+	}
+	return &svc.Spec.Ports[i]
+}
+
+func negNameFor(t *translator, svc *corev1.Service, p exposedPort) string {
+	if p.CustomName != "" {
+		return p.CustomName
+	}
+	return negName(translationVersion, t.cluster, t.tenant, svc.Namespace, svc.Name, p.Port)
+}
+
+// translation builds the desired Translation of one Service port: one NEG per zone of the tenant's Nodes, in zone
+// order, each with the ready endpoints of that zone.
+func (t *translator) translation(svc *corev1.Service, servicePort *corev1.ServicePort, p exposedPort, topo *topology) (*mpv1alpha1.Translation, int, error) {
+	selector := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: svc.Name})
+	endpointSlices, err := t.sliceLister.EndpointSlices(svc.Namespace).List(selector)
+	if err != nil {
+		return nil, 0, err
+	}
+	byZone, skipped := endpointsByZone(endpointSlices, servicePort, topo)
+	name := negNameFor(t, svc, p)
+	description := negDescription(t.cluster, t.tenant, svc.Namespace, svc.Name, string(svc.UID), p.Port)
+	tr := &mpv1alpha1.Translation{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: svc.Namespace,
+			Name:      translationName(svc.Name, p.Port),
+			Labels: map[string]string{
+				t.labelKey:                             t.tenant,
+				mpv1alpha1.TranslationOwnerUIDLabelKey: string(svc.UID),
+			},
+			OwnerReferences: []metav1.OwnerReference{ownerReference(svc)},
+			Finalizers:      []string{mpv1alpha1.TranslationDeleterFinalizer},
+		},
+	}
+	for _, zone := range topo.zones {
+		tr.Spec.Resources = append(tr.Spec.Resources, mpv1alpha1.BackendResource{
+			Kind:        mpv1alpha1.BackendResourceKindNetworkEndpointGroup,
+			Name:        name,
+			Zone:        zone,
+			Description: description,
+			NetworkEndpointGroup: &mpv1alpha1.NetworkEndpointGroupParameters{
+				Network:    t.gcp.Network,
+				Subnetwork: t.gcp.Subnetwork,
+				Endpoints:  byZone[zone],
+			},
+		})
+	}
+	return tr, skipped, nil
+}
+
+// ownerReference makes the Service the Translation's controller; blockOwnerDeletion makes a foreground delete of
+// the Service wait until the Translation, and so its NEGs, are gone.
+func ownerReference(svc *corev1.Service) metav1.OwnerReference {
+	yes := true
+	return metav1.OwnerReference{APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID,
+		Controller: &yes, BlockOwnerDeletion: &yes}
+}
+
+// writeStatus patches the neg-status annotation when it differs from want (nil: absent).
+func (t *translator) writeStatus(ctx context.Context, svc *corev1.Service, want *negStatus) error {
+	current, present := svc.Annotations[NEGStatusAnnotationKey]
+	if !statusNeedsWrite(current, present, want) {
+		return nil
+	}
+	value := "null"
+	if want != nil {
+		value = fmt.Sprintf("%q", want.encode())
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, NEGStatusAnnotationKey, value)
+	_, err := t.kube.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("writing annotation %s: %w", NEGStatusAnnotationKey, err)
+	}
+	return nil
+}
