@@ -31,16 +31,11 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -49,21 +44,19 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
-	mpscheme "github.com/multiproject/client-go/clientset/versioned/scheme"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/ingresstunnel"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
-	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
 
 const labelKey = mpv1alpha1.DefaultProviderConfigLabelKey
 
 // env is one test's world: the manager's clients (its ServiceAccount), shared informers routed into tenant views
-// as the manager builds them, and admin clients for the fixtures.
+// as the manager builds them, the production Manager running the tenants' controllers, and admin clients for the
+// fixtures.
 type env struct {
 	t         testing.TB
 	ctx       context.Context
@@ -71,8 +64,7 @@ type env struct {
 	admin     mpclientset.Interface
 	kube      kubernetes.Interface
 	mp        mpclientset.Interface
-	router    *tenancy.Router
-	tunnels   cache.SharedIndexInformer
+	manager   *framework.Manager
 	resources cache.SharedIndexInformer
 	ingresses cache.SharedIndexInformer
 }
@@ -108,10 +100,12 @@ func newEnv(t testing.TB, qps float32, burst int) *env {
 	tn := framework.StartTenancy(t, ctx, e.kube, e.mp, labelKey,
 		[]schema.GroupVersionResource{informerset.Ingresses, informerset.Services, informerset.PangolinResources},
 		informerset.PangolinTunnels)
-	e.router = tn.Router
 	e.resources = tn.Informers[informerset.PangolinResources]
 	e.ingresses = tn.Informers[informerset.Ingresses]
-	e.tunnels = tn.Informers[informerset.PangolinTunnels]
+	e.manager = framework.StartManager(t, ctx, framework.ManagerOptions{
+		Tenancy: tn, KubeClient: e.kube, MultiprojectClient: e.mp, Admin: e.admin, LabelKey: labelKey,
+		Controllers: []providerconfig.NamedFactory{framework.Enable(ingresstunnel.Descriptor(), 0)},
+	})
 	return e
 }
 
@@ -129,65 +123,26 @@ func managerClients(t testing.TB, cfg *rest.Config) (kubernetes.Interface, mpcli
 
 // tenantRun is one ProviderConfig and its running controller.
 type tenantRun struct {
-	e          *env
-	name       string
-	config     *mpv1alpha1.PangolinConfig
-	conditions *tenanttest.Conditions
-	cancel     context.CancelFunc
-	done       chan struct{}
+	e      *env
+	name   string
+	tenant *framework.Tenant
 }
 
-// startTenant runs the controller of tenant name with config, as the manager would.
+// startTenant creates the ProviderConfig name with spec.pangolin config and has the Manager run its controller with
+// workers workers, until it reports its condition True.
 func (e *env) startTenant(name string, config *mpv1alpha1.PangolinConfig, workers int) *tenantRun {
 	e.t.Helper()
-	views, err := e.router.Tenant(name)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	broadcaster := record.NewBroadcaster(record.WithContext(e.ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.kube.CoreV1().Events("")})
-	tr := &tenantRun{e: e, name: name, config: config, conditions: &tenanttest.Conditions{}}
-	ctrl, err := ingresstunnel.New(&tenant.Context{
-		ProviderConfig:         &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: mpv1alpha1.ProviderConfigSpec{Pangolin: config}},
-		ProviderConfigLabelKey: labelKey,
-		KubeClient:             e.kube,
-		MultiprojectClient:     e.mp,
-		Informers: tenanttest.TenantInformers{Views: views,
-			SharedInformers: map[schema.GroupVersionResource]cache.SharedIndexInformer{informerset.PangolinTunnels: e.tunnels,
-				informerset.PangolinResources: e.resources}},
-		EventRecorder: broadcaster.NewRecorder(eventScheme, corev1.EventSource{Component: "multiproject-controller-manager"}),
-		Condition:     tr.conditions,
-		Workers:       workers,
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(e.ctx)
-	tr.cancel, tr.done = cancel, make(chan struct{})
-	go func() {
-		defer close(tr.done)
-		ctrl.Run(ctx)
-	}()
-	e.t.Cleanup(func() {
-		tr.stop()
-		broadcaster.Shutdown()
-		views.Close()
-	})
+	pc := &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: mpv1alpha1.ProviderConfigSpec{Pangolin: config}}
+	tr := &tenantRun{e: e, name: name, tenant: e.manager.Create(pc, framework.TenantOptions{Workers: workers})}
+	tr.tenant.Start()
 	e.waitFor("tenant "+name+" to report Running", 30*time.Second, func() (bool, error) {
-		c, ok := tr.conditions.Last()
+		c, ok := tr.tenant.Condition(mpv1alpha1.ProviderConfigConditionIngressTunnelReady)
 		return ok && c.Status == metav1.ConditionTrue, nil
 	})
 	return tr
 }
 
-func (tr *tenantRun) stop() {
-	if tr.cancel == nil {
-		return
-	}
-	tr.cancel()
-	<-tr.done
-	tr.cancel = nil
-}
+func (tr *tenantRun) stop() { tr.tenant.Stop() }
 
 // syncs is how many successful syncs the tenant's controller has made.
 func (tr *tenantRun) syncs() float64 {
@@ -197,14 +152,6 @@ func (tr *tenantRun) syncs() float64 {
 	}
 	return v
 }
-
-// eventScheme resolves the kinds Events are recorded on, as the manager's does.
-var eventScheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(mpscheme.AddToScheme(s))
-	return s
-}()
 
 var notInName = regexp.MustCompile(`[^a-z0-9]+`)
 
