@@ -23,33 +23,27 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/sets"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/cli/globalflag"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/component-base/term"
 	"k8s.io/component-base/version"
+	"k8s.io/component-base/version/verflag"
 	genericcontrollermanager "k8s.io/controller-manager/app"
 	controllerhealthz "k8s.io/controller-manager/pkg/healthz"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-
-	managementinformers "github.com/multiproject/client-go/informers/externalversions/management/v3"
-	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
-	tunnelinformers "github.com/multiproject/client-go/informers/externalversions/tunnel/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
@@ -59,7 +53,6 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
-	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 
 	// Registers the client-go (REST client, leader election) and workqueue metrics with the legacy registry. The
 	// workqueue provider must be set before any queue is created.
@@ -80,7 +73,6 @@ func init() {
 func NewControllerManagerCommand() *cobra.Command {
 	descriptors := NewControllerDescriptors()
 	o := options.NewOptions(catalog{descriptors})
-	var printVersion bool
 
 	cmd := &cobra.Command{
 		Use: names.ComponentName,
@@ -94,11 +86,8 @@ ingress-tunnel (Pangolin resources for Ingresses). It runs under leader election
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if printVersion {
-				// The version is stamped by the Makefile's ldflags into component-base's version package.
-				fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", names.ComponentName, version.Get())
-				return nil
-			}
+			// The version is stamped by the Makefile's ldflags into component-base's version package.
+			verflag.PrintAndExitIfRequested()
 			if err := logsapi.ValidateAndApply(o.Logs, utilfeature.DefaultFeatureGate); err != nil {
 				return err
 			}
@@ -122,7 +111,7 @@ ingress-tunnel (Pangolin resources for Ingresses). It runs under leader election
 	}
 
 	fss := o.Flags()
-	fss.FlagSet("global").BoolVar(&printVersion, "version", false, "Print version information and quit.")
+	verflag.AddFlags(fss.FlagSet("global"))
 	globalflag.AddGlobalFlags(fss.FlagSet("global"), cmd.Name(), logs.SkipLoggingConfigurationFlags())
 	for _, f := range fss.FlagSets {
 		cmd.Flags().AddFlagSet(f)
@@ -217,184 +206,99 @@ func newServingMux(c config.CompletedConfig, healthzHandler http.Handler, state 
 	return mux
 }
 
-// runControllers runs on the leader's context: it starts the shared informers once, waits for their caches, then
-// runs the ProviderConfig controller, which starts every tenant's controllers, until ctx ends.
+// runControllers runs on the leader's context, one leadership term: it builds the controller context and starts
+// the controllers on it until ctx ends.
 func runControllers(ctx context.Context, c config.CompletedConfig, descriptors *registry.Registry[tenant.Factory], state *processState) error {
-	logger := klog.FromContext(ctx)
-	defer state.synced.Store(false)
-
-	set, err := informerset.New(informerset.Config{
-		Client:       c.Client,
-		ResyncPeriod: c.ResyncPeriod,
-		Indexers:     tenancy.Indexers(c.ProviderConfigLabelKey),
-	})
+	cc, err := CreateControllerContext(c)
 	if err != nil {
 		return err
 	}
-	providerConfigs := mpinformers.NewProviderConfigInformer(c.MultiprojectClient, c.ResyncPeriod, cache.Indexers{})
-	if err := set.Add(informerset.ProviderConfigs, providerConfigs); err != nil {
-		return err
-	}
-	for gvr, newInformer := range optionalInformers(c) {
-		if err := set.AddOptional(gvr, newInformer); err != nil {
-			return err
-		}
-	}
+	defer func() { _ = cc.Informers.Close() }()
+	return StartControllers(ctx, cc, descriptors, &state.synced)
+}
+
+// ControllerContext is what the controllers of one leadership term share, as in kube-controller-manager.
+type ControllerContext struct {
+	// ComponentConfig is the process's completed configuration.
+	ComponentConfig config.CompletedConfig
+	// Informers holds the shared informers of informerset.Resources (Informers.Set), the Router that splits them
+	// between tenants (Informers.Router), and which optional APIs are served (Informers.Served).
+	Informers *informerset.Tenancy
+}
+
+// CreateControllerContext builds the shared informers and the tenancy Router over them. Nothing runs until
+// StartControllers; the caller closes Informers once StartControllers has returned.
+func CreateControllerContext(c config.CompletedConfig) (*ControllerContext, error) {
 	// The router reports, on the object, a tenant label it ignores because the object's namespace names another
 	// tenant (design invariant 4); the process-wide recorder does not block, so it is safe on the dispatch path.
-	router, err := tenancy.NewRouterWithOptions(c.ProviderConfigLabelKey, set.Informer(informerset.Namespaces),
-		tenancy.RouterOptions{Recorder: c.EventRecorder})
+	informers, err := informerset.NewTenancy(informerset.TenancyConfig{
+		Config:   informerset.Config{Client: c.Client, MultiprojectClient: c.MultiprojectClient, ResyncPeriod: c.ResyncPeriod},
+		LabelKey: c.ProviderConfigLabelKey,
+		Recorder: c.EventRecorder,
+	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer func() { _ = router.Close() }()
-	for _, r := range []struct {
-		gvr   schema.GroupVersionResource
-		scope tenancy.Scope
-	}{
-		{informerset.Services, tenancy.Namespaced},
-		{informerset.EndpointSlices, tenancy.Namespaced},
-		{informerset.Ingresses, tenancy.Namespaced},
-		{informerset.Nodes, tenancy.ClusterScoped},
-	} {
-		if err := router.AddResource(r.gvr, set.Informer(r.gvr), r.scope); err != nil {
-			return err
-		}
-	}
+	return &ControllerContext{ComponentConfig: c, Informers: informers}, nil
+}
 
-	if err := set.Start(ctx); err != nil {
+// StartControllers starts the shared informers on ctx, waits for their caches, then runs the ProviderConfig
+// controller, which starts every tenant's enabled controllers, until ctx ends. synced, if not nil, is true from
+// the moment the caches have synced until StartControllers returns (for /readyz).
+func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *registry.Registry[tenant.Factory], synced *atomic.Bool) error {
+	logger := klog.FromContext(ctx)
+	c := cc.ComponentConfig
+	if err := cc.Informers.Set.Start(ctx); err != nil {
 		return err
 	}
-	if err := set.WaitForCacheSync(ctx, c.CacheSyncTimeout); err != nil {
+	if err := cc.Informers.Set.WaitForCacheSync(ctx, c.CacheSyncTimeout); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
-	state.synced.Store(true)
+	if synced != nil {
+		synced.Store(true)
+		defer synced.Store(false)
+	}
 	logger.Info("Shared informer caches synced")
 
-	apis := newServedAPIs()
-	cfg := providerconfig.ManagerConfig{
-		KubeClient:         c.Client,
-		MultiprojectClient: c.MultiprojectClient,
-		Router:             router,
-		Shared: func(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
-			if inf := set.Informer(gvr); inf != nil {
-				return inf, true
-			}
-			if !apis.served(gvr) {
-				return nil, false
-			}
-			inf, _, _ := set.Optional(gvr)
-			return inf, inf != nil
-		},
-		APIServed:   apis.served,
-		LabelKey:    c.ProviderConfigLabelKey,
-		Options:     c.TenantControllers,
-		EventSink:   c.EventSink,
-		StopTimeout: c.ShutdownTimeout,
-	}
-	enabled := sets.New[string]()
-	for _, d := range descriptors.Enabled(c.Controllers) {
-		enabled.Insert(d.Name)
-		cfg.Enabled = append(cfg.Enabled, providerconfig.NamedFactory{Name: d.Name, Workers: c.ConcurrentSyncs[d.Name], Factory: d.Constructor})
-	}
-	for _, name := range descriptors.KnownControllers() {
-		if d, _ := descriptors.Get(name); !enabled.Has(name) {
-			cfg.Disabled = append(cfg.Disabled, providerconfig.NamedFactory{Name: d.Name, Factory: d.Constructor})
-		}
-	}
-	_, pcController := providerconfig.NewManagerAndController(cfg, c.MultiprojectClient, providerConfigs, c.EventRecorder)
+	_, pcController := providerconfig.NewManagerAndController(managerConfig(cc, descriptors), c.MultiprojectClient,
+		cc.Informers.Set.Informer(informerset.ProviderConfigs), c.EventRecorder)
 
 	// An optional API that appears later is routed to the tenants once its informer has synced, and every tenant
 	// is looked at again, so that controllers waiting for it start.
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for gvr := range optionalInformers(c) {
-		wg.Go(func() {
-			if err := awaitOptional(ctx, set, router, gvr); err != nil {
-				if ctx.Err() == nil {
-					logger.Error(err, "Optional API could not be routed to tenants", "resource", gvr.String())
-				}
-				return
-			}
-			apis.add(gvr)
-			pcController.EnqueueAll()
-		})
-	}
+	wg.Go(func() {
+		cc.Informers.RouteOptionals(ctx, func(schema.GroupVersionResource) { pcController.EnqueueAll() })
+	})
 	return pcController.Run(ctx, c.ProviderConfigWorkers)
 }
 
-// optionalInformers builds the informers of CRD-backed APIs. Our own Translation CRD is optional too: a cluster
-// without it runs every controller but neg.
-func optionalInformers(c config.CompletedConfig) map[schema.GroupVersionResource]informerset.NewInformerFunc {
-	client := c.MultiprojectClient
-	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
-	return map[schema.GroupVersionResource]informerset.NewInformerFunc{
-		informerset.Translations: func(resync time.Duration) cache.SharedIndexInformer {
-			return mpinformers.NewTranslationInformer(client, metav1.NamespaceAll, resync, indexers)
-		},
-		informerset.Projects: func(resync time.Duration) cache.SharedIndexInformer {
-			return managementinformers.NewProjectInformer(client, metav1.NamespaceAll, resync, indexers)
-		},
-		informerset.PangolinTunnels: func(resync time.Duration) cache.SharedIndexInformer {
-			return tunnelinformers.NewPangolinTunnelInformer(client, metav1.NamespaceAll, resync, indexers)
-		},
-		informerset.PangolinResources: func(resync time.Duration) cache.SharedIndexInformer {
-			return tunnelinformers.NewPangolinResourceInformer(client, metav1.NamespaceAll, resync, indexers)
-		},
+// managerConfig tells the ProviderConfig manager where tenants' informers come from and which controllers
+// --controllers enables; a tenant that configures a disabled one is told so.
+func managerConfig(cc *ControllerContext, descriptors *registry.Registry[tenant.Factory]) providerconfig.ManagerConfig {
+	c := cc.ComponentConfig
+	cfg := providerconfig.ManagerConfig{
+		KubeClient:         c.Client,
+		MultiprojectClient: c.MultiprojectClient,
+		Router:             cc.Informers.Router,
+		Shared:             cc.Informers.Shared,
+		APIServed:          cc.Informers.Served,
+		LabelKey:           c.ProviderConfigLabelKey,
+		Options:            c.TenantControllers,
+		EventSink:          c.EventSink,
+		StopTimeout:        c.ShutdownTimeout,
 	}
-}
-
-// routedOptionals are the optional resources that tenants own, so they get filtered views; the others (Projects,
-// PangolinTunnels) are read through Informers.Shared. Both are written only by the manager, labeled with the tenant
-// whose controller wrote them, and that label decides (tenancy.ManagerWritten): a Translation left in a namespace
-// that moved to another tenant stays with the tenant whose pusher must delete its NEGs in that tenant's project.
-var routedOptionals = map[schema.GroupVersionResource]tenancy.Scope{
-	informerset.Translations:      tenancy.ManagerWritten,
-	informerset.PangolinResources: tenancy.ManagerWritten,
-}
-
-// awaitOptional waits until the optional API is served and its informer synced, then routes it if tenants own it.
-func awaitOptional(ctx context.Context, set *informerset.Set, router *tenancy.Router, gvr schema.GroupVersionResource) error {
-	_, started, _ := set.Optional(gvr)
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-started:
+	enabled := descriptors.Enabled(c.Controllers)
+	for _, d := range enabled {
+		cfg.Enabled = append(cfg.Enabled, providerconfig.NamedFactory{Name: d.Name, Workers: c.ConcurrentSyncs[d.Name], Factory: d.Constructor})
 	}
-	inf, _, _ := set.Optional(gvr)
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, inf.HasSynced) {
-		return ctx.Err()
+	for _, name := range descriptors.KnownControllers() {
+		if d, _ := descriptors.Get(name); !slices.Contains(enabled, d) {
+			cfg.Disabled = append(cfg.Disabled, providerconfig.NamedFactory{Name: d.Name, Factory: d.Constructor})
+		}
 	}
-	if scope, routed := routedOptionals[gvr]; routed {
-		return router.AddResource(gvr, inf, scope)
-	}
-	return nil
-}
-
-// servedAPIs records the optional APIs whose informers are synced and routed.
-type servedAPIs struct {
-	mu  sync.RWMutex
-	set sets.Set[schema.GroupVersionResource]
-}
-
-func newServedAPIs() *servedAPIs { return &servedAPIs{set: sets.New[schema.GroupVersionResource]()} }
-
-func (s *servedAPIs) add(gvr schema.GroupVersionResource) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.set.Insert(gvr)
-}
-
-// served is true for the core APIs and for optional ones once added.
-func (s *servedAPIs) served(gvr schema.GroupVersionResource) bool {
-	switch gvr {
-	case informerset.Services, informerset.EndpointSlices, informerset.Nodes, informerset.Namespaces, informerset.Ingresses, informerset.ProviderConfigs:
-		return true
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.set.Has(gvr)
+	return cfg
 }
