@@ -20,18 +20,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	rancherv3 "github.com/multiproject/api/rancher/management/v3"
@@ -57,13 +54,13 @@ type Controller struct {
 	projects   cache.SharedIndexInformer // shared by every tenant: all Projects of all clusters
 	prLister   rancherlisters.ProjectLister
 
-	queue     workqueue.TypedRateLimitingInterface[string]
+	workers   *tenant.Workers
 	recorder  record.EventRecorder
 	condition tenant.ConditionReporter
-	workers   int
 
-	owners   *ownerIndex
-	reported *reportedEvents
+	owners *ownerIndex
+	// warnings reports a persisting problem (a missing or ambiguous Project) once per change, not on every sync.
+	warnings *tenant.Warnings
 }
 
 // New builds the controller of the tenant c describes. It makes no API call.
@@ -85,13 +82,8 @@ func New(c *tenant.Context) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("namespace-project: %w", err)
 	}
-	workers := c.Workers
-	if workers < 1 {
-		workers = 1
-	}
-	name := c.Name()
-	return &Controller{
-		tenant:      name,
+	ctrl := &Controller{
+		tenant:      c.Name(),
 		clusterID:   c.ProviderConfig.Spec.Rancher.ClusterID,
 		appOwnerKey: c.Options.AppOwnerLabelKey,
 		kube:        c.KubeClient,
@@ -99,75 +91,53 @@ func New(c *tenant.Context) (*Controller, error) {
 		nsLister:    corelisters.NewNamespaceLister(namespaces.GetIndexer()),
 		projects:    projects,
 		prLister:    rancherlisters.NewProjectLister(projects.GetIndexer()),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: name + "-" + ControllerName}),
-		recorder:  c.EventRecorder,
-		condition: c.Condition,
-		workers:   workers,
-		owners:    newOwnerIndex(),
-		reported:  newReportedEvents(),
-	}, nil
+		recorder:    c.EventRecorder,
+		condition:   c.Condition,
+		owners:      newOwnerIndex(),
+		warnings:    tenant.NewWarnings(c.EventRecorder),
+	}
+	ctrl.workers = tenant.NewWorkers(tenant.WorkerConfig{
+		Tenant:     c.Name(),
+		Controller: ControllerName,
+		KeyName:    "namespace",
+		Workers:    c.Workers,
+		Sync: func(ctx context.Context, name string) (tenant.Result, error) {
+			return tenant.Result{}, ctrl.sync(ctx, name)
+		},
+	})
+	return ctrl, nil
 }
 
 // Run assigns the tenant's namespaces until ctx ends. On return both of its handlers are removed, its queue is shut
 // down and its workers are gone.
 func (c *Controller) Run(ctx context.Context) {
-	defer utilruntime.HandleCrashWithContext(ctx)
-	logger := klog.FromContext(ctx).WithValues("controller", ControllerName, "rancherCluster", c.clusterID)
+	defer metrics.ForgetController(c.tenant, ControllerName)
+	logger := klog.FromContext(ctx).WithValues("rancherCluster", c.clusterID)
 	ctx = klog.NewContext(ctx, logger)
 
-	var workers sync.WaitGroup
-	var registrations []func()
-	defer func() {
-		c.queue.ShutDown()
-		workers.Wait()
-		for _, remove := range registrations {
-			remove()
-		}
-		metrics.ForgetController(c.tenant, ControllerName)
-	}()
-
-	nsRegistration, err := c.namespaces.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.workers.Watch(c.namespaces, cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.onNamespace,
 		UpdateFunc: func(_, newObj any) { c.onNamespace(newObj) },
 		DeleteFunc: c.onNamespaceDelete,
-	})
-	if err != nil {
+	}); err != nil {
 		logger.Error(err, "Could not watch Namespaces")
 		return
 	}
-	registrations = append(registrations, c.remover(logger, c.namespaces, nsRegistration, "Namespace"))
-	prRegistration, err := c.projects.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.workers.Watch(c.projects, cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.onProject(nil, obj) },
 		UpdateFunc: c.onProject,
 		DeleteFunc: func(obj any) { c.onProject(obj, nil) },
-	})
-	if err != nil {
+	}); err != nil {
 		logger.Error(err, "Could not watch Projects")
+		c.workers.Unwatch(ctx)
 		return
 	}
-	registrations = append(registrations, c.remover(logger, c.projects, prRegistration, "Project"))
 
-	logger.Info("Starting namespace-project controller", "appOwnerLabel", c.appOwnerKey, "workers", c.workers)
-	if !cache.WaitForCacheSync(ctx.Done(), c.namespaces.HasSynced, c.projects.HasSynced,
-		nsRegistration.HasSynced, prRegistration.HasSynced) {
-		return
-	}
-	for range c.workers {
-		workers.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
-	}
-	c.condition.Report(metav1.ConditionTrue, "Running", fmt.Sprintf(
-		"assigning namespaces labeled %s to the Projects of Rancher cluster %s", c.appOwnerKey, c.clusterID))
-	<-ctx.Done()
-	logger.Info("Stopping namespace-project controller")
-}
-
-func (c *Controller) remover(logger klog.Logger, informer cache.SharedIndexInformer, r cache.ResourceEventHandlerRegistration, kind string) func() {
-	return func() {
-		if err := informer.RemoveEventHandler(r); err != nil {
-			logger.Error(err, "Could not remove an event handler", "kind", kind)
-		}
-	}
+	logger.Info("Starting namespace-project controller", "appOwnerLabel", c.appOwnerKey)
+	c.workers.Run(ctx, tenant.RunOptions{Started: func() {
+		c.condition.Report(metav1.ConditionTrue, "Running", fmt.Sprintf(
+			"assigning namespaces labeled %s to the Projects of Rancher cluster %s", c.appOwnerKey, c.clusterID))
+	}})
 }
 
 // onNamespace keeps the app-owner index current and syncs the namespace. Updates are not filtered: a sync of a
@@ -179,39 +149,43 @@ func (c *Controller) onNamespace(obj any) {
 		return
 	}
 	c.owners.set(ns.Name, ns.Labels[c.appOwnerKey])
-	c.queue.Add(ns.Name)
+	c.workers.Add(ns.Name)
 }
 
 // onNamespaceDelete forgets the namespace. A Delete also arrives when the namespace leaves the tenant (relabeled).
 func (c *Controller) onNamespaceDelete(obj any) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
 		utilruntime.HandleError(err)
 		return
 	}
 	c.owners.remove(key)
-	c.reported.forget(key)
+	c.warnings.Forget(key)
 }
 
-// onProject enqueues the tenant's namespaces whose app owner the Project matched before or matches now, so that a
-// Project created, renamed or deleted re-decides exactly those namespaces. Projects of other clusters are ignored.
-// The lookup is an index read: it costs O(namespaces with those app owners), not O(namespaces).
+// onProject enqueues the namespaces a Project event may re-decide.
 func (c *Controller) onProject(oldObj, newObj any) {
+	for _, name := range c.affectedBy(oldObj, newObj) {
+		c.workers.Add(name)
+	}
+}
+
+// affectedBy returns, sorted, the tenant's namespaces whose app owner the Project matched before or matches now, so
+// that a Project created, renamed or deleted re-decides exactly those namespaces. Projects of other clusters are
+// ignored. The lookup is an index read: it costs O(namespaces with those app owners), not O(namespaces).
+func (c *Controller) affectedBy(oldObj, newObj any) []string {
 	oldProject, newProject := c.ownProject(oldObj), c.ownProject(newObj)
 	if oldProject == nil && newProject == nil {
-		return
+		return nil
 	}
 	if oldProject != nil && newProject != nil && sameMatchFields(oldProject, newProject) {
-		return // a resync or a change that cannot alter any match (status, quota)
+		return nil // a resync or a change that cannot alter any match (status, quota)
 	}
+	names := sets.New[string]()
 	for _, key := range append(matchKeys(oldProject), matchKeys(newProject)...) {
-		for _, name := range c.owners.namespaces(key) {
-			c.queue.Add(name)
-		}
+		names.Insert(c.owners.namespaces(key)...)
 	}
+	return sets.List(names)
 }
 
 // ownProject returns the Project obj is (or its tombstone held) if it belongs to the tenant's cluster.
@@ -224,30 +198,6 @@ func (c *Controller) ownProject(obj any) *rancherv3.Project {
 		return nil
 	}
 	return p
-}
-
-func (c *Controller) runWorker(ctx context.Context) {
-	for c.processNextWorkItem(ctx) {
-	}
-}
-
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	name, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(name)
-
-	logger := klog.FromContext(ctx).WithValues("namespace", name)
-	err := c.sync(klog.NewContext(ctx, logger), name)
-	metrics.ObserveSync(c.tenant, ControllerName, c.tenant+"-"+ControllerName, err, c.queue.Len())
-	if err != nil {
-		logger.V(2).Info("Sync failed; retrying with backoff", "err", err)
-		c.queue.AddRateLimited(name)
-		return true
-	}
-	c.queue.Forget(name)
-	return true
 }
 
 var _ tenant.Controller = (*Controller)(nil)

@@ -319,41 +319,25 @@ func TestProjectEventsEnqueueOnlyMatchingNamespaces(t *testing.T) {
 	for i, owner := range []string{"DevOps", "devops", "Ops", "Web", ""} {
 		c.onNamespace(namespace("ns-"+string(rune('a'+i)), owner))
 	}
-	drain := func() []string {
-		var out []string
-		for c.queue.Len() > 0 {
-			k, _ := c.queue.Get()
-			c.queue.Done(k)
-			c.queue.Forget(k)
-			out = append(out, k)
-		}
-		return sortedCopy(out)
-	}
-	drain()
-
+	// affectedBy is what onProject enqueues.
 	old, renamed := project(testCluster, "p-1", "DEVOPS"), project(testCluster, "p-1", "Ops")
 	renamed.ResourceVersion = "2"
-	c.onProject(old, renamed)
-	if got, want := drain(), []string{"ns-a", "ns-b", "ns-c"}; !reflect.DeepEqual(got, want) {
+	if got, want := c.affectedBy(old, renamed), []string{"ns-a", "ns-b", "ns-c"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("rename enqueued %v, want %v", got, want)
 	}
 	status := renamed.DeepCopy()
 	status.Status.BackingNamespace = "local-p-1"
-	c.onProject(renamed, status)
-	if got := drain(); len(got) != 0 {
+	if got := c.affectedBy(renamed, status); len(got) != 0 {
 		t.Errorf("a status change enqueued %v", got)
 	}
-	c.onProject(nil, project("c-other", "p-9", "Web"))
-	if got := drain(); len(got) != 0 {
+	if got := c.affectedBy(nil, project("c-other", "p-9", "Web")); len(got) != 0 {
 		t.Errorf("a Project of another cluster enqueued %v", got)
 	}
-	c.onProject(project(testCluster, "p-2", "Web"), nil)
-	if got, want := drain(), []string{"ns-d"}; !reflect.DeepEqual(got, want) {
+	if got, want := c.affectedBy(project(testCluster, "p-2", "Web"), nil), []string{"ns-d"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("delete enqueued %v, want %v", got, want)
 	}
 	c.onNamespaceDelete(namespace("ns-d", "Web"))
-	c.onProject(nil, project(testCluster, "p-2", "Web"))
-	if got := drain(); len(got) != 0 || c.owners.len() != 3 {
+	if got := c.affectedBy(nil, project(testCluster, "p-2", "Web")); len(got) != 0 || c.owners.len() != 3 {
 		t.Errorf("a deleted namespace is still indexed: enqueued %v, %d indexed", got, c.owners.len())
 	}
 }

@@ -17,6 +17,7 @@ limitations under the License.
 package namespaceproject
 
 import (
+	"slices"
 	"strings"
 	"sync"
 
@@ -52,15 +53,7 @@ func matchKeys(p *rancherv3.Project) []string {
 
 // matches reports whether p is a candidate for the folded app owner.
 func matches(p *rancherv3.Project, foldedOwner string) bool {
-	if p.DeletionTimestamp != nil {
-		return false
-	}
-	for _, key := range matchKeys(p) {
-		if key == foldedOwner {
-			return true
-		}
-	}
-	return false
+	return p.DeletionTimestamp == nil && slices.Contains(matchKeys(p), foldedOwner)
 }
 
 // sameMatchFields reports whether two states of a Project match the same app owners.
@@ -138,31 +131,4 @@ func (x *ownerIndex) len() int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return len(x.ownerOf)
-}
-
-// reportedEvents remembers the last Warning each namespace got, so that a problem that persists (a missing or
-// ambiguous Project) is reported once per change, not on every sync.
-type reportedEvents struct {
-	mu   sync.Mutex
-	last map[string]string
-}
-
-func newReportedEvents() *reportedEvents { return &reportedEvents{last: map[string]string{}} }
-
-// first records reason+message for namespace and reports whether it differs from what was recorded last.
-func (r *reportedEvents) first(namespace, reason, message string) bool {
-	v := reason + "\x00" + message
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.last[namespace] == v {
-		return false
-	}
-	r.last[namespace] = v
-	return true
-}
-
-func (r *reportedEvents) forget(namespace string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.last, namespace)
 }

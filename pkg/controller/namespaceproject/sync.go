@@ -20,7 +20,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +31,8 @@ import (
 	"k8s.io/klog/v2"
 
 	rancherv3 "github.com/multiproject/api/rancher/management/v3"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
 
 // Our record of an assignment, on the Namespace next to Rancher's annotation. A namespace whose Rancher annotation
@@ -67,7 +69,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	logger := klog.FromContext(ctx)
 	ns, err := c.nsLister.Get(name)
 	if apierrors.IsNotFound(err) {
-		c.reported.forget(name)
+		c.warnings.Forget(name)
 		return nil
 	}
 	if err != nil {
@@ -76,7 +78,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	owner := ns.Labels[c.appOwnerKey]
 	if owner == "" || ns.DeletionTimestamp != nil {
 		// Removing the label does not take the namespace out of its Project: that would change who may use it.
-		c.reported.forget(name)
+		c.warnings.Forget(name)
 		return nil
 	}
 
@@ -109,7 +111,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 
 	patch, changed := assignmentPatch(ns, project, owner)
 	if !changed {
-		c.reported.forget(name)
+		c.warnings.Forget(name)
 		return nil
 	}
 	_, err = c.kube.CoreV1().Namespaces().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
@@ -126,7 +128,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return err
 	}
 
-	c.reported.forget(name)
+	c.warnings.Forget(name)
 	logger.V(2).Info("Assigned namespace", "project", want, "appOwner", owner, "previous", current)
 	switch current {
 	case want:
@@ -160,9 +162,7 @@ func (c *Controller) candidates(owner string) ([]*rancherv3.Project, error) {
 
 // warn records a Warning Event on the namespace unless the namespace's last Warning said the same.
 func (c *Controller) warn(ns *corev1.Namespace, reason, message string) {
-	if c.reported.first(ns.Name, reason, message) {
-		c.recorder.Event(ns, corev1.EventTypeWarning, reason, message)
-	}
+	c.warnings.Report(ns.Name, ns, tenant.Warning{Reason: reason, Message: message})
 }
 
 // projectID is the value of Rancher's namespace annotation for p: "<clusterID>:<projectID>".
@@ -173,7 +173,7 @@ func projectIDs(projects []*rancherv3.Project) string {
 	for _, p := range projects {
 		ids = append(ids, projectID(p))
 	}
-	sort.Strings(ids)
+	slices.Sort(ids)
 	return strings.Join(ids, ", ")
 }
 
