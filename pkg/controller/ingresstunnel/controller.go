@@ -20,20 +20,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"time"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
@@ -88,7 +85,6 @@ type Controller struct {
 	client    mpclientset.Interface
 	recorder  record.EventRecorder
 	condition tenant.ConditionReporter
-	workers   int
 	planner   *planner
 
 	ingressInformer  cache.SharedIndexInformer
@@ -104,18 +100,21 @@ type Controller struct {
 	resources tunnellisters.PangolinResourceLister
 	tunnels   tunnellisters.PangolinTunnelLister
 
-	queue workqueue.TypedRateLimitingInterface[string]
-	deps  *dependencies
+	workers *tenant.Workers
+	deps    *dependencies
 	// hosts is the controller's membership in the process's host claims, from Run on.
-	hosts     *claims.Member
-	conflicts conflictMemory
-
-	// afterSync, if set (by tests), is called after every sync.
-	afterSync func(key string, err error)
+	hosts *claims.Member
+	// warnings reports an Ingress's problems once while they persist, not on every sync.
+	warnings *tenant.Warnings
 }
 
 // New builds the controller of the tenant c describes. It adds no handler and makes no call; Run does.
 func New(c *tenant.Context) (*Controller, error) {
+	return newController(c, nil)
+}
+
+// newController is New with a hook that tests use to observe every sync's outcome.
+func newController(c *tenant.Context, afterSync func(key string, err error)) (*Controller, error) {
 	if c.ProviderConfig == nil || c.ProviderConfig.Spec.Pangolin == nil {
 		return nil, errors.New("ingress-tunnel: the ProviderConfig has no spec.pangolin")
 	}
@@ -137,7 +136,6 @@ func New(c *tenant.Context) (*Controller, error) {
 		}
 		informers[i] = inf
 	}
-	workers := max(c.Workers, 1)
 	name := c.Name()
 	config := c.ProviderConfig.Spec.Pangolin.DeepCopy()
 	ctrl := &Controller{
@@ -146,7 +144,6 @@ func New(c *tenant.Context) (*Controller, error) {
 		client:           c.MultiprojectClient,
 		recorder:         c.EventRecorder,
 		condition:        c.Condition,
-		workers:          workers,
 		ingressInformer:  informers[0],
 		serviceInformer:  informers[1],
 		resourceInformer: informers[2],
@@ -156,10 +153,19 @@ func New(c *tenant.Context) (*Controller, error) {
 		services:         corelisters.NewServiceLister(informers[1].GetIndexer()),
 		resources:        tunnellisters.NewPangolinResourceLister(informers[2].GetIndexer()),
 		tunnels:          tunnellisters.NewPangolinTunnelLister(informers[3].GetIndexer()),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: name + "-" + ControllerName}),
-		deps: newDependencies(),
+		deps:             newDependencies(),
+		warnings:         tenant.NewWarnings(c.EventRecorder),
 	}
+	ctrl.workers = tenant.NewWorkers(tenant.WorkerConfig{
+		Tenant:     name,
+		Controller: ControllerName,
+		KeyName:    "ingress",
+		Workers:    c.Workers,
+		Sync: func(ctx context.Context, key string) (tenant.Result, error) {
+			return tenant.Result{}, ctrl.sync(ctx, key)
+		},
+		AfterSync: afterSync,
+	})
 	ctrl.planner = &planner{
 		tenant:   name,
 		labelKey: c.ProviderConfigLabelKey,
@@ -175,36 +181,20 @@ func New(c *tenant.Context) (*Controller, error) {
 // namespace, and reconciles until ctx ends. On return its handlers are removed, its queue is shut down and its
 // workers are gone.
 func (c *Controller) Run(ctx context.Context) {
-	defer utilruntime.HandleCrashWithContext(ctx)
-	logger := klog.FromContext(ctx).WithValues("controller", ControllerName, "tenant", c.tenant)
-	ctx = klog.NewContext(ctx, logger)
-
-	var workers sync.WaitGroup
-	var registrations []func() error
-	defer func() {
-		c.queue.ShutDown()
-		workers.Wait()
-		for _, remove := range registrations {
-			if err := remove(); err != nil {
-				logger.Error(err, "Could not remove an event handler")
-			}
-		}
-		// After the handlers: the tenant's hosts are released once, and no late Ingress event claims them again.
-		if c.hosts != nil {
-			c.hosts.Leave()
-		}
-		metrics.ForgetController(c.tenant, ControllerName)
-	}()
+	defer metrics.ForgetController(c.tenant, ControllerName)
+	logger := klog.FromContext(ctx)
 
 	// Joined before the Ingress handler is added, which claims the tenant's hosts from its initial list on.
-	hosts, err := claims.Join(claimKind, c.allResources, resourceHolding, c.tenant, c.queue.Add)
+	hosts, err := claims.Join(claimKind, c.allResources, resourceHolding, c.tenant, c.workers.Add)
 	if err != nil {
 		logger.Error(err, "Could not join the process's host claims")
 		return
 	}
 	c.hosts = hosts
+	// Deferred before the workers run, so it runs after they removed their handlers: the tenant's hosts are released
+	// once, and no late Ingress event claims them again.
+	defer hosts.Leave()
 
-	var synced []cache.InformerSynced
 	for _, h := range []struct {
 		what     string
 		informer cache.SharedIndexInformer
@@ -215,39 +205,18 @@ func (c *Controller) Run(ctx context.Context) {
 		{"PangolinResources", c.resourceInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.onResource, UpdateFunc: c.onResourceUpdate, DeleteFunc: c.onResource}},
 		{"PangolinTunnels", c.tunnelInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.onTunnel, DeleteFunc: c.onTunnel}},
 	} {
-		informer := h.informer
-		reg, err := informer.AddEventHandler(h.handler)
-		if err != nil {
+		if err := c.workers.Watch(h.informer, h.handler); err != nil {
 			logger.Error(err, "Could not watch", "resource", h.what)
+			c.workers.Unwatch(ctx)
 			return
 		}
-		registrations = append(registrations, func() error { return informer.RemoveEventHandler(reg) })
-		synced = append(synced, informer.HasSynced, reg.HasSynced)
 	}
-	synced = append(synced, c.hosts.HasSynced)
+	c.workers.WaitFor(hosts.HasSynced)
 
-	logger.Info("Starting ingress-tunnel controller", "tunnelNamespace", c.config.TunnelNamespace, "workers", c.workers)
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return
-	}
-	for range c.workers {
-		workers.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
-	}
-	c.condition.Report(metav1.ConditionTrue, reasonRunning, fmt.Sprintf("Exposing the tenant's Pangolin-class Ingresses through the tunnels of namespace %s", c.config.TunnelNamespace))
-	<-ctx.Done()
-	logger.Info("Stopping ingress-tunnel controller")
-}
-
-func (c *Controller) enqueueIngress(obj any) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
-	key, err := cache.MetaNamespaceKeyFunc(obj)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	c.queue.Add(key)
+	logger.Info("Starting ingress-tunnel controller", "tunnelNamespace", c.config.TunnelNamespace)
+	c.workers.Run(ctx, tenant.RunOptions{Started: func() {
+		c.condition.Report(metav1.ConditionTrue, reasonRunning, fmt.Sprintf("Exposing the tenant's Pangolin-class Ingresses through the tunnels of namespace %s", c.config.TunnelNamespace))
+	}})
 }
 
 // onIngress records the hosts the Ingress claims before it is synced, so that its sync and the other claimants'
@@ -256,7 +225,7 @@ func (c *Controller) onIngress(obj any) {
 	if ing, ok := obj.(*networkingv1.Ingress); ok {
 		c.hosts.Claim(claimantOf(ing), claimedHosts(ing))
 	}
-	c.enqueueIngress(obj)
+	c.workers.AddObject(obj)
 }
 
 // onIngressUpdate skips resyncs and status-only changes (the load balancer status another controller writes).
@@ -270,29 +239,28 @@ func (c *Controller) onIngressUpdate(oldObj, newObj any) {
 }
 
 // onIngressDelete releases the hosts of an Ingress that is gone, or that left the tenant (the tenant that gains it
-// claims them again).
+// claims them again), and forgets its warnings: an Ingress that comes back is told again.
 func (c *Controller) onIngressDelete(obj any) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
 	if ing, ok := obj.(*networkingv1.Ingress); ok {
-		c.hosts.Claim(claimantOf(ing), nil)
+		self := claimantOf(ing)
+		c.hosts.Claim(self, nil)
+		c.warnings.Forget(self.Key)
 	}
-	c.enqueueIngress(obj)
+	c.workers.AddObject(obj)
 }
 
 // onService enqueues the Ingresses whose named ports the Service resolves.
 func (c *Controller) onService(obj any) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
-	key, err := cache.MetaNamespaceKeyFunc(obj)
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
 		utilruntime.HandleError(err)
 		return
 	}
 	for _, ing := range c.deps.usersOfService(key) {
-		c.queue.Add(ing)
+		c.workers.Add(ing)
 	}
 }
 
@@ -319,7 +287,7 @@ func (c *Controller) onResource(obj any) {
 	if ref == nil || ref.Kind != ingressGVK.Kind || ref.APIVersion != ingressGVK.GroupVersion().String() {
 		return
 	}
-	c.queue.Add(res.Namespace + "/" + ref.Name)
+	c.workers.Add(res.Namespace + "/" + ref.Name)
 }
 
 func (c *Controller) onResourceUpdate(oldObj, newObj any) {
@@ -327,7 +295,7 @@ func (c *Controller) onResourceUpdate(oldObj, newObj any) {
 	newRes, ok2 := newObj.(*tunnelv1alpha1.PangolinResource)
 	// The operator's status writes do not change what the controller compares.
 	if ok1 && ok2 && (oldRes.ResourceVersion == newRes.ResourceVersion ||
-		(oldRes.Generation == newRes.Generation && equalStringMaps(oldRes.Labels, newRes.Labels) &&
+		(oldRes.Generation == newRes.Generation && maps.Equal(oldRes.Labels, newRes.Labels) &&
 			oldRes.DeletionTimestamp.Equal(newRes.DeletionTimestamp))) {
 		return
 	}
@@ -345,47 +313,8 @@ func (c *Controller) onTunnel(obj any) {
 		return
 	}
 	for _, ing := range c.deps.usersOfTunnel(tunnel.Name) {
-		c.queue.Add(ing)
+		c.workers.Add(ing)
 	}
-}
-
-func (c *Controller) runWorker(ctx context.Context) {
-	for c.processNextWorkItem(ctx) {
-	}
-}
-
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(key)
-
-	logger := klog.FromContext(ctx).WithValues("ingress", key)
-	err := c.sync(klog.NewContext(ctx, logger), key)
-	metrics.ObserveSync(c.tenant, ControllerName, c.tenant+"-"+ControllerName, err, c.queue.Len())
-	if c.afterSync != nil {
-		c.afterSync(key, err)
-	}
-	if err != nil {
-		logger.V(2).Info("Sync failed; retrying with backoff", "err", err)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
-}
-
-func equalStringMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 var _ tenant.Controller = (*Controller)(nil)

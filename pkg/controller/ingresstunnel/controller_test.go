@@ -85,7 +85,7 @@ func (h *harness) start(config *mpv1alpha1.PangolinConfig) {
 		informerset.PangolinResources: mpFactory.Tunnel().V1alpha1().PangolinResources().Informer(),
 		informerset.PangolinTunnels:   mpFactory.Tunnel().V1alpha1().PangolinTunnels().Informer(),
 	}
-	ctrl, err := New(&tenant.Context{
+	ctrl, err := newController(&tenant.Context{
 		ProviderConfig:         &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: testTenant}, Spec: mpv1alpha1.ProviderConfigSpec{Pangolin: config}},
 		ProviderConfigLabelKey: testLabelKey,
 		KubeClient:             h.kube,
@@ -94,12 +94,11 @@ func (h *harness) start(config *mpv1alpha1.PangolinConfig) {
 		EventRecorder:          h.events,
 		Condition:              h.conditions,
 		Workers:                2,
-	})
+	}, h.syncs.observe)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	h.ctrl = ctrl
-	ctrl.afterSync = h.syncs.observe
 	ctx, cancel := context.WithCancel(h.ctx)
 	kubeFactory.Start(ctx.Done())
 	mpFactory.Start(ctx.Done())
@@ -345,6 +344,37 @@ func TestNoRulesAndNoTunnelConfigured(t *testing.T) {
 	h.waitFor("a NoRules warning", func() bool { return h.events.Count(corev1.EventTypeWarning, ReasonNoRules) == 1 })
 }
 
+// TestPersistingWarningIsRecordedOnce: a problem that persists across syncs is one Warning; once fixed and back, it
+// is one more.
+func TestPersistingWarningIsRecordedOnce(t *testing.T) {
+	ing := seedIngress()
+	ing.Annotations = map[string]string{AnnotationSSO: "maybe"}
+	h := newHarness(t, nil, []runtime.Object{ing, seedService()}, tunnel(testTunnelNS, "main"))
+	warnings := func() int { return h.events.Count(corev1.EventTypeWarning, ReasonInvalidAnnotation) }
+	// Nothing else enqueues the invalid Ingress: no resource is written, the Service and tunnel do not change.
+	h.waitFor("the first sync", func() bool { return h.syncs.successes("demo/web") == 1 })
+	resync := func(change func(*networkingv1.Ingress)) {
+		t.Helper()
+		before := h.syncs.successes("demo/web")
+		h.updateIngress(change)
+		h.waitFor("another sync", func() bool { return h.syncs.successes("demo/web") > before })
+	}
+
+	resync(func(ing *networkingv1.Ingress) { ing.Labels = map[string]string{"touched": "yes"} })
+	if n := warnings(); n != 1 {
+		t.Fatalf("%d InvalidAnnotation warnings after two syncs, want 1", n)
+	}
+
+	h.updateIngress(func(ing *networkingv1.Ingress) { delete(ing.Annotations, AnnotationSSO) })
+	h.waitHosts("app.example.com", "api.example.com", "admin.example.com")
+	h.updateIngress(func(ing *networkingv1.Ingress) { ing.Annotations[AnnotationSSO] = "maybe" })
+	h.waitFor("the warning again", func() bool { return warnings() == 2 })
+	resync(func(ing *networkingv1.Ingress) { ing.Labels = map[string]string{"touched": "again"} })
+	if n := warnings(); n != 2 {
+		t.Errorf("%d InvalidAnnotation warnings, want 2", n)
+	}
+}
+
 func TestCreateFailureIsRetriedAndReported(t *testing.T) {
 	h := newHarness(t, nil, nil, tunnel(testTunnelNS, "main"))
 	failures := 2
@@ -370,8 +400,10 @@ func TestRunStopsCleanly(t *testing.T) {
 	h := newHarness(t, nil, []runtime.Object{seedIngress(), seedService()}, tunnel(testTunnelNS, "main"))
 	h.waitHosts("app.example.com", "api.example.com", "admin.example.com")
 	h.shutdown()
-	if !h.ctrl.queue.ShuttingDown() {
-		t.Error("the queue is not shut down after Run returned")
+	// A shut-down queue drops what is added to it.
+	h.ctrl.workers.Add("demo/late")
+	if n := h.ctrl.workers.Len(); n != 0 {
+		t.Errorf("the queue is not shut down after Run returned: it holds %d keys", n)
 	}
 }
 

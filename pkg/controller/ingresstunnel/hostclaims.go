@@ -20,12 +20,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
 
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
 
@@ -92,39 +89,4 @@ func resourceHolding(obj any) (claims.Holding, bool) {
 func conflictMessage(host, holder string) string {
 	return fmt.Sprintf("Host %s is already published by %s; this Ingress gets no PangolinResource for it until that "+
 		"one lets it go", host, holder)
-}
-
-// conflictMemory remembers the HostConflict warnings of each Ingress's last sync, so that a conflict is reported
-// once, not on every sync, and again if it comes back after it ended.
-type conflictMemory struct {
-	mu sync.Mutex
-	m  map[string]map[string]bool
-}
-
-// report records a Warning for each message that the previous sync of key did not report.
-func (cm *conflictMemory) report(recorder record.EventRecorder, key string, ing *networkingv1.Ingress, messages []string) {
-	cm.mu.Lock()
-	defer cm.mu.Unlock()
-	previous := cm.m[key]
-	current := make(map[string]bool, len(messages))
-	for _, msg := range messages {
-		current[msg] = true
-		if !previous[msg] {
-			recorder.Event(ing, corev1.EventTypeWarning, ReasonHostConflict, msg)
-		}
-	}
-	if len(current) == 0 {
-		delete(cm.m, key)
-		return
-	}
-	if cm.m == nil {
-		cm.m = map[string]map[string]bool{}
-	}
-	cm.m[key] = current
-}
-
-func (cm *conflictMemory) forget(key string) {
-	cm.mu.Lock()
-	defer cm.mu.Unlock()
-	delete(cm.m, key)
 }

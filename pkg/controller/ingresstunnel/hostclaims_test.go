@@ -172,7 +172,7 @@ func (cl *cluster) start(name, namespace string) *runningTenant {
 	mpFactory := mpinformers.NewSharedInformerFactoryWithOptions(cl.mp, 0, mpinformers.WithNamespace(namespace))
 	rt := &runningTenant{cl: cl, name: name, namespace: namespace, events: &recorder{}}
 	conditions := &tenanttest.Conditions{}
-	ctrl, err := New(&tenant.Context{
+	ctrl, err := newController(&tenant.Context{
 		ProviderConfig:         &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: mpv1alpha1.ProviderConfigSpec{Pangolin: testConfig()}},
 		ProviderConfigLabelKey: testLabelKey,
 		KubeClient:             cl.kube,
@@ -185,12 +185,11 @@ func (cl *cluster) start(name, namespace string) *runningTenant {
 		EventRecorder: rt.events,
 		Condition:     conditions,
 		Workers:       3,
-	})
+	}, rt.syncs.observe)
 	if err != nil {
 		cl.t.Fatal(err)
 	}
 	rt.ctrl = ctrl
-	ctrl.afterSync = rt.syncs.observe
 	ctx, cancel := context.WithCancel(cl.ctx)
 	kubeFactory.Start(ctx.Done())
 	mpFactory.Start(ctx.Done())

@@ -31,6 +31,8 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
 
 // Annotations on Ingresses, the reference controller's names.
@@ -90,10 +92,11 @@ const maxDisplayNameLength = 255
 
 var ingressGVK = networkingv1.SchemeGroupVersion.WithKind("Ingress")
 
-// problem is a Warning Event for the Ingress.
-type problem struct {
-	reason  string
-	message string
+// problems are Warning Events for an Ingress, found by one sync and reported together at its end.
+type problems []tenant.Warning
+
+func (ps *problems) add(reason, format string, args ...any) {
+	*ps = append(*ps, tenant.Warning{Reason: reason, Message: fmt.Sprintf(format, args...)})
 }
 
 // plan is what one Ingress should have.
@@ -103,12 +106,10 @@ type plan struct {
 	// keep names the PangolinResources of the Ingress that must not be deleted: the desired ones and those of hosts
 	// that cannot be computed now (a Service not there yet, an invalid annotation), which are left as they are.
 	keep     sets.Set[string]
-	problems []problem
+	problems problems
 }
 
-func (p *plan) warn(reason, format string, args ...any) {
-	p.problems = append(p.problems, problem{reason: reason, message: fmt.Sprintf(format, args...)})
-}
+func (p *plan) warn(reason, format string, args ...any) { p.problems.add(reason, format, args...) }
 
 // planner turns an Ingress into its plan. It only reads.
 type planner struct {

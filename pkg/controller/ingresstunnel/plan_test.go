@@ -47,7 +47,7 @@ func testPlanner(services ...*corev1.Service) *planner {
 func reasons(p plan) []string {
 	var out []string
 	for _, pr := range p.problems {
-		out = append(out, pr.reason)
+		out = append(out, pr.Reason)
 	}
 	return out
 }

@@ -19,6 +19,7 @@ package ingresstunnel
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,7 +38,8 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
 )
 
-// sync brings the PangolinResources of one Ingress in line with it.
+// sync brings the PangolinResources of one Ingress in line with it, and reports what it found wrong with the
+// Ingress: each problem once while it persists.
 func (c *Controller) sync(ctx context.Context, key string) error {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -47,7 +49,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if apierrors.IsNotFound(err) {
 		// Deleted, or moved to another tenant: garbage collection deletes the resources it owns.
 		c.deps.forget(key)
-		c.conflicts.forget(key)
+		c.warnings.Forget(key)
 		return nil
 	}
 	if err != nil {
@@ -56,40 +58,41 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if ing.DeletionTimestamp != nil {
 		// Being deleted (possibly in the foreground): creating anything now would race the garbage collector.
 		c.deps.forget(key)
-		c.conflicts.forget(key)
+		c.warnings.Forget(key)
 		return nil
 	}
+	var found problems
 	if !isManaged(ing) {
 		c.deps.forget(key)
-		c.conflicts.forget(key)
-		return c.deleteUnwanted(ctx, ing, nil, nil)
+		err := c.deleteUnwanted(ctx, ing, nil, nil, &found)
+		c.warnings.Report(key, ing, found...)
+		return err
 	}
 
 	tunnel, err := resolveTunnel(ing, c.config)
 	if err != nil {
 		c.deps.forget(key)
-		c.recorder.Event(ing, corev1.EventTypeWarning, ReasonTunnelResolutionFailed, capitalize(err.Error()))
+		found.add(ReasonTunnelResolutionFailed, "%s", capitalize(err.Error()))
+		c.warnings.Report(key, ing, found...)
 		return nil
 	}
 	// Recorded before the lookups: a tunnel or Service that appears after a miss then finds this Ingress.
 	c.deps.set(key, tunnel, namedPortServices(ing))
 	if _, err := c.tunnels.PangolinTunnels(c.config.TunnelNamespace).Get(tunnel); apierrors.IsNotFound(err) {
 		// Existing resources stay: a tunnel that is being re-created should not take every host offline.
-		c.recorder.Eventf(ing, corev1.EventTypeWarning, ReasonTunnelNotFound,
-			"PangolinTunnel %s/%s does not exist; the Ingress is exposed once it does", c.config.TunnelNamespace, tunnel)
+		found.add(ReasonTunnelNotFound, "PangolinTunnel %s/%s does not exist; the Ingress is exposed once it does",
+			c.config.TunnelNamespace, tunnel)
+		c.warnings.Report(key, ing, found...)
 		return nil
 	} else if err != nil {
 		return err
 	}
 
 	p := c.planner.plan(ing, tunnel)
-	for _, pr := range p.problems {
-		c.recorder.Event(ing, corev1.EventTypeWarning, pr.reason, pr.message)
-	}
+	found = p.problems
 	// A host another Ingress claimed first is not this Ingress's to publish: its resource of that host, if any, goes
 	// (the holder waits for that), whatever the plan would keep.
 	self := claimantOf(ing)
-	var conflicts []string
 	lost, taken := map[string]bool{}, sets.New[string]()
 	for _, host := range claimedHosts(ing) {
 		if holder, isSelf := c.hosts.Holder(host, self); !isSelf {
@@ -97,7 +100,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			name := ResourceName(ing.Namespace, ing.Name, host)
 			p.keep.Delete(name)
 			taken.Insert(name)
-			conflicts = append(conflicts, conflictMessage(host, c.hosts.Describe(holder)))
+			found.add(ReasonHostConflict, "%s", conflictMessage(host, c.hosts.Describe(holder)))
 		}
 	}
 	var errs []error
@@ -105,26 +108,27 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		if lost[hostOf(want)] {
 			continue
 		}
-		blockedBy, err := c.apply(ctx, ing, self, want)
+		blockedBy, err := c.apply(ctx, ing, self, want, &found)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		if blockedBy != "" {
-			conflicts = append(conflicts, conflictMessage(hostOf(want), blockedBy))
+			found.add(ReasonHostConflict, "%s", conflictMessage(hostOf(want), blockedBy))
 		}
 	}
-	c.conflicts.report(c.recorder, key, ing, conflicts)
 	// Cleanup runs even when a write failed: a host that is gone must not stay exposed.
-	if err := c.deleteUnwanted(ctx, ing, p.keep, taken); err != nil {
+	if err := c.deleteUnwanted(ctx, ing, p.keep, taken, &found); err != nil {
 		errs = append(errs, err)
 	}
+	c.warnings.Report(key, ing, found...)
 	return utilerrors.NewAggregate(errs)
 }
 
 // apply creates or updates one desired PangolinResource; it sends nothing when the stored one already matches. A
 // resource is created only while no other Ingress's resource publishes its name; blockedBy then says whose does,
-// and the Ingress is enqueued again once that one is gone.
-func (c *Controller) apply(ctx context.Context, ing *networkingv1.Ingress, self claims.Claimant, want *tunnelv1alpha1.PangolinResource) (blockedBy string, err error) {
+// and the Ingress is enqueued again once that one is gone. Problems the user must fix are added to found.
+func (c *Controller) apply(ctx context.Context, ing *networkingv1.Ingress, self claims.Claimant, want *tunnelv1alpha1.PangolinResource,
+	found *problems) (blockedBy string, err error) {
 	logger := klog.FromContext(ctx)
 	client := c.client.TunnelV1alpha1().PangolinResources(want.Namespace)
 	existing, err := c.resources.PangolinResources(want.Namespace).Get(want.Name)
@@ -142,7 +146,7 @@ func (c *Controller) apply(ctx context.Context, ing *networkingv1.Ingress, self 
 			c.recorder.Eventf(ing, corev1.EventTypeNormal, ReasonCreated, "Created PangolinResource %s for host %s", want.Name, hostOf(want))
 			return "", nil
 		case !apierrors.IsAlreadyExists(err):
-			return "", c.writeFailed(ing, "create", want.Name, err)
+			return "", writeFailed(found, ing, "create", want.Name, err)
 		}
 		// Not in the tenant's view: the cache is behind, or the resource still carries another tenant's label (the
 		// Ingress moved). Read it to adopt it.
@@ -154,7 +158,7 @@ func (c *Controller) apply(ctx context.Context, ing *networkingv1.Ingress, self 
 		return "", err
 	}
 	if !metav1.IsControlledBy(existing, ing) {
-		c.recorder.Eventf(ing, corev1.EventTypeWarning, ReasonResourceConflict,
+		found.add(ReasonResourceConflict,
 			"PangolinResource %s for host %s exists but is not controlled by this Ingress; it is left alone", want.Name, hostOf(want))
 		return "", fmt.Errorf("PangolinResource %s/%s is not controlled by Ingress %s (uid %s)", want.Namespace, want.Name, ing.Name, ing.UID)
 	}
@@ -167,34 +171,33 @@ func (c *Controller) apply(ctx context.Context, ing *networkingv1.Ingress, self 
 	if updated.Labels == nil {
 		updated.Labels = map[string]string{}
 	}
-	for k, v := range want.Labels {
-		updated.Labels[k] = v
-	}
-	if equality.Semantic.DeepEqual(existing.Spec, updated.Spec) && equalStringMaps(existing.Labels, updated.Labels) {
+	maps.Copy(updated.Labels, want.Labels)
+	if equality.Semantic.DeepEqual(existing.Spec, updated.Spec) && maps.Equal(existing.Labels, updated.Labels) {
 		return "", nil
 	}
 	if _, err := client.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
 		if apierrors.IsConflict(err) {
 			return "", err
 		}
-		return "", c.writeFailed(ing, "update", want.Name, err)
+		return "", writeFailed(found, ing, "update", want.Name, err)
 	}
 	logger.V(2).Info("Updated PangolinResource", "resource", klog.KObj(updated), "host", hostOf(want))
 	c.recorder.Eventf(ing, corev1.EventTypeNormal, ReasonUpdated, "Updated PangolinResource %s for host %s", want.Name, hostOf(want))
 	return "", nil
 }
 
-// writeFailed reports a write the API server refused for a reason a user may have to act on (validation, RBAC).
-func (c *Controller) writeFailed(ing *networkingv1.Ingress, verb, name string, err error) error {
+// writeFailed adds to found a write the API server refused for a reason a user may have to act on (validation,
+// RBAC).
+func writeFailed(found *problems, ing *networkingv1.Ingress, verb, name string, err error) error {
 	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
-		c.recorder.Eventf(ing, corev1.EventTypeWarning, ReasonWriteFailed, "Could not %s PangolinResource %s: %v", verb, name, err)
+		found.add(ReasonWriteFailed, "Could not %s PangolinResource %s: %v", verb, name, err)
 	}
 	return fmt.Errorf("%s PangolinResource %s/%s: %w", verb, ing.Namespace, name, err)
 }
 
 // deleteUnwanted deletes the PangolinResources this Ingress controls whose names are not in keep (nil: all of them);
 // taken names those of hosts another Ingress holds.
-func (c *Controller) deleteUnwanted(ctx context.Context, ing *networkingv1.Ingress, keep, taken sets.Set[string]) error {
+func (c *Controller) deleteUnwanted(ctx context.Context, ing *networkingv1.Ingress, keep, taken sets.Set[string], found *problems) error {
 	owned, err := c.resources.PangolinResources(ing.Namespace).List(labels.SelectorFromSet(labels.Set{LabelIngressUID: string(ing.UID)}))
 	if err != nil {
 		return err
@@ -211,7 +214,7 @@ func (c *Controller) deleteUnwanted(ctx context.Context, ing *networkingv1.Ingre
 			// Already gone, or re-created under the same name since the cache saw it.
 			continue
 		case err != nil:
-			errs = append(errs, c.writeFailed(ing, "delete", res.Name, err))
+			errs = append(errs, writeFailed(found, ing, "delete", res.Name, err))
 			continue
 		}
 		why := "its host is no longer in the Ingress"
