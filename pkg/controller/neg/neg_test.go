@@ -23,6 +23,7 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
@@ -51,6 +52,10 @@ func TestDescriptor(t *testing.T) {
 }
 
 func TestNewBuildsBothHalves(t *testing.T) {
+	// Both halves count their syncs under the --controllers name, the one the manager labels the controller with.
+	if pusher.ControllerName != ControllerName {
+		t.Errorf("the pusher counts its syncs under %q, not %q", pusher.ControllerName, ControllerName)
+	}
 	h := newHarness(t)
 	c, err := New(h.ctx, h.tctx)
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 	"context"
 	"encoding/json"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -116,7 +116,7 @@ func (p *Pusher) sweep(ctx context.Context) {
 	if len(collected) == 0 {
 		return
 	}
-	sort.Strings(collected)
+	slices.Sort(collected)
 	metrics.NEGsCollected.WithLabelValues(p.tenant).Add(float64(len(collected)))
 	logger.Info("Deleted NEGs no Translation claims", "project", project, "negs", collected)
 	if p.providerConfig != nil {

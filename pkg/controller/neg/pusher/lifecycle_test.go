@@ -162,7 +162,7 @@ func TestRotatedCredentialsAreUsedWithoutARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitFor("a client built with the rotated key", func() bool {
-		h.pusher.queue.Add(testNamespace + "/web")
+		h.pusher.workers.Add(testNamespace + "/web")
 		c := h.client0()
 		return c != nil && c != first
 	})
@@ -243,7 +243,7 @@ func TestUnreachableOldProjectWaitsForTheAbandonAnnotation(t *testing.T) {
 		t.Fatal("the NEG was not created in the new project")
 	}
 	abandoned.Store(true)
-	h.pusher.queue.Add(testNamespace + "/web")
+	h.pusher.workers.Add(testNamespace + "/web")
 	tr := h.waitSynced("web", metav1.ConditionTrue)
 	for _, r := range tr.Status.Resources {
 		if r.Project != otherProject {

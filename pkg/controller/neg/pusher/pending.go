@@ -20,7 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,7 +76,7 @@ func Pending(ctx context.Context, c *tenant.Context) (string, error) {
 	if len(names) == 0 {
 		return "", nil
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	const shown = 5
 	noun := "Translations"
 	if len(names) == 1 {
@@ -90,10 +90,5 @@ func Pending(ctx context.Context, c *tenant.Context) (string, error) {
 }
 
 func hasFinalizer(tr *mpv1alpha1.Translation) bool {
-	for _, f := range tr.Finalizers {
-		if f == mpv1alpha1.TranslationDeleterFinalizer {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(tr.Finalizers, mpv1alpha1.TranslationDeleterFinalizer)
 }

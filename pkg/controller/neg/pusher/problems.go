@@ -18,7 +18,8 @@ package pusher
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,17 +60,39 @@ func (s *problemSet) summary() (metav1.ConditionStatus, string, string) {
 	if len(s.m) == 0 {
 		return metav1.ConditionTrue, ReasonPushed, "every Translation's NEGs are pushed to GCE or retried"
 	}
-	keys := make([]string, 0, len(s.m))
-	for k := range s.m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(s.m))
 	first := s.m[keys[0]]
 	msg := fmt.Sprintf("Translation %s: %s", keys[0], first.message)
 	if len(keys) > 1 {
 		msg += fmt.Sprintf(" (and %d more Translations with problems)", len(keys)-1)
 	}
 	return metav1.ConditionFalse, first.reason, msg
+}
+
+// failureCounts counts, per Translation key, the syncs that failed in a row, which the queue's backoff follows
+// too: a success, including the sync of a Translation that is gone, resets the count.
+type failureCounts struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func newFailureCounts() *failureCounts { return &failureCounts{m: map[string]int{}} }
+
+func (f *failureCounts) record(key string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil {
+		delete(f.m, key)
+		return
+	}
+	f.m[key]++
+}
+
+// get returns how many syncs of key failed in a row before the one under way.
+func (f *failureCounts) get(key string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.m[key]
 }
 
 // setProblem records key's problem and reports the tenant's condition when the set changed.

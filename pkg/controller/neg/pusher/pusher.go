@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,7 +31,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
@@ -40,11 +40,11 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	gceclient "github.com/multiproject/multiproject-controller-manager/pkg/gce/client"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
-	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 )
 
-// ControllerName names the pusher in logs, queue names and metrics.
-const ControllerName = "neg-pusher"
+// ControllerName is the --controllers name of the neg controller, whose GCE half the pusher is: its syncs are
+// counted under it (the neg package, which names the controller, imports this one).
+const ControllerName = "neg"
 
 const (
 	// defaultVerifyPeriod is how long the pusher trusts its cache of a NEG before it reads GCE again, so that a
@@ -73,10 +73,11 @@ type Pusher struct {
 	client    mpclientset.Interface
 	informer  cache.SharedIndexInformer
 	lister    mplisters.TranslationLister
-	queue     workqueue.TypedRateLimitingInterface[string]
+	workers   *tenant.Workers
 	recorder  record.EventRecorder
 	condition tenant.ConditionReporter
-	workers   int
+	// concurrency is how many workers push at once (--concurrent-neg-syncs), for the start log.
+	concurrency int
 
 	verifyPeriod   time.Duration
 	permanentRetry time.Duration
@@ -107,6 +108,7 @@ type Pusher struct {
 
 	cache    *negCache
 	problems *problemSet
+	failures *failureCounts
 }
 
 // New builds the pusher of the tenant c describes. It makes no call: the Compute Engine client (and the credentials
@@ -136,23 +138,16 @@ func newPusher(c *tenant.Context) (*Pusher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("neg pusher: %w", err)
 	}
-	workers := c.Workers
-	if workers < 1 {
-		workers = 1
-	}
-	name := c.Name()
 	p := &Pusher{
-		tenant:   name,
-		gcp:      *c.ProviderConfig.Spec.GCP.DeepCopy(),
-		options:  c.Options,
-		client:   c.MultiprojectClient,
-		informer: informer,
-		lister:   mplisters.NewTranslationLister(informer.GetIndexer()),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: name + "-" + ControllerName}),
+		tenant:             c.Name(),
+		gcp:                *c.ProviderConfig.Spec.GCP.DeepCopy(),
+		options:            c.Options,
+		client:             c.MultiprojectClient,
+		informer:           informer,
+		lister:             mplisters.NewTranslationLister(informer.GetIndexer()),
 		recorder:           c.EventRecorder,
 		condition:          c.Condition,
-		workers:            workers,
+		concurrency:        max(c.Workers, 1),
 		verifyPeriod:       defaultVerifyPeriod,
 		permanentRetry:     defaultPermanentRetry,
 		drainGrace:         c.DrainGrace,
@@ -166,7 +161,16 @@ func newPusher(c *tenant.Context) (*Pusher, error) {
 		now:                time.Now,
 		cache:              newNEGCache(),
 		problems:           newProblemSet(),
+		failures:           newFailureCounts(),
 	}
+	p.workers = tenant.NewWorkers(tenant.WorkerConfig{
+		Tenant:     p.tenant,
+		Controller: ControllerName,
+		Queue:      "pusher",
+		KeyName:    "translation",
+		Workers:    c.Workers,
+		Sync:       p.sync,
+	})
 	if p.drainGrace <= 0 {
 		p.drainGrace = defaultDrainGrace
 	}
@@ -176,60 +180,41 @@ func newPusher(c *tenant.Context) (*Pusher, error) {
 	return p, nil
 }
 
-// Run watches Translations and pushes them to GCE until ctx ends. On return its handler is removed, its queue shut
-// down and its workers gone.
+// Run watches Translations and pushes them to GCE until ctx ends, then drains: the pushes under way finish and the
+// Translations already queued are pushed, for up to drainGrace, so GCE is never left ahead of what the cluster
+// records. On return its handler is removed, and its workers and its garbage sweep are gone.
 func (p *Pusher) Run(ctx context.Context) {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
-	ctx = klog.NewContext(ctx, logger)
-
-	registration, err := p.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    p.enqueue,
+	logger := klog.FromContext(ctx)
+	if err := p.workers.Watch(p.informer, cache.ResourceEventHandlerFuncs{
+		AddFunc:    p.workers.AddObject,
 		UpdateFunc: p.onUpdate,
-		DeleteFunc: p.onDelete,
-	})
-	if err != nil {
+		// The sync of a key whose Translation is gone drops what the pusher kept for it.
+		DeleteFunc: p.workers.AddObject,
+	}); err != nil {
 		logger.Error(err, "Could not watch Translations")
-		p.queue.ShutDown()
 		return
 	}
-	// Workers push on a context the stop does not cancel until drainGrace after it; the deferred queue shutdown
-	// lets them empty the queue and then return.
+	// Workers push on a context the stop does not cancel until drainGrace after it; past it, calls are cancelled and
+	// what is left waits for the next pusher.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
-	stopDraining := context.AfterFunc(ctx, func() { time.AfterFunc(p.drainGrace, cancelWork) })
-	var workers sync.WaitGroup
-	defer func() {
-		p.queue.ShutDown()
-		workers.Wait()
-		stopDraining()
-		cancelWork()
-		if err := p.informer.RemoveEventHandler(registration); err != nil {
-			logger.Error(err, "Could not remove the Translation handler")
+	defer cancelWork()
+	stopDraining := context.AfterFunc(ctx, func() {
+		logger.Info("Stopping NEG pusher: finishing the pushes under way and those queued", "grace", p.drainGrace)
+		time.AfterFunc(p.drainGrace, cancelWork)
+	})
+	defer stopDraining()
+
+	// The sweep runs beside the workers, on ctx: it stops with the stop, and Run waits for it.
+	var sweep sync.WaitGroup
+	defer sweep.Wait()
+	startSweep := func() {
+		if p.gcPeriod > 0 && !p.cleanupOnly {
+			sweep.Go(func() { wait.UntilWithContext(ctx, p.sweep, p.gcPeriod) })
 		}
-		metrics.ForgetController(p.tenant, ControllerName)
-	}()
-
-	logger.Info("Starting NEG pusher", "project", p.gcp.ProjectID, "workers", p.workers)
-	if !cache.WaitForCacheSync(ctx.Done(), p.informer.HasSynced, registration.HasSynced) {
-		return
 	}
-	for range p.workers {
-		workers.Go(func() { wait.UntilWithContext(ctx, func(context.Context) { p.runWorker(workCtx) }, time.Second) })
-	}
-	if p.gcPeriod > 0 && !p.cleanupOnly {
-		workers.Go(func() { wait.UntilWithContext(ctx, p.sweep, p.gcPeriod) })
-	}
-	<-ctx.Done()
-	logger.Info("Stopping NEG pusher: finishing the pushes under way and those queued", "grace", p.drainGrace)
-}
-
-func (p *Pusher) enqueue(obj any) {
-	key, err := cache.MetaNamespaceKeyFunc(obj)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	p.queue.Add(key)
+	logger.Info("Starting NEG pusher", "project", p.gcp.ProjectID, "workers", p.concurrency, "cleanupOnly", p.cleanupOnly)
+	p.workers.Run(ctx, tenant.RunOptions{WorkContext: workCtx, Started: startSweep})
 }
 
 // onUpdate skips the updates the pusher's own status writes cause: only the spec (generation), the deletion mark
@@ -239,51 +224,10 @@ func (p *Pusher) onUpdate(oldObj, newObj any) {
 	newTr, ok2 := newObj.(*mpv1alpha1.Translation)
 	if ok1 && ok2 && oldTr.Generation == newTr.Generation &&
 		oldTr.DeletionTimestamp.Equal(newTr.DeletionTimestamp) &&
-		equalStrings(oldTr.Finalizers, newTr.Finalizers) {
+		slices.Equal(oldTr.Finalizers, newTr.Finalizers) {
 		return
 	}
-	p.enqueue(newObj)
-}
-
-func (p *Pusher) onDelete(obj any) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	// The sync of a key whose Translation is gone drops what the pusher kept for it.
-	p.queue.Add(key)
-}
-
-func (p *Pusher) runWorker(ctx context.Context) {
-	for p.processNextWorkItem(ctx) {
-	}
-}
-
-func (p *Pusher) processNextWorkItem(ctx context.Context) bool {
-	key, shutdown := p.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer p.queue.Done(key)
-
-	logger := klog.FromContext(ctx).WithValues("translation", key)
-	result, err := p.sync(klog.NewContext(ctx, logger), key)
-	metrics.ObserveSync(p.tenant, ControllerName, p.tenant+"-"+ControllerName, err, p.queue.Len())
-	switch {
-	case err != nil:
-		logger.V(2).Info("Sync failed; retrying with backoff", "err", err)
-		p.queue.AddRateLimited(key)
-	default:
-		p.queue.Forget(key)
-		if result.requeueAfter > 0 {
-			p.queue.AddAfter(key, result.requeueAfter)
-		}
-	}
-	return true
+	p.workers.AddObject(newObj)
 }
 
 // gceClient returns the tenant's Compute Engine client for a project, building it on first use. The credentials
@@ -341,18 +285,6 @@ func (p *Pusher) readCredentials(ctx context.Context, ref *mpv1alpha1.SecretKeyR
 		return nil, fmt.Errorf("credentials Secret %s/%s has no key %q", ref.Namespace, ref.Name, ref.Key)
 	}
 	return data, nil
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 var _ tenant.Controller = (*Pusher)(nil)

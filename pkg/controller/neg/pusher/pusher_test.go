@@ -25,10 +25,12 @@ import (
 	compute "google.golang.org/api/compute/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/testutil"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
+	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 )
 
 func TestCreatesNEGsWithTheirEndpointsInFewestAttachCalls(t *testing.T) {
@@ -36,6 +38,10 @@ func TestCreatesNEGsWithTheirEndpointsInFewestAttachCalls(t *testing.T) {
 	h := newHarness(t, nil, tr)
 
 	got := h.waitSynced("web", metav1.ConditionTrue)
+	// The pusher's syncs count under the --controllers name, as the translator's do.
+	if n, err := testutil.GetCounterMetricValue(metrics.Syncs.WithLabelValues("tenant-a", ControllerName, "success")); err != nil || n == 0 {
+		t.Errorf("multiproject_controller_syncs_total{controller=%q,result=\"success\"} = %v (err %v), want > 0", ControllerName, n, err)
+	}
 	if n := h.endpointCount("us-central1-a", "k8s1-web"); n != 1200 {
 		t.Errorf("zone a has %d endpoints, want 1200", n)
 	}
@@ -69,8 +75,8 @@ func TestCreatesNEGsWithTheirEndpointsInFewestAttachCalls(t *testing.T) {
 	// A converged Translation costs nothing: neither GCE calls nor status writes.
 	h.gce.ResetCalls()
 	writes := len(h.client.Actions())
-	h.pusher.queue.Add("shop/web")
-	h.waitFor("the resync to be processed", func() bool { return h.pusher.queue.Len() == 0 })
+	h.pusher.workers.Add("shop/web")
+	h.waitFor("the resync to be processed", func() bool { return h.pusher.workers.Len() == 0 })
 	h.shutdown() // drains the worker, so the counts below are final
 	if c := h.gce.Calls(testProject); len(c) != 0 {
 		t.Errorf("a converged resync made GCE calls: %v", c)
@@ -184,8 +190,8 @@ func TestInvalidRequestIsAWarningNotAHotLoop(t *testing.T) {
 	if n := h.gce.Calls(testProject)[fakegce.MethodAttachEndpoints]; n != 2 {
 		t.Errorf("attach calls = %d, want 2", n)
 	}
-	if n := h.pusher.queue.NumRequeues("shop/web"); n != 0 {
-		t.Errorf("the key is in rate-limited backoff (%d requeues)", n)
+	if n := h.pusher.failures.get("shop/web"); n != 0 {
+		t.Errorf("the key is in rate-limited backoff (%d failed syncs in a row)", n)
 	}
 }
 

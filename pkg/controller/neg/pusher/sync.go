@@ -34,6 +34,7 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	gceclient "github.com/multiproject/multiproject-controller-manager/pkg/gce/client"
 )
 
@@ -60,10 +61,6 @@ const (
 // maxErrorLength keeps a GCE error message in the status readable (the schema allows 32 KiB).
 const maxErrorLength = 1024
 
-type syncResult struct {
-	requeueAfter time.Duration
-}
-
 // outcome is what one sync step did with one backend resource.
 type outcome struct {
 	// where records the resource as the status lists it: project, network, subnetwork and marker.
@@ -85,20 +82,23 @@ func (o outcome) status() mpv1alpha1.BackendResourceStatus {
 	return s
 }
 
-func (p *Pusher) sync(ctx context.Context, key string) (syncResult, error) {
+// sync pushes one Translation: its NEGs made as declared, or, once it is being deleted, deleted.
+func (p *Pusher) sync(ctx context.Context, key string) (_ tenant.Result, err error) {
+	// finish reads how many syncs of the key failed in a row.
+	defer func() { p.failures.record(key, err) }()
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		return syncResult{}, nil
+		return tenant.Result{}, nil
 	}
 	tr, err := p.lister.Translations(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		// Gone: its NEGs were deleted before its finalizer was removed, or it was never ours to clean up.
 		p.cache.forgetOwner(key)
 		p.setProblem(key, nil)
-		return syncResult{}, nil
+		return tenant.Result{}, nil
 	}
 	if err != nil {
-		return syncResult{}, err
+		return tenant.Result{}, err
 	}
 	if tr.DeletionTimestamp != nil {
 		return p.syncDeletion(ctx, key, tr.DeepCopy())
@@ -109,30 +109,30 @@ func (p *Pusher) sync(ctx context.Context, key string) (syncResult, error) {
 // syncLive makes GCE match a live Translation: every spec resource created in the tenant's project with exactly its
 // endpoints, then the resources no longer wanted (removed from the spec, or in a project the tenant left) deleted,
 // so that traffic moves to the new NEGs before the old ones go.
-func (p *Pusher) syncLive(ctx context.Context, key string, tr *mpv1alpha1.Translation) (syncResult, error) {
+func (p *Pusher) syncLive(ctx context.Context, key string, tr *mpv1alpha1.Translation) (tenant.Result, error) {
 	if p.cleanupOnly {
 		// The cleanup deletes live Translations; their deletion brings them back here.
-		return syncResult{}, nil
+		return tenant.Result{}, nil
 	}
 	var err error
 	if !hasFinalizer(tr) {
 		// Declared before made: without the finalizer a deletion could outrun the NEGs' cleanup.
 		tr.Finalizers = append(tr.Finalizers, mpv1alpha1.TranslationDeleterFinalizer)
 		if tr, err = p.client.MultiprojectV1alpha1().Translations(tr.Namespace).Update(ctx, tr, metav1.UpdateOptions{}); err != nil {
-			return syncResult{}, fmt.Errorf("adding the finalizer: %w", err)
+			return tenant.Result{}, fmt.Errorf("adding the finalizer: %w", err)
 		}
 	}
 	project := p.gcp.ProjectID
 	gce, err := p.gceClient(ctx, project)
 	if err != nil {
-		return syncResult{}, p.failWholly(ctx, key, tr, ReasonCredentialsUnavailable, err)
+		return tenant.Result{}, p.failWholly(ctx, key, tr, ReasonCredentialsUnavailable, err)
 	}
 
 	// Declare first: the status lists every resource, with its project, before it is created, so that one later
 	// removed from the spec, or left in an old project, can still be found and deleted, also after a restart.
 	if declared, changed := declare(tr, project); changed {
 		if tr, err = p.writeStatus(ctx, tr, declared); err != nil {
-			return syncResult{}, err
+			return tenant.Result{}, err
 		}
 	}
 
@@ -185,10 +185,10 @@ func (p *Pusher) deleteRecorded(ctx context.Context, key string, tr *mpv1alpha1.
 const persistentFailureAttempts = 10
 
 // finish writes the status the outcomes amount to and decides how the key is retried.
-func (p *Pusher) finish(ctx context.Context, key string, tr *mpv1alpha1.Translation, outcomes []outcome) (syncResult, error) {
+func (p *Pusher) finish(ctx context.Context, key string, tr *mpv1alpha1.Translation, outcomes []outcome) (tenant.Result, error) {
 	status := buildStatus(tr, outcomes)
 	if _, err := p.writeStatus(ctx, tr, status); err != nil {
-		return syncResult{}, err
+		return tenant.Result{}, err
 	}
 	var retryable []error
 	var permanent *problem
@@ -203,20 +203,20 @@ func (p *Pusher) finish(ctx context.Context, key string, tr *mpv1alpha1.Translat
 			retryable = append(retryable, fmt.Errorf("NEG %s in zone %s: %w", o.where.Name, o.where.Zone, o.err))
 		}
 	}
-	if permanent == nil && len(retryable) > 0 && p.queue.NumRequeues(key) >= persistentFailureAttempts-1 {
+	if failed := p.failures.get(key); permanent == nil && len(retryable) > 0 && failed >= persistentFailureAttempts-1 {
 		// Retrying is the right answer to a 5xx or a rate limit, but one that has not worked for this long is
 		// something an operator must see on the tenant, not only on the Translation.
 		permanent = &problem{reason: ReasonGCEUnavailable, message: fmt.Sprintf(
-			"GCE failed %d attempts in a row, still retrying with backoff: %v", p.queue.NumRequeues(key)+1, retryable[0])}
+			"GCE failed %d attempts in a row, still retrying with backoff: %v", failed+1, retryable[0])}
 	}
 	p.setProblem(key, permanent)
 	if len(retryable) > 0 {
-		return syncResult{}, errors.Join(retryable...)
+		return tenant.Result{}, errors.Join(retryable...)
 	}
 	if permanent != nil {
-		return syncResult{requeueAfter: p.permanentRetry}, nil
+		return tenant.Result{RequeueAfter: p.permanentRetry}, nil
 	}
-	return syncResult{requeueAfter: p.verifyPeriod}, nil
+	return tenant.Result{RequeueAfter: p.verifyPeriod}, nil
 }
 
 // failWholly records an error that stops the whole Translation (no client for GCE): every resource keeps its last
@@ -467,14 +467,14 @@ func endpointsOf(batch []keyedEndpoint) []*compute.NetworkEndpoint {
 
 // syncDeletion deletes the NEGs of a Translation being deleted, in reverse order, each in the project it was made
 // in, and then removes the finalizer.
-func (p *Pusher) syncDeletion(ctx context.Context, key string, tr *mpv1alpha1.Translation) (syncResult, error) {
+func (p *Pusher) syncDeletion(ctx context.Context, key string, tr *mpv1alpha1.Translation) (tenant.Result, error) {
 	if !hasFinalizer(tr) {
-		return syncResult{}, nil
+		return tenant.Result{}, nil
 	}
 	project := p.gcp.ProjectID
 	gce, err := p.gceClient(ctx, project)
 	if err != nil {
-		return syncResult{}, p.failWholly(ctx, key, tr, ReasonCredentialsUnavailable, err)
+		return tenant.Result{}, p.failWholly(ctx, key, tr, ReasonCredentialsUnavailable, err)
 	}
 	var failures []outcome
 	removed := removedResources(tr, project)
@@ -500,14 +500,14 @@ func (p *Pusher) syncDeletion(ctx context.Context, key string, tr *mpv1alpha1.Tr
 	tr.Finalizers = slices.DeleteFunc(tr.Finalizers, func(f string) bool { return f == mpv1alpha1.TranslationDeleterFinalizer })
 	if _, err := p.client.MultiprojectV1alpha1().Translations(tr.Namespace).Update(ctx, tr, metav1.UpdateOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
-			return syncResult{}, nil
+			return tenant.Result{}, nil
 		}
-		return syncResult{}, fmt.Errorf("removing the finalizer: %w", err)
+		return tenant.Result{}, fmt.Errorf("removing the finalizer: %w", err)
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted the Translation's NEGs and removed its finalizer")
 	p.cache.forgetOwner(key)
 	p.setProblem(key, nil)
-	return syncResult{}, nil
+	return tenant.Result{}, nil
 }
 
 // deleteNEG deletes one NEG if it is ours: its description is one of markers (or, from the cache, it was ours when
