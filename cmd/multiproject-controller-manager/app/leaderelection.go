@@ -51,154 +51,198 @@ var errLeaderElectionLost = errors.New("leader election lost")
 // run nor for the elector. From then on the lock refuses every write, so this process neither renews nor releases
 // the Lease again; a standby takes over when the Lease expires, as after a kill.
 func leaderElectAndRun(ctx context.Context, c config.CompletedConfig, health *leaderElectionHealth, state *processState, run func(context.Context) error) error {
-	logger := klog.FromContext(ctx)
-	hostname, err := os.Hostname()
+	e, err := newElection(ctx, c, health, state)
 	if err != nil {
-		return fmt.Errorf("leader election identity: %w", err)
+		return err
 	}
-	// The UUID keeps two processes on one host from sharing an identity.
-	identity := hostname + "_" + string(uuid.NewUUID())
+	defer e.stop()
+	defer e.cancelLost(nil)
 
-	inner, err := resourcelock.New(resourcelock.LeasesResourceLock,
-		c.LeaderElection.ResourceNamespace, c.LeaderElection.ResourceName,
-		c.LeaderElectionClient.CoreV1(), c.LeaderElectionClient.CoordinationV1(),
-		resourcelock.ResourceLockConfig{Identity: identity, EventRecorder: c.EventRecorder})
-	if err != nil {
-		return fmt.Errorf("leader election lock: %w", err)
-	}
-	lock := &electionLock{Interface: inner, renewed: health.renewed}
-
-	// The election outlives ctx on purpose: on shutdown it is cancelled only after run has returned, because
-	// ReleaseOnCancel must not hand the Lease over while our controllers still act.
-	electionCtx, cancelElection := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelElection()
-
-	// lostCtx ends, with the reason as its cause, once leadership is lost.
-	lostCtx, cancelLost := context.WithCancelCause(context.Background())
-	defer cancelLost(nil)
-	var lostOnce sync.Once
-	loseLeadership := func(reason error) {
-		lostOnce.Do(func() {
-			lock.refuseWrites()
-			health.setLost()
-			state.leading.Store(false)
-			logger.Error(reason, "Leader election lost; stopping at once", "identity", identity)
-			cancelLost(fmt.Errorf("%w: %w", errLeaderElectionLost, reason))
-		})
-	}
-
-	var (
-		mu        sync.Mutex
-		leading   bool // a term started (run was called)
-		stopping  bool // ctx ended: no term may start any more
-		endedByUs bool // we ended the election: ctx ended before a term, or run returned while we still led
-		runErr    error
-	)
-	limit := c.LeaderElection.RenewDeadline.Duration + c.LeaderElection.RetryPeriod.Duration
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
+		Lock:            e.lock,
 		Name:            c.LeaderElection.ResourceName,
 		LeaseDuration:   c.LeaderElection.LeaseDuration.Duration,
 		RenewDeadline:   c.LeaderElection.RenewDeadline.Duration,
 		RetryPeriod:     c.LeaderElection.RetryPeriod.Duration,
 		ReleaseOnCancel: true,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(leaderCtx context.Context) {
-				mu.Lock()
-				if stopping {
-					mu.Unlock()
-					return
-				}
-				leading = true
-				mu.Unlock()
-
-				logger.Info("Started leading", "identity", identity)
-				state.leading.Store(true)
-				health.setLeading(true)
-				// leaderCtx ends when the elector stops, and with electionCtx, which we cancel only after run.
-				go func() {
-					if watchRenewals(leaderCtx, health.clock, health.lastRenewal, limit) {
-						loseLeadership(fmt.Errorf("no successful renewal of the Lease for %s (renew deadline + retry period)", limit))
-					}
-				}()
-
-				workCtx, cancelWork := context.WithCancel(leaderCtx)
-				defer cancelWork()
-				defer context.AfterFunc(ctx, cancelWork)()
-				defer context.AfterFunc(lostCtx, cancelWork)()
-
-				err := run(workCtx)
-				mu.Lock()
-				if leaderCtx.Err() == nil && lostCtx.Err() == nil {
-					if err == nil && ctx.Err() == nil {
-						err = errors.New("controllers stopped while still leading")
-					}
-					runErr = err
-					endedByUs = true
-				}
-				mu.Unlock()
-				// Nothing the Lease protects runs any more: the Lease may be released.
-				lock.allowRelease()
-				cancelElection()
-			},
-			OnStoppedLeading: func() {
-				state.leading.Store(false)
-				health.setLeading(false)
-				logger.Info("Stopped leading", "identity", identity)
-			},
-			OnNewLeader: func(current string) {
-				if current != identity {
-					logger.Info("Another replica leads", "leader", current)
-				}
-			},
+			OnStartedLeading: func(leaderCtx context.Context) { e.lead(ctx, leaderCtx, run) },
+			OnStoppedLeading: e.stoppedLeading,
+			OnNewLeader:      e.newLeader,
 		},
 	})
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
 	}
+	go e.stopOnShutdown(ctx)
 
-	// On shutdown a term that runs ends when run returns (run's context ends with ctx); without a term, the
-	// election ends now.
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-electionCtx.Done():
-			return
-		}
-		mu.Lock()
-		stopping = true
-		wasLeading := leading
-		if !wasLeading {
-			endedByUs = true
-		}
-		mu.Unlock()
-		if !wasLeading {
-			lock.allowRelease()
-			cancelElection()
-		}
-	}()
-
-	logger.Info("Campaigning for leadership", "lease", c.LeaderElection.ResourceNamespace+"/"+c.LeaderElection.ResourceName, "identity", identity)
+	e.logger.Info("Campaigning for leadership", "lease", c.LeaderElection.ResourceNamespace+"/"+c.LeaderElection.ResourceName, "identity", e.identity)
 	electorDone := make(chan struct{})
 	go func() {
 		defer close(electorDone)
-		elector.Run(electionCtx)
+		elector.Run(e.stopped)
 	}()
 	select {
-	case <-lostCtx.Done():
-		return context.Cause(lostCtx)
+	case <-e.lost.Done():
+		return context.Cause(e.lost)
 	case <-electorDone:
 	}
+	return e.result()
+}
 
-	mu.Lock()
-	defer mu.Unlock()
+// election is one campaign for the Lease: the state that client-go's elector callbacks, the renewal watchdog and
+// the shutdown watcher share.
+type election struct {
+	logger   klog.Logger
+	identity string
+	lock     *electionLock
+	health   *leaderElectionHealth
+	state    *processState
+	// renewLimit is how long the watchdog lets a term go without a successful renewal.
+	renewLimit time.Duration
+
+	// stopped ends the election. It outlives the process's context on purpose: on shutdown it is cancelled only
+	// after run has returned, because ReleaseOnCancel must not hand the Lease over while our controllers still act.
+	stopped context.Context
+	stop    context.CancelFunc
+	// lost ends, with the reason as its cause, once leadership is lost.
+	lost       context.Context
+	cancelLost context.CancelCauseFunc
+	lostOnce   sync.Once
+
+	mu        sync.Mutex
+	leading   bool // a term started (run was called)
+	stopping  bool // ctx ended: no term may start any more
+	endedByUs bool // we ended the election: ctx ended before a term, or run returned while we still led
+	runErr    error
+}
+
+func newElection(ctx context.Context, c config.CompletedConfig, health *leaderElectionHealth, state *processState) (*election, error) {
+	hostname, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("leader election identity: %w", err)
+	}
+	// The UUID keeps two processes on one host from sharing an identity.
+	identity := hostname + "_" + string(uuid.NewUUID())
+	inner, err := resourcelock.New(resourcelock.LeasesResourceLock,
+		c.LeaderElection.ResourceNamespace, c.LeaderElection.ResourceName,
+		c.LeaderElectionClient.CoreV1(), c.LeaderElectionClient.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: identity, EventRecorder: c.EventRecorder})
+	if err != nil {
+		return nil, fmt.Errorf("leader election lock: %w", err)
+	}
+	e := &election{
+		logger:     klog.FromContext(ctx),
+		identity:   identity,
+		lock:       &electionLock{Interface: inner, renewed: health.renewed},
+		health:     health,
+		state:      state,
+		renewLimit: c.LeaderElection.RenewDeadline.Duration + c.LeaderElection.RetryPeriod.Duration,
+	}
+	e.stopped, e.stop = context.WithCancel(context.WithoutCancel(ctx))
+	e.lost, e.cancelLost = context.WithCancelCause(context.Background())
+	return e, nil
+}
+
+// lead is a term: it runs run until ctx (the process's) ends, the elector stops, or leadership is lost, and then
+// lets the Lease be released and ends the election.
+func (e *election) lead(ctx, leaderCtx context.Context, run func(context.Context) error) {
+	e.mu.Lock()
+	if e.stopping {
+		e.mu.Unlock()
+		return
+	}
+	e.leading = true
+	e.mu.Unlock()
+
+	e.logger.Info("Started leading", "identity", e.identity)
+	e.state.leading.Store(true)
+	e.health.setLeading(true)
+	// leaderCtx ends when the elector stops, and with stopped, which we cancel only after run.
+	go e.watchRenewals(leaderCtx)
+
+	workCtx, cancelWork := context.WithCancel(leaderCtx)
+	defer cancelWork()
+	defer context.AfterFunc(ctx, cancelWork)()
+	defer context.AfterFunc(e.lost, cancelWork)()
+
+	err := run(workCtx)
+	e.mu.Lock()
+	if leaderCtx.Err() == nil && e.lost.Err() == nil {
+		if err == nil && ctx.Err() == nil {
+			err = errors.New("controllers stopped while still leading")
+		}
+		e.runErr = err
+		e.endedByUs = true
+	}
+	e.mu.Unlock()
+	// Nothing the Lease protects runs any more: the Lease may be released.
+	e.lock.allowRelease()
+	e.stop()
+}
+
+// watchRenewals loses leadership once no renewal has succeeded for renewLimit, until leaderCtx ends.
+func (e *election) watchRenewals(leaderCtx context.Context) {
+	if watchRenewals(leaderCtx, e.health.clock, e.health.lastRenewal, e.renewLimit) {
+		e.loseLeadership(fmt.Errorf("no successful renewal of the Lease for %s (renew deadline + retry period)", e.renewLimit))
+	}
+}
+
+func (e *election) stoppedLeading() {
+	e.state.leading.Store(false)
+	e.health.setLeading(false)
+	e.logger.Info("Stopped leading", "identity", e.identity)
+}
+
+func (e *election) newLeader(current string) {
+	if current != e.identity {
+		e.logger.Info("Another replica leads", "leader", current)
+	}
+}
+
+// loseLeadership stops every write to the Lease, fails the health check and ends run's context, once.
+func (e *election) loseLeadership(reason error) {
+	e.lostOnce.Do(func() {
+		e.lock.refuseWrites()
+		e.health.setLost()
+		e.state.leading.Store(false)
+		e.logger.Error(reason, "Leader election lost; stopping at once", "identity", e.identity)
+		e.cancelLost(fmt.Errorf("%w: %w", errLeaderElectionLost, reason))
+	})
+}
+
+// stopOnShutdown waits for ctx (the process's) to end. A term that runs then ends when run returns (run's context
+// ends with ctx); without a term, the election ends now.
+func (e *election) stopOnShutdown(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-e.stopped.Done():
+		return
+	}
+	e.mu.Lock()
+	e.stopping = true
+	wasLeading := e.leading
+	if !wasLeading {
+		e.endedByUs = true
+	}
+	e.mu.Unlock()
+	if !wasLeading {
+		e.lock.allowRelease()
+		e.stop()
+	}
+}
+
+// result is what leaderElectAndRun returns once the elector has returned.
+func (e *election) result() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	switch {
-	case !endedByUs:
+	case !e.endedByUs:
 		// The elector returns on its own only after it failed to renew.
-		loseLeadership(errors.New("the elector stopped renewing the Lease"))
-		return context.Cause(lostCtx)
-	case runErr != nil:
-		return runErr
+		e.loseLeadership(errors.New("the elector stopped renewing the Lease"))
+		return context.Cause(e.lost)
+	case e.runErr != nil:
+		return e.runErr
 	default:
 		return nil
 	}
