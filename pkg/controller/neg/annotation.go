@@ -17,10 +17,11 @@ limitations under the License.
 package neg
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 )
 
@@ -84,6 +85,6 @@ func parseNEGAnnotation(value string) ([]exposedPort, error) {
 		}
 		ports = append(ports, exposedPort{Port: int32(port), CustomName: attrs.Name})
 	}
-	sort.Slice(ports, func(i, j int) bool { return ports[i].Port < ports[j].Port })
+	slices.SortFunc(ports, func(a, b exposedPort) int { return cmp.Compare(a.Port, b.Port) })
 	return ports, nil
 }

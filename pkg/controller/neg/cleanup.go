@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -158,7 +157,7 @@ func Abandon(ctx context.Context, c *tenant.Context) (string, error) {
 	if len(translations) == 0 {
 		return "", nil
 	}
-	sort.Strings(negs)
+	slices.Sort(negs)
 	return fmt.Sprintf("%d NEGs left in GCE (%s), from %d Translations", len(negs), strings.Join(negs, ", "), len(translations)), nil
 }
 

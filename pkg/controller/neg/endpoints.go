@@ -40,7 +40,6 @@ type topology struct {
 
 func newTopology(nodes []*corev1.Node) *topology {
 	t := &topology{nodeZones: make(map[string]string, len(nodes))}
-	seen := map[string]bool{}
 	for _, n := range nodes {
 		zone := nodeZone(n)
 		if zone == "" {
@@ -48,12 +47,10 @@ func newTopology(nodes []*corev1.Node) *topology {
 			continue
 		}
 		t.nodeZones[n.Name] = zone
-		if !seen[zone] {
-			seen[zone] = true
-			t.zones = append(t.zones, zone)
-		}
+		t.zones = append(t.zones, zone)
 	}
 	slices.Sort(t.zones)
+	t.zones = slices.Compact(t.zones)
 	return t
 }
 

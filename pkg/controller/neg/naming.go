@@ -20,6 +20,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -108,7 +109,7 @@ func sanitize(s string) string {
 // trimEvenly shortens the fields, longest first, until their total length is at most budget, so that no one
 // field loses everything while another keeps its full length.
 func trimEvenly(fields []string, budget int) []string {
-	out := append([]string(nil), fields...)
+	out := slices.Clone(fields)
 	total := 0
 	for _, f := range out {
 		total += len(f)

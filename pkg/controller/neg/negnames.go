@@ -68,14 +68,13 @@ func translationHolding(obj any) (claims.Holding, bool) {
 	}
 	var names []string
 	for _, r := range tr.Spec.Resources {
-		if !slices.Contains(names, r.Name) {
-			names = append(names, r.Name)
-		}
+		names = append(names, r.Name)
 	}
 	if len(names) == 0 {
 		return claims.Holding{}, false
 	}
 	slices.Sort(names)
+	names = slices.Compact(names)
 	h := claims.Holding{Names: names, Owner: ownerUID(tr), Holder: "Translation " + tr.Namespace + "/" + tr.Name}
 	if service, ok := serviceOf(tr); ok {
 		h.Holder = claimKind + " " + tr.Namespace + "/" + service
