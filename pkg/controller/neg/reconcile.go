@@ -36,6 +36,10 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
 
+// errWaiting says a sync must be retried because a Translation it wants to write still exists in another form (being
+// deleted, or another tenant's): nothing failed, so it is logged only at V(4).
+var errWaiting = fmt.Errorf("%w for an old Translation of the same name to be deleted", tenant.ErrWaiting)
+
 // reconcileTranslations makes the Service's Translations in the API exactly desired. It lists them from the API
 // server by the owner-UID label rather than from the tenant's view, which would miss one labeled for another tenant
 // (the Service moved) and may lag behind the translator's own writes.

@@ -47,10 +47,6 @@ const (
 	ReasonStaleTranslationDeleted = "StaleTranslationDeleted"
 )
 
-// errWaiting says a sync must be retried because a Translation it wants to write still exists in another form (being
-// deleted, or another tenant's): nothing failed, so it is logged only at V(4).
-var errWaiting = fmt.Errorf("%w for an old Translation of the same name to be deleted", tenant.ErrWaiting)
-
 // sync makes the Translations and the neg-status annotation of one Service match what it asks for.
 func (t *translator) sync(ctx context.Context, key string) error {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
