@@ -32,20 +32,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
-	mpscheme "github.com/multiproject/client-go/clientset/versioned/scheme"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
-	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
 
@@ -54,7 +51,7 @@ const labelKey = mpv1alpha1.DefaultProviderConfigLabelKey
 var zones = []string{"europe-west1-b", "europe-west1-c", "europe-west1-d"}
 
 // env is one test's world: a namespace, a fake GCE, the manager's clients (its ServiceAccount), shared informers
-// routed into tenant views, and the pushers the test runs.
+// routed into tenant views, and the production Manager running the tenants' pushers.
 type env struct {
 	t         *testing.T
 	ctx       context.Context
@@ -62,12 +59,9 @@ type env struct {
 	gce       *fakegce.Server
 	admin     mpclientset.Interface
 	adminKube kubernetes.Interface
-	router    *tenancy.Router
 	kube      kubernetes.Interface
 	mp        mpclientset.Interface
-
-	mu        sync.Mutex
-	zoneCalls map[string]map[fakegce.Method]int // by project/zone
+	manager   *framework.Manager
 }
 
 func newEnv(t *testing.T) *env { return newEnvWith(t, fakegce.Options{}) }
@@ -78,9 +72,7 @@ func newEnvWith(t *testing.T, gceOptions fakegce.Options) *env {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
-	e := &env{t: t, ctx: ctx, namespace: controlPlane.CreateNamespace(t), adminKube: controlPlane.AdminClient(),
-		zoneCalls: map[string]map[fakegce.Method]int{}}
-	gceOptions.OnCall = e.recordCall
+	e := &env{t: t, ctx: ctx, namespace: controlPlane.CreateNamespace(t), adminKube: controlPlane.AdminClient()}
 	e.gce = fakegce.New(gceOptions)
 	e.gce.Start()
 	t.Cleanup(e.gce.Close)
@@ -100,35 +92,24 @@ func newEnvWith(t *testing.T, gceOptions fakegce.Options) *env {
 		t.Fatal(err)
 	}
 	// The shared informers and router the manager would have, on the manager's identity.
-	e.router = framework.StartTenancy(t, ctx, e.kube, e.mp, labelKey, []schema.GroupVersionResource{informerset.Translations}).Router
+	tn := framework.StartTenancy(t, ctx, e.kube, e.mp, labelKey, []schema.GroupVersionResource{informerset.Translations})
+	// The neg controller as the manager knows it, built as its pusher alone: the tests write the Translations.
+	pusherOnly := framework.Enable(neg.Descriptor(), 2)
+	pusherOnly.New = func(_ context.Context, c *tenant.Context) (tenant.Controller, error) { return pusher.New(c) }
+	e.manager = framework.StartManager(t, ctx, framework.ManagerOptions{
+		Tenancy: tn, KubeClient: e.kube, MultiprojectClient: e.mp, Admin: e.admin, LabelKey: labelKey,
+		Controllers: []providerconfig.NamedFactory{pusherOnly},
+		Options:     tenant.Options{GCEEndpoint: e.gce.Endpoint(), GCEQPS: 200, GCEBurst: 200},
+	})
 	return e
 }
 
-func (e *env) recordCall(c fakegce.CallRecord) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	k := c.Project + "/" + c.Zone
-	if e.zoneCalls[k] == nil {
-		e.zoneCalls[k] = map[fakegce.Method]int{}
-	}
-	e.zoneCalls[k][c.Method]++
-}
-
-func (e *env) callsIn(project, zone string, m fakegce.Method) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.zoneCalls[project+"/"+zone][m]
-}
-
-// tenant is one ProviderConfig and its running pusher.
+// tenantRun is one ProviderConfig and its pusher.
 type tenantRun struct {
-	e          *env
-	name       string
-	project    string
-	tctx       *tenant.Context
-	conditions *tenanttest.Conditions
-	cancel     context.CancelFunc
-	done       chan struct{}
+	e       *env
+	name    string
+	project string
+	tenant  *framework.Tenant
 }
 
 // newTenant makes a tenant named after the test's namespace and suffix: tenants are cluster-wide, and a
@@ -137,54 +118,26 @@ type tenantRun struct {
 func (e *env) newTenant(suffix, project string) *tenantRun {
 	e.t.Helper()
 	name := e.namespace + "-" + suffix
-	views, err := e.router.Tenant(name)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(views.Close)
-	broadcaster := record.NewBroadcaster(record.WithContext(e.ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.kube.CoreV1().Events("")})
-	e.t.Cleanup(broadcaster.Shutdown)
-	tr := &tenantRun{e: e, name: name, project: project, conditions: &tenanttest.Conditions{}}
-	tr.tctx = &tenant.Context{
-		ProviderConfig: &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{ProjectID: project, Network: "default"}}},
-		ProviderConfigLabelKey: labelKey,
-		KubeClient:             e.kube,
-		MultiprojectClient:     e.mp,
-		Informers:              tenanttest.TenantInformers{Views: views},
-		EventRecorder:          broadcaster.NewRecorder(mpscheme.Scheme, corev1.EventSource{Component: "multiproject-neg"}),
-		Condition:              tr.conditions,
-		Options:                tenant.Options{GCEEndpoint: e.gce.Endpoint(), GCEQPS: 200, GCEBurst: 200},
-		Workers:                2,
-	}
-	return tr
+	pc := &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{ProjectID: project, Network: "default"}}}
+	return &tenantRun{e: e, name: name, project: project, tenant: e.manager.Create(pc, framework.TenantOptions{})}
 }
 
 // start runs a new pusher (an empty cache, as after a process restart).
 func (tr *tenantRun) start() {
 	tr.e.t.Helper()
-	p, err := pusher.New(tr.tctx)
-	if err != nil {
-		tr.e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(tr.e.ctx)
-	tr.cancel, tr.done = cancel, make(chan struct{})
-	go func() {
-		defer close(tr.done)
-		p.Run(ctx)
-	}()
-	tr.e.t.Cleanup(tr.stop)
+	tr.tenant.Start()
 }
 
 // stop ends the pusher and waits for it; a no-op when it is not running.
-func (tr *tenantRun) stop() {
-	if tr.cancel == nil {
-		return
-	}
-	tr.cancel()
-	<-tr.done
-	tr.cancel = nil
+func (tr *tenantRun) stop() { tr.tenant.Stop() }
+
+// tctx is the Context the pusher was last built with.
+func (tr *tenantRun) tctx() *tenant.Context { return tr.tenant.Context(neg.ControllerName) }
+
+// condition is the tenant's NEGReady condition as the Manager reports it.
+func (tr *tenantRun) condition() (metav1.Condition, bool) {
+	return tr.tenant.Condition(mpv1alpha1.ProviderConfigConditionNEGReady)
 }
 
 // translation builds a Translation of tenant with one NEG per zone; counts[i] endpoints in zones[i].

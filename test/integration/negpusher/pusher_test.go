@@ -63,7 +63,7 @@ func TestLifecycle(t *testing.T) {
 	for i, res := range got.Spec.Resources {
 		e.checkEndpoints(projectA, res)
 		want := (counts[i] + 499) / 500
-		if n := e.callsIn(projectA, res.Zone, fakegce.MethodAttachEndpoints); n > want {
+		if n := e.gce.ZoneCalls(projectA, res.Zone)[fakegce.MethodAttachEndpoints]; n > want {
 			t.Errorf("zone %s: %d attach calls for %d endpoints, want at most %d", res.Zone, n, counts[i], want)
 		}
 		if s := got.Status.Resources[i]; s.State != mpv1alpha1.BackendResourceStateReady || int(s.EndpointCount) != counts[i] {
@@ -147,7 +147,7 @@ func TestDeletionWhileStopped(t *testing.T) {
 		tr, err := e.get("web")
 		return err == nil && tr.DeletionTimestamp != nil, err
 	})
-	msg, err := pusher.Pending(e.ctx, a.tctx)
+	msg, err := pusher.Pending(e.ctx, a.tctx())
 	if err != nil || !strings.Contains(msg, "1 Translation with NEGs not yet deleted: "+e.namespace+"/web") {
 		t.Errorf("Pending = %q, %v", msg, err)
 	}
@@ -165,7 +165,7 @@ func TestDeletionWhileStopped(t *testing.T) {
 		}
 	}
 	e.waitFor("Pending to be empty", 30*time.Second, func() (bool, error) {
-		msg, err := pusher.Pending(e.ctx, a.tctx)
+		msg, err := pusher.Pending(e.ctx, a.tctx())
 		return msg == "", err
 	})
 }
@@ -274,7 +274,7 @@ func TestForeignNEGIsNeverTouched(t *testing.T) {
 		}
 		return false, nil
 	})
-	if c, ok := a.conditions.Last(); !ok || c.Status != metav1.ConditionFalse || c.Reason != pusher.ReasonNameCollision {
+	if c, ok := a.condition(); !ok || c.Status != metav1.ConditionFalse || c.Reason != pusher.ReasonNameCollision {
 		t.Errorf("NEGReady report = %+v", c)
 	}
 
