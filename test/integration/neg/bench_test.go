@@ -28,8 +28,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
-
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
 )
 
 // benchEndpointsPerZone is the endpoint count of each Service in each of the three zones.
@@ -99,13 +97,9 @@ func (e *env) convergeFull(b *testing.B, n int) (time.Duration, int, int, int) {
 func (e *env) convergeBaseline(b *testing.B, n int) time.Duration {
 	b.StopTimer()
 	project := fmt.Sprintf("bench-base-%d", time.Now().UnixNano()%1_000_000)
-	base := e.newTenant("base", project)
+	base := e.newPusherTenant("base", project)
 	ns := base.namespace()
-	p, err := pusher.New(base.tctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	base.run(p)
+	base.start()
 	defer base.stop()
 	translations := make([]*mpv1alpha1.Translation, n)
 	for k := range n {

@@ -63,8 +63,7 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := e.tenantNamed(pc.Name, pc.Spec.GCP.ProjectID)
-	a.tctx.ProviderConfig = pc
+	a := e.existingTenant(pc.Name, pc.Spec.GCP.ProjectID)
 	a.start()
 
 	var negName string

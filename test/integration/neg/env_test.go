@@ -29,28 +29,22 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
-	mpscheme "github.com/multiproject/client-go/clientset/versioned/scheme"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
-	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
 
@@ -61,8 +55,8 @@ const (
 
 var zones = []string{"europe-west1-b", "europe-west1-c", "europe-west1-d"}
 
-// env is one test's world: a fake GCE, the manager's clients (its ServiceAccount), and the shared informers routed
-// into tenant views as the manager would have them.
+// env is one test's world: a fake GCE, the manager's clients (its ServiceAccount), the shared informers routed
+// into tenant views as the manager would have them, and the production Manager running the tenants' controllers.
 type env struct {
 	t         testing.TB
 	ctx       context.Context
@@ -71,12 +65,7 @@ type env struct {
 	admin     mpclientset.Interface
 	kube      kubernetes.Interface
 	mp        mpclientset.Interface
-	router    *tenancy.Router
-	// translations is the unfiltered Translation informer, which the translators share as the manager's do.
-	translations cache.SharedIndexInformer
-
-	mu        sync.Mutex
-	zoneCalls map[string]map[fakegce.Method]int // by project/zone
+	manager   *framework.Manager
 }
 
 func newEnv(t testing.TB) *env {
@@ -84,8 +73,8 @@ func newEnv(t testing.TB) *env {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
-	e := &env{t: t, ctx: ctx, adminKube: controlPlane.AdminClient(), zoneCalls: map[string]map[fakegce.Method]int{}}
-	e.gce = fakegce.New(fakegce.Options{OnCall: e.recordCall})
+	e := &env{t: t, ctx: ctx, adminKube: controlPlane.AdminClient()}
+	e.gce = fakegce.New(fakegce.Options{})
 	e.gce.Start()
 	t.Cleanup(e.gce.Close)
 
@@ -104,120 +93,66 @@ func newEnv(t testing.TB) *env {
 	if e.mp, err = mpclientset.NewForConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
+	// The unfiltered Translations are shared too: there the translators meet other tenants' claims of custom NEG
+	// names, as the manager's do.
 	tn := framework.StartTenancy(t, ctx, e.kube, e.mp, labelKey, []schema.GroupVersionResource{
 		informerset.Services, informerset.EndpointSlices, informerset.Nodes, informerset.Translations})
-	e.router, e.translations = tn.Router, tn.Informers[informerset.Translations]
+	e.manager = framework.StartManager(t, ctx, framework.ManagerOptions{
+		Tenancy: tn, KubeClient: e.kube, MultiprojectClient: e.mp, Admin: e.admin, LabelKey: labelKey,
+		Controllers: []providerconfig.NamedFactory{framework.Enable(neg.Descriptor(), 5)},
+		Options:     tenant.Options{ClusterName: clusterName, GCEEndpoint: e.gce.Endpoint(), GCEQPS: 500, GCEBurst: 500},
+	})
 	return e
 }
 
-func (e *env) recordCall(c fakegce.CallRecord) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	k := c.Project + "/" + c.Zone
-	if e.zoneCalls[k] == nil {
-		e.zoneCalls[k] = map[fakegce.Method]int{}
-	}
-	e.zoneCalls[k][c.Method]++
-}
-
-func (e *env) callsIn(project, zone string, m fakegce.Method) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.zoneCalls[project+"/"+zone][m]
-}
-
-func (e *env) resetCalls() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.zoneCalls = map[string]map[fakegce.Method]int{}
-}
-
-// tenantRun is one ProviderConfig and its running neg controller.
+// tenantRun is one ProviderConfig and its neg controller.
 type tenantRun struct {
-	e          *env
-	name       string
-	project    string
-	tctx       *tenant.Context
-	conditions *tenanttest.Conditions
-	cancel     context.CancelFunc
-	done       chan struct{}
+	e       *env
+	name    string
+	project string
+	tenant  *framework.Tenant
 }
 
 // newTenant makes a tenant; its name carries a random suffix because tenants are cluster-wide and a test's leftover
 // objects (a namespace still terminating) must not reach another test's controllers.
 func (e *env) newTenant(prefix, project string) *tenantRun {
 	e.t.Helper()
-	return e.tenantNamed(fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000_000), project)
+	return e.newTenantWith(prefix, project, framework.TenantOptions{})
 }
 
-// tenantNamed makes the tenant of ProviderConfig name.
-func (e *env) tenantNamed(name, project string) *tenantRun {
+// newPusherTenant makes a tenant whose neg controller is built as its pusher alone, for Translations the test
+// writes itself.
+func (e *env) newPusherTenant(prefix, project string) *tenantRun {
 	e.t.Helper()
-	views, err := e.router.Tenant(name)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(views.Close)
-	broadcaster := record.NewBroadcaster(record.WithContext(e.ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.kube.CoreV1().Events("")})
-	e.t.Cleanup(broadcaster.Shutdown)
-	tr := &tenantRun{e: e, name: name, project: project, conditions: &tenanttest.Conditions{}}
-	// The unfiltered Translations, where the translators meet other tenants' claims of custom NEG names.
-	shared := map[schema.GroupVersionResource]cache.SharedIndexInformer{informerset.Translations: e.translations}
-	tr.tctx = &tenant.Context{
-		ProviderConfig: &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{ProjectID: project, Network: "default"}}},
-		ProviderConfigLabelKey: labelKey,
-		KubeClient:             e.kube,
-		MultiprojectClient:     e.mp,
-		Informers:              tenanttest.TenantInformers{Views: views, SharedInformers: shared},
-		EventRecorder:          broadcaster.NewRecorder(eventScheme(e.t), corev1.EventSource{Component: "multiproject-neg"}),
-		Condition:              tr.conditions,
-		Options:                tenant.Options{ClusterName: clusterName, GCEEndpoint: e.gce.Endpoint(), GCEQPS: 500, GCEBurst: 500},
-		Workers:                5,
-	}
-	return tr
+	return e.newTenantWith(prefix, project, framework.TenantOptions{Constructors: map[string]tenant.Constructor{
+		neg.ControllerName: func(_ context.Context, c *tenant.Context) (tenant.Controller, error) { return pusher.New(c) }}})
 }
 
-// eventScheme knows the kinds Events are recorded on: Services (core) and Translations (ours).
-func eventScheme(t testing.TB) *runtime.Scheme {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := mpscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	return scheme
+func (e *env) newTenantWith(prefix, project string, opts framework.TenantOptions) *tenantRun {
+	e.t.Helper()
+	name := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000_000)
+	pc := &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{ProjectID: project, Network: "default"}}}
+	return &tenantRun{e: e, name: name, project: project, tenant: e.manager.Create(pc, opts)}
 }
 
-// start runs the full neg controller (translator and pusher) of the tenant.
+// existingTenant is the tenant of a ProviderConfig the test applied itself.
+func (e *env) existingTenant(name, project string) *tenantRun {
+	e.t.Helper()
+	return &tenantRun{e: e, name: name, project: project, tenant: e.manager.Existing(name, framework.TenantOptions{})}
+}
+
+// start runs the tenant's neg controller (translator and pusher) with empty queues.
 func (tr *tenantRun) start() {
 	tr.e.t.Helper()
-	c, err := neg.New(tr.e.ctx, tr.tctx)
-	if err != nil {
-		tr.e.t.Fatal(err)
-	}
-	tr.run(c)
+	tr.tenant.Start()
 }
 
-func (tr *tenantRun) run(c tenant.Controller) {
-	ctx, cancel := context.WithCancel(tr.e.ctx)
-	tr.cancel, tr.done = cancel, make(chan struct{})
-	go func() {
-		defer close(tr.done)
-		c.Run(ctx)
-	}()
-	tr.e.t.Cleanup(tr.stop)
-}
+func (tr *tenantRun) stop() { tr.tenant.Stop() }
 
-func (tr *tenantRun) stop() {
-	if tr.cancel == nil {
-		return
-	}
-	tr.cancel()
-	<-tr.done
-	tr.cancel = nil
+// condition is the tenant's NEGReady condition as the Manager reports it.
+func (tr *tenantRun) condition() (metav1.Condition, bool) {
+	return tr.tenant.Condition(mpv1alpha1.ProviderConfigConditionNEGReady)
 }
 
 // namespace creates a namespace for the test and labels it for the tenant.

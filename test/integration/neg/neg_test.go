@@ -120,7 +120,7 @@ func TestServiceLifecycle(t *testing.T) {
 
 	tr, name := e.waitConverged(projectA, ns, "web", 80, 8080, eps)
 	for i, z := range zones {
-		if n, max := e.callsIn(projectA, z, fakegce.MethodAttachEndpoints), (counts[i]+499)/500+1; n > max {
+		if n, max := e.gce.ZoneCalls(projectA, z)[fakegce.MethodAttachEndpoints], (counts[i]+499)/500+1; n > max {
 			// +1: port 443's NEG in the same zone takes one attach call.
 			t.Errorf("zone %s: %d attach calls for %d + 5 endpoints, want at most %d", z, n, counts[i], max)
 		}
@@ -138,12 +138,11 @@ func TestServiceLifecycle(t *testing.T) {
 			strings.Join(s.Zones, ",") == strings.Join(zones, ","), nil
 	})
 	e.waitFor("NEGReady True/Running", 10*time.Second, func() (bool, error) {
-		c, ok := a.conditions.Last()
+		c, ok := a.condition()
 		return ok && c.Status == metav1.ConditionTrue && c.Reason == neg.ReasonRunning, nil
 	})
 
 	// Scale down: 1,200 → 300 endpoints; detaches only.
-	e.resetCalls()
 	e.gce.ResetCalls()
 	eps = podsIn(a.name, 0, 3, 100, 100, 100)
 	e.setSlices(ns, "web", "http", 8080, eps)
