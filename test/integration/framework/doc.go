@@ -29,6 +29,11 @@ limitations under the License.
 //		framework.Main(m, framework.Options{ControllerManager: true}, &controlPlane)
 //	}
 //
+// Controller tests run their tenants the way the binary does: StartTenancy builds the shared informers and the
+// tenancy Router, and StartManager runs each tenant's controllers through the production ControllersManager
+// (pkg/controller/providerconfig) on them. A test creates a ProviderConfig (Manager.Create) and starts and stops
+// its tenant (Tenant.Start, Tenant.Stop); the Manager builds every tenant.Context, Event broadcaster and condition.
+//
 // The package itself has no build tag so that `go vet ./...` checks it; the integration tests that use it carry
 // the `integration` build tag, which keeps `go test ./...` a fast unit run.
 package framework

@@ -1,0 +1,207 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package framework
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2/ktesting"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+)
+
+const (
+	testLabelKey      = mpv1alpha1.DefaultProviderConfigLabelKey
+	probeName         = "probe"
+	probeConditionKey = "ProbeReady"
+)
+
+// probe watches its tenant's Services and reports True once its handler has synced. It leaves its handler
+// registered when it stops: removing it is the Manager's job.
+type probe struct {
+	tctx *tenant.Context
+	reg  cache.ResourceEventHandlerRegistration
+}
+
+func (p *probe) Run(ctx context.Context) {
+	if cache.WaitForCacheSync(ctx.Done(), p.reg.HasSynced) {
+		p.tctx.Condition.Report(metav1.ConditionTrue, "Running", "probe")
+	}
+	<-ctx.Done()
+}
+
+func newProbe(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
+	inf, err := c.Informers.Informer(informerset.Services)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{})
+	if err != nil {
+		return nil, err
+	}
+	return &probe{tctx: c, reg: reg}, nil
+}
+
+// probeFactory runs for spec.rancher and has a cleanup, so that its section is recorded in status.appliedSpec.
+func probeFactory() providerconfig.NamedFactory {
+	return providerconfig.NamedFactory{Name: probeName, Workers: 3, Factory: tenant.Factory{
+		ConditionType: probeConditionKey,
+		Section: func(spec *mpv1alpha1.ProviderConfigSpec) any {
+			if spec.Rancher == nil {
+				return nil
+			}
+			return spec.Rancher
+		},
+		New:         newProbe,
+		Cleanup:     newProbe,
+		Pending:     func(context.Context, *tenant.Context) (string, error) { return "", nil },
+		CopySection: func(dst, src *mpv1alpha1.ProviderConfigSpec) { dst.Rancher = src.Rancher.DeepCopy() },
+	}}
+}
+
+func rancherTenant(name string) *mpv1alpha1.ProviderConfig {
+	return &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: mpv1alpha1.ProviderConfigSpec{Rancher: &mpv1alpha1.RancherConfig{ClusterID: "c-" + name}}}
+}
+
+// TestManagerRunsTenantsThroughTheProductionManager: a tenant started by the framework gets the finalizer and its
+// section on record before its controller runs, with the tenant's own worker count; its condition is the Manager's;
+// Stop removes what the controller left registered and a restart builds a new Context; a tenant's own constructor
+// replaces the factory's; and when the test ends the ProviderConfigs the framework created are gone, the finalizer
+// is off the one it did not create, and nothing is registered.
+func TestManagerRunsTenantsThroughTheProductionManager(t *testing.T) {
+	kube := kubefake.NewClientset()
+	mp := mpfake.NewClientset()
+	existing, err := mp.MultiprojectV1alpha1().ProviderConfigs().Create(context.Background(), rancherTenant("existing"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var manager *Manager
+	var tn *Tenancy
+
+	t.Run("run", func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		tn = StartTenancy(t, ctx, kube, mp, testLabelKey, []schema.GroupVersionResource{informerset.Services})
+		manager = StartManager(t, ctx, ManagerOptions{Tenancy: tn, KubeClient: kube, MultiprojectClient: mp, Admin: mp,
+			LabelKey: testLabelKey, Controllers: []providerconfig.NamedFactory{probeFactory()}})
+		pcm := manager.ControllersManager()
+
+		a := manager.Create(rancherTenant("tenant-a"), TenantOptions{Workers: 7})
+		if _, ok := a.Condition(probeConditionKey); ok || a.Context(probeName) != nil {
+			t.Fatal("a tenant not started has a condition or a Context")
+		}
+		a.Start()
+		pc, err := mp.MultiprojectV1alpha1().ProviderConfigs().Get(ctx, "tenant-a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
+			t.Errorf("finalizers = %v, want the manager's", pc.Finalizers)
+		}
+		if pc.Status.AppliedSpec == nil || pc.Status.AppliedSpec.Rancher == nil || pc.Status.AppliedSpec.Rancher.ClusterID != "c-tenant-a" {
+			t.Errorf("status.appliedSpec = %+v, want the rancher section on record", pc.Status.AppliedSpec)
+		}
+		if got := pcm.Running("tenant-a"); !slices.Equal(got, []string{probeName}) {
+			t.Errorf("running = %v", got)
+		}
+		first := a.Context(probeName)
+		if first == nil || first.Workers != 7 || first.ProviderConfig.Name != "tenant-a" {
+			t.Fatalf("Context = %+v, want tenant-a's with 7 workers", first)
+		}
+		waitFor(t, "tenant-a's condition True/Running", func() bool {
+			c, ok := a.Condition(probeConditionKey)
+			return ok && c.Status == metav1.ConditionTrue && c.Reason == "Running"
+		})
+		if pcm.Registrations() == 0 {
+			t.Error("the running probe holds no handler")
+		}
+
+		a.Stop()
+		if got := pcm.Running("tenant-a"); len(got) != 0 {
+			t.Errorf("running after Stop = %v", got)
+		}
+		if n := tn.Router.RegistrationCount(); n != 0 {
+			t.Errorf("%d handlers left registered after Stop", n)
+		}
+		if _, ok := a.Condition(probeConditionKey); ok {
+			t.Error("a stopped tenant has a condition")
+		}
+		a.Start()
+		if second := a.Context(probeName); second == nil || second == first {
+			t.Error("a restart did not build a new Context")
+		}
+
+		var own atomic.Int32
+		b := manager.Create(rancherTenant("tenant-b"), TenantOptions{Constructors: map[string]tenant.Constructor{
+			probeName: func(ctx context.Context, c *tenant.Context) (tenant.Controller, error) {
+				own.Add(1)
+				return newProbe(ctx, c)
+			}}})
+		b.Start()
+		if own.Load() != 1 || b.Context(probeName).Workers != 3 {
+			t.Errorf("tenant-b: own constructor called %d times, workers %d; want 1 and the factory's 3", own.Load(), b.Context(probeName).Workers)
+		}
+
+		e := manager.Existing("existing", TenantOptions{})
+		e.Start()
+		if got := pcm.Running("existing"); !slices.Equal(got, []string{probeName}) {
+			t.Errorf("running = %v", got)
+		}
+	})
+
+	ctx := context.Background()
+	for _, name := range []string{"tenant-a", "tenant-b"} {
+		if _, err := mp.MultiprojectV1alpha1().ProviderConfigs().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("ProviderConfig %s after the test: err = %v, want NotFound", name, err)
+		}
+	}
+	pc, err := mp.MultiprojectV1alpha1().ProviderConfigs().Get(ctx, existing.Name, metav1.GetOptions{})
+	if err != nil || slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
+		t.Errorf("the ProviderConfig the test created: %v, finalizers %v; want it kept, without the manager's finalizer", err, pc.Finalizers)
+	}
+	if tenants := manager.ControllersManager().Tenants(); len(tenants) != 0 {
+		t.Errorf("tenants after the test: %v", tenants)
+	}
+	if n := tn.Router.RegistrationCount(); n != 0 {
+		t.Errorf("%d handlers left registered after the test", n)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
