@@ -108,8 +108,8 @@ func newProject(s *Server, id string) *project {
 	}
 }
 
-// countCall records a call to method in zone and returns the latency to inject before answering it. Operations that are
-// due complete first, so that every call sees the state as of now.
+// countCall records a call to method in zone and returns the latency to inject before answering it. Operations that
+// are due complete first, so that every call sees the state as of now.
 func (p *project) countCall(now time.Time, m Method, zone string) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
