@@ -18,97 +18,109 @@ package framework
 
 import (
 	"context"
+	"slices"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
-	mpinformers "github.com/multiproject/client-go/informers/externalversions"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 )
 
-// Tenancy is what the manager builds once per process, for integration tests that run one controller without the
-// manager: shared informers on the test's clients (trimmed and indexed as the InformerSet does) and a tenancy
-// Router that gives each tenant its filtered views.
+// tenancySyncTimeout bounds the wait for the shared informers, as the manager's default --cache-sync-timeout does.
+const tenancySyncTimeout = 2 * time.Minute
+
+// Tenancy is what the manager builds once per leadership term, for integration tests that run one controller
+// without the manager: the shared informers on the test's clients and the tenancy Router that gives each tenant its
+// filtered views, both built by the manager's own code (informerset.NewTenancy).
 type Tenancy struct {
-	Router    *tenancy.Router
+	Router *tenancy.Router
+	// Informers holds the shared informer of every resource the manager always watches, and of each optional one
+	// StartTenancy was given.
 	Informers map[schema.GroupVersionResource]cache.SharedIndexInformer
 }
 
-// StartTenancy starts informers for routed (each tenant sees only its own objects, with the scopes the manager
-// routes them by: see RoutingScope) and for shared (read unfiltered through Informers.Shared, like Rancher
-// Projects), waits until they have synced, and stops them when the test ends. The Namespace informer is always
-// created: ownership needs it. Unlike the manager's, this router records no Events.
+// StartTenancy builds the manager's shared informers and Router (informerset.NewTenancy) on the test's clients,
+// starts them, waits until they have synced and until every resource in routed and shared is served (an optional
+// API, a CRD, is routed once discovery shows it, as in the manager), and stops them when the test ends. routed are
+// resources the manager routes to tenants (see RoutingScope), shared ones that tenants read unfiltered through
+// Informers.Shared, like Rancher Projects; every resource must be one the manager watches
+// (informerset.Resources). Unlike the manager's, this router records no Events.
 func StartTenancy(t testing.TB, ctx context.Context, kube kubernetes.Interface, mp mpclientset.Interface, labelKey string,
 	routed []schema.GroupVersionResource, shared ...schema.GroupVersionResource) *Tenancy {
 	t.Helper()
-	ctx, cancel := context.WithCancel(ctx)
-	kubeFactory := kubeinformers.NewSharedInformerFactory(kube, 0)
-	mpFactory := mpinformers.NewSharedInformerFactory(mp, 0)
-	informer := func(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-		if generic, err := kubeFactory.ForResource(gvr); err == nil {
-			return generic.Informer()
+	for _, gvr := range routed {
+		if RoutingScope(gvr) == informerset.NotRouted {
+			t.Fatalf("framework: the manager does not route %s to tenants; pass it as shared", gvr)
 		}
-		generic, err := mpFactory.ForResource(gvr)
-		if err != nil {
-			t.Fatalf("framework: no informer for %s: %v", gvr, err)
-		}
-		return generic.Informer()
 	}
-	tn := &Tenancy{Informers: map[schema.GroupVersionResource]cache.SharedIndexInformer{}}
-	for _, gvr := range append(append([]schema.GroupVersionResource{informerset.Namespaces}, routed...), shared...) {
-		inf := informer(gvr)
-		if _, done := tn.Informers[gvr]; done {
-			continue
+	for _, gvr := range shared {
+		if _, ok := informerset.LookupResource(gvr); !ok {
+			t.Fatalf("framework: the manager does not watch %s", gvr)
 		}
-		if err := inf.SetTransform(informerset.DropManagedFields); err != nil {
-			t.Fatal(err)
-		}
-		if err := inf.AddIndexers(tenancy.Indexers(labelKey)); err != nil {
-			t.Fatal(err)
-		}
-		tn.Informers[gvr] = inf
 	}
-	router, err := tenancy.NewRouter(labelKey, tn.Informers[informerset.Namespaces])
+	tn, err := informerset.NewTenancy(informerset.TenancyConfig{
+		Config:   informerset.Config{Client: kube, MultiprojectClient: mp},
+		LabelKey: labelKey,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, gvr := range routed {
-		if err := router.AddResource(gvr, tn.Informers[gvr], RoutingScope(gvr)); err != nil {
-			t.Fatal(err)
-		}
+	ctx, cancel := context.WithCancel(ctx)
+	if err := tn.Set.Start(ctx); err != nil {
+		cancel()
+		t.Fatal(err)
 	}
-	tn.Router = router
-	kubeFactory.Start(ctx.Done())
-	mpFactory.Start(ctx.Done())
+	routing := make(chan struct{})
+	go func() {
+		defer close(routing)
+		tn.RouteOptionals(ctx, nil)
+	}()
 	t.Cleanup(func() {
 		cancel()
-		kubeFactory.Shutdown()
-		mpFactory.Shutdown()
+		<-routing
+		if err := tn.Close(); err != nil {
+			t.Error(err)
+		}
 	})
-	kubeFactory.WaitForCacheSync(ctx.Done())
-	mpFactory.WaitForCacheSync(ctx.Done())
-	return tn
+	if err := tn.Set.WaitForCacheSync(ctx, tenancySyncTimeout); err != nil {
+		t.Fatal(err)
+	}
+	wanted := slices.Concat(routed, shared)
+	notServed := func() []schema.GroupVersionResource {
+		return slices.DeleteFunc(slices.Clone(wanted), tn.Served)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, tenancySyncTimeout, true, func(context.Context) (bool, error) {
+		return len(notServed()) == 0, nil
+	}); err != nil {
+		t.Fatalf("framework: not served, synced and routed: %v (is its CRD installed?)", notServed())
+	}
+
+	informers := map[schema.GroupVersionResource]cache.SharedIndexInformer{}
+	for _, r := range informerset.Resources {
+		if r.Optional && !slices.Contains(wanted, r.GVR) {
+			continue
+		}
+		inf, _ := tn.Shared(r.GVR)
+		informers[r.GVR] = inf
+	}
+	return &Tenancy{Router: tn.Router, Informers: informers}
 }
 
-// RoutingScope is how the manager (cmd/multiproject-controller-manager/app) routes a resource: Nodes by their label
-// or shared, the objects only the manager writes (Translations, PangolinResources) by the label it gave them, and
-// every other namespaced resource by its namespace.
+// RoutingScope is how the manager routes a resource to tenants, as informerset.Resources says: Nodes by their label
+// or shared, the objects only the manager writes (Translations, PangolinResources) by the label it gave them, every
+// other routed resource by its namespace; informerset.NotRouted for a resource tenants read unfiltered, or one the
+// manager does not watch.
 func RoutingScope(gvr schema.GroupVersionResource) tenancy.Scope {
-	switch gvr {
-	case informerset.Nodes:
-		return tenancy.ClusterScoped
-	case informerset.Translations, informerset.PangolinResources:
-		return tenancy.ManagerWritten
-	default:
-		return tenancy.Namespaced
-	}
+	r, _ := informerset.LookupResource(gvr)
+	return r.Scope
 }
 
 // TenantInformers returns what a controller of the named tenant is given: its views and the shared informers.
