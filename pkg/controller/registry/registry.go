@@ -21,8 +21,9 @@ package registry
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -96,27 +97,24 @@ func isZero[C any](c C) bool {
 
 // KnownControllers returns the canonical names, sorted.
 func (r *Registry[C]) KnownControllers() []string {
-	return sets.List(sets.KeySet(r.byName))
+	return slices.Sorted(maps.Keys(r.byName))
 }
 
 // DisabledByDefault returns the names of the controllers that `*` does not enable, sorted.
 func (r *Registry[C]) DisabledByDefault() []string {
-	names := sets.New[string]()
+	var names []string
 	for name, d := range r.byName {
 		if d.DisabledByDefault {
-			names.Insert(name)
+			names = append(names, name)
 		}
 	}
-	return sets.List(names)
+	slices.Sort(names)
+	return names
 }
 
 // Aliases returns alias → canonical name.
 func (r *Registry[C]) Aliases() map[string]string {
-	out := make(map[string]string, len(r.aliases))
-	for k, v := range r.aliases {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(r.aliases)
 }
 
 // Get returns the descriptor of a canonical name.
@@ -167,6 +165,5 @@ func (r *Registry[C]) Enabled(canonicalControllers []string) []*Descriptor[C] {
 			out = append(out, r.byName[name])
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
