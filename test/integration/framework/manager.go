@@ -109,7 +109,7 @@ func StartManager(t testing.TB, ctx context.Context, opts ManagerOptions) *Manag
 		t.Fatal("framework: StartManager needs Tenancy, KubeClient, MultiprojectClient, Admin and LabelKey")
 	}
 	m := &Manager{t: t, ctx: ctx, opts: opts, tenants: map[string]*Tenant{},
-		resyncs: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: "framework-tenant-resync"})}
+		resyncs: workqueue.NewTyped[string]()}
 	cfg := providerconfig.ManagerConfig{
 		KubeClient:         opts.KubeClient,
 		MultiprojectClient: opts.MultiprojectClient,
