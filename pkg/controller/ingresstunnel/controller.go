@@ -207,7 +207,7 @@ func (c *Controller) Run(ctx context.Context) {
 	} {
 		if err := c.workers.Watch(h.informer, h.handler); err != nil {
 			logger.Error(err, "Could not watch", "resource", h.what)
-			c.workers.Unwatch(ctx)
+			c.workers.Close(ctx)
 			return
 		}
 	}

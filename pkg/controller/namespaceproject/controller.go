@@ -129,7 +129,7 @@ func (c *Controller) Run(ctx context.Context) {
 		DeleteFunc: func(obj any) { c.onProject(obj, nil) },
 	}); err != nil {
 		logger.Error(err, "Could not watch Projects")
-		c.workers.Unwatch(ctx)
+		c.workers.Close(ctx)
 		return
 	}
 

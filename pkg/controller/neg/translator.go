@@ -166,7 +166,7 @@ func (t *translator) Run(ctx context.Context) {
 	} {
 		if err := t.workers.Watch(w.informer, w.handler); err != nil {
 			logger.Error(err, "Could not watch", "kind", w.kind)
-			t.workers.Unwatch(ctx)
+			t.workers.Close(ctx)
 			return
 		}
 	}

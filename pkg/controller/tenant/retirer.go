@@ -21,7 +21,6 @@ import (
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 )
 
 // Retirer is the core of a controller's cleanup: it deletes, one by one with the workqueue's backoff, every object
@@ -40,7 +39,6 @@ type Retirer struct {
 
 // Run deletes until ctx ends, then returns once its handler is removed and its worker gone.
 func (r *Retirer) Run(ctx context.Context) {
-	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("controller", r.Name))
 	workers := NewWorkers(WorkerConfig{
 		Controller: r.Name,
 		KeyName:    "key",
@@ -58,6 +56,7 @@ func (r *Retirer) Run(ctx context.Context) {
 	}
 	if err := workers.Watch(r.Informer, cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }}); err != nil {
 		utilruntime.HandleErrorWithContext(ctx, err, "Could not watch what to delete")
+		workers.Close(ctx)
 		return
 	}
 	workers.Run(ctx, RunOptions{})

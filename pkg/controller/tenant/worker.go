@@ -123,6 +123,10 @@ func (w *Workers) AddObject(obj any) {
 	w.queue.Add(key)
 }
 
+// NumRequeues returns how many times in a row key was put back with backoff: its failed syncs since its last
+// success. A sync reads it for the attempts before the one under way.
+func (w *Workers) NumRequeues(key string) int { return w.queue.NumRequeues(key) }
+
 // Len returns how many keys wait in the queue.
 func (w *Workers) Len() int { return w.queue.Len() }
 
@@ -147,8 +151,10 @@ func (w *Workers) WaitFor(synced ...cache.InformerSynced) {
 	w.synced = append(w.synced, synced...)
 }
 
-// Unwatch removes every handler Watch added. Run does it on return; a controller that fails before Run calls it.
-func (w *Workers) Unwatch(ctx context.Context) {
+// Close removes every handler Watch added and shuts the queue down. Run does it on return; a controller that
+// gives up before Run (a Watch failed) calls it so that nothing it registered or started outlives it.
+func (w *Workers) Close(ctx context.Context) {
+	w.queue.ShutDown()
 	w.mu.Lock()
 	registrations := w.registrations
 	w.registrations = nil
@@ -179,7 +185,7 @@ func (w *Workers) Run(ctx context.Context, opts RunOptions) {
 	defer func() {
 		w.queue.ShutDown()
 		workers.Wait()
-		w.Unwatch(ctx)
+		w.Close(ctx)
 		metrics.ForgetQueue(w.cfg.Tenant, w.cfg.Controller, w.cfg.queueName())
 	}()
 	w.mu.Lock()

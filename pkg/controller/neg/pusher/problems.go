@@ -69,32 +69,6 @@ func (s *problemSet) summary() (metav1.ConditionStatus, string, string) {
 	return metav1.ConditionFalse, first.reason, msg
 }
 
-// failureCounts counts, per Translation key, the syncs that failed in a row, which the queue's backoff follows
-// too: a success, including the sync of a Translation that is gone, resets the count.
-type failureCounts struct {
-	mu sync.Mutex
-	m  map[string]int
-}
-
-func newFailureCounts() *failureCounts { return &failureCounts{m: map[string]int{}} }
-
-func (f *failureCounts) record(key string, err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err == nil {
-		delete(f.m, key)
-		return
-	}
-	f.m[key]++
-}
-
-// get returns how many syncs of key failed in a row before the one under way.
-func (f *failureCounts) get(key string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.m[key]
-}
-
 // setProblem records key's problem and reports the tenant's condition when the set changed.
 func (p *Pusher) setProblem(key string, pr *problem) {
 	if !p.problems.set(key, pr) || p.condition == nil {

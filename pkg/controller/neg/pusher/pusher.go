@@ -108,7 +108,6 @@ type Pusher struct {
 
 	cache    *negCache
 	problems *problemSet
-	failures *failureCounts
 }
 
 // New builds the pusher of the tenant c describes. It makes no call: the Compute Engine client (and the credentials
@@ -161,7 +160,6 @@ func newPusher(c *tenant.Context) (*Pusher, error) {
 		now:                time.Now,
 		cache:              newNEGCache(),
 		problems:           newProblemSet(),
-		failures:           newFailureCounts(),
 	}
 	p.workers = tenant.NewWorkers(tenant.WorkerConfig{
 		Tenant:     p.tenant,

@@ -190,7 +190,7 @@ func TestInvalidRequestIsAWarningNotAHotLoop(t *testing.T) {
 	if n := h.gce.Calls(testProject)[fakegce.MethodAttachEndpoints]; n != 2 {
 		t.Errorf("attach calls = %d, want 2", n)
 	}
-	if n := h.pusher.failures.get("shop/web"); n != 0 {
+	if n := h.pusher.workers.NumRequeues("shop/web"); n != 0 {
 		t.Errorf("the key is in rate-limited backoff (%d failed syncs in a row)", n)
 	}
 }

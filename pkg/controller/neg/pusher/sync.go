@@ -84,8 +84,6 @@ func (o outcome) status() mpv1alpha1.BackendResourceStatus {
 
 // sync pushes one Translation: its NEGs made as declared, or, once it is being deleted, deleted.
 func (p *Pusher) sync(ctx context.Context, key string) (_ tenant.Result, err error) {
-	// finish reads how many syncs of the key failed in a row.
-	defer func() { p.failures.record(key, err) }()
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return tenant.Result{}, nil
@@ -203,7 +201,7 @@ func (p *Pusher) finish(ctx context.Context, key string, tr *mpv1alpha1.Translat
 			retryable = append(retryable, fmt.Errorf("NEG %s in zone %s: %w", o.where.Name, o.where.Zone, o.err))
 		}
 	}
-	if failed := p.failures.get(key); permanent == nil && len(retryable) > 0 && failed >= persistentFailureAttempts-1 {
+	if failed := p.workers.NumRequeues(key); permanent == nil && len(retryable) > 0 && failed >= persistentFailureAttempts-1 {
 		// Retrying is the right answer to a 5xx or a rate limit, but one that has not worked for this long is
 		// something an operator must see on the tenant, not only on the Translation.
 		permanent = &problem{reason: ReasonGCEUnavailable, message: fmt.Sprintf(
