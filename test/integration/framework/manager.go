@@ -72,7 +72,8 @@ type ManagerOptions struct {
 	// Admin creates and deletes the tests' ProviderConfigs, as a tenant administrator would.
 	Admin    mpclientset.Interface
 	LabelKey string
-	// Controllers are the enabled controllers (see Enable), in start order. A test may wrap a Factory's New.
+	// Controllers are the enabled controllers (see Enable), in start order; the others are unknown to the Manager.
+	// A test may wrap a Factory's New.
 	Controllers []providerconfig.NamedFactory
 	Options     tenant.Options
 	// StopTimeout is --controller-shutdown-timeout; 0 means its default, 30 s. A controller that does not return
@@ -151,11 +152,11 @@ func StartManager(t testing.TB, ctx context.Context, opts ManagerOptions) *Manag
 	return m
 }
 
-// served is APIServed: the APIs the binary always watches, and the optional ones the test started informers for
-// (StartTenancy has routed and synced them, which is when the binary reports them served).
+// served is APIServed, by the binary's rule (informerset.Tenancy.Served): the resources it always watches, and the
+// optional ones once served, synced and routed, which for a test are those it started informers for (StartTenancy
+// waits for that).
 func (m *Manager) served(gvr schema.GroupVersionResource) bool {
-	switch gvr {
-	case informerset.Services, informerset.EndpointSlices, informerset.Nodes, informerset.Namespaces, informerset.Ingresses, informerset.ProviderConfigs:
+	if r, ok := informerset.LookupResource(gvr); ok && !r.Optional {
 		return true
 	}
 	_, ok := m.opts.Tenancy.Informers[gvr]
