@@ -45,6 +45,9 @@ type Tenancy struct {
 	// Informers holds the shared informer of every resource the manager always watches, and of each optional one
 	// StartTenancy was given.
 	Informers map[schema.GroupVersionResource]cache.SharedIndexInformer
+	// Production is what informerset.NewTenancy built; its Served and Shared are the binary's (they also count an
+	// optional API StartTenancy was not given once the cluster serves it).
+	Production *informerset.Tenancy
 }
 
 // StartTenancy builds the manager's shared informers and Router (informerset.NewTenancy) on the test's clients,
@@ -111,7 +114,7 @@ func StartTenancy(t testing.TB, ctx context.Context, kube kubernetes.Interface, 
 		inf, _ := tn.Shared(r.GVR)
 		informers[r.GVR] = inf
 	}
-	return &Tenancy{Router: tn.Router, Informers: informers}
+	return &Tenancy{Router: tn.Router, Informers: informers, Production: tn}
 }
 
 // RoutingScope is how the manager routes a resource to tenants, as informerset.Resources says: Nodes by their label
