@@ -24,7 +24,7 @@ build: ## Build the binary into _output/bin.
 	go build $(GOFLAGS) -trimpath -ldflags "$(LDFLAGS)" -o $(BIN_DIR)/multiproject-controller-manager ./cmd/multiproject-controller-manager
 
 .PHONY: test
-test: test-unit test-integration ## Run unit and integration tests (what CI runs).
+test: test-unit test-integration test-packaging ## Run unit, integration and packaging tests (what CI runs).
 
 .PHONY: test-unit
 test-unit: ## Unit tests with -race, in the root module and every staging module.
@@ -33,6 +33,12 @@ test-unit: ## Unit tests with -race, in the root module and every staging module
 .PHONY: test-integration
 test-integration: ## Integration tests against a real etcd and kube-apiserver (built and cached on first use).
 	hack/test-integration.sh $(TESTFLAGS)
+
+# Packaging: the kustomize base, the Helm chart and the monitoring rules, in test/packaging (a module of its own, so
+# that Helm, kustomize and Prometheus stay out of go.mod).
+.PHONY: test-packaging
+test-packaging: ## Kustomize base, Helm chart, Prometheus rules and dashboard; dry run on a real kube-apiserver.
+	hack/test-packaging.sh $(TESTFLAGS)
 
 .PHONY: verify
 verify: ## gofmt, go vet, generated code up to date.

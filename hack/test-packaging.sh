@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs the packaging tests of test/packaging, a Go module of its own so that Helm, kustomize and Prometheus stay
+# out of the product's go.mod: the kustomize base (manifests/kustomization.yaml) installs what README.md applies,
+# the Helm chart (charts/multiproject-controller-manager) renders the same objects and its values render as
+# documented, both pass a server-side dry run on a real kube-apiserver, and the monitoring rules and dashboard
+# (manifests/monitoring) parse and use only metrics the manager exports.
+#
+#   hack/test-packaging.sh                  vet, then every test, with a control plane
+#   hack/test-packaging.sh -run TestChart -v   extra arguments go to `go test`
+#   CONTROLPLANE_BIN_DIR=DIR hack/...       use binaries from DIR instead of hack/build-controlplane.sh
+set -o errexit -o nounset -o pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "${ROOT}/test/packaging"
+
+log() { printf '[test-packaging] %s\n' "$*" >&2; }
+
+if [[ -z "${CONTROLPLANE_BIN_DIR:-}" ]]; then
+  log "building the control plane if it is not cached yet"
+  CONTROLPLANE_BIN_DIR=$(CONTROLPLANE_COMPONENTS="etcd kube-apiserver" "${ROOT}/hack/build-controlplane.sh" | tail -n 1)
+fi
+export CONTROLPLANE_BIN_DIR
+
+# hack/verify-govet.sh covers the root and staging modules only; this module is vetted here.
+log "go vet"
+go vet -tags integration ./...
+
+# As in hack/test-integration.sh: the control plane puts its directory under run_dir, whose path is on every
+# component's command line, so the check below finds exactly this run's processes.
+run_dir=$(mktemp -d "${TMPDIR:-/tmp}/multiproject-test-packaging.XXXXXX")
+status=0
+TMPDIR="${run_dir}" go test -race -count=1 -tags integration -timeout 15m ./... "$@" || status=$?
+
+leftover=$(pgrep -f -- "${run_dir}" || true)
+if [[ -n "${leftover}" ]]; then
+  log "FAIL: control-plane processes outlived the tests:"
+  # shellcheck disable=SC2086 # one pid per word
+  ps -o pid=,args= -p ${leftover} >&2 || true
+  for pid in ${leftover}; do
+    if [[ "$(ps -o pgid= -p "${pid}" | tr -d ' ')" == "${pid}" ]]; then
+      kill -KILL -- "-${pid}" 2>/dev/null || true
+    else
+      kill -KILL "${pid}" 2>/dev/null || true
+    fi
+  done
+  status=1
+fi
+if [[ "${status}" -ne 0 ]] && compgen -G "${run_dir}/multiproject-controlplane-*" >/dev/null; then
+  log "kept the control-plane logs: $(echo "${run_dir}"/multiproject-controlplane-*)"
+else
+  rm -rf "${run_dir}"
+fi
+exit "${status}"

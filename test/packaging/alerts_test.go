@@ -1,0 +1,214 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package packaging
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/promql/promqltest"
+)
+
+// alertCase is one scenario for one alert: series loaded at one-minute steps, and the label sets of the series the
+// alert's expression returns 40 minutes in (none: it must not fire).
+type alertCase struct {
+	name   string
+	series []string
+	fires  []string
+}
+
+const jobLabel = `job="multiproject-controller-manager"`
+
+// TestAlertExpressionsFireWhenTheyShould evaluates each alert's expression, as written in prometheusrule.yaml,
+// with Prometheus's query engine over made-up series: it returns exactly the series that should alert (and with
+// the labels the annotations use), and nothing in the healthy case. `for` durations are not evaluated here.
+func TestAlertExpressionsFireWhenTheyShould(t *testing.T) {
+	cases := map[string][]alertCase{
+		"MultiprojectControllerManagerAbsent": {
+			{name: "no target", series: []string{`up{job="other"} 1x40`}, fires: []string{`{` + jobLabel + `}`}},
+			{name: "a target", series: []string{`up{` + jobLabel + `, instance="a"} 0x40`}},
+		},
+		"MultiprojectControllerManagerTargetDown": {
+			{name: "one of two down", series: []string{
+				`up{` + jobLabel + `, instance="a"} 0x40`,
+				`up{` + jobLabel + `, instance="b"} 1x40`,
+			}, fires: []string{`{` + jobLabel + `, instance="a"}`}},
+		},
+		"MultiprojectNoLeader": {
+			{name: "two standbys", series: []string{
+				`leader_election_master_status{` + jobLabel + `, name="multiproject-controller-manager", pod="a"} 0x40`,
+				`leader_election_master_status{` + jobLabel + `, name="multiproject-controller-manager", pod="b"} 0x40`,
+			}, fires: []string{`{}`}},
+			{name: "a leader and a standby", series: []string{
+				`leader_election_master_status{` + jobLabel + `, name="multiproject-controller-manager", pod="a"} 1x40`,
+				`leader_election_master_status{` + jobLabel + `, name="multiproject-controller-manager", pod="b"} 0x40`,
+				// Another component's elector is not ours.
+				`leader_election_master_status{job="kube-controller-manager", name="kube-controller-manager"} 0x40`,
+			}},
+		},
+		"MultiprojectMultipleLeaders": {
+			{name: "two leaders", series: []string{
+				`leader_election_master_status{` + jobLabel + `, name="multiproject-controller-manager", pod="a"} 1x40`,
+				`leader_election_master_status{` + jobLabel + `, name="multiproject-controller-manager", pod="b"} 1x40`,
+			}, fires: []string{`{}`}},
+			{name: "one leader", series: []string{
+				`leader_election_master_status{` + jobLabel + `, name="multiproject-controller-manager", pod="a"} 1x40`,
+				`leader_election_master_status{job="kube-controller-manager", name="kube-controller-manager"} 1x40`,
+			}},
+		},
+		"MultiprojectTenantSyncFailing": {
+			{name: "only tenant a never succeeds", series: []string{
+				`multiproject_provider_config_syncs_total{` + jobLabel + `, provider_config="a", result="error"} 0+1x40`,
+				`multiproject_provider_config_syncs_total{` + jobLabel + `, provider_config="a", result="success"} 3x40`,
+				`multiproject_provider_config_syncs_total{` + jobLabel + `, provider_config="b", result="error"} 0+1x40`,
+				`multiproject_provider_config_syncs_total{` + jobLabel + `, provider_config="b", result="success"} 0+1x40`,
+				`multiproject_provider_config_syncs_total{` + jobLabel + `, provider_config="c", result="success"} 0+1x40`,
+			}, fires: []string{`{provider_config="a"}`}},
+		},
+		"MultiprojectControllerSyncErrors": {
+			{name: "namespace-project fails, the pusher's errors are another alert's", series: []string{
+				`multiproject_controller_syncs_total{` + jobLabel + `, provider_config="a", controller="namespace-project", result="error"} 0+1x40`,
+				`multiproject_controller_syncs_total{` + jobLabel + `, provider_config="a", controller="neg-pusher", result="error"} 0+1x40`,
+				`multiproject_controller_syncs_total{` + jobLabel + `, provider_config="a", controller="ingress-tunnel", result="error"} 2x40`,
+				`multiproject_controller_syncs_total{` + jobLabel + `, provider_config="a", controller="ingress-tunnel", result="success"} 0+5x40`,
+			}, fires: []string{`{provider_config="a", controller="namespace-project"}`}},
+		},
+		"MultiprojectNEGsGarbageCollected": {
+			{name: "a sweep collected", series: []string{
+				`multiproject_neg_garbage_collected_total{` + jobLabel + `, provider_config="a"} 0x30 2x10`,
+				`multiproject_neg_garbage_collected_total{` + jobLabel + `, provider_config="b"} 0x40`,
+			}, fires: []string{`{` + jobLabel + `, provider_config="a"}`}},
+		},
+		"MultiprojectGCEPushErrors": {
+			{name: "tenant a's pushes fail", series: []string{
+				`multiproject_controller_syncs_total{` + jobLabel + `, provider_config="a", controller="neg-pusher", result="error"} 0+1x40`,
+				`multiproject_controller_syncs_total{` + jobLabel + `, provider_config="b", controller="neg-pusher", result="error"} 1x40`,
+				`multiproject_controller_syncs_total{` + jobLabel + `, provider_config="b", controller="neg", result="error"} 0+1x40`,
+			}, fires: []string{`{provider_config="a"}`}},
+		},
+		"MultiprojectGCEPushSlow": {
+			{name: "tenant-a's pushes take 50s", series: append(append(
+				histogram("workqueue_work_duration_seconds", `name="tenant-a-neg-pusher-pusher"`, 50),
+				histogram("workqueue_work_duration_seconds", `name="tenant-b-neg-pusher-pusher"`, 0.5)...),
+				// A slow queue that is not a pusher's is not a GCE problem.
+				histogram("workqueue_work_duration_seconds", `name="tenant-c-neg-translator"`, 50)...),
+				fires: []string{`{name="tenant-a-neg-pusher-pusher", provider_config="tenant-a"}`}},
+		},
+		"MultiprojectWorkqueueBacklog": {
+			{name: "one queue grows without draining", series: []string{
+				`workqueue_depth{` + jobLabel + `, name="a-neg-translator"} 1+1x40`,
+				`workqueue_depth{` + jobLabel + `, name="b-neg-translator"} 5x40`,
+				`workqueue_depth{` + jobLabel + `, name="c-neg-translator"} 0+1x38 0 1`,
+				`workqueue_depth{job="kube-controller-manager", name="deployment"} 1+1x40`,
+			}, fires: []string{`{` + jobLabel + `, name="a-neg-translator"}`}},
+		},
+		"MultiprojectWorkqueueWaitHigh": {
+			{name: "items wait 50s in one queue", series: append(
+				histogram("workqueue_queue_duration_seconds", `name="a-ingress-tunnel"`, 50),
+				histogram("workqueue_queue_duration_seconds", `name="b-ingress-tunnel"`, 0.5)...),
+				fires: []string{`{name="a-ingress-tunnel"}`}},
+		},
+		"MultiprojectWorkerStuck": {
+			{name: "one sync runs for 700s", series: []string{
+				`workqueue_longest_running_processor_seconds{` + jobLabel + `, name="a-namespace-project", pod="x"} 700x40`,
+				`workqueue_longest_running_processor_seconds{` + jobLabel + `, name="b-namespace-project", pod="x"} 5x40`,
+			}, fires: []string{`{name="a-namespace-project"}`}},
+		},
+		"MultiprojectAPIRequestsForbidden": {
+			{name: "patches refused", series: []string{
+				`rest_client_requests_total{` + jobLabel + `, code="403", method="PATCH", host="h"} 0+1x40`,
+				`rest_client_requests_total{` + jobLabel + `, code="200", method="GET", host="h"} 0+100x40`,
+				`rest_client_requests_total{` + jobLabel + `, code="403", method="GET", host="h"} 7x40`,
+			}, fires: []string{`{method="PATCH"}`}},
+		},
+		"MultiprojectAPIServerErrors": {
+			{name: "9% fail", series: []string{
+				`rest_client_requests_total{` + jobLabel + `, code="500", method="GET", host="h"} 0+10x40`,
+				`rest_client_requests_total{` + jobLabel + `, code="200", method="GET", host="h"} 0+100x40`,
+			}, fires: []string{`{}`}},
+			{name: "1% fail", series: []string{
+				`rest_client_requests_total{` + jobLabel + `, code="500", method="GET", host="h"} 0+1x40`,
+				`rest_client_requests_total{` + jobLabel + `, code="200", method="GET", host="h"} 0+100x40`,
+			}},
+		},
+	}
+
+	exprs := map[string]string{}
+	for _, g := range ruleGroups(t).Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "" {
+				exprs[r.Alert] = r.Expr
+			}
+		}
+	}
+	for alert := range exprs {
+		if len(cases[alert]) == 0 {
+			t.Errorf("alert %s has no scenario here", alert)
+		}
+	}
+	engine := promqltest.NewTestEngine(t, false, 5*time.Minute, promqltest.DefaultMaxSamplesPerQuery)
+	for alert, scenarios := range cases {
+		expr, ok := exprs[alert]
+		if !ok {
+			t.Errorf("prometheusrule.yaml has no alert %s", alert)
+			continue
+		}
+		for _, c := range scenarios {
+			t.Run(alert+"/"+c.name, func(t *testing.T) {
+				var script strings.Builder
+				script.WriteString("load 1m\n")
+				for _, s := range c.series {
+					fmt.Fprintf(&script, "  %s\n", s)
+				}
+				// "* 0 + 1" keeps each returned series' labels and makes its value 1, so the scenario states only
+				// which series alert.
+				fmt.Fprintf(&script, "\neval instant at 40m (%s) * 0 + 1\n", strings.Join(strings.Fields(expr), " "))
+				for _, labels := range c.fires {
+					fmt.Fprintf(&script, "  %s 1\n", labels)
+				}
+				promqltest.RunTest(t, script.String(), engine)
+			})
+		}
+	}
+}
+
+// histogram returns the series of a classic histogram (buckets 1s, 10s, 100s) of the manager's job into which one
+// observation of the given seconds falls every minute.
+func histogram(name, labels string, seconds float64) []string {
+	var out []string
+	for _, le := range []string{"1", "10", "100", "+Inf"} {
+		points := "0x40"
+		if bound := parseLe(le); seconds <= bound {
+			points = "0+1x40"
+		}
+		out = append(out, fmt.Sprintf(`%s_bucket{%s, %s, le="%s"} %s`, name, jobLabel, labels, le, points))
+	}
+	return append(out,
+		fmt.Sprintf(`%s_count{%s, %s} 0+1x40`, name, jobLabel, labels),
+		fmt.Sprintf(`%s_sum{%s, %s} 0+%gx40`, name, jobLabel, labels, seconds))
+}
+
+func parseLe(le string) float64 {
+	var f float64
+	if le == "+Inf" {
+		return 1e308
+	}
+	_, _ = fmt.Sscan(le, &f)
+	return f
+}
