@@ -17,6 +17,9 @@ limitations under the License.
 package packaging
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -230,6 +233,53 @@ func TestChartLints(t *testing.T) {
 		if msg.Severity >= support.WarningSev {
 			t.Errorf("helm lint: %v", msg)
 		}
+	}
+}
+
+// TestInstallDocOverlayBuilds builds the overlay example of docs/install.md against manifests/ and checks that each of
+// its changes lands where the doc says, so the example neither breaks nor silently patches the wrong argument.
+func TestInstallDocOverlayBuilds(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(root(t), "docs", "install.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)<!-- overlay-example[^>]*-->\n```yaml\n(.*?)```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/install.md has no overlay-example block")
+	}
+	const base = "../multiproject-controller-manager/manifests"
+	overlay := string(m[1])
+	if !strings.Contains(overlay, base) {
+		t.Fatalf("the overlay example does not use %s as its base", base)
+	}
+	dir := t.TempDir()
+	// kustomize takes a base only by a relative path.
+	rel, err := filepath.Rel(dir, filepath.Join(root(t), "manifests"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay = strings.Replace(overlay, base, rel, 1)
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objects := kustomizeBuild(t, dir)
+	if want := len(kustomizeBuild(t, "manifests")); len(objects) != want {
+		t.Errorf("the overlay has %d objects, the base %d", len(objects), want)
+	}
+	deployment := find(t, objects, "Deployment", chartName)
+	if replicas, _, _ := unstructured.NestedFieldNoCopy(deployment.Object, "spec", "replicas"); diffValue(3, replicas) != "" {
+		t.Errorf("replicas = %v, want 3", replicas)
+	}
+	containers, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
+	c := containers[0].(map[string]any)
+	if c["image"] != "registry.example.com/multiproject-controller-manager:v0.1.0" {
+		t.Errorf("image = %v", c["image"])
+	}
+	if d := diffValue([]any{"--leader-elect=true", "--controllers=*,-namespace-project", "--secure-port=10270", "--v=2", "--cluster-name=prod-eu"}, c["args"]); d != "" {
+		t.Errorf("args (-want +overlay):\n%s", d)
+	}
+	if groups, _, _ := unstructured.NestedString(find(t, objects, "ConfigMap", "multiproject-tenant-label-admins").Object, "data", "groups"); groups != "system:masters, tenant-admins" {
+		t.Errorf("tenant admins' groups = %q", groups)
 	}
 }
 

@@ -260,10 +260,15 @@ func checkSelectors(t testing.TB, what string, vss []*parser.VectorSelector, job
 
 // TestPrometheusRulesParseAndUseOnlyExportedMetrics: the rules pass Prometheus's parser and validation, each
 // alert has a severity, a summary and a description pointing at its section of docs/monitoring.md, which exists,
-// and every series they select is one the manager exports, scoped to its job.
+// docs/operations.md's alerts table lists it, and every series they select is one the manager exports, scoped to
+// its job.
 func TestPrometheusRulesParseAndUseOnlyExportedMetrics(t *testing.T) {
 	groups := ruleGroups(t)
 	doc, err := os.ReadFile(filepath.Join(root(t), "docs", "monitoring.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	operations, err := os.ReadFile(filepath.Join(root(t), "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,6 +293,9 @@ func TestPrometheusRulesParseAndUseOnlyExportedMetrics(t *testing.T) {
 			}
 			if !regexp.MustCompile(`(?m)^### ` + regexp.QuoteMeta(r.Alert) + `$`).Match(doc) {
 				t.Errorf("%s: docs/monitoring.md has no section \"### %s\"", what, r.Alert)
+			}
+			if !strings.Contains(string(operations), "`"+r.Alert+"`") {
+				t.Errorf("%s: the alerts table of docs/operations.md does not list it", what)
 			}
 		}
 	}

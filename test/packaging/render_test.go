@@ -103,11 +103,16 @@ func readPaths(t testing.TB, paths ...string) []*unstructured.Unstructured {
 	return objects
 }
 
-// kustomizeBuild is `kustomize build DIR` (and what `kubectl apply -k DIR` applies), DIR relative to the root.
+// kustomizeBuild is `kustomize build DIR` (and what `kubectl apply -k DIR` applies); a relative DIR is relative to
+// the repository root.
 func kustomizeBuild(t testing.TB, dir string) []*unstructured.Unstructured {
 	t.Helper()
+	path := dir
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(root(t), dir)
+	}
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	resources, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join(root(t), dir))
+	resources, err := k.Run(filesys.MakeFsOnDisk(), path)
 	if err != nil {
 		t.Fatalf("kustomize build %s: %v", dir, err)
 	}
