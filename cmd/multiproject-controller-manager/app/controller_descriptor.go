@@ -17,35 +17,99 @@ limitations under the License.
 package app
 
 import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/ingresstunnel"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/namespaceproject"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
 
-// NewControllerDescriptors returns the per-tenant controllers this binary can run. Each controller package adds its
-// descriptor here; the table is validated by a unit test, so a broken entry never reaches a release.
-func NewControllerDescriptors() *registry.Registry[tenant.Factory] {
-	r, err := registry.New(controllerDescriptors()...)
+// NewControllerDescriptors returns the per-tenant controllers this binary can run, as kube-controller-manager's
+// NewControllerDescriptors does: every descriptor is built here, from what its controller package exports, and the
+// table is validated by a unit test, so a broken entry never reaches a release.
+func NewControllerDescriptors() *registry.Registry {
+	r, err := registry.New(
+		newNEGControllerDescriptor(),
+		newNamespaceProjectControllerDescriptor(),
+		newIngressTunnelControllerDescriptor(),
+	)
 	if err != nil {
 		panic(err)
 	}
 	return r
 }
 
-func controllerDescriptors() []*registry.Descriptor[tenant.Factory] {
-	return []*registry.Descriptor[tenant.Factory]{
-		neg.Descriptor(),
-		namespaceproject.Descriptor(),
-		ingresstunnel.Descriptor(),
+// newNEGControllerDescriptor: for each tenant with spec.gcp, a translator and a pusher, each with
+// --concurrent-neg-syncs workers, once the cluster serves Translations. Its cleanup deletes the tenant's NEGs.
+func newNEGControllerDescriptor() *registry.Descriptor {
+	gcp := func(spec *mpv1alpha1.ProviderConfigSpec) **mpv1alpha1.GCPConfig { return &spec.GCP }
+	return &registry.Descriptor{
+		Name:                   names.NEGController,
+		DefaultConcurrentSyncs: neg.DefaultConcurrentSyncs,
+		Factory: tenant.Factory{
+			ConditionType: mpv1alpha1.ProviderConfigConditionNEGReady,
+			Section:       tenant.SectionOf(gcp),
+			CopySection:   tenant.CopySectionOf(gcp),
+			RequiredAPIs:  []schema.GroupVersionResource{informerset.Translations},
+			New:           neg.New,
+			Pending:       pusher.Pending,
+			Cleanup:       neg.NewCleanup,
+			Abandon:       neg.Abandon,
+		},
+	}
+}
+
+// newNamespaceProjectControllerDescriptor: for each tenant with spec.rancher, once the cluster serves Rancher's
+// Projects (until then the tenant's NamespaceProjectReady says APINotServed). It has no cleanup: assignments stay.
+func newNamespaceProjectControllerDescriptor() *registry.Descriptor {
+	return &registry.Descriptor{
+		Name:                   names.NamespaceProjectController,
+		DefaultConcurrentSyncs: namespaceproject.DefaultConcurrentSyncs,
+		Factory: tenant.Factory{
+			ConditionType: mpv1alpha1.ProviderConfigConditionNamespaceProjectReady,
+			Section:       tenant.SectionOf(func(spec *mpv1alpha1.ProviderConfigSpec) **mpv1alpha1.RancherConfig { return &spec.Rancher }),
+			RequiredAPIs:  []schema.GroupVersionResource{informerset.Projects},
+			New: func(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
+				return namespaceproject.New(c)
+			},
+		},
+	}
+}
+
+// newIngressTunnelControllerDescriptor: for each tenant with spec.pangolin, once the cluster serves
+// PangolinTunnels and PangolinResources. Its cleanup deletes the PangolinResources it made.
+func newIngressTunnelControllerDescriptor() *registry.Descriptor {
+	pangolin := func(spec *mpv1alpha1.ProviderConfigSpec) **mpv1alpha1.PangolinConfig { return &spec.Pangolin }
+	return &registry.Descriptor{
+		Name:                   names.IngressTunnelController,
+		DefaultConcurrentSyncs: ingresstunnel.DefaultConcurrentSyncs,
+		Factory: tenant.Factory{
+			ConditionType: mpv1alpha1.ProviderConfigConditionIngressTunnelReady,
+			Section:       tenant.SectionOf(pangolin),
+			CopySection:   tenant.CopySectionOf(pangolin),
+			RequiredAPIs:  []schema.GroupVersionResource{informerset.PangolinTunnels, informerset.PangolinResources},
+			New: func(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
+				return ingresstunnel.New(c)
+			},
+			Cleanup: ingresstunnel.NewCleanup,
+			Pending: ingresstunnel.Pending,
+		},
 	}
 }
 
 // catalog adapts the registry to what the options need.
 type catalog struct {
-	*registry.Registry[tenant.Factory]
+	*registry.Registry
 }
 
 func (c catalog) Info() []options.ControllerInfo {

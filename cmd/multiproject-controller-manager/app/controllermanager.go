@@ -50,7 +50,6 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 
@@ -134,7 +133,7 @@ type processState struct {
 // A lost lease returns at once (an error wrapping errLeaderElectionLost): Run waits neither for the controllers,
 // whose context is cancelled, nor for the secure server, so that the process exits while another replica may
 // already be acting.
-func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Registry[tenant.Factory]) (err error) {
+func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Registry) (err error) {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting", "component", names.ComponentName, "version", version.Get().String())
 	metrics.Register()
@@ -208,7 +207,7 @@ func newServingMux(c config.CompletedConfig, healthzHandler http.Handler, state 
 
 // runControllers runs on the leader's context, one leadership term: it builds the controller context and starts
 // the controllers on it until ctx ends.
-func runControllers(ctx context.Context, c config.CompletedConfig, descriptors *registry.Registry[tenant.Factory], state *processState) error {
+func runControllers(ctx context.Context, c config.CompletedConfig, descriptors *registry.Registry, state *processState) error {
 	cc, err := CreateControllerContext(c)
 	if err != nil {
 		return err
@@ -245,7 +244,7 @@ func CreateControllerContext(c config.CompletedConfig) (*ControllerContext, erro
 // StartControllers starts the shared informers on ctx, waits for their caches, then runs the ProviderConfig
 // controller, which starts every tenant's enabled controllers, until ctx ends. synced, if not nil, is true from
 // the moment the caches have synced until StartControllers returns (for /readyz).
-func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *registry.Registry[tenant.Factory], synced *atomic.Bool) error {
+func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *registry.Registry, synced *atomic.Bool) error {
 	logger := klog.FromContext(ctx)
 	c := cc.ComponentConfig
 	if err := cc.Informers.Set.Start(ctx); err != nil {
@@ -278,7 +277,7 @@ func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *r
 
 // managerConfig tells the ProviderConfig manager where tenants' informers come from and which controllers
 // --controllers enables; a tenant that configures a disabled one is told so.
-func managerConfig(cc *ControllerContext, descriptors *registry.Registry[tenant.Factory]) providerconfig.ManagerConfig {
+func managerConfig(cc *ControllerContext, descriptors *registry.Registry) providerconfig.ManagerConfig {
 	c := cc.ComponentConfig
 	cfg := providerconfig.ManagerConfig{
 		KubeClient:         c.Client,
@@ -293,11 +292,11 @@ func managerConfig(cc *ControllerContext, descriptors *registry.Registry[tenant.
 	}
 	enabled := descriptors.Enabled(c.Controllers)
 	for _, d := range enabled {
-		cfg.Enabled = append(cfg.Enabled, providerconfig.NamedFactory{Name: d.Name, Workers: c.ConcurrentSyncs[d.Name], Factory: d.Constructor})
+		cfg.Enabled = append(cfg.Enabled, providerconfig.NamedFactory{Name: d.Name, Workers: c.ConcurrentSyncs[d.Name], Factory: d.Factory})
 	}
 	for _, name := range descriptors.KnownControllers() {
 		if d, _ := descriptors.Get(name); !slices.Contains(enabled, d) {
-			cfg.Disabled = append(cfg.Disabled, providerconfig.NamedFactory{Name: d.Name, Factory: d.Constructor})
+			cfg.Disabled = append(cfg.Disabled, providerconfig.NamedFactory{Name: d.Name, Factory: d.Factory})
 		}
 	}
 	return cfg

@@ -56,7 +56,7 @@ func TestControllerDescriptorTableIsValid(t *testing.T) {
 	r := NewControllerDescriptors()
 	for _, name := range r.KnownControllers() {
 		d, _ := r.Get(name)
-		f := d.Constructor
+		f := d.Factory
 		if f.New == nil || f.Section == nil || f.ConditionType == "" {
 			t.Errorf("controller %s: factory needs New, Section and ConditionType", name)
 		}

@@ -36,9 +36,6 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
 
-// cleanupName names the cleanup in logs and queue names.
-const cleanupName = "ingress-tunnel-cleanup"
-
 // cleanup deletes the PangolinResources the controller made for a tenant that no longer configures spec.pangolin or
 // is being deleted: otherwise the Pangolin operator would go on publishing the tenant's Ingresses through the
 // tenant's tunnels. The Ingresses themselves are the users' and stay.
@@ -55,7 +52,7 @@ func NewCleanup(_ context.Context, c *tenant.Context) (tenant.Controller, error)
 	}
 	cl := &cleanup{client: c.MultiprojectClient, lister: tunnellisters.NewPangolinResourceLister(informer.GetIndexer())}
 	return &tenant.Retirer{
-		Name:     c.Name() + "-" + cleanupName,
+		Name:     c.Name() + "-" + c.Controller + "-cleanup",
 		Informer: informer,
 		Select: func(obj any) (string, bool) {
 			res, ok := obj.(*tunnelv1alpha1.PangolinResource)

@@ -39,44 +39,15 @@ import (
 	tunnellisters "github.com/multiproject/client-go/listers/tunnel/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
-	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 )
-
-// ControllerName is the controller's --controllers name; it also names its queues, logs and metrics.
-const ControllerName = "ingress-tunnel"
 
 // Condition reason once the controller runs.
 const reasonRunning = "Running"
 
-// Descriptor registers the controller with the manager. It runs for tenants with a spec.pangolin section, once the
-// cluster serves PangolinTunnels and PangolinResources.
-func Descriptor() *registry.Descriptor[tenant.Factory] {
-	return &registry.Descriptor[tenant.Factory]{
-		Name:                   ControllerName,
-		DefaultConcurrentSyncs: 5,
-		Constructor: tenant.Factory{
-			ConditionType: mpv1alpha1.ProviderConfigConditionIngressTunnelReady,
-			Section: func(spec *mpv1alpha1.ProviderConfigSpec) any {
-				if spec.Pangolin == nil {
-					return nil
-				}
-				return spec.Pangolin
-			},
-			RequiredAPIs: []schema.GroupVersionResource{informerset.PangolinTunnels, informerset.PangolinResources},
-			New: func(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
-				return New(c)
-			},
-			Cleanup: NewCleanup,
-			Pending: Pending,
-			CopySection: func(dst, src *mpv1alpha1.ProviderConfigSpec) {
-				dst.Pangolin = src.Pangolin.DeepCopy()
-			},
-		},
-	}
-}
+// DefaultConcurrentSyncs is the default of --concurrent-ingress-tunnel-syncs.
+const DefaultConcurrentSyncs = 5
 
 // Controller is one tenant's ingress-tunnel controller.
 type Controller struct {
@@ -158,7 +129,7 @@ func newController(c *tenant.Context, afterSync func(key string, err error)) (*C
 	}
 	ctrl.workers = tenant.NewWorkers(tenant.WorkerConfig{
 		Tenant:     name,
-		Controller: ControllerName,
+		Controller: c.Controller,
 		KeyName:    "ingress",
 		Workers:    c.Workers,
 		Sync: func(ctx context.Context, key string) (tenant.Result, error) {
@@ -181,7 +152,6 @@ func newController(c *tenant.Context, afterSync func(key string, err error)) (*C
 // namespace, and reconciles until ctx ends. On return its handlers are removed, its queue is shut down and its
 // workers are gone.
 func (c *Controller) Run(ctx context.Context) {
-	defer metrics.ForgetController(c.tenant, ControllerName)
 	logger := klog.FromContext(ctx)
 
 	// Joined before the Ingress handler is added, which claims the tenant's hosts from its initial list on.

@@ -86,6 +86,7 @@ func (h *harness) start(config *mpv1alpha1.PangolinConfig) {
 		informerset.PangolinTunnels:   mpFactory.Tunnel().V1alpha1().PangolinTunnels().Informer(),
 	}
 	ctrl, err := newController(&tenant.Context{
+		Controller:             "ingress-tunnel",
 		ProviderConfig:         &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: testTenant}, Spec: mpv1alpha1.ProviderConfigSpec{Pangolin: config}},
 		ProviderConfigLabelKey: testLabelKey,
 		KubeClient:             h.kube,
@@ -404,21 +405,5 @@ func TestRunStopsCleanly(t *testing.T) {
 	h.ctrl.workers.Add("demo/late")
 	if n := h.ctrl.workers.Len(); n != 0 {
 		t.Errorf("the queue is not shut down after Run returned: it holds %d keys", n)
-	}
-}
-
-func TestDescriptor(t *testing.T) {
-	d := Descriptor()
-	if d.Name != ControllerName || d.DefaultConcurrentSyncs < 1 || d.Constructor.New == nil {
-		t.Fatalf("descriptor %+v", d)
-	}
-	if d.Constructor.Section(&mpv1alpha1.ProviderConfigSpec{}) != nil {
-		t.Error("a tenant without spec.pangolin must not run the controller")
-	}
-	if d.Constructor.Section(&mpv1alpha1.ProviderConfigSpec{Pangolin: testConfig()}) == nil {
-		t.Error("a tenant with spec.pangolin must run the controller")
-	}
-	if d.Constructor.ConditionType != mpv1alpha1.ProviderConfigConditionIngressTunnelReady || len(d.Constructor.RequiredAPIs) != 2 {
-		t.Errorf("factory %+v", d.Constructor)
 	}
 }

@@ -173,6 +173,7 @@ func (cl *cluster) start(name, namespace string) *runningTenant {
 	rt := &runningTenant{cl: cl, name: name, namespace: namespace, events: &recorder{}}
 	conditions := &tenanttest.Conditions{}
 	ctrl, err := newController(&tenant.Context{
+		Controller:             "ingress-tunnel",
 		ProviderConfig:         &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: mpv1alpha1.ProviderConfigSpec{Pangolin: testConfig()}},
 		ProviderConfigLabelKey: testLabelKey,
 		KubeClient:             cl.kube,

@@ -36,11 +36,10 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
-	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 )
 
-// ControllerName is the controller's name in --controllers, logs, queue names and metrics.
-const ControllerName = "namespace-project"
+// DefaultConcurrentSyncs is the default of --concurrent-namespace-project-syncs.
+const DefaultConcurrentSyncs = 5
 
 // Controller is one tenant's namespace-project controller.
 type Controller struct {
@@ -98,7 +97,7 @@ func New(c *tenant.Context) (*Controller, error) {
 	}
 	ctrl.workers = tenant.NewWorkers(tenant.WorkerConfig{
 		Tenant:     c.Name(),
-		Controller: ControllerName,
+		Controller: c.Controller,
 		KeyName:    "namespace",
 		Workers:    c.Workers,
 		Sync: func(ctx context.Context, name string) (tenant.Result, error) {
@@ -111,7 +110,6 @@ func New(c *tenant.Context) (*Controller, error) {
 // Run assigns the tenant's namespaces until ctx ends. On return both of its handlers are removed, its queue is shut
 // down and its workers are gone.
 func (c *Controller) Run(ctx context.Context) {
-	defer metrics.ForgetController(c.tenant, ControllerName)
 	logger := klog.FromContext(ctx).WithValues("rancherCluster", c.clusterID)
 	ctx = klog.NewContext(ctx, logger)
 

@@ -32,11 +32,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	clienttesting "k8s.io/client-go/testing"
 
-	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	rancherv3 "github.com/multiproject/api/rancher/management/v3"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
-	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
 
 // TestSeedExampleIsOnePatchOfAnnotationLabelAndRecord: namespace my-app with appOwner=DevOps joins the Project whose
@@ -358,32 +355,14 @@ func TestOwnerIndexFollowsRelabels(t *testing.T) {
 	}
 }
 
-func TestDescriptor(t *testing.T) {
-	d := Descriptor()
-	if _, err := registry.New(d); err != nil {
-		t.Fatal(err)
-	}
-	f := d.Constructor
-	if d.Name != "namespace-project" || f.ConditionType != mpv1alpha1.ProviderConfigConditionNamespaceProjectReady {
-		t.Errorf("descriptor = %q %q", d.Name, f.ConditionType)
-	}
-	if !reflect.DeepEqual(f.RequiredAPIs, []schema.GroupVersionResource{informerset.Projects}) {
-		t.Errorf("RequiredAPIs = %v", f.RequiredAPIs)
-	}
-	if s := f.Section(&mpv1alpha1.ProviderConfigSpec{}); s != nil {
-		t.Errorf("Section without spec.rancher = %#v, want nil", s)
-	}
-	rancher := &mpv1alpha1.RancherConfig{ClusterID: "c-1"}
-	if s := f.Section(&mpv1alpha1.ProviderConfigSpec{Rancher: rancher}); s != rancher {
-		t.Errorf("Section = %#v, want spec.rancher", s)
-	}
+func TestNewNeedsARancherCluster(t *testing.T) {
 	h := newHarness(t)
-	if _, err := f.New(h.ctx, h.tenantContext("t", "c-1")); err != nil {
+	if _, err := New(h.tenantContext("t", "c-1")); err != nil {
 		t.Errorf("New: %v", err)
 	}
 	noRancher := h.tenantContext("t", "c-1")
 	noRancher.ProviderConfig.Spec.Rancher = nil
-	if _, err := f.New(h.ctx, noRancher); err == nil {
+	if _, err := New(noRancher); err == nil {
 		t.Error("New without spec.rancher succeeded")
 	}
 }

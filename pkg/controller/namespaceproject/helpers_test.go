@@ -185,6 +185,7 @@ func newHarness(t *testing.T, objects ...runtime.Object) *harness {
 
 func (h *harness) tenantContext(name, cluster string) *tenant.Context {
 	return &tenant.Context{
+		Controller: "namespace-project",
 		ProviderConfig: &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: mpv1alpha1.ProviderConfigSpec{Rancher: &mpv1alpha1.RancherConfig{ClusterID: cluster}}},
 		ProviderConfigLabelKey: mpv1alpha1.DefaultProviderConfigLabelKey,

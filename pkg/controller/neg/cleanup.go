@@ -41,9 +41,6 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
 
-// cleanupName names the cleanup in logs and queue names.
-const cleanupName = "neg-cleanup"
-
 // cleanup is the neg controller's cleanup for a tenant that no longer configures spec.gcp or is being deleted: it
 // deletes every Translation of the tenant, and a pusher that only deletes removes their NEGs from GCE (in the
 // project each was made in, with the credentials the tenant last ran with) before their finalizers go. The
@@ -67,7 +64,7 @@ func NewCleanup(_ context.Context, c *tenant.Context) (tenant.Controller, error)
 	}
 	cl := &cleanup{pusher: p, client: c.MultiprojectClient, lister: mplisters.NewTranslationLister(informer.GetIndexer())}
 	cl.retirer = &tenant.Retirer{
-		Name:     c.Name() + "-" + cleanupName,
+		Name:     c.Name() + "-" + c.Controller + "-cleanup",
 		Informer: informer,
 		Select: func(obj any) (string, bool) {
 			tr, ok := obj.(*mpv1alpha1.Translation)

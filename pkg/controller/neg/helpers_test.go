@@ -141,6 +141,7 @@ func newHarness(t *testing.T, objects ...runtime.Object) *harness {
 	mpFactory.WaitForCacheSync(ctx.Done())
 
 	h.tctx = &tenant.Context{
+		Controller: "neg",
 		ProviderConfig: &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: testTenant},
 			Spec: mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{ProjectID: "tenant-a-project", Network: "vpc-a", Subnetwork: "sub-a"}}},
 		ProviderConfigLabelKey: testLabelKey,

@@ -22,48 +22,17 @@ import (
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
-	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
-
-// ControllerName is the controller's name in --controllers and --concurrent-neg-syncs.
-const ControllerName = "neg"
 
 // ReasonRunning is the NEGReady condition's reason while the translator runs and the pusher reports no problem.
 const ReasonRunning = "Running"
 
-// Descriptor describes the neg controller to the registry: for each tenant with spec.gcp, a translator and a
-// pusher, both with --concurrent-neg-syncs workers.
-func Descriptor() *registry.Descriptor[tenant.Factory] {
-	return &registry.Descriptor[tenant.Factory]{
-		Name:                   ControllerName,
-		DefaultConcurrentSyncs: 5,
-		Constructor: tenant.Factory{
-			ConditionType: mpv1alpha1.ProviderConfigConditionNEGReady,
-			Section: func(spec *mpv1alpha1.ProviderConfigSpec) any {
-				if spec.GCP == nil {
-					// A typed nil inside an interface is not nil; the manager must see a plain nil.
-					return nil
-				}
-				return spec.GCP
-			},
-			RequiredAPIs: []schema.GroupVersionResource{informerset.Translations},
-			New:          New,
-			Pending:      pusher.Pending,
-			Cleanup:      NewCleanup,
-			Abandon:      Abandon,
-			CopySection: func(dst, src *mpv1alpha1.ProviderConfigSpec) {
-				dst.GCP = src.GCP.DeepCopy()
-			},
-		},
-	}
-}
+// DefaultConcurrentSyncs is the default of --concurrent-neg-syncs: the workers of the translator and, apart, of
+// the pusher.
+const DefaultConcurrentSyncs = 5
 
 // Controller is one tenant's neg controller: the translator and the pusher, run side by side.
 type Controller struct {

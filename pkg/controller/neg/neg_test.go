@@ -23,39 +23,11 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
-	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
 
-func TestDescriptor(t *testing.T) {
-	d := Descriptor()
-	if _, err := registry.New(d); err != nil {
-		t.Fatalf("the registry rejects the descriptor: %v", err)
-	}
-	f := d.Constructor
-	if d.Name != "neg" || f.ConditionType != mpv1alpha1.ProviderConfigConditionNEGReady || f.New == nil || f.Pending == nil {
-		t.Errorf("descriptor = %+v", d)
-	}
-	if len(f.RequiredAPIs) != 1 || f.RequiredAPIs[0] != informerset.Translations {
-		t.Errorf("RequiredAPIs = %v", f.RequiredAPIs)
-	}
-	if got := f.Section(&mpv1alpha1.ProviderConfigSpec{}); got != nil {
-		t.Errorf("Section without spec.gcp = %#v, want a plain nil", got)
-	}
-	gcp := &mpv1alpha1.GCPConfig{ProjectID: "p-123456", Network: "default"}
-	if got := f.Section(&mpv1alpha1.ProviderConfigSpec{GCP: gcp}); got != gcp {
-		t.Errorf("Section = %#v, want spec.gcp", got)
-	}
-}
-
 func TestNewBuildsBothHalves(t *testing.T) {
-	// Both halves count their syncs under the --controllers name, the one the manager labels the controller with.
-	if pusher.ControllerName != ControllerName {
-		t.Errorf("the pusher counts its syncs under %q, not %q", pusher.ControllerName, ControllerName)
-	}
 	h := newHarness(t)
 	c, err := New(h.ctx, h.tctx)
 	if err != nil {

@@ -152,6 +152,7 @@ func (c *negCluster) start(name, namespace string) *negTenant {
 	mpFactory := mpinformers.NewSharedInformerFactoryWithOptions(c.mp, 0, mpinformers.WithNamespace(namespace))
 	nt := &negTenant{events: &recorder{}, done: make(chan struct{})}
 	tr, err := newTranslator(&tenant.Context{
+		Controller: "neg",
 		ProviderConfig: &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{ProjectID: name + "-project", Network: "vpc"}}},
 		ProviderConfigLabelKey: testLabelKey,

@@ -126,7 +126,7 @@ func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
 	t.translationLister = mplisters.NewTranslationLister(t.translations.GetIndexer())
 	t.workers = tenant.NewWorkers(tenant.WorkerConfig{
 		Tenant:     t.tenant,
-		Controller: ControllerName,
+		Controller: c.Controller,
 		Queue:      "translator",
 		KeyName:    "service",
 		Workers:    c.Workers,

@@ -517,7 +517,7 @@ func TestNoNodesMeansNoNEGsButAStatus(t *testing.T) {
 // (neg), and stopping removes every handler.
 func TestRunTranslatesOnEventsAndLeavesNothingBehind(t *testing.T) {
 	metrics.Register()
-	syncs := metrics.Syncs.WithLabelValues(testTenant, ControllerName, "success")
+	syncs := metrics.Syncs.WithLabelValues(testTenant, "neg", "success")
 	before, err := testutil.GetCounterMetricValue(syncs)
 	if err != nil {
 		t.Fatal(err)
@@ -549,7 +549,7 @@ func TestRunTranslatesOnEventsAndLeavesNothingBehind(t *testing.T) {
 	})
 	if after, err := testutil.GetCounterMetricValue(syncs); err != nil || after <= before {
 		t.Errorf("multiproject_controller_syncs_total{controller=%q,result=\"success\"} = %v (err %v), want more than %v",
-			ControllerName, after, err, before)
+			"neg", after, err, before)
 	}
 
 	cancel()

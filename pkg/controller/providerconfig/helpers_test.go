@@ -148,18 +148,11 @@ func (ps *probes) setPending(tenantName, what string) {
 func (ps *probes) factory(required ...schema.GroupVersionResource) NamedFactory {
 	return NamedFactory{Name: "probe", Workers: 1, Factory: tenant.Factory{
 		ConditionType: mpv1alpha1.ProviderConfigConditionNamespaceProjectReady,
-		Section: func(spec *mpv1alpha1.ProviderConfigSpec) any {
-			if spec.Rancher == nil {
-				return nil
-			}
-			return spec.Rancher
-		},
-		RequiredAPIs: required,
-		New:          ps.build(false),
-		Cleanup:      ps.build(true),
-		CopySection: func(dst, src *mpv1alpha1.ProviderConfigSpec) {
-			dst.Rancher = src.Rancher.DeepCopy()
-		},
+		Section:       tenant.SectionOf(rancherSection),
+		RequiredAPIs:  required,
+		New:           ps.build(false),
+		Cleanup:       ps.build(true),
+		CopySection:   tenant.CopySectionOf(rancherSection),
 		Abandon: func(ctx context.Context, c *tenant.Context) (string, error) {
 			ps.mu.Lock()
 			defer ps.mu.Unlock()
@@ -438,4 +431,8 @@ func objectName(a clienttesting.Action) string {
 		}
 	}
 	return ""
+}
+
+func rancherSection(spec *mpv1alpha1.ProviderConfigSpec) **mpv1alpha1.RancherConfig {
+	return &spec.Rancher
 }

@@ -439,6 +439,7 @@ func (m *Manager) context(pc *mpv1alpha1.ProviderConfig, f NamedFactory, informe
 	t := m.tenant(pc.Name)
 	return &tenant.Context{
 		CloudResourcesAbandoned: t.abandoned.Load,
+		Controller:              f.Name,
 		ProviderConfig:          pc.DeepCopy(),
 		ProviderConfigLabelKey:  m.cfg.LabelKey,
 		KubeClient:              m.cfg.KubeClient,

@@ -22,17 +22,17 @@ package registry
 import (
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	cmapp "k8s.io/controller-manager/app"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
 
-// Descriptor describes one kind of per-tenant controller. C is the constructor type, kept generic so this package
-// does not depend on what a tenant's controller needs to be built.
-type Descriptor[C any] struct {
+// Descriptor describes one kind of per-tenant controller to the command: its names, defaults and Factory.
+type Descriptor struct {
 	// Name is the canonical name used by --controllers and in --concurrent-<name>-syncs.
 	Name string
 	// Aliases are former or short names still accepted by --controllers. Renaming a controller must keep the old
@@ -42,27 +42,27 @@ type Descriptor[C any] struct {
 	DisabledByDefault bool
 	// DefaultConcurrentSyncs is the default worker count of --concurrent-<name>-syncs.
 	DefaultConcurrentSyncs int
-	// Constructor builds the controller for one tenant.
-	Constructor C
+	// Factory is what the manager needs to run the controller for a tenant.
+	Factory tenant.Factory
 }
 
 // Registry is an immutable set of descriptors.
-type Registry[C any] struct {
-	byName  map[string]*Descriptor[C]
+type Registry struct {
+	byName  map[string]*Descriptor
 	aliases map[string]string
 }
 
 // New validates the descriptors and returns a registry. A programming mistake in the descriptor table (empty name,
 // duplicate name or alias, alias equal to a name, no constructor) is an error, so the table itself is unit tested.
-func New[C any](descriptors ...*Descriptor[C]) (*Registry[C], error) {
-	r := &Registry[C]{byName: map[string]*Descriptor[C]{}, aliases: map[string]string{}}
+func New(descriptors ...*Descriptor) (*Registry, error) {
+	r := &Registry{byName: map[string]*Descriptor{}, aliases: map[string]string{}}
 	for _, d := range descriptors {
 		switch {
 		case d == nil:
 			return nil, fmt.Errorf("nil controller descriptor")
 		case d.Name == "" || d.Name == "*" || strings.HasPrefix(d.Name, "-"):
 			return nil, fmt.Errorf("invalid controller name %q", d.Name)
-		case isZero(d.Constructor):
+		case d.Factory.New == nil:
 			return nil, fmt.Errorf("controller %q has no constructor", d.Name)
 		case d.DefaultConcurrentSyncs < 1:
 			return nil, fmt.Errorf("controller %q: default concurrent syncs must be at least 1", d.Name)
@@ -89,19 +89,13 @@ func New[C any](descriptors ...*Descriptor[C]) (*Registry[C], error) {
 	return r, nil
 }
 
-// isZero reports whether a constructor was left unset (a nil func, interface or pointer).
-func isZero[C any](c C) bool {
-	v := reflect.ValueOf(&c).Elem()
-	return v.IsZero()
-}
-
 // KnownControllers returns the canonical names, sorted.
-func (r *Registry[C]) KnownControllers() []string {
+func (r *Registry) KnownControllers() []string {
 	return slices.Sorted(maps.Keys(r.byName))
 }
 
 // DisabledByDefault returns the names of the controllers that `*` does not enable, sorted.
-func (r *Registry[C]) DisabledByDefault() []string {
+func (r *Registry) DisabledByDefault() []string {
 	var names []string
 	for name, d := range r.byName {
 		if d.DisabledByDefault {
@@ -113,19 +107,19 @@ func (r *Registry[C]) DisabledByDefault() []string {
 }
 
 // Aliases returns alias → canonical name.
-func (r *Registry[C]) Aliases() map[string]string {
+func (r *Registry) Aliases() map[string]string {
 	return maps.Clone(r.aliases)
 }
 
 // Get returns the descriptor of a canonical name.
-func (r *Registry[C]) Get(name string) (*Descriptor[C], bool) {
+func (r *Registry) Get(name string) (*Descriptor, bool) {
 	d, ok := r.byName[name]
 	return d, ok
 }
 
 // Canonicalize validates a --controllers list and rewrites aliases to canonical names, keeping `*` and `-`
 // prefixes. An unknown name is an error that lists the valid names.
-func (r *Registry[C]) Canonicalize(controllers []string) ([]string, error) {
+func (r *Registry) Canonicalize(controllers []string) ([]string, error) {
 	out := make([]string, 0, len(controllers))
 	var unknown []string
 	for _, entry := range controllers {
@@ -157,9 +151,9 @@ func (r *Registry[C]) Canonicalize(controllers []string) ([]string, error) {
 // Enabled returns the descriptors that a canonical --controllers list enables, in name order, with
 // kube-controller-manager's semantics: the first explicit `name` or `-name` wins; otherwise `*` enables every
 // controller that is not disabled by default; with neither, the controller is off.
-func (r *Registry[C]) Enabled(canonicalControllers []string) []*Descriptor[C] {
+func (r *Registry) Enabled(canonicalControllers []string) []*Descriptor {
 	disabled := sets.NewString(r.DisabledByDefault()...)
-	var out []*Descriptor[C]
+	var out []*Descriptor
 	for _, name := range r.KnownControllers() {
 		if cmapp.IsControllerEnabled(name, disabled, canonicalControllers) {
 			out = append(out, r.byName[name])

@@ -17,24 +17,30 @@ limitations under the License.
 package registry
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
 
-type testConstructor func() string
+// testFactory is a Factory that builds nothing; its ConditionType tells which one a lookup returned.
+func testFactory(tag string) tenant.Factory {
+	return tenant.Factory{ConditionType: tag, New: func(context.Context, *tenant.Context) (tenant.Controller, error) { return nil, nil }}
+}
 
-func descriptors() []*Descriptor[testConstructor] {
-	ctor := func() string { return "built" }
-	return []*Descriptor[testConstructor]{
-		{Name: "alpha", Aliases: []string{"a"}, DefaultConcurrentSyncs: 1, Constructor: ctor},
-		{Name: "beta", DefaultConcurrentSyncs: 2, Constructor: ctor},
-		{Name: "gamma", Aliases: []string{"g", "old-gamma"}, DisabledByDefault: true, DefaultConcurrentSyncs: 1, Constructor: ctor},
+func descriptors() []*Descriptor {
+	ctor := testFactory("built")
+	return []*Descriptor{
+		{Name: "alpha", Aliases: []string{"a"}, DefaultConcurrentSyncs: 1, Factory: ctor},
+		{Name: "beta", DefaultConcurrentSyncs: 2, Factory: ctor},
+		{Name: "gamma", Aliases: []string{"g", "old-gamma"}, DisabledByDefault: true, DefaultConcurrentSyncs: 1, Factory: ctor},
 	}
 }
 
-func names(ds []*Descriptor[testConstructor]) []string {
+func names(ds []*Descriptor) []string {
 	out := []string{}
 	for _, d := range ds {
 		out = append(out, d.Name)
@@ -43,20 +49,20 @@ func names(ds []*Descriptor[testConstructor]) []string {
 }
 
 func TestNewRejectsBrokenDescriptorTables(t *testing.T) {
-	ctor := testConstructor(func() string { return "" })
+	ctor := testFactory("")
 	cases := map[string]struct {
-		descriptors []*Descriptor[testConstructor]
+		descriptors []*Descriptor
 		wantErr     string
 	}{
-		"nil descriptor":   {[]*Descriptor[testConstructor]{nil}, "nil controller descriptor"},
-		"empty name":       {[]*Descriptor[testConstructor]{{DefaultConcurrentSyncs: 1, Constructor: ctor}}, "invalid controller name"},
-		"star name":        {[]*Descriptor[testConstructor]{{Name: "*", DefaultConcurrentSyncs: 1, Constructor: ctor}}, "invalid controller name"},
-		"dash name":        {[]*Descriptor[testConstructor]{{Name: "-x", DefaultConcurrentSyncs: 1, Constructor: ctor}}, "invalid controller name"},
-		"no constructor":   {[]*Descriptor[testConstructor]{{Name: "x", DefaultConcurrentSyncs: 1}}, "has no constructor"},
-		"no workers":       {[]*Descriptor[testConstructor]{{Name: "x", Constructor: ctor}}, "at least 1"},
-		"duplicate name":   {[]*Descriptor[testConstructor]{{Name: "x", DefaultConcurrentSyncs: 1, Constructor: ctor}, {Name: "x", DefaultConcurrentSyncs: 1, Constructor: ctor}}, "registered twice"},
-		"alias is a name":  {[]*Descriptor[testConstructor]{{Name: "x", Aliases: []string{"y"}, DefaultConcurrentSyncs: 1, Constructor: ctor}, {Name: "y", DefaultConcurrentSyncs: 1, Constructor: ctor}}, "is the name of a controller"},
-		"duplicate alias":  {[]*Descriptor[testConstructor]{{Name: "x", Aliases: []string{"z"}, DefaultConcurrentSyncs: 1, Constructor: ctor}, {Name: "y", Aliases: []string{"z"}, DefaultConcurrentSyncs: 1, Constructor: ctor}}, "already an alias"},
+		"nil descriptor":   {[]*Descriptor{nil}, "nil controller descriptor"},
+		"empty name":       {[]*Descriptor{{DefaultConcurrentSyncs: 1, Factory: ctor}}, "invalid controller name"},
+		"star name":        {[]*Descriptor{{Name: "*", DefaultConcurrentSyncs: 1, Factory: ctor}}, "invalid controller name"},
+		"dash name":        {[]*Descriptor{{Name: "-x", DefaultConcurrentSyncs: 1, Factory: ctor}}, "invalid controller name"},
+		"no constructor":   {[]*Descriptor{{Name: "x", DefaultConcurrentSyncs: 1}}, "has no constructor"},
+		"no workers":       {[]*Descriptor{{Name: "x", Factory: ctor}}, "at least 1"},
+		"duplicate name":   {[]*Descriptor{{Name: "x", DefaultConcurrentSyncs: 1, Factory: ctor}, {Name: "x", DefaultConcurrentSyncs: 1, Factory: ctor}}, "registered twice"},
+		"alias is a name":  {[]*Descriptor{{Name: "x", Aliases: []string{"y"}, DefaultConcurrentSyncs: 1, Factory: ctor}, {Name: "y", DefaultConcurrentSyncs: 1, Factory: ctor}}, "is the name of a controller"},
+		"duplicate alias":  {[]*Descriptor{{Name: "x", Aliases: []string{"z"}, DefaultConcurrentSyncs: 1, Factory: ctor}, {Name: "y", Aliases: []string{"z"}, DefaultConcurrentSyncs: 1, Factory: ctor}}, "already an alias"},
 		"valid table":      {descriptors(), ""},
 		"empty table okay": {nil, ""},
 	}
@@ -90,7 +96,7 @@ func TestListings(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"a": "alpha", "g": "gamma", "old-gamma": "gamma"}, r.Aliases()); diff != "" {
 		t.Errorf("Aliases (-want +got):\n%s", diff)
 	}
-	if d, ok := r.Get("beta"); !ok || d.DefaultConcurrentSyncs != 2 || d.Constructor() != "built" {
+	if d, ok := r.Get("beta"); !ok || d.DefaultConcurrentSyncs != 2 || d.Factory.ConditionType != "built" {
 		t.Errorf("Get(beta) = %+v, %v", d, ok)
 	}
 	if _, ok := r.Get("a"); ok {

@@ -79,6 +79,8 @@ type Options struct {
 
 // Context is what a per-tenant controller is built from.
 type Context struct {
+	// Controller is the controller's --controllers name; it labels the controller's sync metrics and queues.
+	Controller string
 	// ProviderConfig is the tenant, as it was when the controller was built. It must not be mutated. A spec
 	// change of the controller's section restarts the controller with a new Context.
 	ProviderConfig *mpv1alpha1.ProviderConfig
@@ -117,8 +119,8 @@ type Factory struct {
 	// ConditionType is the ProviderConfig status condition that reports this controller, e.g. NEGReady.
 	ConditionType string
 	// Section returns the part of the spec the controller is built from, or nil when the tenant does not configure
-	// it (the controller is then not run): return a plain nil, not a typed nil pointer inside the interface. When
-	// the section changes (semantic equality), the manager restarts the controller.
+	// it (the controller is then not run); SectionOf builds it. When the section changes (semantic equality), the
+	// manager restarts the controller.
 	Section func(spec *mpv1alpha1.ProviderConfigSpec) any
 	// RequiredAPIs are resources the controller cannot run without, typically CRDs of another product (Rancher's
 	// Projects). Until the cluster serves all of them the manager does not build the controller and reports
@@ -141,11 +143,38 @@ type Factory struct {
 	// (annotation multiproject.io/abandon-cloud-resources=true): it releases the in-cluster records that would
 	// otherwise wait for them forever and returns a description of what is abandoned, for an Event.
 	Abandon func(ctx context.Context, c *Context) (string, error)
-	// CopySection copies the controller's section from src to dst; a section src lacks is cleared in dst. The
-	// manager uses it to record the section in status.appliedSpec before the controller starts, and to hand a
+	// CopySection copies the controller's section from src to dst; a section src lacks is cleared in dst
+	// (CopySectionOf builds it). The manager uses it to record the section in status.appliedSpec before the
+	// controller starts, and to hand a
 	// cleanup the recorded section once the spec no longer has it.
 	CopySection func(dst, src *mpv1alpha1.ProviderConfigSpec)
 }
 
 // Cleans reports whether the controller has a cleanup the manager must run when the tenant stops configuring it.
 func (f Factory) Cleans() bool { return f.Cleanup != nil && f.Pending != nil && f.CopySection != nil }
+
+// SectionOf returns a Factory.Section for the spec section field points to: the section, or a plain nil when the
+// tenant does not configure it (a typed nil pointer inside an interface is not nil, and would start the
+// controller).
+func SectionOf[T any](field func(*mpv1alpha1.ProviderConfigSpec) **T) func(*mpv1alpha1.ProviderConfigSpec) any {
+	return func(spec *mpv1alpha1.ProviderConfigSpec) any {
+		if section := *field(spec); section != nil {
+			return section
+		}
+		return nil
+	}
+}
+
+// CopySectionOf returns a Factory.CopySection for the spec section field points to: a deep copy of src's, or nil.
+func CopySectionOf[T any, P interface {
+	*T
+	DeepCopy() *T
+}](field func(*mpv1alpha1.ProviderConfigSpec) *P) func(dst, src *mpv1alpha1.ProviderConfigSpec) {
+	return func(dst, src *mpv1alpha1.ProviderConfigSpec) {
+		var copied P
+		if section := *field(src); section != nil {
+			copied = section.DeepCopy()
+		}
+		*field(dst) = copied
+	}
+}

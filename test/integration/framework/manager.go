@@ -41,6 +41,7 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
@@ -51,13 +52,23 @@ import (
 // Events itself uses it too, so that every kind resolves as it does in the binary.
 var Scheme = providerconfig.Scheme
 
+// Descriptor returns the binary's descriptor of the named controller (cmd/multiproject-controller-manager/app's
+// table); it panics on an unknown name, a mistake in the test.
+func Descriptor(name string) *registry.Descriptor {
+	d, ok := app.NewControllerDescriptors().Get(name)
+	if !ok {
+		panic(fmt.Sprintf("framework: no controller named %q", name))
+	}
+	return d
+}
+
 // Enable returns the controller d as --controllers enables it, with --concurrent-<name>-syncs=workers (0: the
 // controller's default).
-func Enable(d *registry.Descriptor[tenant.Factory], workers int) providerconfig.NamedFactory {
+func Enable(d *registry.Descriptor, workers int) providerconfig.NamedFactory {
 	if workers <= 0 {
 		workers = d.DefaultConcurrentSyncs
 	}
-	return providerconfig.NamedFactory{Name: d.Name, Workers: workers, Factory: d.Constructor}
+	return providerconfig.NamedFactory{Name: d.Name, Workers: workers, Factory: d.Factory}
 }
 
 // ManagerOptions is what cmd/multiproject-controller-manager/app gives providerconfig.NewManager, for a test.

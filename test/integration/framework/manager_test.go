@@ -75,16 +75,11 @@ func newProbe(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
 func probeFactory() providerconfig.NamedFactory {
 	return providerconfig.NamedFactory{Name: probeName, Workers: 3, Factory: tenant.Factory{
 		ConditionType: probeConditionKey,
-		Section: func(spec *mpv1alpha1.ProviderConfigSpec) any {
-			if spec.Rancher == nil {
-				return nil
-			}
-			return spec.Rancher
-		},
-		New:         newProbe,
-		Cleanup:     newProbe,
-		Pending:     func(context.Context, *tenant.Context) (string, error) { return "", nil },
-		CopySection: func(dst, src *mpv1alpha1.ProviderConfigSpec) { dst.Rancher = src.Rancher.DeepCopy() },
+		Section:       tenant.SectionOf(rancherSection),
+		New:           newProbe,
+		Cleanup:       newProbe,
+		Pending:       func(context.Context, *tenant.Context) (string, error) { return "", nil },
+		CopySection:   tenant.CopySectionOf(rancherSection),
 	}}
 }
 
@@ -204,4 +199,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	if err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
 	}
+}
+
+func rancherSection(spec *mpv1alpha1.ProviderConfigSpec) **mpv1alpha1.RancherConfig {
+	return &spec.Rancher
 }

@@ -32,7 +32,9 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/ingresstunnel"
+	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
 
 const (
@@ -52,7 +54,7 @@ func BenchmarkConverge1000Ingresses(b *testing.B) {
 	e := newEnv(b, benchQPS, benchBurst)
 	tunnelNS := controlPlane.CreateNamespace(b)
 	e.createTunnel(tunnelNS, "main")
-	workers := ingresstunnel.Descriptor().DefaultConcurrentSyncs
+	workers := framework.Descriptor(names.IngressTunnelController).DefaultConcurrentSyncs
 
 	var controllerTime, baselineTime time.Duration
 	for i := 0; i < b.N; i++ {

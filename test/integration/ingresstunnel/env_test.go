@@ -45,7 +45,7 @@ import (
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/ingresstunnel"
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
@@ -104,7 +104,7 @@ func newEnv(t testing.TB, qps float32, burst int) *env {
 	e.ingresses = tn.Informers[informerset.Ingresses]
 	e.manager = framework.StartManager(t, ctx, framework.ManagerOptions{
 		Tenancy: tn, KubeClient: e.kube, MultiprojectClient: e.mp, Admin: e.admin, LabelKey: labelKey,
-		Controllers: []providerconfig.NamedFactory{framework.Enable(ingresstunnel.Descriptor(), 0)},
+		Controllers: []providerconfig.NamedFactory{framework.Enable(framework.Descriptor(names.IngressTunnelController), 0)},
 	})
 	return e
 }
@@ -146,7 +146,7 @@ func (tr *tenantRun) stop() { tr.tenant.Stop() }
 
 // syncs is how many successful syncs the tenant's controller has made.
 func (tr *tenantRun) syncs() float64 {
-	v, err := testutil.GetCounterMetricValue(metrics.Syncs.WithLabelValues(tr.name, ingresstunnel.ControllerName, "success"))
+	v, err := testutil.GetCounterMetricValue(metrics.Syncs.WithLabelValues(tr.name, names.IngressTunnelController, "success"))
 	if err != nil {
 		tr.e.t.Fatal(err)
 	}

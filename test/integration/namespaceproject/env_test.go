@@ -41,7 +41,7 @@ import (
 	rancherv3 "github.com/multiproject/api/rancher/management/v3"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/namespaceproject"
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
@@ -104,7 +104,7 @@ func newEnv(t testing.TB, opts envOptions) *env {
 	tn := framework.StartTenancy(t, ctx, e.kube, mp, labelKey, nil, informerset.Projects)
 	e.manager = framework.StartManager(t, ctx, framework.ManagerOptions{
 		Tenancy: tn, KubeClient: e.kube, MultiprojectClient: mp, Admin: e.admin, LabelKey: labelKey,
-		Controllers: []providerconfig.NamedFactory{framework.Enable(namespaceproject.Descriptor(), 0)},
+		Controllers: []providerconfig.NamedFactory{framework.Enable(framework.Descriptor(names.NamespaceProjectController), 0)},
 		Options:     tenant.Options{AppOwnerLabelKey: appOwnerKey},
 	})
 	return e

@@ -39,6 +39,7 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
@@ -99,7 +100,7 @@ func newEnv(t testing.TB) *env {
 		informerset.Services, informerset.EndpointSlices, informerset.Nodes, informerset.Translations})
 	e.manager = framework.StartManager(t, ctx, framework.ManagerOptions{
 		Tenancy: tn, KubeClient: e.kube, MultiprojectClient: e.mp, Admin: e.admin, LabelKey: labelKey,
-		Controllers: []providerconfig.NamedFactory{framework.Enable(neg.Descriptor(), 5)},
+		Controllers: []providerconfig.NamedFactory{framework.Enable(framework.Descriptor(names.NEGController), 5)},
 		Options:     tenant.Options{ClusterName: clusterName, GCEEndpoint: e.gce.Endpoint(), GCEQPS: 500, GCEBurst: 500},
 	})
 	return e
@@ -125,7 +126,7 @@ func (e *env) newTenant(prefix, project string) *tenantRun {
 func (e *env) newPusherTenant(prefix, project string) *tenantRun {
 	e.t.Helper()
 	return e.newTenantWith(prefix, project, framework.TenantOptions{Constructors: map[string]tenant.Constructor{
-		neg.ControllerName: func(_ context.Context, c *tenant.Context) (tenant.Controller, error) { return pusher.New(c) }}})
+		names.NEGController: func(_ context.Context, c *tenant.Context) (tenant.Controller, error) { return pusher.New(c) }}})
 }
 
 func (e *env) newTenantWith(prefix, project string, opts framework.TenantOptions) *tenantRun {

@@ -37,7 +37,7 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg"
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
@@ -94,7 +94,7 @@ func newEnvWith(t *testing.T, gceOptions fakegce.Options) *env {
 	// The shared informers and router the manager would have, on the manager's identity.
 	tn := framework.StartTenancy(t, ctx, e.kube, e.mp, labelKey, []schema.GroupVersionResource{informerset.Translations})
 	// The neg controller as the manager knows it, built as its pusher alone: the tests write the Translations.
-	pusherOnly := framework.Enable(neg.Descriptor(), 2)
+	pusherOnly := framework.Enable(framework.Descriptor(names.NEGController), 2)
 	pusherOnly.New = func(_ context.Context, c *tenant.Context) (tenant.Controller, error) { return pusher.New(c) }
 	e.manager = framework.StartManager(t, ctx, framework.ManagerOptions{
 		Tenancy: tn, KubeClient: e.kube, MultiprojectClient: e.mp, Admin: e.admin, LabelKey: labelKey,
@@ -133,7 +133,7 @@ func (tr *tenantRun) start() {
 func (tr *tenantRun) stop() { tr.tenant.Stop() }
 
 // tctx is the Context the pusher was last built with.
-func (tr *tenantRun) tctx() *tenant.Context { return tr.tenant.Context(neg.ControllerName) }
+func (tr *tenantRun) tctx() *tenant.Context { return tr.tenant.Context(names.NEGController) }
 
 // condition is the tenant's NEGReady condition as the Manager reports it.
 func (tr *tenantRun) condition() (metav1.Condition, bool) {

@@ -103,15 +103,10 @@ func (v *views) running(tenantName string) int {
 
 // probeDescriptor is a per-tenant controller configured by spec.rancher: it watches the tenant's Services and
 // reports Running once its view has synced.
-func (v *views) probeDescriptor() *registry.Descriptor[tenant.Factory] {
-	return &registry.Descriptor[tenant.Factory]{Name: "probe", DefaultConcurrentSyncs: 1, Constructor: tenant.Factory{
+func (v *views) probeDescriptor() *registry.Descriptor {
+	return &registry.Descriptor{Name: "probe", DefaultConcurrentSyncs: 1, Factory: tenant.Factory{
 		ConditionType: mpv1alpha1.ProviderConfigConditionNamespaceProjectReady,
-		Section: func(spec *mpv1alpha1.ProviderConfigSpec) any {
-			if spec.Rancher == nil {
-				return nil
-			}
-			return spec.Rancher
-		},
+		Section:       tenant.SectionOf(func(spec *mpv1alpha1.ProviderConfigSpec) **mpv1alpha1.RancherConfig { return &spec.Rancher }),
 		New: func(ctx context.Context, c *tenant.Context) (tenant.Controller, error) {
 			informer, err := c.Informers.Informer(informerset.Services)
 			if err != nil {

@@ -18,6 +18,7 @@ package options
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,10 +32,11 @@ import (
 	componentbaseconfig "k8s.io/component-base/config"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
 
 type testCatalog struct {
-	*registry.Registry[func()]
+	*registry.Registry
 }
 
 func (c testCatalog) Info() []ControllerInfo {
@@ -48,10 +50,11 @@ func (c testCatalog) Info() []ControllerInfo {
 
 func newTestCatalog(t *testing.T) testCatalog {
 	t.Helper()
+	factory := tenant.Factory{New: func(context.Context, *tenant.Context) (tenant.Controller, error) { return nil, nil }}
 	r, err := registry.New(
-		&registry.Descriptor[func()]{Name: "neg", DefaultConcurrentSyncs: 10, Constructor: func() {}},
-		&registry.Descriptor[func()]{Name: "ingress-tunnel", Aliases: []string{"tunnel"}, DefaultConcurrentSyncs: 5, Constructor: func() {}},
-		&registry.Descriptor[func()]{Name: "experimental", DisabledByDefault: true, DefaultConcurrentSyncs: 1, Constructor: func() {}},
+		&registry.Descriptor{Name: "neg", DefaultConcurrentSyncs: 10, Factory: factory},
+		&registry.Descriptor{Name: "ingress-tunnel", Aliases: []string{"tunnel"}, DefaultConcurrentSyncs: 5, Factory: factory},
+		&registry.Descriptor{Name: "experimental", DisabledByDefault: true, DefaultConcurrentSyncs: 1, Factory: factory},
 	)
 	if err != nil {
 		t.Fatal(err)

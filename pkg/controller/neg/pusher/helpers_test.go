@@ -76,6 +76,7 @@ func newHarness(t testing.TB, gcp *mpv1alpha1.GCPConfig, objects ...runtime.Obje
 	factory := mpinformers.NewSharedInformerFactory(h.client, 0)
 	informer := factory.Multiproject().V1alpha1().Translations().Informer()
 	h.tctx = &tenant.Context{
+		Controller:             "neg",
 		ProviderConfig:         &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}, Spec: mpv1alpha1.ProviderConfigSpec{GCP: gcp}},
 		ProviderConfigLabelKey: mpv1alpha1.DefaultProviderConfigLabelKey,
 		KubeClient:             h.kube,

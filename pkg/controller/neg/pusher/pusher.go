@@ -42,10 +42,6 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
 
-// ControllerName is the --controllers name of the neg controller, whose GCE half the pusher is: its syncs are
-// counted under it (the neg package, which names the controller, imports this one).
-const ControllerName = "neg"
-
 const (
 	// defaultVerifyPeriod is how long the pusher trusts its cache of a NEG before it reads GCE again, so that a
 	// change made behind its back (a NEG deleted by hand) is repaired. Reads only: a converged NEG still costs no
@@ -163,7 +159,7 @@ func newPusher(c *tenant.Context) (*Pusher, error) {
 	}
 	p.workers = tenant.NewWorkers(tenant.WorkerConfig{
 		Tenant:     p.tenant,
-		Controller: ControllerName,
+		Controller: c.Controller,
 		Queue:      "pusher",
 		KeyName:    "translation",
 		Workers:    c.Workers,

@@ -39,8 +39,8 @@ func TestCreatesNEGsWithTheirEndpointsInFewestAttachCalls(t *testing.T) {
 
 	got := h.waitSynced("web", metav1.ConditionTrue)
 	// The pusher's syncs count under the --controllers name, as the translator's do.
-	if n, err := testutil.GetCounterMetricValue(metrics.Syncs.WithLabelValues("tenant-a", ControllerName, "success")); err != nil || n == 0 {
-		t.Errorf("multiproject_controller_syncs_total{controller=%q,result=\"success\"} = %v (err %v), want > 0", ControllerName, n, err)
+	if n, err := testutil.GetCounterMetricValue(metrics.Syncs.WithLabelValues("tenant-a", "neg", "success")); err != nil || n == 0 {
+		t.Errorf("multiproject_controller_syncs_total{controller=%q,result=\"success\"} = %v (err %v), want > 0", "neg", n, err)
 	}
 	if n := h.endpointCount("us-central1-a", "k8s1-web"); n != 1200 {
 		t.Errorf("zone a has %d endpoints, want 1200", n)
