@@ -194,7 +194,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 	// The finalizer goes on before anything starts, so that nothing a controller makes can outlive the tenant.
 	if !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
-		if err := c.setFinalizer(ctx, pc, true); err != nil {
+		if _, err := PatchFinalizer(ctx, c.client, pc, true); err != nil {
 			return 0, err
 		}
 		// The update event brings the object back with the finalizer.
@@ -202,14 +202,8 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 	// Declared before made: the sections the controllers start from are on record before they start, so that a
 	// cleanup can still reach what they make after the section is removed.
-	if applied := c.manager.Record(pc); !apiequality.Semantic.DeepEqual(applied, pc.Status.AppliedSpec) {
-		next := pc.Status.DeepCopy()
-		next.AppliedSpec = applied
-		updated, err := c.patchStatus(ctx, pc, *next)
-		if err != nil || updated == nil {
-			return 0, err
-		}
-		pc = updated
+	if pc, err = RecordAppliedSpec(ctx, c.client, c.manager, pc); err != nil || pc == nil {
+		return 0, err
 	}
 
 	before := c.manager.Running(name)
@@ -245,7 +239,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		}
 		c.manager.Stop(ctx, name)
 		logger.Info("Tenant stopped and cleaned up; removing the finalizer")
-		if err := c.setFinalizer(ctx, pc, false); err != nil {
+		if _, err := PatchFinalizer(ctx, c.client, pc, false); err != nil {
 			return 0, err
 		}
 		c.recorder.Event(pc, corev1.EventTypeNormal, EventCleanedUp, "every controller of the tenant stopped and nothing is left outside the cluster")
@@ -311,7 +305,7 @@ func (c *Controller) writeStatus(ctx context.Context, pc *mpv1alpha1.ProviderCon
 		// Already written from this very object; the informer has not delivered our write yet.
 		return false, nil
 	}
-	updated, err := c.patchStatus(ctx, pc, *status)
+	updated, err := PatchStatus(ctx, c.client, pc, *status)
 	if err != nil || updated == nil {
 		return false, err
 	}
@@ -321,10 +315,24 @@ func (c *Controller) writeStatus(ctx context.Context, pc *mpv1alpha1.ProviderCon
 	return true, nil
 }
 
-// patchStatus sends the difference between pc's status and status as a merge patch of the status subresource: the
+// RecordAppliedSpec puts the sections the manager is about to start pc's controllers from on record in
+// status.appliedSpec (Manager.Record), if they are not yet: declared before made, so that a cleanup can still reach
+// what the controllers make after a section is removed. It returns the ProviderConfig as it is now, or nil when it
+// is gone.
+func RecordAppliedSpec(ctx context.Context, client mpclientset.Interface, m *Manager, pc *mpv1alpha1.ProviderConfig) (*mpv1alpha1.ProviderConfig, error) {
+	applied := m.Record(pc)
+	if apiequality.Semantic.DeepEqual(applied, pc.Status.AppliedSpec) {
+		return pc, nil
+	}
+	next := pc.Status.DeepCopy()
+	next.AppliedSpec = applied
+	return PatchStatus(ctx, client, pc, *next)
+}
+
+// PatchStatus sends the difference between pc's status and status as a merge patch of the status subresource: the
 // manager is the only writer of the status, and a patch never carries a stale copy of anything else. It returns
 // the updated object, or nil when the ProviderConfig is gone.
-func (c *Controller) patchStatus(ctx context.Context, pc *mpv1alpha1.ProviderConfig, status mpv1alpha1.ProviderConfigStatus) (*mpv1alpha1.ProviderConfig, error) {
+func PatchStatus(ctx context.Context, client mpclientset.Interface, pc *mpv1alpha1.ProviderConfig, status mpv1alpha1.ProviderConfigStatus) (*mpv1alpha1.ProviderConfig, error) {
 	before, err := json.Marshal(map[string]any{"status": pc.Status})
 	if err != nil {
 		return nil, err
@@ -339,7 +347,7 @@ func (c *Controller) patchStatus(ctx context.Context, pc *mpv1alpha1.ProviderCon
 	if err != nil {
 		return nil, err
 	}
-	updated, err := c.client.MultiprojectV1alpha1().ProviderConfigs().Patch(ctx, pc.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	updated, err := client.MultiprojectV1alpha1().ProviderConfigs().Patch(ctx, pc.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -362,23 +370,24 @@ func sameIgnoringTransitionTimes(a, b mpv1alpha1.ProviderConfigStatus) bool {
 	return apiequality.Semantic.DeepEqual(a, b)
 }
 
-// setFinalizer adds or removes our finalizer with a merge patch that carries the resourceVersion, so a concurrent
-// change of the finalizer list makes it fail with a conflict instead of overwriting that change.
-func (c *Controller) setFinalizer(ctx context.Context, pc *mpv1alpha1.ProviderConfig, present bool) error {
+// PatchFinalizer adds or removes the manager's finalizer with a merge patch that carries the resourceVersion, so a
+// concurrent change of the finalizer list makes it fail with a conflict instead of overwriting that change. It
+// returns the updated object, or nil when the ProviderConfig is gone.
+func PatchFinalizer(ctx context.Context, client mpclientset.Interface, pc *mpv1alpha1.ProviderConfig, present bool) (*mpv1alpha1.ProviderConfig, error) {
 	finalizers := slices.DeleteFunc(slices.Clone(pc.Finalizers), func(f string) bool { return f == mpv1alpha1.ProviderConfigCleanupFinalizer })
 	if present {
 		finalizers = append(finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer)
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": finalizers, "resourceVersion": pc.ResourceVersion}})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = c.client.MultiprojectV1alpha1().ProviderConfigs().Patch(ctx, pc.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	updated, err := client.MultiprojectV1alpha1().ProviderConfigs().Patch(ctx, pc.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("updating the finalizer of ProviderConfig %s: %w", pc.Name, err)
+		return nil, fmt.Errorf("updating the finalizer of ProviderConfig %s: %w", pc.Name, err)
 	}
-	return nil
+	return updated, nil
 }

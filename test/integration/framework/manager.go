@@ -18,19 +18,15 @@ package framework
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	jsonpatch "gopkg.in/evanphx/json-patch.v4"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -306,58 +302,24 @@ func (tn *Tenant) Start() {
 // ProviderConfig controller does: the finalizer first, then the sections about to start on record in
 // status.appliedSpec.
 func (tn *Tenant) prepare() (*mpv1alpha1.ProviderConfig, error) {
-	ctx, client := tn.m.ctx, tn.m.opts.MultiprojectClient.MultiprojectV1alpha1().ProviderConfigs()
-	pc, err := client.Get(ctx, tn.Name, metav1.GetOptions{})
+	ctx := tn.m.ctx
+	pc, err := tn.m.opts.MultiprojectClient.MultiprojectV1alpha1().ProviderConfigs().Get(ctx, tn.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
 	if pc.DeletionTimestamp != nil {
 		return nil, fmt.Errorf("ProviderConfig %s is being deleted; the framework starts only live tenants", tn.Name)
 	}
+	client := tn.m.opts.MultiprojectClient
 	if !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
-		if pc, err = patchFinalizer(ctx, tn.m.opts.MultiprojectClient, pc, true); err != nil {
-			return nil, err
+		if pc, err = providerconfig.PatchFinalizer(ctx, client, pc, true); err != nil || pc == nil {
+			return nil, fmt.Errorf("adding the finalizer: %v (or the ProviderConfig is gone)", err)
 		}
 	}
-	if applied := tn.m.pcm.Record(pc); !apiequality.Semantic.DeepEqual(applied, pc.Status.AppliedSpec) {
-		next := pc.Status.DeepCopy()
-		next.AppliedSpec = applied
-		// The difference as a merge patch, as the controller sends it: a section left out must go (null).
-		before, err := json.Marshal(map[string]any{"status": pc.Status})
-		if err != nil {
-			return nil, err
-		}
-		after, err := json.Marshal(map[string]any{"status": next})
-		if err != nil {
-			return nil, err
-		}
-		patch, err := jsonpatch.CreateMergePatch(before, after)
-		if err != nil {
-			return nil, err
-		}
-		if pc, err = client.Patch(ctx, pc.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
-			return nil, fmt.Errorf("recording status.appliedSpec: %w", err)
-		}
+	if pc, err = providerconfig.RecordAppliedSpec(ctx, client, tn.m.pcm, pc); err != nil || pc == nil {
+		return nil, fmt.Errorf("recording status.appliedSpec: %v (or the ProviderConfig is gone)", err)
 	}
 	return pc, nil
-}
-
-// patchFinalizer adds or removes the manager's finalizer with a merge patch carrying the resourceVersion, as the
-// ProviderConfig controller does, so a concurrent change conflicts instead of being overwritten.
-func patchFinalizer(ctx context.Context, client mpclientset.Interface, pc *mpv1alpha1.ProviderConfig, present bool) (*mpv1alpha1.ProviderConfig, error) {
-	finalizers := slices.DeleteFunc(slices.Clone(pc.Finalizers), func(f string) bool { return f == mpv1alpha1.ProviderConfigCleanupFinalizer })
-	if present {
-		finalizers = append(finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer)
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": finalizers, "resourceVersion": pc.ResourceVersion}})
-	if err != nil {
-		return nil, err
-	}
-	out, err := client.MultiprojectV1alpha1().ProviderConfigs().Patch(ctx, pc.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("updating the finalizer: %w", err)
-	}
-	return out, nil
 }
 
 // Stop stops every controller of the tenant through the Manager (as when its ProviderConfig vanishes: no cleanup
@@ -390,7 +352,7 @@ func (tn *Tenant) remove(created bool) {
 		if err != nil || !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
 			return err
 		}
-		_, err = patchFinalizer(ctx, tn.m.opts.MultiprojectClient, pc, false)
+		_, err = providerconfig.PatchFinalizer(ctx, tn.m.opts.MultiprojectClient, pc, false)
 		return err
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
