@@ -26,12 +26,9 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
@@ -41,7 +38,6 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
-	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
 
 // Scheme is the manager's: the built-in kinds and ours. The Manager records Events with it; a test that records
@@ -100,7 +96,7 @@ type Manager struct {
 	opts ManagerOptions
 	pcm  *providerconfig.Manager
 	// resyncs holds the tenants whose controllers reported a new condition, or whose stopped instance returned.
-	resyncs workqueue.TypedInterface[string]
+	resyncs *tenant.Workers
 
 	mu      sync.Mutex
 	tenants map[string]*Tenant
@@ -116,17 +112,24 @@ func StartManager(t testing.TB, ctx context.Context, opts ManagerOptions) *Manag
 	if opts.Tenancy == nil || opts.KubeClient == nil || opts.MultiprojectClient == nil || opts.Admin == nil || opts.LabelKey == "" {
 		t.Fatal("framework: StartManager needs Tenancy, KubeClient, MultiprojectClient, Admin and LabelKey")
 	}
-	m := &Manager{t: t, ctx: ctx, opts: opts, tenants: map[string]*Tenant{},
-		resyncs: workqueue.NewTyped[string]()}
+	m := &Manager{t: t, ctx: ctx, opts: opts, tenants: map[string]*Tenant{}}
+	m.resyncs = tenant.NewWorkers(tenant.WorkerConfig{
+		Controller: "framework-resync",
+		KeyName:    "providerConfig",
+		Workers:    resyncWorkers,
+		Sync: func(_ context.Context, name string) (tenant.Result, error) {
+			m.resync(name)
+			return tenant.Result{}, nil
+		},
+		Observe: func(string, error) {},
+	})
 	cfg := providerconfig.ManagerConfig{
 		KubeClient:         opts.KubeClient,
 		MultiprojectClient: opts.MultiprojectClient,
 		Router:             opts.Tenancy.Router,
-		Shared: func(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
-			inf, ok := opts.Tenancy.Informers[gvr]
-			return inf, ok
-		},
-		APIServed:         m.served,
+		// The binary's rules: every resource it always watches, the optional ones once served, synced and routed.
+		Shared:            opts.Tenancy.Production.Shared,
+		APIServed:         opts.Tenancy.Production.Served,
 		LabelKey:          opts.LabelKey,
 		Options:           opts.Options,
 		EventSink:         &typedcorev1.EventSinkImpl{Interface: opts.KubeClient.CoreV1().Events("")},
@@ -138,36 +141,18 @@ func StartManager(t testing.TB, ctx context.Context, opts ManagerOptions) *Manag
 	}
 	m.pcm = providerconfig.NewManager(cfg)
 
-	var workers sync.WaitGroup
-	for range resyncWorkers {
-		workers.Go(func() {
-			for {
-				name, shutdown := m.resyncs.Get()
-				if shutdown {
-					return
-				}
-				m.resync(name)
-				m.resyncs.Done(name)
-			}
-		})
-	}
+	resyncCtx, stopResyncs := context.WithCancel(ctx)
+	resyncsDone := make(chan struct{})
+	go func() {
+		defer close(resyncsDone)
+		m.resyncs.Run(resyncCtx, tenant.RunOptions{})
+	}()
 	t.Cleanup(func() {
-		m.resyncs.ShutDown()
-		workers.Wait()
+		stopResyncs()
+		<-resyncsDone
 		m.pcm.StopAll(ctx)
 	})
 	return m
-}
-
-// served is APIServed, by the binary's rule (informerset.Tenancy.Served): the resources it always watches, and the
-// optional ones once served, synced and routed, which for a test are those it started informers for (StartTenancy
-// waits for that).
-func (m *Manager) served(gvr schema.GroupVersionResource) bool {
-	if r, ok := informerset.LookupResource(gvr); ok && !r.Optional {
-		return true
-	}
-	_, ok := m.opts.Tenancy.Informers[gvr]
-	return ok
 }
 
 // wrap makes the factory's constructors apply the tenant's TenantOptions and remember the Context they were given.
