@@ -29,6 +29,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 )
 
@@ -36,7 +38,7 @@ import (
 type TenancyConfig struct {
 	// Config configures the Set; both clients are required. The tenancy index is added to its Indexers.
 	Config
-	// LabelKey names an object's tenant (tenancy.DefaultLabelKey if empty).
+	// LabelKey names an object's tenant (mpv1alpha1.DefaultProviderConfigLabelKey if empty).
 	LabelKey string
 	// Recorder, if set, gets the Router's Warning Events (tenancy.RouterOptions).
 	Recorder record.EventRecorder
@@ -61,7 +63,7 @@ func NewTenancy(cfg TenancyConfig) (*Tenancy, error) {
 		return nil, errors.New("informerset: a Kubernetes and a multiproject client are required")
 	}
 	if cfg.LabelKey == "" {
-		cfg.LabelKey = tenancy.DefaultLabelKey
+		cfg.LabelKey = mpv1alpha1.DefaultProviderConfigLabelKey
 	}
 	indexers := maps.Clone(cfg.Indexers)
 	if indexers == nil {

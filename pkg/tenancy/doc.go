@@ -21,7 +21,7 @@ limitations under the License.
 // informer (a [View]) that client-go controllers run on unchanged. It owns:
 //
 //   - Ownership. A namespaced object belongs to the tenant named by its namespace's label (the label key is
-//     configurable, default [DefaultLabelKey]); its own label grants nothing, and one that names another tenant is
+//     configurable, default [mpv1alpha1.DefaultProviderConfigLabelKey]); its own label grants nothing, and one that names another tenant is
 //     reported with a Warning Event. Objects only the manager writes ([ManagerWritten]) belong to the tenant their
 //     label names. A cluster-scoped object belongs to the tenant its label names, or to every tenant when unlabeled,
 //     if its resource is [ClusterScoped] (Nodes); a Namespace belongs only to the tenant named by its own label. An

@@ -37,10 +37,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 )
 
-const labelKey = tenancy.DefaultLabelKey
+const labelKey = mpv1alpha1.DefaultProviderConfigLabelKey
 
 var (
 	servicesResource = schema.GroupVersionResource{Version: "v1", Resource: "services"}

@@ -22,13 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
-
-	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 )
-
-// DefaultLabelKey is the label whose value names the tenant (the ProviderConfig) that owns an object. The API
-// defines it; this name stays for the callers that read it from here.
-const DefaultLabelKey = mpv1alpha1.DefaultProviderConfigLabelKey
 
 // IndexName is the name of the ownership index that [Indexers] installs for labelKey. The label key is part of the
 // name so that a [Router] can check that its informers were indexed for the same key it routes by.

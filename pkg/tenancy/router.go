@@ -31,6 +31,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 )
 
 // Scope tells the router who owns the objects of a resource.
@@ -133,7 +135,7 @@ type Router struct {
 	liveRegistrations atomic.Int64
 }
 
-// NewRouter returns a router that resolves ownership by labelKey ([DefaultLabelKey] if empty) and looks namespaces'
+// NewRouter returns a router that resolves ownership by labelKey ([mpv1alpha1.DefaultProviderConfigLabelKey] if empty) and looks namespaces'
 // owners up in the shared Namespace informer, which it also routes (see [NamespacesResource]). The informer must
 // carry [Indexers] for labelKey; it may be started before or after this call.
 func NewRouter(labelKey string, namespaces cache.SharedIndexInformer) (*Router, error) {
@@ -143,7 +145,7 @@ func NewRouter(labelKey string, namespaces cache.SharedIndexInformer) (*Router, 
 // NewRouterWithOptions is [NewRouter] with options.
 func NewRouterWithOptions(labelKey string, namespaces cache.SharedIndexInformer, options RouterOptions) (*Router, error) {
 	if labelKey == "" {
-		labelKey = DefaultLabelKey
+		labelKey = mpv1alpha1.DefaultProviderConfigLabelKey
 	}
 	r := &Router{
 		labelKey:         labelKey,

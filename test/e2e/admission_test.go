@@ -38,6 +38,8 @@ import (
 
 	rancherv3 "github.com/multiproject/api/rancher/management/v3"
 
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
@@ -56,7 +58,7 @@ func TestTenantLabelsAdmissionPolicy(t *testing.T) {
 	ctx := t.Context()
 	admin := controlPlane.AdminClient()
 	const (
-		tenantKey   = options.DefaultProviderConfigLabelKey
+		tenantKey   = mpv1alpha1.DefaultProviderConfigLabelKey
 		appOwnerKey = options.DefaultAppOwnerLabelKey
 		tenantA     = "admission-tenant-a"
 		tenantB     = "admission-tenant-b"
@@ -332,11 +334,11 @@ func TestAdmissionPolicyLabelKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"tenantKey":   options.DefaultProviderConfigLabelKey,
+		"tenantKey":   mpv1alpha1.DefaultProviderConfigLabelKey,
 		"appOwnerKey": options.DefaultAppOwnerLabelKey,
 	}
 	wantSelector := map[string]string{
-		tenantLabelsPolicy + ".tenant":    options.DefaultProviderConfigLabelKey,
+		tenantLabelsPolicy + ".tenant":    mpv1alpha1.DefaultProviderConfigLabelKey,
 		tenantLabelsPolicy + ".app-owner": options.DefaultAppOwnerLabelKey,
 	}
 	seen := 0

@@ -55,9 +55,6 @@ import (
 const (
 	// DefaultSecurePort serves /healthz, /readyz, /livez, /metrics and pprof over HTTPS.
 	DefaultSecurePort = 10270
-	// DefaultProviderConfigLabelKey names the label that assigns an object to a tenant. The API defines it; this
-	// name stays for the callers that read it from here.
-	DefaultProviderConfigLabelKey = mpv1alpha1.DefaultProviderConfigLabelKey
 	// DefaultAppOwnerLabelKey is the Namespace label whose value names the Rancher Project to join.
 	DefaultAppOwnerLabelKey = "appOwner"
 	// DefaultLeaseName is the Lease that leader election holds in kube-system.
