@@ -41,11 +41,12 @@ test-packaging: ## Kustomize base, Helm chart, Prometheus rules and dashboard; d
 	hack/test-packaging.sh $(TESTFLAGS)
 
 .PHONY: verify
-verify: ## gofmt, go vet, generated code up to date.
+verify: ## gofmt, go vet, license headers, import layering, generated code up to date.
 	hack/verify-all.sh
 
 .PHONY: update
-update: ## Regenerate generated code and reformat.
+update: ## Regenerate generated code, add missing license headers and reformat.
+	hack/update-boilerplate.sh
 	hack/update-gofmt.sh
 	hack/update-codegen.sh
 
