@@ -670,10 +670,18 @@ func schema_multiproject_api_multiproject_v1alpha1_RancherConfig(ref common.Refe
 							Format:      "",
 						},
 					},
+					"managementClusterKubeconfigSecretRef": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ManagementClusterKubeconfigSecretRef points at a Secret key holding a kubeconfig for Rancher's management (\"local\") cluster. Set it when the manager runs in a downstream cluster, which cannot read Rancher's Projects: the controller then lists and watches the Projects of namespace ClusterID there. Absent means this cluster's own API server serves the Projects (the manager runs in the management cluster). The kubeconfig must carry its credentials inline (a token or client certificate data); one that names files or runs commands (exec, auth-provider) is refused. The Secret is read again periodically, so a rotated kubeconfig is used without a restart.",
+							Ref:         ref("github.com/multiproject/api/multiproject/v1alpha1.SecretKeyReference"),
+						},
+					},
 				},
 				Required: []string{"clusterID"},
 			},
 		},
+		Dependencies: []string{
+			"github.com/multiproject/api/multiproject/v1alpha1.SecretKeyReference"},
 	}
 }
 

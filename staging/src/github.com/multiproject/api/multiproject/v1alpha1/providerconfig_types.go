@@ -182,6 +182,16 @@ type RancherConfig struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	ClusterID string `json:"clusterID"`
+
+	// ManagementClusterKubeconfigSecretRef points at a Secret key holding a kubeconfig for Rancher's management
+	// ("local") cluster. Set it when the manager runs in a downstream cluster, which cannot read Rancher's
+	// Projects: the controller then lists and watches the Projects of namespace ClusterID there. Absent means
+	// this cluster's own API server serves the Projects (the manager runs in the management cluster). The
+	// kubeconfig must carry its credentials inline (a token or client certificate data); one that names files
+	// or runs commands (exec, auth-provider) is refused. The Secret is read again periodically, so a rotated
+	// kubeconfig is used without a restart.
+	// +optional
+	ManagementClusterKubeconfigSecretRef *SecretKeyReference `json:"managementClusterKubeconfigSecretRef,omitempty"`
 }
 
 // PangolinConfig says which PangolinTunnels carry the tenant's Ingresses and

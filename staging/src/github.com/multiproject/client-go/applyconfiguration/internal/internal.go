@@ -380,6 +380,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+    - name: managementClusterKubeconfigSecretRef
+      type:
+        namedType: com.github.multiproject.api.multiproject.v1alpha1.SecretKeyReference
 - name: com.github.multiproject.api.multiproject.v1alpha1.SecretKeyReference
   map:
     fields:

@@ -27,6 +27,14 @@ type RancherConfigApplyConfiguration struct {
 	// Rancher keeps a cluster's Projects in the namespace named by this ID in
 	// the management cluster, so it must be a valid namespace name.
 	ClusterID *string `json:"clusterID,omitempty"`
+	// ManagementClusterKubeconfigSecretRef points at a Secret key holding a kubeconfig for Rancher's management
+	// ("local") cluster. Set it when the manager runs in a downstream cluster, which cannot read Rancher's
+	// Projects: the controller then lists and watches the Projects of namespace ClusterID there. Absent means
+	// this cluster's own API server serves the Projects (the manager runs in the management cluster). The
+	// kubeconfig must carry its credentials inline (a token or client certificate data); one that names files
+	// or runs commands (exec, auth-provider) is refused. The Secret is read again periodically, so a rotated
+	// kubeconfig is used without a restart.
+	ManagementClusterKubeconfigSecretRef *SecretKeyReferenceApplyConfiguration `json:"managementClusterKubeconfigSecretRef,omitempty"`
 }
 
 // RancherConfigApplyConfiguration constructs a declarative configuration of the RancherConfig type for use with
@@ -40,5 +48,13 @@ func RancherConfig() *RancherConfigApplyConfiguration {
 // If called multiple times, the ClusterID field is set to the value of the last call.
 func (b *RancherConfigApplyConfiguration) WithClusterID(value string) *RancherConfigApplyConfiguration {
 	b.ClusterID = &value
+	return b
+}
+
+// WithManagementClusterKubeconfigSecretRef sets the ManagementClusterKubeconfigSecretRef field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ManagementClusterKubeconfigSecretRef field is set to the value of the last call.
+func (b *RancherConfigApplyConfiguration) WithManagementClusterKubeconfigSecretRef(value *SecretKeyReferenceApplyConfiguration) *RancherConfigApplyConfiguration {
+	b.ManagementClusterKubeconfigSecretRef = value
 	return b
 }
