@@ -25,6 +25,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -38,9 +39,11 @@ import (
 
 // cleanup deletes the PangolinResources the controller made for a tenant that no longer configures spec.pangolin or
 // is being deleted: otherwise the Pangolin operator would go on publishing the tenant's Ingresses through the
-// tenant's tunnels. The Ingresses themselves are the users' and stay.
+// tenant's tunnels. The Ingresses themselves are the users' and stay; the entries the controller wrote to their
+// status go with the resources.
 type cleanup struct {
 	client mpclientset.Interface
+	kube   kubernetes.Interface
 	lister tunnellisters.PangolinResourceLister
 }
 
@@ -50,13 +53,14 @@ func NewCleanup(_ context.Context, c *tenant.Context) (tenant.Controller, error)
 	if err != nil {
 		return nil, fmt.Errorf("ingress-tunnel cleanup: %w", err)
 	}
-	cl := &cleanup{client: c.MultiprojectClient, lister: tunnellisters.NewPangolinResourceLister(informer.GetIndexer())}
+	cl := &cleanup{client: c.MultiprojectClient, kube: c.KubeClient, lister: tunnellisters.NewPangolinResourceLister(informer.GetIndexer())}
 	return &tenant.Retirer{
 		Name:     c.Name() + "-" + c.Controller + "-cleanup",
 		Informer: informer,
 		Select: func(obj any) (string, bool) {
+			// Also those being deleted: their host may still be listed in their Ingress's status.
 			res, ok := obj.(*tunnelv1alpha1.PangolinResource)
-			if !ok || !made(res) || res.DeletionTimestamp != nil {
+			if !ok || !made(res) {
 				return "", false
 			}
 			return res.Namespace + "/" + res.Name, true
@@ -79,11 +83,21 @@ func (c *cleanup) delete(ctx context.Context, key string) error {
 		return nil
 	}
 	res, err := c.lister.PangolinResources(namespace).Get(name)
-	if apierrors.IsNotFound(err) || (err == nil && res.DeletionTimestamp != nil) {
+	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	// Before the resource goes: afterwards nothing names the entry as the controller's.
+	if err := removeFromIngressStatus(ctx, c.kube, res); apierrors.IsForbidden(err) {
+		// Retrying would not help, and the host must not stay published because of a status entry.
+		klog.FromContext(ctx).Error(err, "Could not remove the host from the Ingress status", "resource", key)
+	} else if err != nil {
+		return err
+	}
+	if res.DeletionTimestamp != nil {
+		return nil
 	}
 	uid := res.UID
 	err = c.client.TunnelV1alpha1().PangolinResources(namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})

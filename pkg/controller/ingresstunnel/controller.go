@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
@@ -51,9 +52,11 @@ const DefaultConcurrentSyncs = 5
 
 // Controller is one tenant's ingress-tunnel controller.
 type Controller struct {
-	tenant    string
-	config    *mpv1alpha1.PangolinConfig
-	client    mpclientset.Interface
+	tenant string
+	config *mpv1alpha1.PangolinConfig
+	client mpclientset.Interface
+	// kube writes the Ingresses' status (status.loadBalancer), nothing else of them.
+	kube      kubernetes.Interface
 	recorder  record.EventRecorder
 	condition tenant.ConditionReporter
 	planner   *planner
@@ -77,6 +80,8 @@ type Controller struct {
 	hosts *claims.Member
 	// warnings reports an Ingress's problems once while they persist, not on every sync.
 	warnings *tenant.Warnings
+	// written is what this process last wrote to each Ingress's status.
+	written writtenHosts
 }
 
 // New builds the controller of the tenant c describes. It adds no handler and makes no call; Run does.
@@ -113,6 +118,7 @@ func newController(c *tenant.Context, afterSync func(key string, err error)) (*C
 		tenant:           name,
 		config:           config,
 		client:           c.MultiprojectClient,
+		kube:             c.KubeClient,
 		recorder:         c.EventRecorder,
 		condition:        c.Condition,
 		ingressInformer:  informers[0],
@@ -260,16 +266,24 @@ func (c *Controller) onResource(obj any) {
 	c.workers.Add(res.Namespace + "/" + ref.Name)
 }
 
+// onResourceUpdate skips resyncs, and updates that change nothing the controller reads: of the operator's status
+// writes, only those that change the published domain or the reported error concern the Ingress.
 func (c *Controller) onResourceUpdate(oldObj, newObj any) {
 	oldRes, ok1 := oldObj.(*tunnelv1alpha1.PangolinResource)
 	newRes, ok2 := newObj.(*tunnelv1alpha1.PangolinResource)
-	// The operator's status writes do not change what the controller compares.
-	if ok1 && ok2 && (oldRes.ResourceVersion == newRes.ResourceVersion ||
-		(oldRes.Generation == newRes.Generation && maps.Equal(oldRes.Labels, newRes.Labels) &&
-			oldRes.DeletionTimestamp.Equal(newRes.DeletionTimestamp))) {
+	if ok1 && ok2 && !resourceChanged(oldRes, newRes) {
 		return
 	}
 	c.onResource(newObj)
+}
+
+// resourceChanged says whether an update of a PangolinResource changes what the controller reads of it.
+func resourceChanged(oldRes, newRes *tunnelv1alpha1.PangolinResource) bool {
+	if oldRes.ResourceVersion == newRes.ResourceVersion {
+		return false
+	}
+	return oldRes.Generation != newRes.Generation || !maps.Equal(oldRes.Labels, newRes.Labels) ||
+		!oldRes.DeletionTimestamp.Equal(newRes.DeletionTimestamp) || viewOf(oldRes) != viewOf(newRes)
 }
 
 // onTunnel enqueues the Ingresses that use or wait for a tunnel of the tenant's tunnel namespace. Tunnel updates are

@@ -60,13 +60,22 @@ type harness struct {
 	syncs      syncCounter
 	stop       context.CancelFunc
 	done       chan struct{}
+	workers    int
 }
 
 func newHarness(t *testing.T, config *mpv1alpha1.PangolinConfig, kubeObjects []runtime.Object, mpObjects ...runtime.Object) *harness {
 	t.Helper()
+	return newHarnessWorkers(t, 2, config, kubeObjects, mpObjects...)
+}
+
+// newHarnessWorkers is newHarness with the controller's worker count: with one, keys are synced in the order they
+// were enqueued.
+func newHarnessWorkers(t *testing.T, workers int, config *mpv1alpha1.PangolinConfig, kubeObjects []runtime.Object, mpObjects ...runtime.Object) *harness {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	h := &harness{t: t, ctx: ctx, kube: kubefake.NewClientset(kubeObjects...), mp: mpfake.NewClientset(mpObjects...),
-		events: &recorder{}, conditions: &tenanttest.Conditions{}}
+		events: &recorder{}, conditions: &tenanttest.Conditions{}, workers: workers}
+	ingressStatusSubresource(h.kube)
 	h.start(config)
 	return h
 }
@@ -94,7 +103,7 @@ func (h *harness) start(config *mpv1alpha1.PangolinConfig) {
 		Informers:              informers,
 		EventRecorder:          h.events,
 		Condition:              h.conditions,
-		Workers:                2,
+		Workers:                h.workers,
 	}, h.syncs.observe)
 	if err != nil {
 		h.t.Fatal(err)

@@ -48,8 +48,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	ing, err := c.ingresses.Ingresses(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		// Deleted, or moved to another tenant: garbage collection deletes the resources it owns.
-		c.deps.forget(key)
-		c.warnings.Forget(key)
+		c.forget(key)
 		return nil
 	}
 	if err != nil {
@@ -57,24 +56,31 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	if ing.DeletionTimestamp != nil {
 		// Being deleted (possibly in the foreground): creating anything now would race the garbage collector.
-		c.deps.forget(key)
-		c.warnings.Forget(key)
+		c.forget(key)
 		return nil
+	}
+	// What the Ingress controls as the sync begins: the resources it deletes below still name the entries of its
+	// status that are the controller's.
+	owned, err := c.ownedResources(ing)
+	if err != nil {
+		return err
+	}
+	all := sets.New[string]()
+	for _, res := range owned {
+		all.Insert(res.Name)
 	}
 	var found problems
 	if !isManaged(ing) {
 		c.deps.forget(key)
-		err := c.deleteUnwanted(ctx, ing, nil, nil, &found)
-		c.warnings.Report(key, ing, found...)
-		return err
+		err := c.deleteUnwanted(ctx, ing, owned, nil, nil, &found)
+		return utilerrors.NewAggregate([]error{err, c.finish(ctx, key, ing, owned, sets.New[string](), found)})
 	}
 
 	tunnel, err := resolveTunnel(ing, c.config)
 	if err != nil {
 		c.deps.forget(key)
 		found.add(ReasonTunnelResolutionFailed, "%s", capitalize(err.Error()))
-		c.warnings.Report(key, ing, found...)
-		return nil
+		return c.finish(ctx, key, ing, owned, all, found)
 	}
 	// Recorded before the lookups: a tunnel or Service that appears after a miss then finds this Ingress.
 	c.deps.set(key, tunnel, namedPortServices(ing))
@@ -82,8 +88,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		// Existing resources stay: a tunnel that is being re-created should not take every host offline.
 		found.add(ReasonTunnelNotFound, "PangolinTunnel %s/%s does not exist; the Ingress is exposed once it does",
 			c.config.TunnelNamespace, tunnel)
-		c.warnings.Report(key, ing, found...)
-		return nil
+		return c.finish(ctx, key, ing, owned, all, found)
 	} else if err != nil {
 		return err
 	}
@@ -117,11 +122,20 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 	}
 	// Cleanup runs even when a write failed: a host that is gone must not stay exposed.
-	if err := c.deleteUnwanted(ctx, ing, p.keep, taken, &found); err != nil {
+	if err := c.deleteUnwanted(ctx, ing, owned, p.keep, taken, &found); err != nil {
 		errs = append(errs, err)
 	}
-	c.warnings.Report(key, ing, found...)
+	if err := c.finish(ctx, key, ing, owned, p.keep, found); err != nil {
+		errs = append(errs, err)
+	}
 	return utilerrors.NewAggregate(errs)
+}
+
+// forget drops what the controller remembers of an Ingress that is gone from the tenant's view or being deleted.
+func (c *Controller) forget(key string) {
+	c.deps.forget(key)
+	c.warnings.Forget(key)
+	c.written.forget(key)
 }
 
 // apply creates or updates one desired PangolinResource; it sends nothing when the stored one already matches. A
@@ -195,13 +209,10 @@ func writeFailed(found *problems, ing *networkingv1.Ingress, verb, name string, 
 	return fmt.Errorf("%s PangolinResource %s/%s: %w", verb, ing.Namespace, name, err)
 }
 
-// deleteUnwanted deletes the PangolinResources this Ingress controls whose names are not in keep (nil: all of them);
-// taken names those of hosts another Ingress holds.
-func (c *Controller) deleteUnwanted(ctx context.Context, ing *networkingv1.Ingress, keep, taken sets.Set[string], found *problems) error {
-	owned, err := c.resources.PangolinResources(ing.Namespace).List(labels.SelectorFromSet(labels.Set{LabelIngressUID: string(ing.UID)}))
-	if err != nil {
-		return err
-	}
+// deleteUnwanted deletes the PangolinResources of owned (those this Ingress controls) whose names are not in keep
+// (nil: all of them); taken names those of hosts another Ingress holds.
+func (c *Controller) deleteUnwanted(ctx context.Context, ing *networkingv1.Ingress, owned []*tunnelv1alpha1.PangolinResource,
+	keep, taken sets.Set[string], found *problems) error {
 	var errs []error
 	for _, res := range owned {
 		if keep.Has(res.Name) || !metav1.IsControlledBy(res, ing) || res.DeletionTimestamp != nil {
@@ -228,6 +239,11 @@ func (c *Controller) deleteUnwanted(ctx context.Context, ing *networkingv1.Ingre
 		c.recorder.Eventf(ing, corev1.EventTypeNormal, ReasonDeleted, "Deleted PangolinResource %s for host %s: %s", res.Name, hostOf(res), why)
 	}
 	return utilerrors.NewAggregate(errs)
+}
+
+// ingressSelector selects the PangolinResources made for ing.
+func ingressSelector(ing *networkingv1.Ingress) labels.Selector {
+	return labels.SelectorFromSet(labels.Set{LabelIngressUID: string(ing.UID)})
 }
 
 // namedPortServices are the keys of the Services whose named ports the Ingress uses.
