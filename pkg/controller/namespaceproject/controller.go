@@ -20,17 +20,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	rancherv3 "github.com/multiproject/api/rancher/management/v3"
 	rancherlisters "github.com/multiproject/client-go/listers/management/v3"
 
@@ -50,8 +55,11 @@ type Controller struct {
 	kube       kubernetes.Interface
 	namespaces cache.SharedIndexInformer // the tenant's view: only its Namespaces
 	nsLister   corelisters.NamespaceLister
-	projects   cache.SharedIndexInformer // shared by every tenant: all Projects of all clusters
-	prLister   rancherlisters.ProjectLister
+	// Without a management cluster: the shared informer, every tenant's, of all Projects of all clusters.
+	projects cache.SharedIndexInformer
+	prLister rancherlisters.ProjectLister
+	// With one (spec.rancher.managementClusterKubeconfigSecretRef): the tenant's own informer there.
+	remote *managementCluster
 
 	workers   *tenant.Workers
 	recorder  record.EventRecorder
@@ -60,6 +68,10 @@ type Controller struct {
 	owners *ownerIndex
 	// warnings reports a persisting problem (a missing or ambiguous Project) once per change, not on every sync.
 	warnings *tenant.Warnings
+
+	// reportMu orders condition reports, so the last one reported is the latest state.
+	reportMu sync.Mutex
+	started  bool
 }
 
 // New builds the controller of the tenant c describes. It makes no API call.
@@ -77,10 +89,6 @@ func New(c *tenant.Context) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("namespace-project: %w", err)
 	}
-	projects, err := c.Informers.Shared(informerset.Projects)
-	if err != nil {
-		return nil, fmt.Errorf("namespace-project: %w", err)
-	}
 	ctrl := &Controller{
 		tenant:      c.Name(),
 		clusterID:   c.ProviderConfig.Spec.Rancher.ClusterID,
@@ -88,12 +96,22 @@ func New(c *tenant.Context) (*Controller, error) {
 		kube:        c.KubeClient,
 		namespaces:  namespaces,
 		nsLister:    corelisters.NewNamespaceLister(namespaces.GetIndexer()),
-		projects:    projects,
-		prLister:    rancherlisters.NewProjectLister(projects.GetIndexer()),
 		recorder:    c.EventRecorder,
 		condition:   c.Condition,
 		owners:      newOwnerIndex(),
 		warnings:    tenant.NewWarnings(c.EventRecorder),
+	}
+	if ref := c.ProviderConfig.Spec.Rancher.ManagementClusterKubeconfigSecretRef; ref != nil {
+		// Rancher keeps the Projects in its management cluster; this cluster (downstream) need not serve them.
+		userAgent := rest.DefaultKubernetesUserAgent() + " namespace-project/" + c.Name()
+		ctrl.remote = newManagementCluster(ctrl.clusterID, *ref, c.KubeClient.CoreV1(), userAgent, ctrl.projectHandler(), ctrl.remoteChanged)
+	} else {
+		projects, err := c.Informers.Shared(informerset.Projects)
+		if err != nil {
+			return nil, fmt.Errorf("namespace-project: %w", err)
+		}
+		ctrl.projects = projects
+		ctrl.prLister = rancherlisters.NewProjectLister(projects.GetIndexer())
 	}
 	ctrl.workers = tenant.NewWorkers(tenant.WorkerConfig{
 		Tenant:     c.Name(),
@@ -107,8 +125,18 @@ func New(c *tenant.Context) (*Controller, error) {
 	return ctrl, nil
 }
 
+// RequiredAPIs are the APIs this cluster must serve for a tenant's controller (tenant.Factory): Rancher's Projects,
+// unless the tenant reads them from Rancher's management cluster (spec.rancher.managementClusterKubeconfigSecretRef),
+// as a manager in a downstream cluster does.
+func RequiredAPIs(spec *mpv1alpha1.ProviderConfigSpec) []schema.GroupVersionResource {
+	if spec.Rancher != nil && spec.Rancher.ManagementClusterKubeconfigSecretRef != nil {
+		return nil
+	}
+	return []schema.GroupVersionResource{informerset.Projects}
+}
+
 // Run assigns the tenant's namespaces until ctx ends. On return both of its handlers are removed, its queue is shut
-// down and its workers are gone.
+// down, its workers are gone and so is its informer on the management cluster, if it has one.
 func (c *Controller) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithValues("rancherCluster", c.clusterID)
 	ctx = klog.NewContext(ctx, logger)
@@ -121,21 +149,85 @@ func (c *Controller) Run(ctx context.Context) {
 		logger.Error(err, "Could not watch Namespaces")
 		return
 	}
-	if err := c.workers.Watch(c.projects, cache.ResourceEventHandlerFuncs{
+	if c.remote == nil {
+		if err := c.workers.Watch(c.projects, c.projectHandler()); err != nil {
+			logger.Error(err, "Could not watch Projects")
+			c.workers.Close(ctx)
+			return
+		}
+	} else {
+		// The workers do not wait for the management cluster: until it answers, syncs leave namespaces as they are,
+		// and its first answer decides every namespace again (remoteChanged).
+		var remote sync.WaitGroup
+		defer remote.Wait()
+		remote.Go(func() { c.remote.run(ctx) })
+	}
+
+	logger.Info("Starting namespace-project controller", "appOwnerLabel", c.appOwnerKey, "managementCluster", c.remote != nil)
+	c.workers.Run(ctx, tenant.RunOptions{Started: func() {
+		c.reportMu.Lock()
+		c.started = true
+		c.reportMu.Unlock()
+		c.report()
+	}})
+}
+
+func (c *Controller) projectHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.onProject(nil, obj) },
 		UpdateFunc: c.onProject,
 		DeleteFunc: func(obj any) { c.onProject(obj, nil) },
-	}); err != nil {
-		logger.Error(err, "Could not watch Projects")
-		c.workers.Close(ctx)
+	}
+}
+
+// clusterProjects returns the lister of the tenant's cluster's Projects, and false when they cannot be read (the
+// management cluster does not answer): nothing may then be decided.
+func (c *Controller) clusterProjects() (rancherlisters.ProjectNamespaceLister, bool) {
+	if c.remote == nil {
+		return c.prLister.Projects(c.clusterID), true
+	}
+	return c.remote.projects()
+}
+
+// remoteChanged reports the management cluster's new state and, once it answers again, decides every namespace
+// anew: the syncs made meanwhile left them alone, and Projects may have changed unseen.
+func (c *Controller) remoteChanged() {
+	c.report()
+	if _, ok := c.remote.projects(); !ok {
 		return
 	}
+	namespaces, err := c.nsLister.List(labels.Everything())
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, ns := range namespaces {
+		if ns.Labels[c.appOwnerKey] != "" {
+			c.workers.Add(ns.Name)
+		}
+	}
+}
 
-	logger.Info("Starting namespace-project controller", "appOwnerLabel", c.appOwnerKey)
-	c.workers.Run(ctx, tenant.RunOptions{Started: func() {
-		c.condition.Report(metav1.ConditionTrue, "Running", fmt.Sprintf(
-			"assigning namespaces labeled %s to the Projects of Rancher cluster %s", c.appOwnerKey, c.clusterID))
-	}})
+// report sets the condition from the current state. Running is reported once the workers run and, with a
+// management cluster, while it answers; its failures are reported at once.
+func (c *Controller) report() {
+	c.reportMu.Lock()
+	defer c.reportMu.Unlock()
+	running := fmt.Sprintf("assigning namespaces labeled %s to the Projects of Rancher cluster %s", c.appOwnerKey, c.clusterID)
+	if c.remote == nil {
+		if c.started {
+			c.condition.Report(metav1.ConditionTrue, ConditionReasonRunning, running)
+		}
+		return
+	}
+	switch s := c.remote.currentStatus(); s.state {
+	case stateReady:
+		if c.started {
+			c.condition.Report(metav1.ConditionTrue, ConditionReasonRunning, running+", read from Rancher's management cluster "+s.server)
+		}
+	case stateFailed:
+		c.condition.Report(metav1.ConditionFalse, s.reason, s.message)
+	}
 }
 
 // onNamespace keeps the app-owner index current and syncs the namespace. Updates are not filtered: a sync of a

@@ -33,7 +33,6 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	rancherv3 "github.com/multiproject/api/rancher/management/v3"
-
 )
 
 // TestSeedExampleIsOnePatchOfAnnotationLabelAndRecord: namespace my-app with appOwner=DevOps joins the Project whose

@@ -31,6 +31,7 @@ import (
 	"k8s.io/klog/v2"
 
 	rancherv3 "github.com/multiproject/api/rancher/management/v3"
+	rancherlisters "github.com/multiproject/client-go/listers/management/v3"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
@@ -67,6 +68,12 @@ const fieldManager = "multiproject-namespace-project"
 // conditional on the resourceVersion it decided on, so a concurrent manual assignment is never overwritten.
 func (c *Controller) sync(ctx context.Context, name string) error {
 	logger := klog.FromContext(ctx)
+	projects, ok := c.clusterProjects()
+	if !ok {
+		// The management cluster does not answer: leave the namespace as it is. Once it answers, every namespace
+		// is decided again.
+		return nil
+	}
 	ns, err := c.nsLister.Get(name)
 	if apierrors.IsNotFound(err) {
 		c.warnings.Forget(name)
@@ -85,7 +92,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	current := ns.Annotations[rancherv3.ProjectIDAnnotationKey]
 	ours := current == "" || current == ns.Annotations[AssignedProjectAnnotationKey]
 
-	candidates, err := c.candidates(owner)
+	candidates, err := candidates(projects, owner)
 	if err != nil {
 		return err
 	}
@@ -145,8 +152,8 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 
 // candidates returns the Projects of the tenant's cluster that match owner. The lister reads only the cluster's
 // namespace (the informer's namespace index), so this costs O(Projects of the cluster).
-func (c *Controller) candidates(owner string) ([]*rancherv3.Project, error) {
-	projects, err := c.prLister.Projects(c.clusterID).List(labels.Everything())
+func candidates(lister rancherlisters.ProjectNamespaceLister, owner string) ([]*rancherv3.Project, error) {
+	projects, err := lister.List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
