@@ -255,6 +255,12 @@ func (c *Controller) writeStatus(ctx context.Context, key string, ing *networkin
 	updated := ing.DeepCopy()
 	updated.Status.LoadBalancer.Ingress = next
 	if _, err := c.kube.NetworkingV1().Ingresses(ing.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		if apierrors.IsConflict(err) {
+			// The cache is behind the API server: the newer Ingress is on its way to the informer, whose update
+			// event brings the Ingress back. Retrying now would conflict again.
+			klog.FromContext(ctx).V(4).Info("The Ingress changed since it was read; its status is written on its next sync", "ingress", klog.KObj(ing))
+			return nil
+		}
 		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
 			found.add(ReasonWriteFailed, "Could not update the Ingress status: %v", err)
 		}

@@ -30,7 +30,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
@@ -382,8 +381,7 @@ func TestRemovedHostLeavesTheStatusAfterAFailedWrite(t *testing.T) {
 		}
 		if _, err := h.ctrl.resources.PangolinResources(testNamespace).Get(adminName); failed == 0 || err == nil {
 			failed++
-			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "networking.k8s.io", Resource: "ingresses"}, "web",
-				fmt.Errorf("the object has been modified"))
+			return true, nil, apierrors.NewInternalError(fmt.Errorf("etcd is having a bad day"))
 		}
 		return false, nil, nil
 	})
