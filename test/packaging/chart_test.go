@@ -203,6 +203,92 @@ func TestChartOptionalValues(t *testing.T) {
 	})
 }
 
+// TestChartRendersNewManifestFiles: the chart renders manifests/rbac and manifests/admission through links, so an
+// object added there is in the chart without a change to it, placed like the others. Shown on a copy of the chart
+// whose rbac directory has one more file.
+func TestChartRendersNewManifestFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), chartName)
+	copyResolvingLinks(t, filepath.Join(root(t), "charts", chartName), dir)
+	extra := `# A controller's new permissions.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: multiproject-controller-manager:extra
+  namespace: kube-system
+  labels:
+    app.kubernetes.io/name: multiproject-controller-manager
+rules:
+  - apiGroups: [""]
+    resources: ["configmaps"]
+    verbs: ["get"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: multiproject-controller-manager:extra
+  namespace: kube-system
+  labels:
+    app.kubernetes.io/name: multiproject-controller-manager
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: multiproject-controller-manager:extra
+subjects:
+  - kind: ServiceAccount
+    name: multiproject-controller-manager
+    namespace: kube-system
+`
+	if err := os.WriteFile(filepath.Join(dir, "files", "rbac", "zz-extra.yaml"), []byte(extra), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objects, err := helmTemplateChart(t, loadChartDir(t, dir), "multiproject-system", map[string]any{"commonLabels": map[string]any{"team": "platform"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := find(t, objects, "Role", "multiproject-controller-manager:extra")
+	binding := find(t, objects, "RoleBinding", "multiproject-controller-manager:extra")
+	if role.GetNamespace() != "multiproject-system" || binding.GetNamespace() != "multiproject-system" {
+		t.Errorf("the new Role and RoleBinding are in %q and %q, want the release namespace", role.GetNamespace(), binding.GetNamespace())
+	}
+	subjects, _, _ := unstructured.NestedSlice(binding.Object, "subjects")
+	if d := diffValue([]any{map[string]any{"kind": "ServiceAccount", "name": chartName, "namespace": "multiproject-system"}}, subjects); d != "" {
+		t.Errorf("subjects (-want +got):\n%s", d)
+	}
+	if role.GetLabels()["team"] != "platform" {
+		t.Errorf("the new Role's labels %v lack commonLabels", role.GetLabels())
+	}
+}
+
+// copyResolvingLinks copies a directory tree, with the content that symbolic links point at, as `helm package` does.
+func copyResolvingLinks(t testing.TB, src, dst string) {
+	t.Helper()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		from, to := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
+		info, err := os.Stat(from) // follows links
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.IsDir() {
+			copyResolvingLinks(t, from, to)
+			continue
+		}
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestChartRefusesBadValues: values.schema.json catches typos and wrong types before anything reaches a cluster.
 func TestChartRefusesBadValues(t *testing.T) {
 	for name, values := range map[string]map[string]any{

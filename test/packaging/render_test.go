@@ -129,11 +129,16 @@ func kustomizeBuild(t testing.TB, dir string) []*unstructured.Unstructured {
 
 func loadChart(t testing.TB) *chart.Chart {
 	t.Helper()
+	return loadChartDir(t, filepath.Join(root(t), "charts", chartName))
+}
+
+func loadChartDir(t testing.TB, dir string) *chart.Chart {
+	t.Helper()
 	// The chart's crds/ are symbolic links to manifests/crds, so that the chart never carries stale CRDs; Helm's
 	// loader logs each one through the standard logger, once per load.
 	log.SetOutput(io.Discard)
 	defer log.SetOutput(os.Stderr)
-	c, err := loader.Load(filepath.Join(root(t), "charts", chartName))
+	c, err := loader.Load(dir)
 	if err != nil {
 		t.Fatalf("loading the chart: %v", err)
 	}
@@ -144,6 +149,11 @@ func loadChart(t testing.TB) *chart.Chart {
 // client-only dry run, which validates the values against values.schema.json and checks the chart's kubeVersion.
 func helmTemplate(t testing.TB, namespace string, values map[string]any) ([]*unstructured.Unstructured, error) {
 	t.Helper()
+	return helmTemplateChart(t, loadChart(t), namespace, values)
+}
+
+func helmTemplateChart(t testing.TB, c *chart.Chart, namespace string, values map[string]any) ([]*unstructured.Unstructured, error) {
+	t.Helper()
 	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
 	install.DryRun = true
 	install.DryRunOption = "client"
@@ -152,7 +162,7 @@ func helmTemplate(t testing.TB, namespace string, values map[string]any) ([]*uns
 	install.IncludeCRDs = true
 	install.ReleaseName = chartName
 	install.Namespace = namespace
-	rel, err := install.Run(loadChart(t), values)
+	rel, err := install.Run(c, values)
 	if err != nil {
 		return nil, err
 	}

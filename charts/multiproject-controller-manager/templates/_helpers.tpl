@@ -12,13 +12,6 @@ multiproject-controller-manager
 {{- toYaml (merge (dict "app.kubernetes.io/name" (include "mpcm.name" .)) .Values.commonLabels) -}}
 {{- end -}}
 
-{{/* The manager's ServiceAccount as an RBAC subject. */}}
-{{- define "mpcm.subjects" -}}
-- kind: ServiceAccount
-  name: {{ include "mpcm.name" . }}
-  namespace: {{ .Release.Namespace }}
-{{- end -}}
-
 {{- define "mpcm.image" -}}
 {{- if .Values.image.digest -}}
 {{ .Values.image.repository }}@{{ .Values.image.digest }}
