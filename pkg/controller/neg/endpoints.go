@@ -19,6 +19,7 @@ package neg
 import (
 	"cmp"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -52,6 +53,33 @@ func newTopology(nodes []*corev1.Node) *topology {
 	slices.Sort(t.zones)
 	t.zones = slices.Compact(t.zones)
 	return t
+}
+
+// zoneCounts counts the tenant's Nodes per zone, from the Node events, to tell when its set of zones changes.
+type zoneCounts struct {
+	mu    sync.Mutex
+	nodes map[string]int
+}
+
+// add counts a Node of zone and says whether the zone is new to the tenant.
+func (z *zoneCounts) add(zone string) bool {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.nodes[zone]++
+	return z.nodes[zone] == 1
+}
+
+// remove uncounts a Node of zone and says whether the tenant has no Node left there (or never counted one: the
+// zones are looked at again).
+func (z *zoneCounts) remove(zone string) bool {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.nodes[zone] <= 1 {
+		delete(z.nodes, zone)
+		return true
+	}
+	z.nodes[zone]--
+	return false
 }
 
 func nodeZone(n *corev1.Node) string {

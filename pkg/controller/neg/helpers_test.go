@@ -18,20 +18,25 @@ package neg
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -115,7 +120,9 @@ func newHarness(t *testing.T, objects ...runtime.Object) *harness {
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	var kubeObjects, mpObjects []runtime.Object
+	versions := &apiVersions{}
 	for _, o := range objects {
+		versions.stamp(o)
 		if _, ok := o.(*mpv1alpha1.Translation); ok {
 			mpObjects = append(mpObjects, o)
 		} else {
@@ -124,6 +131,8 @@ func newHarness(t *testing.T, objects ...runtime.Object) *harness {
 	}
 	h := &harness{t: t, ctx: ctx, kube: kubefake.NewClientset(kubeObjects...), mp: mpfake.NewClientset(mpObjects...),
 		events: &recorder{}, conditions: &tenanttest.Conditions{}, informers: map[string]*countingInformer{}, enqueued: map[string]bool{}}
+	versions.serve(&h.kube.Fake, h.kube.Tracker())
+	versions.serve(&h.mp.Fake, h.mp.Tracker())
 	kubeFactory := kubeinformers.NewSharedInformerFactory(h.kube, 0)
 	mpFactory := mpinformers.NewSharedInformerFactory(h.mp, 0)
 	h.informers["services"] = &countingInformer{SharedIndexInformer: kubeFactory.Core().V1().Services().Informer()}
@@ -173,9 +182,10 @@ func newHarness(t *testing.T, objects ...runtime.Object) *harness {
 	return h
 }
 
-// sync runs one sync of the Service and fails the test on an error.
+// sync runs one sync of the Service, once the caches hold what the API holds, and fails the test on an error.
 func (h *harness) sync(name string) {
 	h.t.Helper()
+	h.settle()
 	if err := h.translator.sync(h.ctx, testNamespace+"/"+name); err != nil {
 		h.t.Fatalf("sync %s: %v", name, err)
 	}
@@ -220,6 +230,162 @@ func (h *harness) service(name string) *corev1.Service {
 	}
 	h.kube.ClearActions()
 	return svc
+}
+
+// settle waits until every informer's cache holds exactly the objects of the fake API, at their resourceVersions.
+func (h *harness) settle() {
+	h.t.Helper()
+	for name, res := range map[string]struct {
+		tracker clienttesting.ObjectTracker
+		gvr     schema.GroupVersionResource
+		gvk     schema.GroupVersionKind
+	}{
+		"services":     {h.kube.Tracker(), corev1.SchemeGroupVersion.WithResource("services"), corev1.SchemeGroupVersion.WithKind("Service")},
+		"slices":       {h.kube.Tracker(), discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice")},
+		"nodes":        {h.kube.Tracker(), corev1.SchemeGroupVersion.WithResource("nodes"), corev1.SchemeGroupVersion.WithKind("Node")},
+		"translations": {h.mp.Tracker(), mpv1alpha1.SchemeGroupVersion.WithResource("translations"), mpv1alpha1.SchemeGroupVersion.WithKind("Translation")},
+	} {
+		err := wait.PollUntilContextTimeout(h.ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			list, err := res.tracker.List(res.gvr, res.gvk, "")
+			if err != nil {
+				return false, err
+			}
+			items, err := meta.ExtractList(list)
+			if err != nil {
+				return false, err
+			}
+			want := map[string]string{}
+			for _, item := range items {
+				m, _ := meta.Accessor(item)
+				want[m.GetNamespace()+"/"+m.GetName()] = m.GetResourceVersion()
+			}
+			got := map[string]string{}
+			for _, item := range h.informers[name].GetStore().List() {
+				m, _ := meta.Accessor(item)
+				got[m.GetNamespace()+"/"+m.GetName()] = m.GetResourceVersion()
+			}
+			return maps.Equal(got, want), nil
+		})
+		if err != nil {
+			h.t.Fatalf("the %s informer never caught up with the fake API: %v", name, err)
+		}
+	}
+}
+
+// apiVersions makes the fake clientsets do what the translator relies on and their tracker does not: give a
+// created object a UID, give every created, updated or patched object a new resourceVersion, and refuse an update
+// made on an older one (409 Conflict), as the API server does.
+type apiVersions struct{ last atomic.Int64 }
+
+func (v *apiVersions) next() string { return strconv.FormatInt(v.last.Add(1), 10) }
+
+// stamp gives an object the fake API starts with a resourceVersion.
+func (v *apiVersions) stamp(obj runtime.Object) {
+	if m, err := meta.Accessor(obj); err == nil && m.GetResourceVersion() == "" {
+		m.SetResourceVersion(v.next())
+	}
+}
+
+func (v *apiVersions) serve(fake *clienttesting.Fake, tracker clienttesting.ObjectTracker) {
+	fake.PrependReactor("create", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		a := action.(clienttesting.CreateAction)
+		if a.GetSubresource() != "" {
+			return false, nil, nil
+		}
+		obj := a.GetObject().DeepCopyObject()
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return true, nil, err
+		}
+		if m.GetUID() == "" {
+			m.SetUID(types.UID("uid-" + v.next()))
+		}
+		m.SetResourceVersion(v.next())
+		if err := tracker.Create(a.GetResource(), obj, a.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, obj, nil
+	})
+	fake.PrependReactor("update", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		a := action.(clienttesting.UpdateAction)
+		obj := a.GetObject().DeepCopyObject()
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return true, nil, err
+		}
+		stored, err := tracker.Get(a.GetResource(), a.GetNamespace(), m.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		if sm, _ := meta.Accessor(stored); m.GetResourceVersion() != "" && m.GetResourceVersion() != sm.GetResourceVersion() {
+			return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), m.GetName(),
+				errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+		}
+		m.SetResourceVersion(v.next())
+		if err := tracker.Update(a.GetResource(), obj, a.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, obj, nil
+	})
+	fake.PrependReactor("patch", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		a := action.(clienttesting.PatchAction)
+		if a.GetPatchType() != types.MergePatchType {
+			return false, nil, nil
+		}
+		stored, err := tracker.Get(a.GetResource(), a.GetNamespace(), a.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		var doc, patch any
+		original, err := json.Marshal(stored)
+		if err == nil {
+			err = json.Unmarshal(original, &doc)
+		}
+		if err == nil {
+			err = json.Unmarshal(a.GetPatch(), &patch)
+		}
+		if err != nil {
+			return true, nil, err
+		}
+		patched, err := json.Marshal(mergePatch(doc, patch))
+		if err != nil {
+			return true, nil, err
+		}
+		if string(patched) == string(original) {
+			// Nothing changed: no new version and no event, as the API server does.
+			return true, stored, nil
+		}
+		obj := reflect.New(reflect.TypeOf(stored).Elem()).Interface().(runtime.Object)
+		if err := json.Unmarshal(patched, obj); err != nil {
+			return true, nil, err
+		}
+		m, _ := meta.Accessor(obj)
+		m.SetResourceVersion(v.next())
+		if err := tracker.Update(a.GetResource(), obj, a.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, obj, nil
+	})
+}
+
+// mergePatch applies a JSON merge patch (RFC 7386) to a decoded document.
+func mergePatch(doc, patch any) any {
+	p, ok := patch.(map[string]any)
+	if !ok {
+		return patch
+	}
+	d, ok := doc.(map[string]any)
+	if !ok {
+		d = map[string]any{}
+	}
+	for k, v := range p {
+		if v == nil {
+			delete(d, k)
+		} else {
+			d[k] = mergePatch(d[k], v)
+		}
+	}
+	return d
 }
 
 // waitCached waits until the informer's cache holds an object at key that satisfies ok (nil: the key is absent).
@@ -336,9 +502,10 @@ func (h *harness) markSynced(name string) {
 	h.writes()
 }
 
-// syncWaiting runs one sync of the Service that must end in errWaiting.
+// syncWaiting runs one sync of the Service, once the caches hold what the API holds, that must end in errWaiting.
 func (h *harness) syncWaiting(name string) {
 	h.t.Helper()
+	h.settle()
 	if err := h.translator.sync(h.ctx, testNamespace+"/"+name); !errors.Is(err, errWaiting) {
 		h.t.Fatalf("sync %s = %v, want errWaiting", name, err)
 	}

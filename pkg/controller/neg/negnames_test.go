@@ -63,8 +63,14 @@ func newNEGCluster(t *testing.T, objects ...runtimeObject) *negCluster {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
+	versions := &apiVersions{}
+	for _, o := range objects {
+		versions.stamp(o)
+	}
 	c := &negCluster{t: t, ctx: ctx, kube: kubefake.NewClientset(objects...), mp: mpfake.NewClientset(),
 		declaring: map[string]map[string]bool{}, max: map[string]int{}, watchDone: make(chan struct{})}
+	versions.serve(&c.kube.Fake, c.kube.Tracker())
+	versions.serve(&c.mp.Fake, c.mp.Tracker())
 	w, err := c.mp.MultiprojectV1alpha1().Translations("").Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -21,12 +21,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -40,9 +41,11 @@ import (
 // deleted, or another tenant's): nothing failed, so it is logged only at V(4).
 var errWaiting = fmt.Errorf("%w for an old Translation of the same name to be deleted", tenant.ErrWaiting)
 
-// reconcileTranslations makes the Service's Translations in the API exactly desired. It lists them from the API
-// server by the owner-UID label rather than from the tenant's view, which would miss one labeled for another tenant
-// (the Service moved) and may lag behind the translator's own writes.
+// reconcileTranslations makes the Service's Translations in the API exactly desired. It reads them from the
+// unfiltered Translation cache, which also holds those labeled for another tenant (made before the Service moved
+// here, or by a former Service of its name), and makes no API read: a cache that does not show the translator's
+// own last writes yet is waited for (errCacheLagging), and a create that meets a Translation the cache does not
+// show yet waits for the cache to show it.
 //
 // Translations that are going (stale ones it deletes, ones already being deleted, and ones left by a former Service
 // of the same name) hold back the creation of a desired Translation that has the same name or lists one of the same
@@ -51,27 +54,32 @@ var errWaiting = fmt.Errorf("%w for an old Translation of the same name to be de
 // desired one declares; the NEGNameConflict warnings that says so are returned.
 func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Service, desired []*mpv1alpha1.Translation, custom map[string]string) ([]tenant.Warning, error) {
 	logger := klog.FromContext(ctx)
-	client := t.mp.MultiprojectV1alpha1().Translations(svc.Namespace)
-	selector := labels.Set{mpv1alpha1.TranslationOwnerUIDLabelKey: string(svc.UID)}.AsSelector().String()
-	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		return nil, fmt.Errorf("listing the Service's Translations: %w", err)
+	key := svc.Namespace + "/" + svc.Name
+	if t.writes.translationsPending(key, t.cachedTranslation(svc.Namespace)) {
+		return nil, errCacheLagging
 	}
+	client := t.mp.MultiprojectV1alpha1().Translations(svc.Namespace)
 	wanted := map[string]*mpv1alpha1.Translation{}
 	for _, tr := range desired {
 		wanted[tr.Name] = tr
 	}
+	// own: made for this Service (its UID), whatever their tenant label. predecessors: made for a former Service of
+	// its name; the tenant's, and another tenant's that hold a name the Service needs.
 	existing := map[string]*mpv1alpha1.Translation{}
-	for i := range list.Items {
-		if isOurs(&list.Items[i]) {
-			existing[list.Items[i].Name] = &list.Items[i]
+	var own, predecessors []*mpv1alpha1.Translation
+	for _, tr := range t.cachedTranslationsFor(svc) {
+		switch {
+		case ownerUID(tr) == svc.UID:
+			own = append(own, tr)
+			existing[tr.Name] = tr
+		case tr.Labels[t.labelKey] == t.tenant || wanted[tr.Name] != nil:
+			predecessors = append(predecessors, tr)
 		}
 	}
 	var errs []error
 	var leaving []*mpv1alpha1.Translation
-	for i := range list.Items {
-		have := &list.Items[i]
-		if !isOurs(have) || (wanted[have.Name] != nil && have.Labels[t.labelKey] == t.tenant) {
+	for _, have := range own {
+		if wanted[have.Name] != nil && have.Labels[t.labelKey] == t.tenant {
 			continue
 		}
 		if t.leaving(have) {
@@ -99,10 +107,7 @@ func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Serv
 	}
 	// Translations left by a former Service of this name: it was deleted with --cascade=orphan, so the garbage
 	// collector removed their owner reference and left them, with their NEGs.
-	for _, old := range t.translationsNaming(svc.Namespace, svc.Name) {
-		if ownerUID(old) == svc.UID {
-			continue
-		}
+	for _, old := range predecessors {
 		if t.leaving(old) {
 			leaving = append(leaving, old)
 			continue
@@ -115,7 +120,7 @@ func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Serv
 		}
 	}
 
-	waiting := false
+	waiting, lagging := false, false
 	var blocked []tenant.Warning
 	for _, want := range desired {
 		have, ok := existing[want.Name]
@@ -150,21 +155,19 @@ func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Serv
 			if !reserve() {
 				continue
 			}
-			_, err := client.Create(ctx, want, metav1.CreateOptions{})
+			created, err := client.Create(ctx, want, metav1.CreateOptions{})
 			if reserving != "" {
 				t.nameCreated(reserving, object, err == nil)
 			}
 			switch {
 			case apierrors.IsAlreadyExists(err):
-				// Not made for this Service and not in the view: a former Service's, labeled for another tenant, or
-				// one the view has not seen yet.
-				if err := t.replaceForeign(ctx, svc, want.Name); err != nil {
-					errs = append(errs, err)
-				}
-				waiting = true
+				// One the cache does not show yet: once it does, a retry finds it the Service's own (compared), a
+				// former Service's (deleted) or leaving (waited for).
+				lagging = true
 			case err != nil:
 				errs = append(errs, fmt.Errorf("creating Translation %s: %w", want.Name, err))
 			default:
+				t.writes.createdTranslation(key, created.Name, created.UID)
 				t.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonTranslationCreated,
 					"Created Translation %s declaring NEG %s in %d zones", want.Name, negNameOf(want), len(want.Spec.Resources))
 			}
@@ -181,13 +184,17 @@ func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Serv
 			}
 			maps.Copy(updated.Labels, want.Labels)
 			updated.OwnerReferences = withController(updated.OwnerReferences, want.OwnerReferences[0])
-			_, err := client.Update(ctx, updated, metav1.UpdateOptions{})
+			out, err := client.Update(ctx, updated, metav1.UpdateOptions{})
 			if reserving != "" {
 				t.nameCreated(reserving, object, err == nil)
 			}
 			if err != nil {
+				// A conflict (the pusher wrote the status since the cache's version) is retried from the cache.
 				errs = append(errs, fmt.Errorf("updating Translation %s: %w", want.Name, err))
 			} else {
+				if out.ResourceVersion != have.ResourceVersion {
+					t.writes.updatedTranslation(key, out.Name, out.UID, have.ResourceVersion)
+				}
 				logger.V(2).Info("Updated Translation", "translation", want.Name, "endpoints", endpointCount(want))
 			}
 		}
@@ -197,6 +204,9 @@ func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Serv
 	}
 	if waiting {
 		return blocked, errWaiting
+	}
+	if lagging {
+		return blocked, errCacheLagging
 	}
 	return blocked, nil
 }
@@ -247,28 +257,6 @@ func (t *translator) deletePredecessor(ctx context.Context, svc *corev1.Service,
 	return deleted, err
 }
 
-// replaceForeign handles a Translation that holds the name of one the Service needs and is not the Service's: if
-// it was made for a former Service of this name, it is deleted. It is looked up with a list by name (the
-// translator's role lists Translations; it has no get).
-func (t *translator) replaceForeign(ctx context.Context, svc *corev1.Service, name string) error {
-	list, err := t.mp.MultiprojectV1alpha1().Translations(svc.Namespace).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
-	if err != nil {
-		return fmt.Errorf("looking up Translation %s, which exists: %w", name, err)
-	}
-	for i := range list.Items {
-		old := &list.Items[i]
-		if old.Name != name || !isOurs(old) || ownerUID(old) == svc.UID || t.leaving(old) {
-			// Gone meanwhile, made for this Service (the list by label lagged), or already going: retry later.
-			continue
-		}
-		if _, err := t.deletePredecessor(ctx, svc, old); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // deleteTranslation deletes a Translation, with its UID as precondition so that a successor of the same name is
 // never hit. It reports whether this call asked for the deletion: false if it was gone or already going.
 func (t *translator) deleteTranslation(ctx context.Context, tr *mpv1alpha1.Translation) (bool, error) {
@@ -297,10 +285,25 @@ func (t *translator) deleteTranslation(ctx context.Context, tr *mpv1alpha1.Trans
 // none): the Translations this tenant made for it are stale, and deleting them lets this tenant's pusher delete the
 // NEGs in this tenant's project. Deleted: the garbage collector deletes its Translations, except after a delete with
 // --cascade=orphan, which leaves them without owner; either way the Translations of the tenant that still name it
-// (from the view) are deleted here, so that the pusher deletes their NEGs and removes their finalizer.
+// are deleted here, so that the pusher deletes their NEGs and removes their finalizer. They are read from the
+// tenant's view; only when there is one to delete, one read of the Service confirms that the view's absence of it
+// is not a lag (and tells a Service that left from one that was deleted, for the log).
 func (t *translator) releaseDeparted(ctx context.Context, namespace, name string) error {
 	logger := klog.FromContext(ctx)
+	key := namespace + "/" + name
+	if t.writes.translationsPending(key, t.cachedTranslation(namespace)) {
+		return errCacheLagging
+	}
 	var stale []*mpv1alpha1.Translation
+	for _, tr := range t.translationsNaming(namespace, name) {
+		if !t.leaving(tr) {
+			stale = append(stale, tr)
+		}
+	}
+	if len(stale) == 0 {
+		t.writes.forget(key)
+		return nil
+	}
 	svc, err := t.kube.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -308,24 +311,10 @@ func (t *translator) releaseDeparted(ctx context.Context, namespace, name string
 	case err != nil:
 		return fmt.Errorf("looking up a Service that left the tenant: %w", err)
 	default:
-		selector := labels.Set{mpv1alpha1.TranslationOwnerUIDLabelKey: string(svc.UID), t.labelKey: t.tenant}.AsSelector().String()
-		list, err := t.mp.MultiprojectV1alpha1().Translations(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
-		if err != nil {
-			return fmt.Errorf("listing the Translations of a Service that left the tenant: %w", err)
-		}
-		for i := range list.Items {
-			if isOurs(&list.Items[i]) {
-				stale = append(stale, &list.Items[i])
-			}
-		}
-	}
-	listed := map[types.UID]bool{}
-	for _, tr := range stale {
-		listed[tr.UID] = true
-	}
-	for _, tr := range t.translationsNaming(namespace, name) {
-		if !listed[tr.UID] {
-			stale = append(stale, tr)
+		if _, err := t.serviceLister.Services(namespace).Get(name); err == nil {
+			// The view has it now (it came back, or the view lagged behind its creation): its own sync, which its
+			// Add event brings, deals with it.
+			return nil
 		}
 	}
 	var errs []error
@@ -337,7 +326,7 @@ func (t *translator) releaseDeparted(ctx context.Context, namespace, name string
 		}
 		switch {
 		case !deleted:
-		case svc != nil:
+		case svc != nil && ownerUID(tr) == svc.UID:
 			logger.V(2).Info("Deleted the Translation of a Service that left the tenant", "translation", tr.Name)
 		case metav1.GetControllerOf(tr) == nil:
 			logger.Info("Deleted a Translation whose Service no longer exists and that has no owner (the Service was deleted with --cascade=orphan)",
@@ -363,6 +352,42 @@ func (t *translator) translationsNaming(namespace, service string) []*mpv1alpha1
 		}
 	}
 	return out
+}
+
+// cachedTranslationsFor returns, sorted by name, the Translations of ours of any tenant in the Service's namespace
+// that were made for it (its UID) or for a Service of its name. It reads the unfiltered cache through its namespace
+// index.
+func (t *translator) cachedTranslationsFor(svc *corev1.Service) []*mpv1alpha1.Translation {
+	list, err := t.allTranslationLister.Translations(svc.Namespace).List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	var out []*mpv1alpha1.Translation
+	for _, tr := range list {
+		if !isOurs(tr) {
+			continue
+		}
+		if service, ok := serviceOf(tr); ownerUID(tr) == svc.UID || (ok && service == svc.Name) {
+			out = append(out, tr)
+		}
+	}
+	slices.SortFunc(out, func(a, b *mpv1alpha1.Translation) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// cachedTranslation looks a Translation of the namespace up by name in the unfiltered cache, for ownWrites.
+func (t *translator) cachedTranslation(namespace string) func(name string) (types.UID, string, bool) {
+	return func(name string) (types.UID, string, bool) {
+		obj, exists, err := t.allTranslationStore.GetByKey(namespace + "/" + name)
+		if err != nil || !exists {
+			return "", "", false
+		}
+		tr, ok := obj.(*mpv1alpha1.Translation)
+		if !ok {
+			return "", "", false
+		}
+		return tr.UID, tr.ResourceVersion, true
+	}
 }
 
 // leaving says whether a Translation is on its way out: marked for deletion, or deleted by this translator and not

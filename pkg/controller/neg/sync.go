@@ -189,8 +189,13 @@ func ownerReference(svc *corev1.Service) metav1.OwnerReference {
 		Controller: &yes, BlockOwnerDeletion: &yes}
 }
 
-// writeStatus patches the neg-status annotation when it differs from want (nil: absent).
+// writeStatus patches the neg-status annotation when it differs from want (nil: absent). The cached Service is
+// compared only once it shows the translator's last patch: until then it would ask for the same patch again.
 func (t *translator) writeStatus(ctx context.Context, svc *corev1.Service, want *negStatus) error {
+	key := svc.Namespace + "/" + svc.Name
+	if t.writes.statusPending(key, svc.UID, svc.ResourceVersion) {
+		return errCacheLagging
+	}
 	current, present := svc.Annotations[NEGStatusAnnotationKey]
 	if !statusNeedsWrite(current, present, want) {
 		return nil
@@ -200,12 +205,17 @@ func (t *translator) writeStatus(ctx context.Context, svc *corev1.Service, want 
 		value = fmt.Sprintf("%q", want.encode())
 	}
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, NEGStatusAnnotationKey, value)
-	_, err := t.kube.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	out, err := t.kube.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("writing annotation %s: %w", NEGStatusAnnotationKey, err)
+	}
+	// A patch that changed nothing (the cache lagged behind someone else's write of the same value) makes no new
+	// version, and no event: there is nothing to wait for.
+	if out.ResourceVersion != svc.ResourceVersion {
+		t.writes.patchedStatus(key, out.UID, svc.ResourceVersion)
 	}
 	return nil
 }

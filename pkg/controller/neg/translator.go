@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +35,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
@@ -66,8 +69,12 @@ type translator struct {
 	translationLister mplisters.TranslationLister
 
 	// allTranslations is the unfiltered Translation informer: a custom NEG name is used once in the cluster, so
-	// every tenant's Translations count when a name is taken over.
-	allTranslations cache.SharedIndexInformer
+	// every tenant's Translations count when a name is taken over; and a Service's Translations may be labeled for
+	// another tenant (made before the Service moved here, or by a former Service of its name). Its store is where a
+	// sync reads the Service's Translations: allTranslationLister by namespace, allTranslationStore by key.
+	allTranslations      cache.SharedIndexInformer
+	allTranslationLister mplisters.TranslationLister
+	allTranslationStore  cache.Store
 
 	workers *tenant.Workers
 	// concurrency is how many workers sync at once (--concurrent-neg-syncs), for the start log.
@@ -86,6 +93,11 @@ type translator struct {
 	// has not shown yet: they count as leaving, so a lagging view causes neither a second delete nor a second Event.
 	// An entry goes when the view drops the Translation.
 	deleting sync.Map // types.UID → struct{}
+	// writes holds the creates, updates and status patches the caches do not show yet (see ownWrites).
+	writes *ownWrites
+	// zones counts the tenant's Nodes per zone, from the Node events, so that a Node event enqueues every Service
+	// only when the set of zones changes.
+	zones zoneCounts
 }
 
 func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
@@ -103,6 +115,8 @@ func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
 		onSynced:    onSynced,
 		concurrency: max(c.Workers, 1),
 		warnings:    tenant.NewWarnings(c.EventRecorder),
+		writes:      newOwnWrites(clock.RealClock{}),
+		zones:       zoneCounts{nodes: map[string]int{}},
 	}
 	var err error
 	if t.services, err = c.Informers.Informer(informerset.Services); err != nil {
@@ -124,6 +138,8 @@ func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
 	t.sliceLister = discoverylisters.NewEndpointSliceLister(t.slices.GetIndexer())
 	t.nodeLister = corelisters.NewNodeLister(t.nodes.GetIndexer())
 	t.translationLister = mplisters.NewTranslationLister(t.translations.GetIndexer())
+	t.allTranslationLister = mplisters.NewTranslationLister(t.allTranslations.GetIndexer())
+	t.allTranslationStore = t.allTranslations.GetIndexer()
 	t.workers = tenant.NewWorkers(tenant.WorkerConfig{
 		Tenant:     t.tenant,
 		Controller: c.Controller,
@@ -161,7 +177,7 @@ func (t *translator) Run(ctx context.Context) {
 	}{
 		{"Service", t.services, cache.ResourceEventHandlerFuncs{AddFunc: t.onService, UpdateFunc: t.onServiceUpdate, DeleteFunc: t.onServiceDelete}},
 		{"EndpointSlice", t.slices, cache.ResourceEventHandlerFuncs{AddFunc: t.onSlice, UpdateFunc: t.onSliceUpdate, DeleteFunc: t.onSlice}},
-		{"Node", t.nodes, cache.ResourceEventHandlerFuncs{AddFunc: t.onNode, UpdateFunc: t.onNodeUpdate, DeleteFunc: t.onNode}},
+		{"Node", t.nodes, cache.ResourceEventHandlerDetailedFuncs{AddFunc: t.onNodeAdd, UpdateFunc: t.onNodeUpdate, DeleteFunc: t.onNodeDelete}},
 		{"Translation", t.translations, cache.ResourceEventHandlerFuncs{AddFunc: t.onTranslation, UpdateFunc: t.onTranslationUpdate, DeleteFunc: t.onTranslationDelete}},
 	} {
 		if err := t.workers.Watch(w.informer, w.handler); err != nil {
@@ -200,6 +216,10 @@ func (t *translator) onServiceUpdate(oldObj, newObj any) {
 	oldSvc, ok1 := oldObj.(*corev1.Service)
 	newSvc, ok2 := newObj.(*corev1.Service)
 	if !ok1 || !ok2 || (!wantsNEGs(oldSvc) && !wantsNEGs(newSvc)) {
+		return
+	}
+	if oldSvc.ResourceVersion == newSvc.ResourceVersion {
+		// A resync: nothing changed, and a sync reads only caches, which an event keeps current.
 		return
 	}
 	t.claimOf(newSvc)
@@ -260,18 +280,74 @@ func (t *translator) enqueueSliceService(slice *discoveryv1.EndpointSlice) {
 	t.enqueue(slice.Namespace, name)
 }
 
-// onNode reacts to a Node appearing or disappearing for the tenant: zones and the endpoints that count may change,
-// for every Service.
-func (t *translator) onNode(any) { t.enqueueAllServices() }
+// onNodeAdd counts a Node that appeared for the tenant. A Node without a zone changes nothing: its endpoints are
+// left out either way. The initial list enqueues nothing: every Service is enqueued by its own initial Add.
+func (t *translator) onNodeAdd(obj any, isInInitialList bool) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return
+	}
+	zone := nodeZone(n)
+	if zone == "" {
+		return
+	}
+	newZone := t.zones.add(zone)
+	if !isInInitialList {
+		t.nodeChanged(n.Name, newZone)
+	}
+}
 
 func (t *translator) onNodeUpdate(oldObj, newObj any) {
 	oldNode, ok1 := oldObj.(*corev1.Node)
 	newNode, ok2 := newObj.(*corev1.Node)
-	// Nodes update their status every few seconds; only the zone matters here.
-	if ok1 && ok2 && nodeZone(oldNode) == nodeZone(newNode) {
+	if !ok1 || !ok2 {
 		return
 	}
-	t.enqueueAllServices()
+	// Nodes update their status every few seconds; only the zone matters here.
+	oldZone, newZone := nodeZone(oldNode), nodeZone(newNode)
+	if oldZone == newZone {
+		return
+	}
+	zonesChanged := oldZone != "" && t.zones.remove(oldZone)
+	if newZone != "" && t.zones.add(newZone) {
+		zonesChanged = true
+	}
+	t.nodeChanged(newNode.Name, zonesChanged)
+}
+
+func (t *translator) onNodeDelete(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		// Which zone it was in is unknown: every Service looks again.
+		t.enqueueAllServices()
+		return
+	}
+	if zone := nodeZone(n); zone != "" {
+		t.nodeChanged(n.Name, t.zones.remove(zone))
+	}
+}
+
+// nodeChanged enqueues the Services a Node's appearance, disappearance or zone change concerns: all of them when
+// the tenant's set of zones changed (one NEG per zone, and the zones in neg-status), otherwise those with an
+// endpoint on the Node (whether it counts, and in which zone, depends on the Node).
+func (t *translator) nodeChanged(node string, zonesChanged bool) {
+	if zonesChanged {
+		t.enqueueAllServices()
+		return
+	}
+	endpointSlices, err := t.sliceLister.List(labels.Everything())
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, s := range endpointSlices {
+		if slices.ContainsFunc(s.Endpoints, func(ep discoveryv1.Endpoint) bool { return ptr.Deref(ep.NodeName, "") == node }) {
+			t.enqueueSliceService(s)
+		}
+	}
 }
 
 func (t *translator) enqueueAllServices() {
@@ -303,6 +379,9 @@ func (t *translator) onTranslationDelete(obj any) {
 	}
 	if tr, ok := obj.(*mpv1alpha1.Translation); ok {
 		t.deleting.Delete(tr.UID)
+		if service, ok := serviceOf(tr); ok {
+			t.writes.translationGone(tr.Namespace+"/"+service, tr.Name, tr.UID)
+		}
 		t.enqueueOwner(tr)
 	}
 }

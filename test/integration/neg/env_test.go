@@ -67,9 +67,26 @@ type env struct {
 	kube      kubernetes.Interface
 	mp        mpclientset.Interface
 	manager   *framework.Manager
+	tenancy   *framework.Tenancy
+	// calls counts the requests of the manager's clients when envOptions.countCalls asked for it.
+	calls *apiCalls
+}
+
+// envOptions vary what newEnvWith builds.
+type envOptions struct {
+	// countCalls counts every request the manager's clients send (the controllers' and the informers'), by verb and
+	// resource, in env.calls.
+	countCalls bool
+	// resync is the shared informers' resync period (the manager's --resync-period); 0 disables it, as by default.
+	resync time.Duration
 }
 
 func newEnv(t testing.TB) *env {
+	t.Helper()
+	return newEnvWith(t, envOptions{})
+}
+
+func newEnvWith(t testing.TB, opts envOptions) *env {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
@@ -88,6 +105,10 @@ func newEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	cfg.QPS, cfg.Burst = 200, 400 // the manager's --kube-api-qps/burst would be set for scale too
+	if opts.countCalls {
+		e.calls = &apiCalls{}
+		cfg.Wrap(e.calls.wrap)
+	}
 	if e.kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -96,10 +117,14 @@ func newEnv(t testing.TB) *env {
 	}
 	// The unfiltered Translations are shared too: there the translators meet other tenants' claims of custom NEG
 	// names, as the manager's do.
-	tn := framework.StartTenancy(t, ctx, e.kube, e.mp, labelKey, []schema.GroupVersionResource{
-		informerset.Services, informerset.EndpointSlices, informerset.Nodes, informerset.Translations})
+	routed := []schema.GroupVersionResource{informerset.Services, informerset.EndpointSlices, informerset.Nodes, informerset.Translations}
+	if opts.resync > 0 {
+		e.tenancy = startTenancyWithResync(t, ctx, e.kube, e.mp, routed, opts.resync)
+	} else {
+		e.tenancy = framework.StartTenancy(t, ctx, e.kube, e.mp, labelKey, routed)
+	}
 	e.manager = framework.StartManager(t, ctx, framework.ManagerOptions{
-		Tenancy: tn, KubeClient: e.kube, MultiprojectClient: e.mp, Admin: e.admin, LabelKey: labelKey,
+		Tenancy: e.tenancy, KubeClient: e.kube, MultiprojectClient: e.mp, Admin: e.admin, LabelKey: labelKey,
 		Controllers: []providerconfig.NamedFactory{framework.Enable(framework.Descriptor(names.NEGController), 5)},
 		Options:     tenant.Options{ClusterName: clusterName, GCEEndpoint: e.gce.Endpoint(), GCEQPS: 500, GCEBurst: 500},
 	})

@@ -1,0 +1,175 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package neg
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+)
+
+// errCacheLagging says a sync read a cache that does not show the translator's own last write yet: acting on it
+// would write again (an update bound to conflict, a create answered AlreadyExists) or miss what it made. The
+// write's event brings the key back; the retry is a safety net.
+var errCacheLagging = fmt.Errorf("%w for the informer cache to show the translator's own writes", tenant.ErrWaiting)
+
+// ownWriteTimeout bounds how long a write is waited for: far more than an informer's lag, and short enough that a
+// write the cache can never show (its object deleted and the watch relisted meanwhile) holds nothing up for long.
+// Past it the cache is trusted again; the API's preconditions still refuse a write based on a stale object.
+const ownWriteTimeout = time.Minute
+
+// ownWrite is one write of the translator that the cache may not show yet.
+type ownWrite struct {
+	uid types.UID
+	// created: the write created the object; the cache lags until it shows it.
+	created bool
+	// before is the resourceVersion an updated or patched object had: the cache lags as long as it shows the object
+	// at that version (resourceVersions are only compared for equality, as the API asks).
+	before string
+	at     time.Time
+}
+
+// shows says whether an object the cache holds (exists, with uid and resourceVersion) reflects the write. An
+// update's object that is gone or replaced reflects it too: the cache held it when it was updated, and a cache only
+// moves forward.
+func (w ownWrite) shows(exists bool, uid types.UID, resourceVersion string) bool {
+	if w.created {
+		return exists && uid == w.uid
+	}
+	return !exists || uid != w.uid || resourceVersion != w.before
+}
+
+// ownWrites remembers, per Service, the writes of the translator its caches do not show yet: the Translations it
+// created or updated, and the Service's neg-status patch. It is the endpointslice controller's
+// endpointSliceTracker: a sync that finds the cache older than its own last write waits for the cache instead of
+// writing again.
+type ownWrites struct {
+	clock clock.PassiveClock
+
+	mu sync.Mutex
+	// translations: Service key → Translation name → the last write of it.
+	translations map[string]map[string]ownWrite
+	// status: Service key → the last neg-status patch.
+	status map[string]ownWrite
+}
+
+func newOwnWrites(c clock.PassiveClock) *ownWrites {
+	return &ownWrites{clock: c, translations: map[string]map[string]ownWrite{}, status: map[string]ownWrite{}}
+}
+
+// createdTranslation records the create of the Service's Translation name.
+func (o *ownWrites) createdTranslation(service, name string, uid types.UID) {
+	o.recordTranslation(service, name, ownWrite{uid: uid, created: true})
+}
+
+// updatedTranslation records an update of the Service's Translation name made on version before.
+func (o *ownWrites) updatedTranslation(service, name string, uid types.UID, before string) {
+	o.recordTranslation(service, name, ownWrite{uid: uid, before: before})
+}
+
+func (o *ownWrites) recordTranslation(service, name string, w ownWrite) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.translations[service] == nil {
+		o.translations[service] = map[string]ownWrite{}
+	}
+	w.at = o.clock.Now()
+	o.translations[service][name] = w
+}
+
+// translationsPending says whether the cache (lookup: a Translation of the Service's namespace by name) lacks one
+// of the Service's Translation writes. The writes it shows are forgotten.
+func (o *ownWrites) translationsPending(service string, lookup func(name string) (uid types.UID, resourceVersion string, exists bool)) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	pending := false
+	for name, w := range o.translations[service] {
+		uid, rv, exists := lookup(name)
+		if w.shows(exists, uid, rv) || o.expired(w) {
+			delete(o.translations[service], name)
+			continue
+		}
+		pending = true
+	}
+	if len(o.translations[service]) == 0 {
+		delete(o.translations, service)
+	}
+	return pending
+}
+
+// translationGone forgets a write of a Translation the cache has seen deleted.
+func (o *ownWrites) translationGone(service, name string, uid types.UID) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if w, ok := o.translations[service][name]; ok && w.uid == uid {
+		delete(o.translations[service], name)
+		if len(o.translations[service]) == 0 {
+			delete(o.translations, service)
+		}
+	}
+}
+
+// patchedStatus records a neg-status patch of the Service made on the version before.
+func (o *ownWrites) patchedStatus(service string, uid types.UID, before string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.status[service] = ownWrite{uid: uid, before: before, at: o.clock.Now()}
+}
+
+// statusPending says whether the cached Service (uid, resourceVersion) predates the translator's last neg-status
+// patch of it.
+func (o *ownWrites) statusPending(service string, uid types.UID, resourceVersion string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	w, ok := o.status[service]
+	if !ok {
+		return false
+	}
+	if w.shows(true, uid, resourceVersion) || o.expired(w) {
+		delete(o.status, service)
+		return false
+	}
+	return true
+}
+
+// forget drops what is remembered of a Service the tenant no longer has.
+func (o *ownWrites) forget(service string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.translations, service)
+	delete(o.status, service)
+}
+
+func (o *ownWrites) expired(w ownWrite) bool {
+	return o.clock.Since(w.at) > ownWriteTimeout
+}
+
+// len is how many writes are remembered, for tests.
+func (o *ownWrites) len() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := len(o.status)
+	for _, ws := range o.translations {
+		n += len(ws)
+	}
+	return n
+}
