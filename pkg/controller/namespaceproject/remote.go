@@ -58,7 +58,8 @@ const (
 
 // How often the kubeconfig Secret is read again: every kubeconfigRefresh while the management cluster answers, so a
 // rotated kubeconfig is used within a minute, and every kubeconfigRetry while it does not, so an operator's fix is
-// picked up soon. One get of one Secret per tenant; RBAC allows no watch.
+// picked up soon. One get of one Secret per tenant; RBAC allows no watch. kubeconfigRetry also spaces the new
+// connections made after outages.
 const (
 	defaultKubeconfigRefresh = time.Minute
 	defaultKubeconfigRetry   = 10 * time.Second
@@ -67,12 +68,13 @@ const (
 type sourceState int
 
 const (
-	// stateConnecting: a connection is being made (at start, or after the kubeconfig changed); nothing is decided
-	// and the condition is left as it was.
+	// stateConnecting: a connection's informer has not got its first list yet (at start, after the kubeconfig
+	// changed, after an outage); nothing is decided and the condition is left as it was.
 	stateConnecting sourceState = iota
-	// stateReady: the last list or watch succeeded; decisions are made from the connection's cache.
+	// stateReady: the connection's informer holds its list and no list or watch failed since; decisions are made
+	// from its cache.
 	stateReady
-	// stateFailed: the last list or watch failed, or there is no usable kubeconfig; nothing is decided.
+	// stateFailed: a list or watch failed, or there is no usable kubeconfig; nothing is decided.
 	stateFailed
 )
 
@@ -88,6 +90,11 @@ type sourceStatus struct {
 // runs in a downstream cluster: it reads the kubeconfig Secret, lists and watches the Projects of the tenant's
 // cluster namespace there with a client of its own, tells the controller whether that cache may be decided on,
 // and starts over with a new connection when the Secret's kubeconfig changes.
+//
+// A connection that failed is not trusted again when its informer recovers: the informer's cache is refilled only
+// after its relist has been processed, and a decision made in between could use a Project deleted during the outage
+// or miss one created. The informer's first success after a failure only says the cluster answers again; the
+// connection is then replaced, and the new one is ready once its informer has synced (HasSynced).
 type managementCluster struct {
 	clusterID string
 	ref       mpv1alpha1.SecretKeyReference
@@ -101,11 +108,17 @@ type managementCluster struct {
 	refresh   time.Duration
 	retry     time.Duration
 
+	// wake tells run that a connection wants replacing.
+	wake chan struct{}
+
 	mu sync.Mutex
 	// gen numbers the connections; what an older connection observes is ignored.
 	gen    int
 	status sourceStatus
 	lister rancherlisters.ProjectNamespaceLister
+	// synced: the current connection's informer has synced. replace: it failed after that, and answers again.
+	synced  bool
+	replace bool
 }
 
 func newManagementCluster(clusterID string, ref mpv1alpha1.SecretKeyReference, secrets corev1client.SecretsGetter, userAgent string,
@@ -120,6 +133,7 @@ func newManagementCluster(clusterID string, ref mpv1alpha1.SecretKeyReference, s
 		newClient: func(cfg *rest.Config) (mpclientset.Interface, error) { return mpclientset.NewForConfig(cfg) },
 		refresh:   defaultKubeconfigRefresh,
 		retry:     defaultKubeconfigRetry,
+		wake:      make(chan struct{}, 1),
 	}
 }
 
@@ -143,6 +157,7 @@ func (m *managementCluster) run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithValues("kubeconfigSecret", m.ref.Namespace+"/"+m.ref.Name)
 	ctx = klog.NewContext(ctx, logger)
 	var conn *connection
+	var connected time.Time
 	defer func() { conn.stop() }()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -150,6 +165,10 @@ func (m *managementCluster) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-m.wake:
+			// A recovered connection is replaced at the next tick, and connections are made at most every retry.
+			timer.Reset(max(0, m.retry-time.Since(connected)))
+			continue
 		case <-timer.C:
 		}
 		data, err := m.readKubeconfig(ctx)
@@ -157,14 +176,19 @@ func (m *managementCluster) run(ctx context.Context) {
 		switch {
 		case ctx.Err() != nil:
 			return
-		case err == nil && conn != nil && bytes.Equal(data, conn.kubeconfig):
+		case err == nil && conn != nil && bytes.Equal(data, conn.kubeconfig) && !m.wantsReplacing(conn.gen):
 			// Unchanged: the informer retries on its own with backoff if the cluster does not answer.
 		case err == nil:
 			if conn != nil {
-				logger.Info("The kubeconfig Secret changed; connecting to Rancher's management cluster anew")
+				if bytes.Equal(data, conn.kubeconfig) {
+					logger.Info("Rancher's management cluster answers again; connecting anew to read its Projects afresh")
+				} else {
+					logger.Info("The kubeconfig Secret changed; connecting to Rancher's management cluster anew")
+				}
 				conn.stop()
 				conn = nil
 			}
+			connected = time.Now()
 			if conn, err = m.connect(ctx, data); err != nil {
 				m.fail(fmt.Sprintf("kubeconfig Secret %s/%s key %q: %v", m.ref.Namespace, m.ref.Name, m.ref.Key, err))
 			}
@@ -208,8 +232,16 @@ func (m *managementCluster) readKubeconfig(ctx context.Context) ([]byte, error) 
 	return data, nil
 }
 
+// wantsReplacing reports whether connection gen failed after it had synced and answers again.
+func (m *managementCluster) wantsReplacing(gen int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.gen == gen && m.replace
+}
+
 // connection is one informer on the management cluster, built from one kubeconfig.
 type connection struct {
+	gen          int
 	kubeconfig   []byte
 	informer     cache.SharedIndexInformer
 	registration cache.ResourceEventHandlerRegistration
@@ -228,7 +260,7 @@ func (c *connection) stop() {
 }
 
 // connect starts an informer on the Projects of the cluster's namespace in the management cluster the kubeconfig
-// names. Until its first list (or streamed list) has arrived nothing is decided.
+// names. Until the informer has synced nothing is decided.
 func (m *managementCluster) connect(ctx context.Context, kubeconfig []byte) (*connection, error) {
 	cfg, err := managementClusterConfig(kubeconfig, m.userAgent)
 	if err != nil {
@@ -261,15 +293,24 @@ func (m *managementCluster) connect(ctx context.Context, kubeconfig []byte) (*co
 	m.mu.Lock()
 	if m.gen == gen {
 		m.lister = rancherlisters.NewProjectLister(informer.GetIndexer()).Projects(m.clusterID)
-		m.status = sourceStatus{state: stateConnecting, server: cfg.Host}
+		// The condition keeps saying what it said (a failure, or Starting) until this connection is ready or fails.
+		m.status.state, m.status.server = stateConnecting, cfg.Host
+		m.synced, m.replace = false, false
 	}
 	m.mu.Unlock()
 
 	informerCtx, cancel := context.WithCancel(ctx)
-	c := &connection{kubeconfig: kubeconfig, informer: informer, registration: registration, cancel: cancel, done: make(chan struct{})}
+	c := &connection{gen: gen, kubeconfig: kubeconfig, informer: informer, registration: registration, cancel: cancel, done: make(chan struct{})}
+	var informers sync.WaitGroup
+	informers.Go(func() { informer.RunWithContext(informerCtx) })
+	informers.Go(func() {
+		if cache.WaitForCacheSync(informerCtx.Done(), informer.HasSynced) {
+			m.informerSynced(informerCtx, gen)
+		}
+	})
 	go func() {
-		defer close(c.done)
-		informer.RunWithContext(informerCtx)
+		informers.Wait()
+		close(c.done)
 	}()
 	klog.FromContext(ctx).Info("Connecting to Rancher's management cluster", "server", cfg.Host, "rancherCluster", m.clusterID)
 	return c, nil
@@ -282,11 +323,10 @@ func (m *managementCluster) listWatch(gen int, client mpclientset.Interface) cac
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
 			list, err := projects.List(ctx, options)
+			m.observe(ctx, gen, err)
 			if err != nil {
-				m.observe(ctx, gen, err)
 				return nil, err
 			}
-			// Not ready yet: the informer has the list once the watch that follows it starts.
 			return list, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
@@ -299,7 +339,7 @@ func (m *managementCluster) listWatch(gen int, client mpclientset.Interface) cac
 				m.observe(ctx, gen, nil)
 				return w, nil
 			}
-			// A streamed list: the informer has the Projects once the bookmark that ends the initial events came.
+			// A streamed list: it has succeeded once the bookmark that ends the initial events came.
 			return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
 				if e.Type == watch.Bookmark && initialEventsEnd(e.Object) {
 					m.observe(ctx, gen, nil)
@@ -317,8 +357,10 @@ func initialEventsEnd(obj runtime.Object) bool {
 	return err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
 }
 
-// observe records the outcome of a list or watch of connection gen: nil is ready, an error is failed (the
-// informer's own retries and a stop are not).
+// observe records the outcome of a list or watch of connection gen (the informer's own retries after an expired
+// resourceVersion, and a stop, are not outcomes). A failure is reported at once. A success after a failure says the
+// cluster answers again: before the informer synced, its first list is on the way; after, the connection is
+// replaced (see managementCluster).
 func (m *managementCluster) observe(ctx context.Context, gen int, err error) {
 	if err != nil && (ctx.Err() != nil || apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) {
 		return
@@ -329,25 +371,53 @@ func (m *managementCluster) observe(ctx context.Context, gen int, err error) {
 		return
 	}
 	prev := m.status
-	next := sourceStatus{state: stateReady, server: prev.server}
-	if err != nil {
+	next := prev
+	wake := false
+	switch {
+	case err != nil:
 		next.state = stateFailed
 		next.reason, next.message = m.classify(prev.server, err)
 		if prev.state == stateFailed && prev.reason == next.reason {
 			// Keep the first message of a failure: retries alternate list and watch, whose errors name either.
 			next.message = prev.message
 		}
+	case prev.state == stateFailed && !m.synced:
+		next.state = stateConnecting
+	case prev.state == stateFailed:
+		wake = !m.replace
+		m.replace = true
 	}
 	m.status = next
 	m.mu.Unlock()
-	if next != prev {
-		logger := klog.FromContext(ctx)
-		if next.state == stateReady {
-			logger.Info("Reading Projects from Rancher's management cluster", "server", next.server, "rancherCluster", m.clusterID)
-		} else {
-			logger.Info("Cannot read Projects from Rancher's management cluster; no namespace is assigned or moved meanwhile",
-				"server", next.server, "reason", next.reason, "err", err)
+	if wake {
+		select {
+		case m.wake <- struct{}{}:
+		default:
 		}
+	}
+	if next.state == stateFailed && next != prev {
+		klog.FromContext(ctx).Info("Cannot read Projects from Rancher's management cluster; no namespace is assigned or moved meanwhile",
+			"server", next.server, "reason", next.reason, "err", err)
+		m.changed()
+	}
+}
+
+// informerSynced makes connection gen ready unless it failed meanwhile.
+func (m *managementCluster) informerSynced(ctx context.Context, gen int) {
+	m.mu.Lock()
+	if gen != m.gen {
+		m.mu.Unlock()
+		return
+	}
+	m.synced = true
+	ready := m.status.state == stateConnecting
+	if ready {
+		m.status = sourceStatus{state: stateReady, server: m.status.server}
+	}
+	server := m.status.server
+	m.mu.Unlock()
+	if ready {
+		klog.FromContext(ctx).Info("Reading Projects from Rancher's management cluster", "server", server, "rancherCluster", m.clusterID)
 		m.changed()
 	}
 }
@@ -361,6 +431,7 @@ func (m *managementCluster) fail(message string) {
 	prev := m.status
 	m.status = next
 	m.lister = nil
+	m.synced, m.replace = false, false
 	m.mu.Unlock()
 	if next != prev {
 		m.changed()

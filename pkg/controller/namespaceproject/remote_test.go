@@ -283,6 +283,10 @@ func TestUnreachableManagementClusterChangesNothingThenConverges(t *testing.T) {
 	mgmt.down.Store(false)
 	h.waitAssigned("my-app", remoteCluster+":p-ops")
 	h.waitCondition(metav1.ConditionTrue, ConditionReasonRunning, "")
+	// The recovered connection was not trusted: a new one read the Projects afresh.
+	if n := len(h.configs); n != 2 {
+		t.Errorf("%d connections made, want 2 (the first, and a fresh one after the outage)", n)
+	}
 }
 
 // TestForbiddenUserThenRotatedKubeconfig: a user the management cluster refuses gives RancherForbidden and no

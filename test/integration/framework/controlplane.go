@@ -375,14 +375,31 @@ func (cp *ControlPlane) currentAPIServer() *process {
 // connections drop, every watch ends, the watch cache starts afresh, and the same URL answers again with the same
 // data. Each start logs to its own file (kube-apiserver.log, kube-apiserver-2.log, ...).
 func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
-	old := cp.currentAPIServer()
-	if err := old.kill(); err != nil {
+	if err := cp.StopAPIServer(); err != nil {
 		return err
+	}
+	return cp.StartAPIServer(ctx)
+}
+
+// StopAPIServer kills kube-apiserver as RestartAPIServer does, and leaves it stopped (etcd keeps running) until
+// StartAPIServer: to its clients the server is unreachable (connections refused) for as long as a test wants, as a
+// Rancher management cluster that is down is to a downstream cluster. Stopping a stopped server does nothing.
+func (cp *ControlPlane) StopAPIServer() error {
+	return cp.currentAPIServer().kill()
+}
+
+// StartAPIServer starts kube-apiserver again after StopAPIServer, with the same flags, on the same port and against
+// the same etcd, and waits until it is ready. Each start logs to its own file (kube-apiserver-2.log, ...).
+func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
+	select {
+	case <-cp.currentAPIServer().exited:
+	default:
+		return errors.New("kube-apiserver is running; stop it first")
 	}
 	cp.apiServerMu.Lock()
 	logPath := filepath.Join(cp.dir, fmt.Sprintf("kube-apiserver-%d.log", cp.apiServerStarts+1))
 	cp.apiServerMu.Unlock()
-	fmt.Fprintf(cp.progress, "framework: restarting kube-apiserver; log %s\n", logPath)
+	fmt.Fprintf(cp.progress, "framework: starting kube-apiserver again; log %s\n", logPath)
 	p, err := startProcess(cp.starter, "kube-apiserver", cp.apiServerBinary, logPath, cp.apiServerArgs)
 	if err != nil {
 		return err

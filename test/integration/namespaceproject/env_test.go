@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
@@ -45,6 +47,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
 
@@ -141,6 +144,16 @@ func (e *env) newNamedTenant(name, clusterID string, workers int) *tenantRun {
 	return &tenantRun{e: e, name: name, clusterID: clusterID, tenant: e.manager.Create(pc, framework.TenantOptions{Workers: workers})}
 }
 
+// newRemoteTenant creates a tenant with a random name whose Rancher cluster's Projects are read from the management
+// cluster that the kubeconfig Secret ref names; its controller runs one worker.
+func (e *env) newRemoteTenant(clusterID string, ref mpv1alpha1.SecretKeyReference) *tenantRun {
+	e.t.Helper()
+	name := "tenant-" + utilrand.String(6)
+	pc := &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: mpv1alpha1.ProviderConfigSpec{Rancher: &mpv1alpha1.RancherConfig{ClusterID: clusterID, ManagementClusterKubeconfigSecretRef: &ref}}}
+	return &tenantRun{e: e, name: name, clusterID: clusterID, tenant: e.manager.Create(pc, framework.TenantOptions{Workers: 1})}
+}
+
 // start runs a new controller (an empty queue, as after a restart of the manager).
 func (tr *tenantRun) start() {
 	tr.e.t.Helper()
@@ -157,6 +170,29 @@ func (tr *tenantRun) waitRunning() {
 		c, ok := tr.tenant.Condition(mpv1alpha1.ProviderConfigConditionNamespaceProjectReady)
 		return ok && c.Status == metav1.ConditionTrue && c.Reason == "Running", nil
 	})
+}
+
+// waitCondition waits up to timeout until the tenant's NamespaceProjectReady has status and reason and a message
+// containing substr, and returns it.
+func (tr *tenantRun) waitCondition(status metav1.ConditionStatus, reason, substr string, timeout time.Duration) metav1.Condition {
+	tr.e.t.Helper()
+	var c metav1.Condition
+	tr.e.waitFor(fmt.Sprintf("tenant %s's condition %s/%s with %q", tr.name, status, reason, substr), timeout, func() (bool, error) {
+		var ok bool
+		c, ok = tr.tenant.Condition(mpv1alpha1.ProviderConfigConditionNamespaceProjectReady)
+		return ok && c.Status == status && c.Reason == reason && strings.Contains(c.Message, substr), nil
+	})
+	return c
+}
+
+// syncs returns how many syncs of the tenant's controller succeeded (multiproject_controller_syncs_total).
+func (tr *tenantRun) syncs() float64 {
+	tr.e.t.Helper()
+	v, err := testutil.GetCounterMetricValue(metrics.Syncs.WithLabelValues(tr.name, names.NamespaceProjectController, "success"))
+	if err != nil {
+		tr.e.t.Fatal(err)
+	}
+	return v
 }
 
 // applyDemo applies a file of docs/examples as make local-up does (server-side, as the admin) and deletes its
@@ -264,8 +300,13 @@ func (e *env) updateNamespace(name string, change func(*corev1.Namespace)) {
 // waitAssigned waits until Rancher's annotation on the namespace is want ("<cluster>:<project>") and returns it.
 func (e *env) waitAssigned(name, want string) *corev1.Namespace {
 	e.t.Helper()
+	return e.waitAssignedWithin(name, want, 30*time.Second)
+}
+
+func (e *env) waitAssignedWithin(name, want string, timeout time.Duration) *corev1.Namespace {
+	e.t.Helper()
 	var ns *corev1.Namespace
-	e.waitFor(fmt.Sprintf("namespace %s in Project %s", name, want), 30*time.Second, func() (bool, error) {
+	e.waitFor(fmt.Sprintf("namespace %s in Project %s", name, want), timeout, func() (bool, error) {
 		ns = e.namespace(name)
 		return ns.Annotations[rancherv3.ProjectIDAnnotationKey] == want, nil
 	})
