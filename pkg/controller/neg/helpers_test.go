@@ -51,6 +51,7 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
 	mpinformers "github.com/multiproject/client-go/informers/externalversions"
+	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
@@ -518,4 +519,75 @@ func (h *harness) queued() []string {
 	out := slices.Sorted(maps.Keys(h.enqueued))
 	clear(h.enqueued)
 	return out
+}
+
+// requests returns every request both clientsets saw since the last call, reads included, as "<verb> <resource>".
+func (h *harness) requests() []string {
+	var out []string
+	for _, actions := range [][]clienttesting.Action{h.kube.Actions(), h.mp.Actions()} {
+		for _, a := range actions {
+			if a.GetVerb() == "watch" {
+				continue
+			}
+			out = append(out, a.GetVerb()+" "+a.GetResource().Resource+a.GetSubresource())
+		}
+	}
+	h.kube.ClearActions()
+	h.mp.ClearActions()
+	return out
+}
+
+// freezeTranslations makes the translator read Translations from a copy of the Translation cache as it is now,
+// which stays so until thawTranslations: a cache that lags behind every write.
+func (h *harness) freezeTranslations() {
+	h.t.Helper()
+	h.settle()
+	frozen := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, obj := range h.informers["translations"].GetStore().List() {
+		if err := frozen.Add(obj); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	h.useTranslationStore(frozen)
+}
+
+// thawTranslations makes the translator read the live Translation cache again, once it holds what the API holds.
+func (h *harness) thawTranslations() {
+	h.t.Helper()
+	h.settle()
+	h.useTranslationStore(h.informers["translations"].GetIndexer())
+}
+
+func (h *harness) useTranslationStore(indexer cache.Indexer) {
+	h.translator.translationLister = mplisters.NewTranslationLister(indexer)
+	h.translator.allTranslationLister = mplisters.NewTranslationLister(indexer)
+	h.translator.allTranslationStore = indexer
+}
+
+// freezeServices makes the translator read Services from a copy of the Service cache as it is now.
+func (h *harness) freezeServices() {
+	h.t.Helper()
+	h.settle()
+	frozen := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, obj := range h.informers["services"].GetStore().List() {
+		if err := frozen.Add(obj); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	h.translator.serviceLister = corelisters.NewServiceLister(frozen)
+}
+
+// updateSlice writes the EndpointSlice and waits until the informer has it.
+func (h *harness) updateSlice(s *discoveryv1.EndpointSlice) {
+	h.t.Helper()
+	stored, err := h.kube.DiscoveryV1().EndpointSlices(s.Namespace).Get(h.ctx, s.Name, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	s.ResourceVersion = stored.ResourceVersion
+	if _, err := h.kube.DiscoveryV1().EndpointSlices(s.Namespace).Update(h.ctx, s, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+	h.settle()
+	h.requests()
 }

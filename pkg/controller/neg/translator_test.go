@@ -405,7 +405,8 @@ func TestRecreatedServiceReplacesItsPredecessorsTranslations(t *testing.T) {
 }
 
 // TestRecreatedServiceReplacesAPredecessorsTranslationOutsideTheView: the predecessor's Translation of the same name
-// is labeled for another tenant (the Service moved before it was deleted), so only the create tells it is there.
+// is labeled for another tenant (the Service moved before it was deleted): the tenant's view does not show it, the
+// unfiltered cache does.
 func TestRecreatedServiceReplacesAPredecessorsTranslationOutsideTheView(t *testing.T) {
 	name := negName(translationVersion, testCluster, "tenant-b", testNamespace, "web", 80)
 	h := newHarness(t, append(webObjects(), translationOf("neg-v1-web-80", "web", "uid-old", "tenant-b", false, name))...)
@@ -471,20 +472,23 @@ func TestServiceThatLeftTheTenantLosesItsTranslations(t *testing.T) {
 	}
 	// The view no longer has the Service (it moved to a namespace of another tenant's): an empty lister.
 	h.translator.serviceLister = emptyServiceLister{h.translator.serviceLister}
+	h.settle()
+	h.requests()
 	h.sync("web")
+	if got := h.requests(); !reflect.DeepEqual(got, []string{"get services", "delete translations"}) {
+		t.Errorf("requests = %v, want one read confirming the Service is not the tenant's, and the delete", got)
+	}
 	if trs := h.translations(); len(trs) != 0 {
 		t.Errorf("Translations of a Service that left = %v", keys(trs))
 	}
-	// Deleted rather than moved: its Translations are already gone, so nothing is written. (The fake clientset sets
-	// no UIDs, so the translator's memory of its own deletions does not cover a lagging view here.)
-	h.waitCached("translations", "shop/neg-v1-web-80", nil)
+	// Deleted rather than moved: its Translations are already gone, so nothing is read or written.
 	if err := h.kube.CoreV1().Services(testNamespace).Delete(h.ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	h.writes()
+	h.requests()
 	h.sync("web")
-	if w := h.writes(); len(w) != 0 {
-		t.Errorf("writes for a deleted Service: %v", w)
+	if got := h.requests(); len(got) != 0 {
+		t.Errorf("requests for a deleted Service without Translations: %v", got)
 	}
 }
 

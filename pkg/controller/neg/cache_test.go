@@ -1,0 +1,211 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package neg
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// The translator reads only caches: these tests look at every request it makes, reads included.
+
+func TestAnEndpointChangeReadsNothingAndWritesTheTranslationOnce(t *testing.T) {
+	h := newHarness(t, webObjects()...)
+	h.sync("web")
+	h.settle()
+	h.requests()
+
+	h.updateSlice(slice("web", "web-2", "http", 9090, ep{ip: "10.0.1.2", node: "n3"}, ep{ip: "10.0.1.3", node: "n3"}))
+	h.sync("web")
+	if got := h.requests(); !reflect.DeepEqual(got, []string{"update translations"}) {
+		t.Errorf("requests = %v, want one Translation update and no read", got)
+	}
+	// The update's own event brings the Service back: nothing to do, nothing read.
+	h.sync("web")
+	if got := h.requests(); len(got) != 0 {
+		t.Errorf("the sync after the update made requests: %v", got)
+	}
+	if n := h.translator.writes.len(); n != 0 {
+		t.Errorf("%d writes still remembered once the cache shows them", n)
+	}
+}
+
+// TestALaggingCacheMakesNoSecondCreate: until the cache shows the Translation the translator created, a sync waits
+// for it instead of creating it again (which the API would refuse with AlreadyExists).
+func TestALaggingCacheMakesNoSecondCreate(t *testing.T) {
+	h := newHarness(t, webObjects()...)
+	h.freezeTranslations()
+	h.requests()
+	if err := h.translator.sync(h.ctx, "shop/web"); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.requests(); !reflect.DeepEqual(got, []string{"patch services", "create translations"}) {
+		t.Fatalf("first sync: requests = %v", got)
+	}
+	for range 3 {
+		h.settle() // the Service cache shows the status patch; the Translation cache does not show the create
+		if err := h.translator.sync(h.ctx, "shop/web"); !errors.Is(err, errCacheLagging) {
+			t.Fatalf("sync with a cache that lacks the translator's create = %v, want errCacheLagging", err)
+		}
+		if got := h.requests(); len(got) != 0 {
+			t.Fatalf("a sync on a lagging cache made requests: %v", got)
+		}
+	}
+	h.thawTranslations()
+	h.sync("web")
+	if got := h.requests(); len(got) != 0 {
+		t.Errorf("requests once the cache caught up = %v, want none", got)
+	}
+	if got := h.events.With("Normal " + ReasonTranslationCreated); len(got) != 1 {
+		t.Errorf("%s Events = %v, want one", ReasonTranslationCreated, got)
+	}
+}
+
+// TestALaggingCacheMakesNoSecondUpdate: a cache that still shows the Translation at the version the translator
+// updated is waited for; once it shows the update, the next change is one update again.
+func TestALaggingCacheMakesNoSecondUpdate(t *testing.T) {
+	h := newHarness(t, webObjects()...)
+	h.sync("web")
+	h.freezeTranslations()
+	h.requests()
+
+	h.updateSlice(slice("web", "web-2", "http", 9090, ep{ip: "10.0.1.2", node: "n3"}, ep{ip: "10.0.1.3", node: "n3"}))
+	if err := h.translator.sync(h.ctx, "shop/web"); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.requests(); !reflect.DeepEqual(got, []string{"update translations"}) {
+		t.Fatalf("requests = %v, want one update", got)
+	}
+	h.updateSlice(slice("web", "web-2", "http", 9090, ep{ip: "10.0.1.2", node: "n3"}, ep{ip: "10.0.1.4", node: "n3"}))
+	if err := h.translator.sync(h.ctx, "shop/web"); !errors.Is(err, errCacheLagging) {
+		t.Fatalf("sync with a cache older than the translator's update = %v, want errCacheLagging", err)
+	}
+	if got := h.requests(); len(got) != 0 {
+		t.Fatalf("a sync on a lagging cache made requests: %v", got)
+	}
+	h.thawTranslations()
+	h.sync("web")
+	if got := h.requests(); !reflect.DeepEqual(got, []string{"update translations"}) {
+		t.Errorf("requests once the cache caught up = %v, want one update", got)
+	}
+	if eps := h.translations()["neg-v1-web-80"].Spec.Resources[1].NetworkEndpointGroup.Endpoints; len(eps) != 3 || eps[2].IPAddress != "10.0.1.4" {
+		t.Errorf("zone c endpoints = %+v, want the last change", eps)
+	}
+}
+
+// TestALaggingServiceCacheGetsNoSecondStatusPatch: the neg-status annotation is compared with a cached Service only
+// once it shows the translator's last patch.
+func TestALaggingServiceCacheGetsNoSecondStatusPatch(t *testing.T) {
+	h := newHarness(t, webObjects()...)
+	h.freezeServices()
+	h.sync("web")
+	h.requests()
+	if err := h.translator.sync(h.ctx, "shop/web"); !errors.Is(err, errCacheLagging) {
+		t.Fatalf("sync with a Service cache older than the status patch = %v, want errCacheLagging", err)
+	}
+	if got := h.requests(); len(got) != 0 {
+		t.Errorf("a sync on a lagging Service cache made requests: %v", got)
+	}
+}
+
+// TestAWriteTheCacheNeverShowsIsWaitedForOnlySoLong: past ownWriteTimeout the cache is trusted again; the API's
+// own checks (here AlreadyExists, which is not followed by a read) keep a stale cache from doing harm.
+func TestAWriteTheCacheNeverShowsIsWaitedForOnlySoLong(t *testing.T) {
+	h := newHarness(t, webObjects()...)
+	clock := clocktesting.NewFakePassiveClock(time.Now())
+	h.translator.writes = newOwnWrites(clock)
+	h.freezeTranslations()
+	if err := h.translator.sync(h.ctx, "shop/web"); err != nil {
+		t.Fatal(err)
+	}
+	h.settle()
+	h.requests()
+	clock.SetTime(clock.Now().Add(ownWriteTimeout - time.Second))
+	if err := h.translator.sync(h.ctx, "shop/web"); !errors.Is(err, errCacheLagging) {
+		t.Fatalf("sync within the timeout = %v, want errCacheLagging", err)
+	}
+	clock.SetTime(clock.Now().Add(2 * time.Second))
+	if err := h.translator.sync(h.ctx, "shop/web"); !errors.Is(err, errCacheLagging) {
+		t.Fatalf("sync past the timeout = %v, want errCacheLagging after the create answered AlreadyExists", err)
+	}
+	if got := h.requests(); !reflect.DeepEqual(got, []string{"create translations"}) {
+		t.Errorf("requests past the timeout = %v, want the one create, answered AlreadyExists, and no read", got)
+	}
+}
+
+// TestAServiceResyncEnqueuesNothing: an update with the same resourceVersion is a resync.
+func TestAServiceResyncEnqueuesNothing(t *testing.T) {
+	h := newHarness(t, webObjects()...)
+	svc := h.service("web")
+	h.translator.onServiceUpdate(svc, svc.DeepCopy())
+	if got := h.queued(); len(got) != 0 {
+		t.Errorf("a resync queued %v", got)
+	}
+	changed := svc.DeepCopy()
+	changed.ResourceVersion += "0"
+	h.translator.onServiceUpdate(svc, changed)
+	if got := h.queued(); !reflect.DeepEqual(got, []string{"shop/web"}) {
+		t.Errorf("an update queued %v, want the Service", got)
+	}
+}
+
+// TestNodeEventsEnqueueOnlyTheServicesTheyConcern: a Node event enqueues every Service when the tenant's set of
+// zones changes, and otherwise only the Services with an endpoint on the Node.
+func TestNodeEventsEnqueueOnlyTheServicesTheyConcern(t *testing.T) {
+	objects := append(webObjects(),
+		service("api", `{"exposed_ports":{"80":{}}}`, servicePort("http", 80, "8080")),
+		slice("api", "api-1", "http", 8080, ep{ip: "10.0.2.1", node: "n3"}),
+		service("plain", "", servicePort("http", 80, "8080")), // asks for no NEG
+		slice("plain", "plain-1", "http", 8080, ep{ip: "10.0.3.1", node: "n3"}),
+	)
+	h := newHarness(t, objects...)
+	h.settle()
+	for _, n := range []*corev1.Node{node("n1", zoneB), node("n2", zoneB), node("n3", zoneC), node("n4", "")} {
+		h.translator.onNodeAdd(n, true)
+	}
+	all := []string{"shop/api", "shop/web"}
+	zoneD := "europe-west1-d"
+	n3InB := node("n3", zoneB)
+	n3Status := n3InB.DeepCopy()
+	n3Status.Status.Phase = corev1.NodeRunning
+	for _, step := range []struct {
+		what  string
+		event func()
+		want  []string
+	}{
+		{"the initial list", func() {}, nil},
+		{"a Node in a known zone, without endpoints", func() { h.translator.onNodeAdd(node("n5", zoneB), false) }, nil},
+		{"a Node in a known zone that endpoints use", func() { h.translator.onNodeAdd(node("elsewhere", zoneC), false) }, []string{"shop/web"}},
+		{"a Node in a new zone", func() { h.translator.onNodeAdd(node("n6", zoneD), false) }, all},
+		{"a Node without a zone", func() { h.translator.onNodeAdd(node("n7", ""), false) }, nil},
+		{"a Node moving between zones that stay", func() { h.translator.onNodeUpdate(node("n3", zoneC), n3InB) }, all},
+		{"a Node's status", func() { h.translator.onNodeUpdate(n3InB, n3Status) }, nil},
+		{"the last Node of a zone deleted", func() { h.translator.onNodeDelete(node("n6", zoneD)) }, all},
+		{"a Node deleted from a zone that stays", func() { h.translator.onNodeDelete(node("n1", zoneB)) }, []string{"shop/web"}},
+		{"a Node without a zone deleted", func() { h.translator.onNodeDelete(node("n4", "")) }, nil},
+	} {
+		step.event()
+		if got := h.queued(); !reflect.DeepEqual(got, step.want) && (len(got) != 0 || len(step.want) != 0) {
+			t.Errorf("%s: queued %v, want %v", step.what, got, step.want)
+		}
+	}
+}
