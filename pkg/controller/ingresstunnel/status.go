@@ -164,9 +164,10 @@ func ptrEqual(a, b *string) bool {
 	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }
 
-// writtenHosts remembers, per Ingress, the hosts this process last wrote to its status. A host whose
-// PangolinResource is gone (the host was renamed or removed) is no longer any resource's domain; this record still
-// recognises its entry as ours, so that it is removed even when the write that should have removed it failed.
+// writtenHosts remembers, per Ingress, the controller's entries of its status as this process last wrote or found
+// them. A host whose PangolinResource is gone (the host was renamed or removed), or whose domain the operator
+// changed, is no longer any resource's domain; this record still recognises its entry as the controller's, so that
+// it is removed, also when the write that should have removed it failed.
 type writtenHosts struct {
 	mu sync.Mutex
 	m  map[string]written
@@ -250,6 +251,9 @@ func (c *Controller) writeStatus(ctx context.Context, key string, ing *networkin
 	current := ing.Status.LoadBalancer.Ingress
 	next := loadBalancerIngress(current, want, mine.Has)
 	if sameEntries(current, next) {
+		// The status holds want as the controller's entries, also when an earlier process wrote them: a domain that
+		// changes from now on is recognised as the controller's.
+		c.written.set(key, ing.UID, want)
 		return nil
 	}
 	updated := ing.DeepCopy()

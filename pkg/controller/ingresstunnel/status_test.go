@@ -332,6 +332,12 @@ func TestIngressStatusListsPublishedHosts(t *testing.T) {
 		t.Errorf("a converged restart sent %d PangolinResource writes", n)
 	}
 
+	// The operator reports another domain for a host that an earlier process listed: the old entry goes.
+	h.setResourceStatus("app.example.com", ready("www.example.com"))
+	h.waitIngressStatus("web", entries("admin.example.com", "api.example.com", "www.example.com")...)
+	h.setResourceStatus("app.example.com", ready("app.example.com"))
+	h.waitIngressStatus("web", entries("admin.example.com", "api.example.com", "app.example.com")...)
+
 	// A host renamed: its new resource is listed once the operator reports it, the old one's entry goes at once.
 	h.updateIngress(func(ing *networkingv1.Ingress) { ing.Spec.Rules[2].Host = "console.example.com" })
 	h.waitHosts("app.example.com", "api.example.com", "console.example.com")

@@ -21,9 +21,11 @@ package ingresstunnel
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,6 +69,8 @@ type env struct {
 	manager   *framework.Manager
 	resources cache.SharedIndexInformer
 	ingresses cache.SharedIndexInformer
+	// requests counts the manager's writes (its clients' requests other than GET), by "METHOD path".
+	requests *requestCounter
 }
 
 // newEnv builds the env; the manager's clients get qps and burst.
@@ -95,6 +99,8 @@ func newEnv(t testing.TB, qps float32, burst int) *env {
 		t.Fatal(err)
 	}
 	cfg.QPS, cfg.Burst = qps, burst
+	e.requests = &requestCounter{counts: map[string]int{}}
+	cfg.Wrap(e.requests.wrap)
 	e.kube, e.mp = managerClients(t, cfg)
 
 	tn := framework.StartTenancy(t, ctx, e.kube, e.mp, labelKey,
@@ -325,3 +331,32 @@ func (e *env) waitForEvery(what string, timeout, interval time.Duration, cond fu
 		e.t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
+
+// requestCounter counts the write requests a client sends, by "METHOD path", whatever their outcome: a write that
+// changed nothing is a write too, which resourceVersions would not show.
+type requestCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Method != http.MethodGet {
+			c.mu.Lock()
+			c.counts[req.Method+" "+req.URL.Path]++
+			c.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+// count is how many requests of method to path were sent.
+func (c *requestCounter) count(method, path string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[method+" "+path]
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
