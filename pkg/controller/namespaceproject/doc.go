@@ -24,6 +24,12 @@ limitations under the License.
 // Project to appear (Event ProjectNotFound). It assigns with one patch that sets Rancher's annotation
 // field.cattle.io/projectId=<cluster>:<project> (the source of truth), the label field.cattle.io/projectId=<project>
 // and its own record of the assignment, so it can tell its assignments from those made by people or by Rancher: it
-// moves only its own, and leaves anyone else's alone with an Event. docs/namespace-project.md describes the
-// decisions, Events, condition, RBAC and measurements.
+// moves only its own, and leaves anyone else's alone with an Event.
+//
+// Rancher keeps the Projects in its management cluster. A manager running there reads them through the shared
+// informer; one running in a downstream cluster reads them there, through the kubeconfig Secret that
+// spec.rancher.managementClusterKubeconfigSecretRef names, with an informer and a client of the tenant's own
+// (remote.go). While that cluster cannot be read nothing is decided, and the condition says why (RancherUnreachable,
+// RancherForbidden, CredentialsUnavailable). docs/namespace-project.md describes the decisions, Events, condition,
+// RBAC and measurements.
 package namespaceproject
