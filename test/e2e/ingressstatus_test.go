@@ -115,11 +115,21 @@ func TestIngressStatusShowsPublishedHosts(t *testing.T) {
 	}
 	waitIngressHosts(t, w, "web", sorted...)
 
-	// The teardown hands the Ingresses to another ingress controller: the controller's entries go.
-	w.teardown()
+	// The tenant leaves: its cleanup takes the hosts out of the Ingresses' status before it deletes their
+	// PangolinResources (the Ingresses stay, and stay Pangolin-class).
+	if err := w.mp.MultiprojectV1alpha1().ProviderConfigs().Delete(w.ctx, w.tenant, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(w.ctx, 250*time.Millisecond, convergeTimeout, true, func(context.Context) (bool, error) {
+		o, err := w.observe()
+		return err == nil && o.pc == nil && len(o.resources) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the tenant %s or its PangolinResources are still there: %v", w.tenant, err)
+	}
 	for _, name := range []string{"web", "barrier"} {
 		if got := ingressHosts(t, w, name); len(got) != 0 {
-			t.Errorf("Ingress %s handed to another controller still lists %v", name, got)
+			t.Errorf("Ingress %s of a tenant that left still lists %v", name, got)
 		}
 	}
 }
