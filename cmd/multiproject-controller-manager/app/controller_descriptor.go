@@ -19,8 +19,6 @@ package app
 import (
 	"context"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
-
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
@@ -60,7 +58,7 @@ func newNEGControllerDescriptor() *registry.Descriptor {
 			ConditionType: mpv1alpha1.ProviderConfigConditionNEGReady,
 			Section:       tenant.SectionOf(gcp),
 			CopySection:   tenant.CopySectionOf(gcp),
-			RequiredAPIs:  []schema.GroupVersionResource{informerset.Translations},
+			RequiredAPIs:  tenant.APIs(informerset.Translations),
 			New:           neg.New,
 			Pending:       pusher.Pending,
 			Cleanup:       neg.NewCleanup,
@@ -70,7 +68,8 @@ func newNEGControllerDescriptor() *registry.Descriptor {
 }
 
 // newNamespaceProjectControllerDescriptor: for each tenant with spec.rancher, once the cluster serves Rancher's
-// Projects (until then the tenant's NamespaceProjectReady says APINotServed). It has no cleanup: assignments stay.
+// Projects (until then the tenant's NamespaceProjectReady says APINotServed), or at once for a tenant that reads
+// them from Rancher's management cluster. It has no cleanup: assignments stay.
 func newNamespaceProjectControllerDescriptor() *registry.Descriptor {
 	return &registry.Descriptor{
 		Name:                   names.NamespaceProjectController,
@@ -78,7 +77,7 @@ func newNamespaceProjectControllerDescriptor() *registry.Descriptor {
 		Factory: tenant.Factory{
 			ConditionType: mpv1alpha1.ProviderConfigConditionNamespaceProjectReady,
 			Section:       tenant.SectionOf(func(spec *mpv1alpha1.ProviderConfigSpec) **mpv1alpha1.RancherConfig { return &spec.Rancher }),
-			RequiredAPIs:  []schema.GroupVersionResource{informerset.Projects},
+			RequiredAPIs:  namespaceproject.RequiredAPIs,
 			New: func(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
 				return namespaceproject.New(c)
 			},
@@ -97,7 +96,7 @@ func newIngressTunnelControllerDescriptor() *registry.Descriptor {
 			ConditionType: mpv1alpha1.ProviderConfigConditionIngressTunnelReady,
 			Section:       tenant.SectionOf(pangolin),
 			CopySection:   tenant.CopySectionOf(pangolin),
-			RequiredAPIs:  []schema.GroupVersionResource{informerset.PangolinTunnels, informerset.PangolinResources},
+			RequiredAPIs:  tenant.APIs(informerset.PangolinTunnels, informerset.PangolinResources),
 			New: func(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
 				return ingresstunnel.New(c)
 			},

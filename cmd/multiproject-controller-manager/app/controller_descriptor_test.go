@@ -54,8 +54,8 @@ func TestControllerDescriptors(t *testing.T) {
 				t.Fatalf("no descriptor named %q", tc.name)
 			}
 			f := d.Factory
-			if d.DefaultConcurrentSyncs < 1 || f.New == nil || f.ConditionType != tc.condition || !slices.Equal(f.RequiredAPIs, tc.apis) {
-				t.Errorf("descriptor %s: workers %d, condition %q, APIs %v", d.Name, d.DefaultConcurrentSyncs, f.ConditionType, f.RequiredAPIs)
+			if d.DefaultConcurrentSyncs < 1 || f.New == nil || f.ConditionType != tc.condition || !slices.Equal(f.RequiredAPIs(&full), tc.apis) {
+				t.Errorf("descriptor %s: workers %d, condition %q, APIs %v", d.Name, d.DefaultConcurrentSyncs, f.ConditionType, f.RequiredAPIs(&full))
 			}
 			if got := f.Section(&mpv1alpha1.ProviderConfigSpec{}); got != nil {
 				t.Errorf("Section of a spec without it = %#v, want a plain nil", got)

@@ -149,7 +149,7 @@ func (ps *probes) factory(required ...schema.GroupVersionResource) NamedFactory 
 	return NamedFactory{Name: "probe", Workers: 1, Factory: tenant.Factory{
 		ConditionType: mpv1alpha1.ProviderConfigConditionNamespaceProjectReady,
 		Section:       tenant.SectionOf(rancherSection),
-		RequiredAPIs:  required,
+		RequiredAPIs:  tenant.APIs(required...),
 		New:           ps.build(false),
 		Cleanup:       ps.build(true),
 		CopySection:   tenant.CopySectionOf(rancherSection),

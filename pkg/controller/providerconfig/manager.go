@@ -336,7 +336,7 @@ func (m *Manager) syncController(ctx context.Context, pc *mpv1alpha1.ProviderCon
 
 	if run == nil {
 		blocked := ""
-		switch missing := m.missingAPIs(f.RequiredAPIs); {
+		switch missing := m.missingAPIs(f, &cleanupPC.Spec); {
 		case !enabled:
 			blocked = "this manager runs with --controllers that disable " + f.Name
 		case len(missing) > 0:
@@ -468,7 +468,7 @@ func (m *Manager) start(ctx context.Context, pc *mpv1alpha1.ProviderConfig, t *t
 			Message: "the previous instance of the controller has not returned yet; the next one starts once it has, never beside it"})
 		return nil, nil
 	}
-	if missing := m.missingAPIs(f.RequiredAPIs); len(missing) > 0 {
+	if missing := m.missingAPIs(f, &pc.Spec); len(missing) > 0 {
 		m.setWaiting(t, f.Name, metav1.Condition{Type: f.ConditionType, Status: metav1.ConditionFalse, Reason: ReasonAPINotServed,
 			Message: fmt.Sprintf("waiting for the cluster to serve %s; the controller starts as soon as it does", strings.Join(missing, ", "))})
 		return nil, nil
@@ -569,12 +569,12 @@ func (m *Manager) Registrations() int {
 	return n
 }
 
-func (m *Manager) missingAPIs(required []schema.GroupVersionResource) []string {
-	if m.cfg.APIServed == nil {
+func (m *Manager) missingAPIs(f NamedFactory, spec *mpv1alpha1.ProviderConfigSpec) []string {
+	if m.cfg.APIServed == nil || f.RequiredAPIs == nil {
 		return nil
 	}
 	var missing []string
-	for _, gvr := range required {
+	for _, gvr := range f.RequiredAPIs(spec) {
 		if !m.cfg.APIServed(gvr) {
 			missing = append(missing, gvr.GroupResource().String()+"/"+gvr.Version)
 		}

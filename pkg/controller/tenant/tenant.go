@@ -122,10 +122,11 @@ type Factory struct {
 	// it (the controller is then not run); SectionOf builds it. When the section changes (semantic equality), the
 	// manager restarts the controller.
 	Section func(spec *mpv1alpha1.ProviderConfigSpec) any
-	// RequiredAPIs are resources the controller cannot run without, typically CRDs of another product (Rancher's
-	// Projects). Until the cluster serves all of them the manager does not build the controller and reports
-	// APINotServed in its condition; it starts the controller as soon as they appear.
-	RequiredAPIs []schema.GroupVersionResource
+	// RequiredAPIs returns the resources the controller cannot run without for a tenant's spec, typically CRDs of
+	// another product (Rancher's Projects, unless the tenant reads them from Rancher's management cluster); nil
+	// means none. Until the cluster serves all of them the manager does not build the controller and reports
+	// APINotServed in its condition; it starts the controller as soon as they appear. APIs builds a constant one.
+	RequiredAPIs func(spec *mpv1alpha1.ProviderConfigSpec) []schema.GroupVersionResource
 	// New builds the controller.
 	New Constructor
 	// Pending, if set, reports what of the tenant is left outside the cluster for the controller's cleanup to
@@ -177,4 +178,9 @@ func CopySectionOf[T any, P interface {
 		}
 		*field(dst) = copied
 	}
+}
+
+// APIs returns a Factory.RequiredAPIs that requires the same resources of every tenant.
+func APIs(resources ...schema.GroupVersionResource) func(*mpv1alpha1.ProviderConfigSpec) []schema.GroupVersionResource {
+	return func(*mpv1alpha1.ProviderConfigSpec) []schema.GroupVersionResource { return resources }
 }
