@@ -246,7 +246,7 @@ func (h *harness) settle() {
 		"nodes":        {h.kube.Tracker(), corev1.SchemeGroupVersion.WithResource("nodes"), corev1.SchemeGroupVersion.WithKind("Node")},
 		"translations": {h.mp.Tracker(), mpv1alpha1.SchemeGroupVersion.WithResource("translations"), mpv1alpha1.SchemeGroupVersion.WithKind("Translation")},
 	} {
-		err := wait.PollUntilContextTimeout(h.ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(h.ctx, time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 			list, err := res.tracker.List(res.gvr, res.gvk, "")
 			if err != nil {
 				return false, err

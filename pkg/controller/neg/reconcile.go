@@ -44,8 +44,8 @@ var errWaiting = fmt.Errorf("%w for an old Translation of the same name to be de
 // reconcileTranslations makes the Service's Translations in the API exactly desired. It reads them from the
 // unfiltered Translation cache, which also holds those labeled for another tenant (made before the Service moved
 // here, or by a former Service of its name), and makes no API read: a cache that does not show the translator's
-// own last writes yet is waited for (errCacheLagging), and a create that meets a Translation the cache does not
-// show yet waits for the cache to show it.
+// own last writes yet is waited for (errCacheLagging), and so is one that does not show yet a Translation a create
+// meets (errWaiting).
 //
 // Translations that are going (stale ones it deletes, ones already being deleted, and ones left by a former Service
 // of the same name) hold back the creation of a desired Translation that has the same name or lists one of the same
@@ -120,7 +120,7 @@ func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Serv
 		}
 	}
 
-	waiting, lagging := false, false
+	waiting := false
 	var blocked []tenant.Warning
 	for _, want := range desired {
 		have, ok := existing[want.Name]
@@ -161,9 +161,10 @@ func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Serv
 			}
 			switch {
 			case apierrors.IsAlreadyExists(err):
-				// One the cache does not show yet: once it does, a retry finds it the Service's own (compared), a
-				// former Service's (deleted) or leaving (waited for).
-				lagging = true
+				// One the unfiltered cache does not show yet: once it does, a retry (with backoff: one labeled for
+				// another tenant brings no event) finds it the Service's own (compared), a former Service's
+				// (deleted) or leaving (waited for).
+				waiting = true
 			case err != nil:
 				errs = append(errs, fmt.Errorf("creating Translation %s: %w", want.Name, err))
 			default:
@@ -204,9 +205,6 @@ func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Serv
 	}
 	if waiting {
 		return blocked, errWaiting
-	}
-	if lagging {
-		return blocked, errCacheLagging
 	}
 	return blocked, nil
 }

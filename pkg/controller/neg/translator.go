@@ -23,6 +23,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -147,7 +148,14 @@ func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
 		KeyName:    "service",
 		Workers:    c.Workers,
 		Sync: func(ctx context.Context, key string) (tenant.Result, error) {
-			return tenant.Result{}, t.sync(ctx, key)
+			err := t.sync(ctx, key)
+			if errors.Is(err, errCacheLagging) {
+				// Not a failure, and no backoff: the event of the write the cache lacks brings the key back as soon
+				// as the cache shows it. The requeue is for a write it never shows, forgotten by then.
+				klog.FromContext(ctx).V(4).Info("Waiting for the informer cache to show the translator's own writes")
+				return tenant.Result{RequeueAfter: ownWriteTimeout + time.Second}, nil
+			}
+			return tenant.Result{}, err
 		},
 	})
 	t.add = t.workers.Add

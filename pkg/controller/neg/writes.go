@@ -29,7 +29,8 @@ import (
 
 // errCacheLagging says a sync read a cache that does not show the translator's own last write yet: acting on it
 // would write again (an update bound to conflict, a create answered AlreadyExists) or miss what it made. The
-// write's event brings the key back; the retry is a safety net.
+// write's own event brings the key back once the cache shows it, so the translator's workers take it as a wait,
+// not a failure.
 var errCacheLagging = fmt.Errorf("%w for the informer cache to show the translator's own writes", tenant.ErrWaiting)
 
 // ownWriteTimeout bounds how long a write is waited for: far more than an informer's lag, and short enough that a
