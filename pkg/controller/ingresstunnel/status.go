@@ -190,6 +190,11 @@ func (w *writtenHosts) get(key string, uid types.UID) sets.Set[string] {
 func (w *writtenHosts) set(key string, uid types.UID, hosts []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if len(hosts) == 0 {
+		// Nothing of the controller's is listed: nothing to recognise later (and no record per unmanaged Ingress).
+		delete(w.m, key)
+		return
+	}
 	if w.m == nil {
 		w.m = map[string]written{}
 	}
@@ -235,7 +240,8 @@ func (c *Controller) finish(ctx context.Context, key string, ing *networkingv1.I
 
 // writeStatus makes the controller's entries of ing's status.loadBalancer.ingress exactly want, keeping the others'.
 // An entry is the controller's if it is a bare host name that is the published domain of a resource ing controls
-// (owned, in any state) or that this process wrote for ing. It writes only on a difference.
+// (owned, in any state) or that this process wrote or found as the controller's for ing. It writes only on a
+// difference.
 func (c *Controller) writeStatus(ctx context.Context, key string, ing *networkingv1.Ingress, owned []*tunnelv1alpha1.PangolinResource,
 	want []string, found *problems) error {
 	mine := c.written.get(key, ing.UID).Clone()
