@@ -78,6 +78,8 @@ func TestLeastPrivilege(t *testing.T) {
 		{verb: "list", resource: "nodes"}, {verb: "watch", resource: "namespaces"},
 		{verb: "list", group: "discovery.k8s.io", resource: "endpointslices"},
 		{verb: "watch", group: "networking.k8s.io", resource: "ingresses"},
+		// ingress-tunnel lists the published hosts in the Ingress's status.
+		{verb: "update", group: "networking.k8s.io", resource: "ingresses", subresource: "status", namespace: someNS},
 		{verb: "list", group: "multiproject.io", resource: "providerconfigs"},
 		{verb: "watch", group: "multiproject.io", resource: "translations"},
 		{verb: "list", group: "management.cattle.io", resource: "projects"},
@@ -128,6 +130,8 @@ func TestLeastPrivilege(t *testing.T) {
 		{verb: "create", group: "networking.k8s.io", resource: "ingresses", namespace: someNS},
 		{verb: "delete", group: "networking.k8s.io", resource: "ingresses", namespace: someNS},
 		{verb: "patch", group: "networking.k8s.io", resource: "ingresses", namespace: someNS},
+		{verb: "update", group: "networking.k8s.io", resource: "ingresses", namespace: someNS},
+		{verb: "patch", group: "networking.k8s.io", resource: "ingresses", subresource: "status", namespace: someNS},
 		{verb: "create", resource: "namespaces"},
 		{verb: "delete", resource: "namespaces", name: someNS},
 		{verb: "update", resource: "namespaces", name: someNS},
