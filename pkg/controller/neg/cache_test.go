@@ -70,6 +70,10 @@ func TestALaggingCacheMakesNoSecondCreate(t *testing.T) {
 			t.Fatalf("a sync on a lagging cache made requests: %v", got)
 		}
 	}
+	// To the workers that is no failure, and no backoff: the key comes back on the create's event, or soon after.
+	if res, err := h.translator.syncKey(h.ctx, "shop/web"); err != nil || res.RequeueAfter != lagRecheck {
+		t.Errorf("syncKey on a lagging cache = %+v, %v; want no error and a requeue after %s", res, err, lagRecheck)
+	}
 	h.thawTranslations()
 	h.sync("web")
 	if got := h.requests(); len(got) != 0 {

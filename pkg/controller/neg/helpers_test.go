@@ -273,9 +273,10 @@ func (h *harness) settle() {
 	}
 }
 
-// apiVersions makes the fake clientsets do what the translator relies on and their tracker does not: give a
-// created object a UID, give every created, updated or patched object a new resourceVersion, and refuse an update
-// made on an older one (409 Conflict), as the API server does.
+// apiVersions makes the fake clientsets do what the translator relies on and their tracker does not, as the API
+// server does: give a created object a UID and generation 1, give every created, updated or patched object a new
+// resourceVersion and a changed spec a new generation, and refuse an update made on an older version (409
+// Conflict).
 type apiVersions struct{ last atomic.Int64 }
 
 func (v *apiVersions) next() string { return strconv.FormatInt(v.last.Add(1), 10) }
@@ -302,6 +303,7 @@ func (v *apiVersions) serve(fake *clienttesting.Fake, tracker clienttesting.Obje
 			m.SetUID(types.UID("uid-" + v.next()))
 		}
 		m.SetResourceVersion(v.next())
+		m.SetGeneration(1)
 		if err := tracker.Create(a.GetResource(), obj, a.GetNamespace()); err != nil {
 			return true, nil, err
 		}
@@ -318,11 +320,16 @@ func (v *apiVersions) serve(fake *clienttesting.Fake, tracker clienttesting.Obje
 		if err != nil {
 			return true, nil, err
 		}
-		if sm, _ := meta.Accessor(stored); m.GetResourceVersion() != "" && m.GetResourceVersion() != sm.GetResourceVersion() {
+		sm, _ := meta.Accessor(stored)
+		if m.GetResourceVersion() != "" && m.GetResourceVersion() != sm.GetResourceVersion() {
 			return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), m.GetName(),
 				errors.New("the object has been modified; please apply your changes to the latest version and try again"))
 		}
 		m.SetResourceVersion(v.next())
+		m.SetGeneration(sm.GetGeneration())
+		if a.GetSubresource() == "" && specChanged(stored, obj) {
+			m.SetGeneration(sm.GetGeneration() + 1)
+		}
 		if err := tracker.Update(a.GetResource(), obj, a.GetNamespace()); err != nil {
 			return true, nil, err
 		}
@@ -367,6 +374,21 @@ func (v *apiVersions) serve(fake *clienttesting.Fake, tracker clienttesting.Obje
 		}
 		return true, obj, nil
 	})
+}
+
+// specChanged says whether two versions of an object differ in more than their metadata and status.
+func specChanged(a, b runtime.Object) bool {
+	strip := func(obj runtime.Object) map[string]any {
+		var out map[string]any
+		data, _ := json.Marshal(obj)
+		_ = json.Unmarshal(data, &out)
+		delete(out, "metadata")
+		delete(out, "status")
+		delete(out, "kind")
+		delete(out, "apiVersion")
+		return out
+	}
+	return !reflect.DeepEqual(strip(a), strip(b))
 }
 
 // mergePatch applies a JSON merge patch (RFC 7386) to a decoded document.

@@ -147,20 +147,28 @@ func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
 		Queue:      "translator",
 		KeyName:    "service",
 		Workers:    c.Workers,
-		Sync: func(ctx context.Context, key string) (tenant.Result, error) {
-			err := t.sync(ctx, key)
-			if errors.Is(err, errCacheLagging) {
-				// Not a failure, and no backoff: the event of the write the cache lacks brings the key back as soon
-				// as the cache shows it. The requeue is for a write it never shows, forgotten by then.
-				klog.FromContext(ctx).V(4).Info("Waiting for the informer cache to show the translator's own writes")
-				return tenant.Result{RequeueAfter: ownWriteTimeout + time.Second}, nil
-			}
-			return tenant.Result{}, err
-		},
+		Sync:       t.syncKey,
 	})
 	t.add = t.workers.Add
 	return t, nil
 }
+
+// syncKey is sync as the workers run it. Waiting for the cache to show the translator's own writes is not a
+// failure, and gets no backoff: the event of the write the cache lacks brings the key back as soon as the cache
+// shows it. The requeue after lagRecheck is a safety net, and keeps looking until a write the cache never shows is
+// forgotten.
+func (t *translator) syncKey(ctx context.Context, key string) (tenant.Result, error) {
+	err := t.sync(ctx, key)
+	if errors.Is(err, errCacheLagging) {
+		klog.FromContext(ctx).V(4).Info("Waiting for the informer cache to show the translator's own writes")
+		return tenant.Result{RequeueAfter: lagRecheck}, nil
+	}
+	return tenant.Result{}, err
+}
+
+// lagRecheck is how long a sync that waits for the cache to show the translator's own writes waits at most before
+// it looks again: a cache shows them within milliseconds, and their events usually bring the key back first.
+const lagRecheck = time.Second
 
 // Run translates until ctx ends. On return its handlers are removed, its workers are gone and its NEG name claims
 // are released.
