@@ -154,9 +154,9 @@ func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
 }
 
 // syncKey is sync as the workers run it. Waiting for the cache to show the translator's own writes is not a
-// failure, and gets no backoff: the event of the write the cache lacks brings the key back as soon as the cache
-// shows it. The requeue after lagRecheck is a safety net, and keeps looking until a write the cache never shows is
-// forgotten.
+// failure, and gets no backoff: every write the translator waits for (a Translation created, or updated in its
+// spec, labels or owner reference; a Service patched) makes an event its handlers pass on, which brings the key back
+// as soon as the cache shows it. The requeue is for a write the cache never shows, forgotten by then.
 func (t *translator) syncKey(ctx context.Context, key string) (tenant.Result, error) {
 	err := t.sync(ctx, key)
 	if errors.Is(err, errCacheLagging) {
@@ -166,9 +166,9 @@ func (t *translator) syncKey(ctx context.Context, key string) (tenant.Result, er
 	return tenant.Result{}, err
 }
 
-// lagRecheck is how long a sync that waits for the cache to show the translator's own writes waits at most before
-// it looks again: a cache shows them within milliseconds, and their events usually bring the key back first.
-const lagRecheck = time.Second
+// lagRecheck is when a sync that waits for the cache to show the translator's own writes looks again if no event
+// brought it back: once what it waits for is forgotten.
+const lagRecheck = ownWriteTimeout + time.Second
 
 // Run translates until ctx ends. On return its handlers are removed, its workers are gone and its NEG name claims
 // are released.
