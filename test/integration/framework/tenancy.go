@@ -59,6 +59,14 @@ type Tenancy struct {
 func StartTenancy(t testing.TB, ctx context.Context, kube kubernetes.Interface, mp mpclientset.Interface, labelKey string,
 	routed []schema.GroupVersionResource, shared ...schema.GroupVersionResource) *Tenancy {
 	t.Helper()
+	return StartTenancyWithResync(t, ctx, kube, mp, labelKey, 0, routed, shared...)
+}
+
+// StartTenancyWithResync is StartTenancy with the shared informers resyncing every resync period, as the manager's
+// do with --min-resync-period (0: never).
+func StartTenancyWithResync(t testing.TB, ctx context.Context, kube kubernetes.Interface, mp mpclientset.Interface, labelKey string,
+	resync time.Duration, routed []schema.GroupVersionResource, shared ...schema.GroupVersionResource) *Tenancy {
+	t.Helper()
 	for _, gvr := range routed {
 		if RoutingScope(gvr) == informerset.NotRouted {
 			t.Fatalf("framework: the manager does not route %s to tenants; pass it as shared", gvr)
@@ -70,7 +78,7 @@ func StartTenancy(t testing.TB, ctx context.Context, kube kubernetes.Interface, 
 		}
 	}
 	tn, err := informerset.NewTenancy(informerset.TenancyConfig{
-		Config:   informerset.Config{Client: kube, MultiprojectClient: mp},
+		Config:   informerset.Config{Client: kube, MultiprojectClient: mp, ResyncPeriod: resync},
 		LabelKey: labelKey,
 	})
 	if err != nil {

@@ -19,7 +19,6 @@ limitations under the License.
 package neg
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"net/http"
@@ -32,18 +31,13 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/legacyregistry"
 	// The workqueue metrics, which tell when a controller's queue has processed every key it was given; the
 	// binary imports them too.
 	_ "k8s.io/component-base/metrics/prometheus/workqueue"
 
-	mpclientset "github.com/multiproject/client-go/clientset/versioned"
-
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
-	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
 
 // apiCalls counts the requests sent through a rest.Config it wraps, by "<verb> <resource>[/<subresource>]", with
@@ -285,54 +279,6 @@ func (r *viewRecorder) minResyncs(keys []string) int {
 		}
 	}
 	return least
-}
-
-// startTenancyWithResync is framework.StartTenancy with the shared informers resyncing every period, as the
-// manager's --resync-period makes them.
-func startTenancyWithResync(t testing.TB, ctx context.Context, kube kubernetes.Interface, mp mpclientset.Interface,
-	routed []schema.GroupVersionResource, period time.Duration) *framework.Tenancy {
-	t.Helper()
-	tn, err := informerset.NewTenancy(informerset.TenancyConfig{
-		Config:   informerset.Config{Client: kube, MultiprojectClient: mp, ResyncPeriod: period},
-		LabelKey: labelKey,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	if err := tn.Set.Start(ctx); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	routing := make(chan struct{})
-	go func() {
-		defer close(routing)
-		tn.RouteOptionals(ctx, nil)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-routing
-		if err := tn.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	if err := tn.Set.WaitForCacheSync(ctx, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-		return !slices.ContainsFunc(routed, func(gvr schema.GroupVersionResource) bool { return !tn.Served(gvr) }), nil
-	}); err != nil {
-		t.Fatalf("not served, synced and routed: %v", routed)
-	}
-	informers := map[schema.GroupVersionResource]cache.SharedIndexInformer{}
-	for _, r := range informerset.Resources {
-		if r.Optional && !slices.Contains(routed, r.GVR) {
-			continue
-		}
-		inf, _ := tn.Shared(r.GVR)
-		informers[r.GVR] = inf
-	}
-	return &framework.Tenancy{Router: tn.Router, Informers: informers, Production: tn}
 }
 
 // settle waits until the tenant's views have delivered the current state of the Service and of its Translation of

@@ -118,11 +118,7 @@ func newEnvWith(t testing.TB, opts envOptions) *env {
 	// The unfiltered Translations are shared too: there the translators meet other tenants' claims of custom NEG
 	// names, as the manager's do.
 	routed := []schema.GroupVersionResource{informerset.Services, informerset.EndpointSlices, informerset.Nodes, informerset.Translations}
-	if opts.resync > 0 {
-		e.tenancy = startTenancyWithResync(t, ctx, e.kube, e.mp, routed, opts.resync)
-	} else {
-		e.tenancy = framework.StartTenancy(t, ctx, e.kube, e.mp, labelKey, routed)
-	}
+	e.tenancy = framework.StartTenancyWithResync(t, ctx, e.kube, e.mp, labelKey, opts.resync, routed)
 	e.manager = framework.StartManager(t, ctx, framework.ManagerOptions{
 		Tenancy: e.tenancy, KubeClient: e.kube, MultiprojectClient: e.mp, Admin: e.admin, LabelKey: labelKey,
 		Controllers: []providerconfig.NamedFactory{framework.Enable(framework.Descriptor(names.NEGController), 5)},
