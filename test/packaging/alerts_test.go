@@ -82,12 +82,14 @@ func TestAlertExpressionsFireWhenTheyShould(t *testing.T) {
 			}, fires: []string{`{provider_config="a"}`}},
 		},
 		"MultiprojectControllerSyncErrors": {
-			{name: "namespace-project fails, the pusher's errors are another alert's", series: []string{
+			// Both halves of neg count their syncs as controller="neg": the pusher's failures fire this alert for neg
+			// too (and MultiprojectGCEPushErrors, which says GCE).
+			{name: "namespace-project and neg fail, ingress-tunnel recovered", series: []string{
 				`multiproject_controller_syncs_total{` + jobLabel + `, provider_config="a", controller="namespace-project", result="error"} 0+1x40`,
-				`multiproject_controller_syncs_total{` + jobLabel + `, provider_config="a", controller="neg-pusher", result="error"} 0+1x40`,
+				`multiproject_controller_syncs_total{` + jobLabel + `, provider_config="a", controller="neg", result="error"} 0+1x40`,
 				`multiproject_controller_syncs_total{` + jobLabel + `, provider_config="a", controller="ingress-tunnel", result="error"} 2x40`,
 				`multiproject_controller_syncs_total{` + jobLabel + `, provider_config="a", controller="ingress-tunnel", result="success"} 0+5x40`,
-			}, fires: []string{`{provider_config="a", controller="namespace-project"}`}},
+			}, fires: []string{`{provider_config="a", controller="namespace-project"}`, `{provider_config="a", controller="neg"}`}},
 		},
 		"MultiprojectNEGsGarbageCollected": {
 			{name: "a sweep collected", series: []string{
@@ -96,19 +98,20 @@ func TestAlertExpressionsFireWhenTheyShould(t *testing.T) {
 			}, fires: []string{`{` + jobLabel + `, provider_config="a"}`}},
 		},
 		"MultiprojectGCEPushErrors": {
+			// A failed pusher sync is retried with backoff: the retries of its queue count the failures.
 			{name: "tenant a's pushes fail", series: []string{
-				`multiproject_controller_syncs_total{` + jobLabel + `, provider_config="a", controller="neg-pusher", result="error"} 0+1x40`,
-				`multiproject_controller_syncs_total{` + jobLabel + `, provider_config="b", controller="neg-pusher", result="error"} 1x40`,
-				`multiproject_controller_syncs_total{` + jobLabel + `, provider_config="b", controller="neg", result="error"} 0+1x40`,
+				`workqueue_retries_total{` + jobLabel + `, name="a-neg-pusher"} 0+1x40`,
+				`workqueue_retries_total{` + jobLabel + `, name="b-neg-pusher"} 1x40`,
+				`workqueue_retries_total{` + jobLabel + `, name="b-neg-translator"} 0+1x40`,
 			}, fires: []string{`{provider_config="a"}`}},
 		},
 		"MultiprojectGCEPushSlow": {
 			{name: "tenant-a's pushes take 50s", series: append(append(
-				histogram("workqueue_work_duration_seconds", `name="tenant-a-neg-pusher-pusher"`, 50),
-				histogram("workqueue_work_duration_seconds", `name="tenant-b-neg-pusher-pusher"`, 0.5)...),
+				histogram("workqueue_work_duration_seconds", `name="tenant-a-neg-pusher"`, 50),
+				histogram("workqueue_work_duration_seconds", `name="tenant-b-neg-pusher"`, 0.5)...),
 				// A slow queue that is not a pusher's is not a GCE problem.
 				histogram("workqueue_work_duration_seconds", `name="tenant-c-neg-translator"`, 50)...),
-				fires: []string{`{name="tenant-a-neg-pusher-pusher", provider_config="tenant-a"}`}},
+				fires: []string{`{name="tenant-a-neg-pusher", provider_config="tenant-a"}`}},
 		},
 		"MultiprojectWorkqueueBacklog": {
 			{name: "one queue grows without draining", series: []string{
