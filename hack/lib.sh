@@ -13,3 +13,33 @@ go_modules() {
 go_files() {
   (cd "${ROOT}" && git ls-files --cached --others --exclude-standard -- '*.go' | grep -v -e '^vendor/' -e '/testdata/')
 }
+
+# finish_controlplane_run RUN_DIR STATUS LOG_PREFIX kills (and reports) every process a test run left behind under
+# RUN_DIR (each control plane names its directory on its components' command lines, so exactly this run's), keeps
+# RUN_DIR's control-plane logs when the run failed and removes it otherwise, and prints the run's final status:
+# STATUS, or 1 when something outlived the tests.
+finish_controlplane_run() {
+  local run_dir=$1 status=$2 prefix=$3 leftover pid
+  leftover=$(pgrep -f -- "${run_dir}" || true)
+  if [[ -n "${leftover}" ]]; then
+    printf '[%s] FAIL: control-plane processes outlived the tests:\n' "${prefix}" >&2
+    # shellcheck disable=SC2086 # one pid per word
+    ps -o pid=,args= -p ${leftover} >&2 || true
+    for pid in ${leftover}; do
+      # The framework starts each component as the leader of its own process group; kill the group so that whatever
+      # it spawned goes too, but never a group that the process merely belongs to.
+      if [[ "$(ps -o pgid= -p "${pid}" | tr -d ' ')" == "${pid}" ]]; then
+        kill -KILL -- "-${pid}" 2>/dev/null || true
+      else
+        kill -KILL "${pid}" 2>/dev/null || true
+      fi
+    done
+    status=1
+  fi
+  if [[ "${status}" -ne 0 ]] && compgen -G "${run_dir}/multiproject-controlplane-*" >/dev/null; then
+    printf '[%s] kept the control-plane logs of the failed packages: %s\n' "${prefix}" "$(echo "${run_dir}"/multiproject-controlplane-*)" >&2
+  else
+    rm -rf "${run_dir}"
+  fi
+  echo "${status}"
+}

@@ -12,6 +12,8 @@
 set -o errexit -o nounset -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=hack/lib.sh
+source "${ROOT}/hack/lib.sh"
 cd "${ROOT}"
 
 log() { printf '[test-integration] %s\n' "$*" >&2; }
@@ -34,26 +36,4 @@ status=0
 # shellcheck disable=SC2086 # WHAT may list several packages
 TMPDIR="${run_dir}" go test -race -count=1 -tags integration -timeout 30m ${WHAT:-./test/integration/... ./test/e2e/...} "$@" || status=$?
 
-leftover=$(pgrep -f -- "${run_dir}" || true)
-if [[ -n "${leftover}" ]]; then
-  log "FAIL: control-plane processes outlived the tests:"
-  # shellcheck disable=SC2086 # one pid per word
-  ps -o pid=,args= -p ${leftover} >&2 || true
-  for pid in ${leftover}; do
-    # The framework starts each component as the leader of its own process group; kill the group so that whatever
-    # it spawned goes too, but never a group that the process merely belongs to.
-    if [[ "$(ps -o pgid= -p "${pid}" | tr -d ' ')" == "${pid}" ]]; then
-      kill -KILL -- "-${pid}" 2>/dev/null || true
-    else
-      kill -KILL "${pid}" 2>/dev/null || true
-    fi
-  done
-  status=1
-fi
-
-if [[ "${status}" -ne 0 ]] && compgen -G "${run_dir}/multiproject-controlplane-*" >/dev/null; then
-  log "kept the control-plane logs of the failed packages: $(echo "${run_dir}"/multiproject-controlplane-*)"
-else
-  rm -rf "${run_dir}"
-fi
-exit "${status}"
+exit "$(finish_controlplane_run "${run_dir}" "${status}" test-integration)"

@@ -11,6 +11,8 @@
 set -o errexit -o nounset -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=hack/lib.sh
+source "${ROOT}/hack/lib.sh"
 cd "${ROOT}/test/packaging"
 
 log() { printf '[test-packaging] %s\n' "$*" >&2; }
@@ -33,23 +35,4 @@ status=0
 # compiled instead of compiling Helm, kustomize and Prometheus a second time.
 TMPDIR="${run_dir}" go test -count=1 -tags integration -timeout 15m ./... "$@" || status=$?
 
-leftover=$(pgrep -f -- "${run_dir}" || true)
-if [[ -n "${leftover}" ]]; then
-  log "FAIL: control-plane processes outlived the tests:"
-  # shellcheck disable=SC2086 # one pid per word
-  ps -o pid=,args= -p ${leftover} >&2 || true
-  for pid in ${leftover}; do
-    if [[ "$(ps -o pgid= -p "${pid}" | tr -d ' ')" == "${pid}" ]]; then
-      kill -KILL -- "-${pid}" 2>/dev/null || true
-    else
-      kill -KILL "${pid}" 2>/dev/null || true
-    fi
-  done
-  status=1
-fi
-if [[ "${status}" -ne 0 ]] && compgen -G "${run_dir}/multiproject-controlplane-*" >/dev/null; then
-  log "kept the control-plane logs: $(echo "${run_dir}"/multiproject-controlplane-*)"
-else
-  rm -rf "${run_dir}"
-fi
-exit "${status}"
+exit "$(finish_controlplane_run "${run_dir}" "${status}" test-packaging)"
