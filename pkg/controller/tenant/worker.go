@@ -71,7 +71,7 @@ type WorkerConfig struct {
 // typed rate-limited workqueue, event handlers registered on (tenant views of) informers and removed when the
 // workers stop, a wait for the caches, N workers with one processNextWorkItem and its requeue decision, sync
 // metrics and one log policy: a failed sync is logged at default verbosity with its key and tenant, an ErrWaiting
-// or an optimistic-lock conflict at V(4).
+// or an optimistic-lock conflict at V(4), as is a sync the stop cut short.
 type Workers struct {
 	cfg   WorkerConfig
 	queue workqueue.TypedRateLimitingInterface[string]
@@ -224,6 +224,11 @@ func (w *Workers) processNextWorkItem(ctx context.Context) bool {
 		return false
 	}
 	defer w.queue.Done(key)
+	if ctx.Err() != nil {
+		// Stopping: a shut-down queue still hands out what it holds, but a sync on an ended context can only
+		// fail. The keys left are dropped; the next start lists them again.
+		return false
+	}
 
 	logger := klog.FromContext(ctx).WithValues(w.cfg.keyName(), key)
 	result, err := w.cfg.Sync(klog.NewContext(ctx, logger), key)
@@ -232,7 +237,7 @@ func (w *Workers) processNextWorkItem(ctx context.Context) bool {
 		w.cfg.AfterSync(key, err)
 	}
 	switch {
-	case err != nil && (errors.Is(err, ErrWaiting) || apierrors.IsConflict(err)):
+	case err != nil && (errors.Is(err, ErrWaiting) || apierrors.IsConflict(err) || ctx.Err() != nil):
 		logger.V(4).Info("Retrying", "reason", err.Error())
 		w.queue.AddRateLimited(key)
 	case err != nil:

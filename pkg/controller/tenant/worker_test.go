@@ -214,3 +214,25 @@ func TestWorkersLogFailuresAtDefaultVerbosity(t *testing.T) {
 		})
 	}
 }
+
+// Once the context ends, the keys still queued are not synced: a sync on an ended context could only fail, and
+// would be logged as a failure at every tenant stop.
+func TestWorkersDropQueuedKeysOnStop(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	var synced atomic.Int32
+	w := NewWorkers(WorkerConfig{Tenant: "tenant-a", Controller: "stop", KeyName: "key",
+		Sync: func(context.Context, string) (Result, error) {
+			synced.Add(1)
+			return Result{}, nil
+		}})
+	w.Add("ns/one")
+	w.Add("ns/two")
+	cancel()
+	w.queue.ShutDown()
+	for w.processNextWorkItem(ctx) {
+	}
+	if n := synced.Load(); n != 0 {
+		t.Errorf("synced %d keys after the stop, want 0", n)
+	}
+}
