@@ -208,7 +208,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 
 	before := c.manager.Running(name)
 	out, syncErr := c.manager.Sync(ctx, pc)
-	if after := c.manager.Running(name); !slices.Equal(before, after) && len(after) > 0 {
+	if after := c.manager.Running(name); !slices.Equal(before, after) && len(after) > 0 && !convergedBefore(pc) {
 		c.recorder.Eventf(pc, corev1.EventTypeNormal, EventControllersStarted, "running: %s", strings.Join(after, ", "))
 	}
 	if syncErr != nil {
@@ -255,6 +255,14 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		return 0, err
 	}
 	return requeue, syncErr
+}
+
+// convergedBefore reports whether the status already says that every controller of this generation runs: a new
+// leader (or a restarted one) that starts them again has nothing new to tell the user, and writes no Event.
+func convergedBefore(pc *mpv1alpha1.ProviderConfig) bool {
+	ready := meta.FindStatusCondition(pc.Status.Conditions, mpv1alpha1.ProviderConfigConditionReady)
+	return ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == pc.Generation &&
+		pc.Status.ObservedGeneration == pc.Generation
 }
 
 // readyCondition is True when every configured controller's condition is True.

@@ -416,3 +416,26 @@ func TestRecreatedTenantWaitsForItsPredecessor(t *testing.T) {
 		t.Errorf("%d instances ran at once, want 1", got)
 	}
 }
+
+// TestRestartOfAConvergedTenantSaysNothing: a new leader that starts the controllers of a tenant whose status
+// already says Ready at its generation writes no ControllersStarted Event (a restart of a converged manager must
+// write nothing a user needs), while a tenant that was not Ready still gets one.
+func TestRestartOfAConvergedTenantSaysNothing(t *testing.T) {
+	first := newFixture(t, 1)
+	first.create(providerConfig("converged", "c-1"))
+	first.waitFor("Ready", first.conditionIs("converged", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionTrue, ReasonAllControllersReady))
+	converged := first.get("converged")
+	first.stop()
+
+	notReady := providerConfig("not-ready", "c-2")
+	notReady.Finalizers = []string{mpv1alpha1.ProviderConfigCleanupFinalizer}
+	notReady.Status.Conditions = []metav1.Condition{{Type: mpv1alpha1.ProviderConfigConditionReady, Status: metav1.ConditionFalse,
+		Reason: ReasonControllersNotReady, LastTransitionTime: metav1.Now()}}
+	second := newFixtureWith(t, fixtureConfig{workers: 1, objects: []*mpv1alpha1.ProviderConfig{converged, notReady}})
+	for _, name := range []string{"converged", "not-ready"} {
+		second.waitFor(name+" Ready", second.conditionIs(name, mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionTrue, ReasonAllControllersReady))
+	}
+	if got := second.events.With("Normal " + EventControllersStarted); len(got) != 1 {
+		t.Errorf("ControllersStarted Events after the restart: %q; want one, for the tenant that was not Ready", got)
+	}
+}
