@@ -10,8 +10,12 @@
 #   3. builds and starts ./cmd/fake-gce (the fake Compute Engine API of pkg/gce/fakegce) on loopback, then
 #      ./cmd/multiproject-controller-manager as the manifests' ServiceAccount kube-system/multiproject-controller-manager,
 #      with a token from `kubectl create token` and --gce-endpoint pointing at the fake;
-#   4. applies the demo objects in docs/examples/;
-#   5. prints what to look at, and runs until Ctrl-C (or SIGTERM), then stops every process it started.
+#   4. starts a second etcd + kube-apiserver as Rancher's management cluster (the Project CRD and
+#      docs/examples/rancher-management/ applied there), makes a kubeconfig for the example's project reader with a
+#      token from `kubectl create token`, and stores it in the Secret multiproject-gcp-credentials/rancher-management
+#      of the first cluster, which tenant-b of docs/examples/namespace-project-remote-demo.yaml names;
+#   5. applies the demo objects in docs/examples/;
+#   6. prints what to look at, and runs until Ctrl-C (or SIGTERM), then stops every process it started.
 #
 # Environment:
 #   LOCAL_UP_DIR            working directory (kubeconfigs, logs, binaries); default: a new temporary directory,
@@ -37,10 +41,13 @@ work_dir=${LOCAL_UP_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/multiproject-local-up.XXXX
 mkdir -p "${work_dir}/bin" "${work_dir}/logs" "${work_dir}/tmp"
 admin_kubeconfig="${work_dir}/admin.kubeconfig"
 manager_kubeconfig="${work_dir}/manager.kubeconfig"
+management_kubeconfig="${work_dir}/rancher-management-admin.kubeconfig"
+reader_kubeconfig="${work_dir}/rancher-management.kubeconfig"
 # A kubeconfig left by an earlier run in the same LOCAL_UP_DIR would look like "ready" below.
-rm -f "${admin_kubeconfig}" "${manager_kubeconfig}"
+rm -f "${admin_kubeconfig}" "${manager_kubeconfig}" "${management_kubeconfig}" "${reader_kubeconfig}"
 
 controlplane_pid=""
+management_pid=""
 manager_pid=""
 fake_gce_pid=""
 
@@ -73,6 +80,7 @@ cleanup() {
   stop_group "${manager_pid}" "multiproject-controller-manager"
   stop_group "${fake_gce_pid}" "fake-gce"
   stop_group "${controlplane_pid}" "the control plane"
+  stop_group "${management_pid}" "the Rancher management cluster"
   if [[ "${status}" -eq 0 || "${status}" -eq 129 || "${status}" -eq 130 || "${status}" -eq 143 ]]; then
     if [[ -z "${LOCAL_UP_DIR:-}" ]]; then
       rm -rf "${work_dir}"
@@ -116,15 +124,20 @@ fi
 TMPDIR="${work_dir}/tmp" setsid "${work_dir}/bin/controlplane" "${controlplane_args[@]}" \
   >"${work_dir}/logs/controlplane.log" 2>&1 &
 controlplane_pid=$!
-# The runner writes the kubeconfig only once etcd, kube-apiserver and kube-controller-manager are ready and the
-# manifests are applied.
-while [[ ! -f "${admin_kubeconfig}" ]]; do
-  if ! kill -0 "${controlplane_pid}" 2>/dev/null; then
-    tail -n 40 "${work_dir}/logs/controlplane.log" >&2
-    fail "the control plane did not start; see above"
-  fi
-  sleep 0.2
-done
+
+# wait_for_kubeconfig FILE PID LOG WHAT: the runner writes its kubeconfig only once etcd, kube-apiserver (and
+# kube-controller-manager) are ready and its manifests are applied.
+wait_for_kubeconfig() {
+  local file=$1 pid=$2 logfile=$3 what=$4
+  while [[ ! -f "${file}" ]]; do
+    if ! kill -0 "${pid}" 2>/dev/null; then
+      tail -n 40 "${logfile}" >&2
+      fail "${what} did not start; see above"
+    fi
+    sleep 0.2
+  done
+}
+wait_for_kubeconfig "${admin_kubeconfig}" "${controlplane_pid}" "${work_dir}/logs/controlplane.log" "the control plane"
 kubectl_admin=("${kubectl}" --kubeconfig="${admin_kubeconfig}")
 log "control plane ready"
 
@@ -186,7 +199,31 @@ until curl -ksf "https://127.0.0.1:${manager_port}/healthz" >/dev/null 2>&1; do
 done
 log "multiproject-controller-manager is healthy on https://127.0.0.1:${manager_port}/healthz"
 
-# --- 4. demo objects -------------------------------------------------------------------------------------------
+# --- 4. Rancher's management cluster --------------------------------------------------------------------------
+# A second API server holds the Rancher Projects of the downstream cluster c-abc12, as Rancher's management cluster
+# does; the manager reads them with a kubeconfig Secret, as it would in a downstream cluster.
+log "starting a second API server as Rancher's management cluster (logs: ${work_dir}/logs/rancher-management.log)"
+mkdir -p "${work_dir}/rancher-management-crds"
+cp test/fixtures/crds/management.cattle.io_projects.yaml "${work_dir}/rancher-management-crds/"
+TMPDIR="${work_dir}/tmp" setsid "${work_dir}/bin/controlplane" --kubeconfig="${management_kubeconfig}" \
+  --controller-manager=false --install-project-manifests=false --apply="${work_dir}/rancher-management-crds" \
+  >"${work_dir}/logs/rancher-management.log" 2>&1 &
+management_pid=$!
+wait_for_kubeconfig "${management_kubeconfig}" "${management_pid}" "${work_dir}/logs/rancher-management.log" \
+  "the Rancher management cluster"
+kubectl_management=("${kubectl}" --kubeconfig="${management_kubeconfig}")
+"${kubectl_management[@]}" apply --server-side -f docs/examples/rancher-management/ >/dev/null
+# The project reader's kubeconfig, as docs/namespace-project.md makes it: the management cluster's server and CA
+# inline, and a token of the example's ServiceAccount that may read the Projects of c-abc12 and nothing else.
+reader_token=$("${kubectl_management[@]}" -n multiproject-downstream create token multiproject-c-abc12 --duration=24h)
+cp "${management_kubeconfig}" "${reader_kubeconfig}"
+reader_user=$("${kubectl}" --kubeconfig="${reader_kubeconfig}" config view -o jsonpath='{.contexts[0].context.user}')
+"${kubectl}" --kubeconfig="${reader_kubeconfig}" config set-credentials "${reader_user}" --token="${reader_token}" >/dev/null
+"${kubectl_admin[@]}" -n multiproject-gcp-credentials create secret generic rancher-management \
+  --from-file=kubeconfig="${reader_kubeconfig}" >/dev/null
+log "Rancher management cluster ready; its project reader's kubeconfig is in multiproject-gcp-credentials/rancher-management"
+
+# --- 5. demo objects -------------------------------------------------------------------------------------------
 if compgen -G "docs/examples/*.yaml" >/dev/null || compgen -G "docs/examples/*.yml" >/dev/null; then
   log "applying docs/examples/"
   "${kubectl_admin[@]}" apply --server-side -f docs/examples/
@@ -194,7 +231,7 @@ else
   log "docs/examples/ has no demo objects yet"
 fi
 
-# --- 5. what to look at ----------------------------------------------------------------------------------------
+# --- 6. what to look at ----------------------------------------------------------------------------------------
 cat <<EOF_HELP
 
 multiproject-controller-manager is running against a local control plane.
@@ -203,6 +240,8 @@ multiproject-controller-manager is running against a local control plane.
   alias kubectl=${kubectl}
 
   kubectl get providerconfigs                       # the tenants; edit docs/examples/ to add one
+  kubectl get namespace platform-app -o yaml        # tenant-b: assigned from a Project of the management cluster
+  kubectl --kubeconfig=${management_kubeconfig} get projects -A   # Rancher's management cluster
   kubectl get providerconfigs -o yaml               # finalizer, status conditions per controller
   kubectl get translations -A                       # NEGs the neg controller declared
   kubectl get events -A --sort-by=.lastTimestamp    # what the controllers told users
@@ -218,5 +257,5 @@ EOF_HELP
 
 # Returns when any of the processes exits on its own (then the EXIT trap stops the others) or when a signal arrives
 # (then the INT/TERM trap runs).
-wait -n "${controlplane_pid}" "${fake_gce_pid}" "${manager_pid}" || true
+wait -n "${controlplane_pid}" "${management_pid}" "${fake_gce_pid}" "${manager_pid}" || true
 fail "a process exited on its own; see ${work_dir}/logs/"
