@@ -208,6 +208,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 
 	before := c.manager.Running(name)
 	out, syncErr := c.manager.Sync(ctx, pc)
+	out.Conditions = keepObserved(pc, out.Conditions)
 	if after := c.manager.Running(name); !slices.Equal(before, after) && len(after) > 0 && !convergedBefore(pc) {
 		c.recorder.Eventf(pc, corev1.EventTypeNormal, EventControllersStarted, "running: %s", strings.Join(after, ", "))
 	}
@@ -255,6 +256,22 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		return 0, err
 	}
 	return requeue, syncErr
+}
+
+// keepObserved replaces the Starting condition of a controller that has not reported yet with the condition the
+// status already holds for this generation: a new leader restarting a converged tenant has observed nothing new,
+// and flipping its conditions to Unknown and back would write every tenant's status twice per failover.
+func keepObserved(pc *mpv1alpha1.ProviderConfig, conds []metav1.Condition) []metav1.Condition {
+	out := slices.Clone(conds)
+	for i, cond := range out {
+		if cond.Reason != ReasonStarting {
+			continue
+		}
+		if old := meta.FindStatusCondition(pc.Status.Conditions, cond.Type); old != nil && old.ObservedGeneration == pc.Generation {
+			out[i] = *old
+		}
+	}
+	return out
 }
 
 // convergedBefore reports whether the status already says that every controller of this generation runs: a new

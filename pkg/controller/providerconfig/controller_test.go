@@ -17,7 +17,6 @@ limitations under the License.
 package providerconfig
 
 import (
-	corev1 "k8s.io/api/core/v1"
 	"runtime"
 	"slices"
 	"strconv"
@@ -25,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -437,5 +438,40 @@ func TestRestartOfAConvergedTenantSaysNothing(t *testing.T) {
 	}
 	if got := second.events.With("Normal " + EventControllersStarted); len(got) != 1 {
 		t.Errorf("ControllersStarted Events after the restart: %q; want one, for the tenant that was not Ready", got)
+	}
+}
+
+// TestRestartOfAConvergedTenantWritesNoStatus: until a restarted controller reports, the tenant's status keeps what
+// the previous leader observed at this generation, instead of flipping to Starting (Ready False) and back, which
+// would write every tenant's status twice per failover.
+func TestRestartOfAConvergedTenantWritesNoStatus(t *testing.T) {
+	first := newFixture(t, 1)
+	first.create(providerConfig("converged", "c-1"))
+	first.waitFor("Ready", first.conditionIs("converged", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionTrue, ReasonAllControllersReady))
+	converged := first.get("converged")
+	first.stop()
+
+	ps := newProbes()
+	ps.gate = make(chan struct{})
+	second := newFixtureWith(t, fixtureConfig{workers: 1, objects: []*mpv1alpha1.ProviderConfig{converged}, probes: ps})
+	second.waitFor("the restarted probe", func() bool { return ps.latest("converged") != nil })
+	// One worker, in order: once the barrier has its finalizer, the converged tenant's first sync (whose probe has
+	// not reported) is over.
+	second.create(providerConfig("barrier", "c-2"))
+	second.waitFor("the barrier's finalizer", func() bool {
+		return slices.Contains(second.get("barrier").Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer)
+	})
+	close(ps.gate)
+	second.waitFor("the barrier Ready", second.conditionIs("barrier", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionTrue, ReasonAllControllersReady))
+	for _, a := range second.mp.Actions() {
+		if a.GetVerb() == "list" || a.GetVerb() == "watch" || a.GetVerb() == "get" {
+			continue
+		}
+		if objectName(a) == "converged" {
+			t.Errorf("the converged tenant was written after the restart: %s %s", a.GetVerb(), a.GetSubresource())
+		}
+	}
+	if got := second.get("converged").Status; !apiequality.Semantic.DeepEqual(got, converged.Status) {
+		t.Errorf("status changed across the restart:\nbefore %+v\nafter  %+v", converged.Status, got)
 	}
 }

@@ -67,6 +67,16 @@ func (p *probe) Run(ctx context.Context) {
 	p.owner.enter(p.tctx.Name())
 	defer p.owner.leave(p.tctx.Name())
 	if cache.WaitForCacheSync(ctx.Done(), p.reg.HasSynced) {
+		p.owner.mu.Lock()
+		gate := p.owner.gate
+		p.owner.mu.Unlock()
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return
+			}
+		}
 		p.tctx.Condition.Report(metav1.ConditionTrue, "Running", "probe "+p.section)
 		<-ctx.Done()
 	}
@@ -93,6 +103,8 @@ type probes struct {
 	pending map[string]string
 	// hold, when set, keeps every probe from returning after its context ended until it is closed.
 	hold chan struct{}
+	// gate, when set, keeps every probe from reporting its condition until it is closed.
+	gate chan struct{}
 	// active counts the probes of each tenant inside Run; maxActive is the most seen at once.
 	active, maxActive map[string]int
 	abandoned         map[string]int
