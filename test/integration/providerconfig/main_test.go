@@ -30,5 +30,7 @@ import (
 var controlPlane *framework.ControlPlane
 
 func TestMain(m *testing.M) {
-	framework.Main(m, framework.Options{ControllerManager: true, InstallProjectManifests: true}, &controlPlane)
+	framework.Main(m, framework.Options{ControllerManager: true, InstallProjectManifests: true,
+		// The Rancher and Pangolin CRDs, which the real controllers of BenchmarkIdleTenantsAndRestart require.
+		ExtraManifestDirs: []string{"test/fixtures/crds"}}, &controlPlane)
 }

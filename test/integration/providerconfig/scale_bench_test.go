@@ -1,0 +1,338 @@
+//go:build integration
+
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package providerconfig
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	componentbaseconfig "k8s.io/component-base/config"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2/ktesting"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpclientset "github.com/multiproject/client-go/clientset/versioned"
+
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app"
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
+)
+
+// idleTenants is how many tenants BenchmarkIdleTenantsAndRestart runs (IDLE_TENANTS overrides it).
+func idleTenants(b *testing.B) int {
+	n := 1000
+	if s := os.Getenv("IDLE_TENANTS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 2 {
+			b.Fatalf("IDLE_TENANTS=%q: want a number ≥ 2", s)
+		}
+	}
+	return n
+}
+
+// writeCounter counts the mutating requests sent through a rest.Config it wraps, by "<verb> <path without name>".
+type writeCounter struct {
+	on     atomic.Bool
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		if w.on.Load() && req.Method != http.MethodGet {
+			w.mu.Lock()
+			w.counts[req.Method+" "+resourceOf(req.URL.Path)]++
+			w.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+func (w *writeCounter) total() (int, string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, parts := 0, []string{}
+	for k, v := range w.counts {
+		n += v
+		parts = append(parts, fmt.Sprintf("%s=%d", k, v))
+	}
+	return n, strings.Join(parts, " ")
+}
+
+// resourceOf keeps the resource (and subresource) of an API path: /api/v1/namespaces/ns/events → events,
+// /apis/multiproject.io/v1alpha1/providerconfigs/a/status → providerconfigs/status.
+func resourceOf(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) > 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) > 3 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return path
+	}
+	if len(parts) > 2 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	if len(parts) == 3 {
+		return parts[0] + "/" + parts[2]
+	}
+	return parts[0]
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// gathered sums the samples of a metric family of the in-process registry whose labels include every pair of want.
+func gathered(b *testing.B, name string, want map[string]string) float64 {
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if labels[k] != v {
+					continue metric
+				}
+			}
+			sum += value(m)
+		}
+	}
+	return sum
+}
+
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	}
+	return 0
+}
+
+// BenchmarkIdleTenantsAndRestart runs the manager in process with every controller (neg with the fake GCE,
+// namespace-project, ingress-tunnel) for idle tenants: ProviderConfigs with gcp, rancher and pangolin sections and
+// no object to act on. It reports what one more idle tenant costs (goroutines, heap), the cold start to every
+// tenant Ready, and then restarts the manager and counts every API write and mutating GCE call from the restart
+// until every tenant's controllers run again and the ProviderConfig queue is empty, plus 10 s: a converged restart
+// should write nothing. The client QPS is raised so that creating the tenants does not dominate.
+func BenchmarkIdleTenantsAndRestart(b *testing.B) {
+	n := idleTenants(b)
+	for i := 0; i < b.N; i++ {
+		runIdleTenants(b, n)
+	}
+}
+
+func runIdleTenants(b *testing.B, n int) {
+	_, ctx := ktesting.NewTestContext(b)
+	admin := controlPlane.AdminConfig()
+	admin.QPS, admin.Burst = 500, 1000
+	mp := mpclientset.NewForConfigOrDie(admin)
+	gce := fakegce.New(fakegce.Options{})
+	gce.Start()
+	b.Cleanup(gce.Close)
+	writes := &writeCounter{counts: map[string]int{}}
+	b.Cleanup(func() { deleteTenants(mp) })
+
+	var stop func()
+	start := func() {
+		restConfig, err := controlPlane.ManagerConfig(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		restConfig.QPS, restConfig.Burst = 500, 1000
+		restConfig.Wrap(writes.wrap)
+		client := kubernetes.NewForConfigOrDie(restConfig)
+		broadcaster := record.NewBroadcaster()
+		c := &config.Config{
+			Controllers:            []string{names.NEGController, names.NamespaceProjectController, names.IngressTunnelController},
+			ProviderConfigWorkers:  5,
+			ProviderConfigLabelKey: labelKey,
+			ShutdownTimeout:        30 * time.Second,
+			CacheSyncTimeout:       time.Minute,
+			LeaderElection:         componentbaseconfig.LeaderElectionConfiguration{LeaderElect: false},
+			Kubeconfig:             restConfig,
+			Client:                 client,
+			MultiprojectClient:     mpclientset.NewForConfigOrDie(restConfig),
+			LeaderElectionClient:   client,
+			EventBroadcaster:       broadcaster,
+			EventRecorder:          broadcaster.NewRecorder(providerconfig.Scheme, corev1.EventSource{Component: names.ComponentName}),
+			EventSink:              &typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")},
+			TenantControllers: tenant.Options{ClusterName: "bench", AppOwnerLabelKey: "appOwner", GCEEndpoint: gce.Endpoint(),
+				GCEQPS: 10, GCEBurst: 20},
+		}
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- app.Run(runCtx, c.Complete(), app.NewControllerDescriptors()) }()
+		stop = func() {
+			cancel()
+			if err := <-done; err != nil {
+				b.Errorf("manager returned %v", err)
+			}
+			broadcaster.Shutdown()
+		}
+	}
+	create := func(from, to int) {
+		sem := make(chan struct{}, 16)
+		var wg sync.WaitGroup
+		for i := from; i < to; i++ {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				if _, err := mp.MultiprojectV1alpha1().ProviderConfigs().Create(ctx, idleTenant(i), metav1.CreateOptions{}); err != nil {
+					b.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	allReady := func(what string, want int) {
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Minute, true, func(ctx context.Context) (bool, error) {
+			return readyTenants(ctx, mp) >= want, nil
+		}); err != nil {
+			b.Fatalf("waiting for %s: %v", what, err)
+		}
+	}
+	heap := func() (int, uint64) {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return runtime.NumGoroutine(), ms.HeapInuse
+	}
+
+	start()
+	create(0, 1)
+	allReady("the first tenant Ready", 1)
+	g1, h1 := heap()
+	began := time.Now()
+	create(1, n)
+	allReady(fmt.Sprintf("%d tenants Ready", n), n)
+	coldStart := time.Since(began)
+	gN, hN := heap()
+	b.ReportMetric(float64(gN-g1)/float64(n-1), "goroutines/idle-tenant")
+	b.ReportMetric(float64(int64(hN)-int64(h1))/float64(n-1)/1024, "heap-KiB/idle-tenant")
+	b.ReportMetric(coldStart.Seconds(), "s-to-Ready")
+
+	stop()
+	mutatingBefore := gceMutations(gce, n)
+	syncsBefore := gathered(b, "multiproject_provider_config_syncs_total", nil)
+	writes.on.Store(true)
+	began = time.Now()
+	start()
+	controllers := float64(3 * n)
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Minute, true, func(context.Context) (bool, error) {
+		return gathered(b, "multiproject_controllers_running", nil) >= controllers &&
+			gathered(b, "multiproject_provider_config_syncs_total", nil)-syncsBefore >= float64(n) &&
+			gathered(b, "workqueue_depth", map[string]string{"name": "providerconfig"}) == 0, nil
+	}); err != nil {
+		b.Fatalf("waiting for every tenant's controllers after the restart: %v", err)
+	}
+	restart := time.Since(began)
+	// A measurement window, not a wait for a condition: late writes (conditions flipping once the controllers
+	// report) would land in it.
+	time.Sleep(10 * time.Second)
+	total, detail := writes.total()
+	writes.on.Store(false)
+	b.ReportMetric(restart.Seconds(), "s-to-running-after-restart")
+	b.ReportMetric(float64(total), "API-writes-after-restart")
+	b.ReportMetric(float64(gceMutations(gce, n)-mutatingBefore), "GCE-mutations-after-restart")
+	fmt.Fprintf(os.Stderr, "%d idle tenants: %d goroutines and %.0f KiB heap for one tenant, %d and %.0f KiB for all; writes after the restart: %s\n",
+		n, g1, float64(h1)/1024, gN, float64(hN)/1024, detail)
+	stop()
+}
+
+func idleTenant(i int) *mpv1alpha1.ProviderConfig {
+	name := fmt.Sprintf("idle-%04d", i)
+	return &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: mpv1alpha1.ProviderConfigSpec{
+		GCP:      &mpv1alpha1.GCPConfig{ProjectID: name + "-project", ProjectNumber: int64(100000 + i), Network: "default"},
+		Rancher:  &mpv1alpha1.RancherConfig{ClusterID: "c-" + name},
+		Pangolin: &mpv1alpha1.PangolinConfig{TunnelNamespace: "pangolin-system", DefaultTunnel: "main"},
+	}}
+}
+
+func readyTenants(ctx context.Context, mp mpclientset.Interface) int {
+	list, err := mp.MultiprojectV1alpha1().ProviderConfigs().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, pc := range list.Items {
+		for _, c := range pc.Status.Conditions {
+			if c.Type == mpv1alpha1.ProviderConfigConditionReady && c.Status == metav1.ConditionTrue && pc.Status.ObservedGeneration == pc.Generation {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// deleteTenants removes every ProviderConfig, finalizers first, after the manager has stopped.
+func deleteTenants(mp mpclientset.Interface) {
+	ctx := context.Background()
+	list, err := mp.MultiprojectV1alpha1().ProviderConfigs().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, pc := range list.Items {
+		_, _ = mp.MultiprojectV1alpha1().ProviderConfigs().Patch(ctx, pc.Name, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		_ = mp.MultiprojectV1alpha1().ProviderConfigs().Delete(ctx, pc.Name, metav1.DeleteOptions{})
+	}
+}
+
+// gceMutations sums the mutating calls the fake GCE received for the projects of the first n idle tenants.
+func gceMutations(gce *fakegce.Server, n int) int {
+	total := 0
+	for i := 0; i < n; i++ {
+		total += gce.MutatingCalls(idleTenant(i).Spec.GCP.ProjectID)
+	}
+	return total
+}
