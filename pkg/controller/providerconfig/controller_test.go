@@ -475,3 +475,24 @@ func TestRestartOfAConvergedTenantWritesNoStatus(t *testing.T) {
 		t.Errorf("status changed across the restart:\nbefore %+v\nafter  %+v", converged.Status, got)
 	}
 }
+
+// TestIdleTenantsCostTheirControllersOnly: a running tenant costs its controllers' own goroutines (the probe: one)
+// and nothing per tenant besides; Events of every tenant go through one broadcaster.
+func TestIdleTenantsCostTheirControllersOnly(t *testing.T) {
+	f := newFixture(t, 2)
+	f.create(providerConfig("warm", "c-0"))
+	f.waitFor("the first tenant Ready", f.conditionIs("warm", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionTrue, ReasonAllControllersReady))
+	base := runtime.NumGoroutine()
+	const tenants = 40
+	for i := range tenants {
+		f.create(providerConfig("idle-"+strconv.Itoa(i), "c-1"))
+	}
+	for i := range tenants {
+		name := "idle-" + strconv.Itoa(i)
+		f.waitFor(name+" Ready", f.conditionIs(name, mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionTrue, ReasonAllControllersReady))
+	}
+	// The probe's Run is its one goroutine; a few more may be passing through the runtime.
+	if got, most := runtime.NumGoroutine()-base, tenants+5; got > most {
+		t.Errorf("%d idle tenants added %d goroutines, want at most %d (one per controller)", tenants, got, most)
+	}
+}

@@ -115,6 +115,12 @@ type Manager struct {
 
 	mu      sync.Mutex
 	tenants map[string]*tenantControllers
+
+	// events is one Event broadcaster for every tenant's controllers, started with the first controller and shut
+	// down by StopAll: a broadcaster per controller cost three goroutines for each controller of each tenant, idle
+	// or not. Each controller still gets its own recorder (its own event source). Guarded by eventsMu.
+	eventsMu sync.Mutex
+	events   record.EventBroadcaster
 }
 
 type tenantControllers struct {
@@ -141,7 +147,6 @@ type controllerRun struct {
 	cancel     context.CancelFunc
 	done       chan struct{}
 	informers  *controllerInformers
-	broadcast  record.EventBroadcaster
 	condition  *conditionState
 	generation int64
 }
@@ -155,6 +160,18 @@ func NewManager(cfg ManagerConfig) *Manager {
 		cfg.OnConditionChange = func(string) {}
 	}
 	return &Manager{cfg: cfg, tenants: map[string]*tenantControllers{}}
+}
+
+// recorder returns an EventRecorder for one controller, on the manager's broadcaster.
+func (m *Manager) recorder(ctx context.Context, controller string) record.EventRecorder {
+	m.eventsMu.Lock()
+	defer m.eventsMu.Unlock()
+	if m.events == nil {
+		// The context gives the broadcaster its logger; its end must not stop it (it is one tenant's).
+		m.events = record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
+		m.events.StartRecordingToSink(m.cfg.EventSink)
+	}
+	return m.events.NewRecorder(Scheme, corev1.EventSource{Component: "multiproject-" + controller})
 }
 
 // locked runs fn under the manager's lock, which guards the tenants map and every tenant's maps. Starting and
@@ -421,21 +438,18 @@ func (m *Manager) abandon(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f 
 	return f.Abandon(ctx, tctx)
 }
 
-// newContext builds a Context for a one-off call, with its own informers and Event broadcaster, released by the
-// returned function.
+// newContext builds a Context for a one-off call, with its own informers, released by the returned function.
 func (m *Manager) newContext(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f NamedFactory) (*tenant.Context, func(), error) {
 	views, err := m.cfg.Router.Tenant(pc.Name)
 	if err != nil {
 		return nil, nil, err
 	}
 	informers := &controllerInformers{views: views, shared: m.cfg.Shared}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(m.cfg.EventSink)
-	tctx := m.context(pc, f, informers, broadcaster, &conditionState{conditionType: f.ConditionType, notify: func() {}})
-	return tctx, func() { informers.close(); broadcaster.Shutdown() }, nil
+	tctx := m.context(pc, f, informers, m.recorder(ctx, f.Name), &conditionState{conditionType: f.ConditionType, notify: func() {}})
+	return tctx, informers.close, nil
 }
 
-func (m *Manager) context(pc *mpv1alpha1.ProviderConfig, f NamedFactory, informers *controllerInformers, broadcaster record.EventBroadcaster, condition *conditionState) *tenant.Context {
+func (m *Manager) context(pc *mpv1alpha1.ProviderConfig, f NamedFactory, informers *controllerInformers, recorder record.EventRecorder, condition *conditionState) *tenant.Context {
 	t := m.tenant(pc.Name)
 	return &tenant.Context{
 		CloudResourcesAbandoned: t.abandoned.Load,
@@ -445,7 +459,7 @@ func (m *Manager) context(pc *mpv1alpha1.ProviderConfig, f NamedFactory, informe
 		KubeClient:              m.cfg.KubeClient,
 		MultiprojectClient:      m.cfg.MultiprojectClient,
 		Informers:               informers,
-		EventRecorder:           broadcaster.NewRecorder(Scheme, corev1.EventSource{Component: "multiproject-" + f.Name}),
+		EventRecorder:           recorder,
 		Condition:               condition,
 		Options:                 m.cfg.Options,
 		Workers:                 f.Workers,
@@ -515,7 +529,7 @@ func (m *Manager) Stop(ctx context.Context, name string) {
 	})
 }
 
-// StopAll stops every tenant's controllers concurrently (on shutdown).
+// StopAll stops every tenant's controllers concurrently (on shutdown), then the Event broadcaster.
 func (m *Manager) StopAll(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, name := range m.Tenants() {
@@ -526,6 +540,12 @@ func (m *Manager) StopAll(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+	m.eventsMu.Lock()
+	defer m.eventsMu.Unlock()
+	if m.events != nil {
+		m.events.Shutdown()
+		m.events = nil
+	}
 }
 
 // Tenants lists the tenants the manager knows, sorted.
@@ -588,10 +608,8 @@ func (m *Manager) startRun(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f
 		return nil, err
 	}
 	informers := &controllerInformers{views: views, shared: m.cfg.Shared}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(m.cfg.EventSink)
 	condition := &conditionState{conditionType: f.ConditionType, notify: func() { m.cfg.OnConditionChange(pc.Name) }}
-	tctx := m.context(pc, f, informers, broadcaster, condition)
+	tctx := m.context(pc, f, informers, m.recorder(ctx, f.Name), condition)
 	runCtx, cancel := context.WithCancel(klog.NewContext(ctx, klog.FromContext(ctx).WithValues("providerConfig", pc.Name, "controller", f.Name)))
 	build := f.New
 	if cleanup {
@@ -601,11 +619,10 @@ func (m *Manager) startRun(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f
 	if err != nil {
 		cancel()
 		informers.close()
-		broadcaster.Shutdown()
 		return nil, err
 	}
 	run := &controllerRun{factory: f, cleanup: cleanup, section: section, tctx: tctx, cancel: cancel, done: make(chan struct{}),
-		informers: informers, broadcast: broadcaster, condition: condition, generation: pc.Generation}
+		informers: informers, condition: condition, generation: pc.Generation}
 	metrics.ControllersRunning.WithLabelValues(pc.Name, f.Name).Set(1)
 	go func() {
 		defer close(run.done)
@@ -616,7 +633,7 @@ func (m *Manager) startRun(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f
 }
 
 // stopRun ends one controller: cancel its context (the tenant's own stop), wait for Run to return, then remove its
-// handlers, stop its event broadcaster and drop its metric series. An instance that does not return within the
+// handlers and drop its metric series. An instance that does not return within the
 // stop timeout is detached, but kept in the tenant's stopping set until it does: no other instance of that
 // controller starts for the tenant before, so two never act at once.
 func (m *Manager) stopRun(ctx context.Context, tenantName string, t *tenantControllers, run *controllerRun) {
@@ -649,7 +666,6 @@ func (m *Manager) stopRun(ctx context.Context, tenantName string, t *tenantContr
 		}()
 	}
 	run.informers.close()
-	run.broadcast.Shutdown()
 	metrics.ForgetController(tenantName, run.factory.Name)
 }
 

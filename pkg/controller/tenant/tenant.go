@@ -90,8 +90,8 @@ type Context struct {
 	KubeClient             kubernetes.Interface
 	MultiprojectClient     mpclientset.Interface
 	Informers              Informers
-	// EventRecorder records Events on users' objects through the tenant's own broadcaster, which the manager shuts
-	// down when the tenant stops.
+	// EventRecorder records Events on users' objects, with the controller as their source, through the manager's
+	// one Event broadcaster.
 	EventRecorder record.EventRecorder
 	// Condition reports the controller's condition on the ProviderConfig.
 	Condition ConditionReporter
