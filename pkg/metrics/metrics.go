@@ -20,7 +20,9 @@ package metrics
 
 import (
 	"sync"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 )
@@ -69,6 +71,56 @@ var (
 		Help:           "NEGs deleted by a tenant's garbage sweep: ours by their marker, claimed by no Translation.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"provider_config"})
+
+	// GCERequests counts the HTTP calls of a tenant's Compute Engine client. method is the compute/v1 method
+	// (networkEndpointGroups.insert, zoneOperations.wait, ...) and result a small fixed set derived from the error
+	// (pkg/gce/client), never the error's text, so that the series stay bounded.
+	GCERequests = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "gce_requests_total",
+		Help:           "HTTP calls to the Compute Engine API, by ProviderConfig, compute/v1 method and result (success, not_found, conflict, rate_limited, quota_exceeded, forbidden, client_error, server_error, canceled, timeout, transport_error).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"provider_config", "method", "result"})
+
+	// GCERequestDuration is the latency of one HTTP call to the Compute Engine API, without the time spent waiting
+	// for the tenant's client-side rate limiter. zoneOperations.wait blocks until the operation is done (GCE caps a
+	// wait at about two minutes), so its latency is the operation's.
+	GCERequestDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Subsystem:      subsystem,
+		Name:           "gce_request_duration_seconds",
+		Help:           "Latency of HTTP calls to the Compute Engine API, by ProviderConfig and compute/v1 method; rate-limiter waits excluded.",
+		Buckets:        []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"provider_config", "method"})
+
+	// ProviderConfigCondition mirrors each condition of a ProviderConfig's status the way kube-state-metrics does:
+	// one series per status, 1 for the status the condition has and 0 for the other two.
+	ProviderConfigCondition = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      subsystem,
+		Name:           "provider_config_condition",
+		Help:           "The conditions of a ProviderConfig's status: 1 for the status (True, False, Unknown) the condition of that type has, 0 for the others.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"provider_config", "type", "status"})
+
+	// ProviderConfigDeletionTimestamp is set while a ProviderConfig waits for its cleanup, so that an alert can say
+	// how long a deletion has been pending.
+	ProviderConfigDeletionTimestamp = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      subsystem,
+		Name:           "provider_config_deletion_timestamp_seconds",
+		Help:           "Unix time of a ProviderConfig's deletionTimestamp, while it is being deleted (its cleanup has not finished).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"provider_config"})
+)
+
+// conditionStatuses are the statuses a condition series exists for; every condition has all three.
+var conditionStatuses = []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown}
+
+// conditionTypes remembers which condition types have series per ProviderConfig, so that a condition dropped from
+// the status (a section removed from the spec) loses its series without deleting and recreating the others, which
+// a scrape in between would see missing.
+var (
+	conditionTypesMu sync.Mutex
+	conditionTypes   = map[string]map[string]bool{}
 )
 
 var registerOnce sync.Once
@@ -76,7 +128,8 @@ var registerOnce sync.Once
 // Register adds the series to the legacy registry served on /metrics. It is idempotent.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(ControllersRunning, Syncs, QueueDepth, ProviderConfigSyncs, NEGsCollected)
+		legacyregistry.MustRegister(ControllersRunning, Syncs, QueueDepth, ProviderConfigSyncs, NEGsCollected,
+			GCERequests, GCERequestDuration, ProviderConfigCondition, ProviderConfigDeletionTimestamp)
 	})
 }
 
@@ -111,7 +164,53 @@ func ForgetController(providerConfig, controller string) {
 	}
 }
 
-// ForgetProviderConfig removes the ProviderConfig controller's series of a tenant that no longer exists.
+// ObserveGCERequest records one HTTP call of a tenant's Compute Engine client: its result and how long it took.
+func ObserveGCERequest(providerConfig, method, result string, took time.Duration) {
+	GCERequests.WithLabelValues(providerConfig, method, result).Inc()
+	GCERequestDuration.WithLabelValues(providerConfig, method).Observe(took.Seconds())
+}
+
+// ObserveProviderConfig sets the condition and deletion series of a ProviderConfig from its status as the
+// ProviderConfig controller finds it, and removes the series of conditions the status no longer has.
+func ObserveProviderConfig(providerConfig string, conditions []metav1.Condition, deletionTimestamp *metav1.Time) {
+	if !ProviderConfigCondition.IsCreated() {
+		return
+	}
+	present := make(map[string]bool, len(conditions))
+	for _, cond := range conditions {
+		present[cond.Type] = true
+		for _, status := range conditionStatuses {
+			value := 0.0
+			if cond.Status == status {
+				value = 1
+			}
+			ProviderConfigCondition.WithLabelValues(providerConfig, cond.Type, string(status)).Set(value)
+		}
+	}
+	conditionTypesMu.Lock()
+	for t := range conditionTypes[providerConfig] {
+		if !present[t] {
+			deleteCondition(providerConfig, t)
+		}
+	}
+	conditionTypes[providerConfig] = present
+	conditionTypesMu.Unlock()
+
+	if deletionTimestamp != nil {
+		ProviderConfigDeletionTimestamp.WithLabelValues(providerConfig).Set(float64(deletionTimestamp.Unix()))
+	} else {
+		ProviderConfigDeletionTimestamp.DeleteLabelValues(providerConfig)
+	}
+}
+
+func deleteCondition(providerConfig, conditionType string) {
+	for _, status := range conditionStatuses {
+		ProviderConfigCondition.DeleteLabelValues(providerConfig, conditionType, string(status))
+	}
+}
+
+// ForgetProviderConfig removes every series of a tenant that no longer exists: the ProviderConfig controller's,
+// its status's, and those of its GCE calls.
 func ForgetProviderConfig(providerConfig string) {
 	if !ProviderConfigSyncs.IsCreated() {
 		return
@@ -120,4 +219,12 @@ func ForgetProviderConfig(providerConfig string) {
 		ProviderConfigSyncs.DeleteLabelValues(providerConfig, result)
 	}
 	NEGsCollected.DeleteLabelValues(providerConfig)
+	tenant := map[string]string{"provider_config": providerConfig}
+	GCERequests.DeletePartialMatch(tenant)
+	GCERequestDuration.DeletePartialMatch(tenant)
+	ProviderConfigCondition.DeletePartialMatch(tenant)
+	ProviderConfigDeletionTimestamp.DeleteLabelValues(providerConfig)
+	conditionTypesMu.Lock()
+	delete(conditionTypes, providerConfig)
+	conditionTypesMu.Unlock()
 }

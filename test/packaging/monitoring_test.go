@@ -38,6 +38,7 @@ import (
 	promconfig "github.com/prometheus/prometheus/config"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -92,6 +93,9 @@ func gatherExported() (map[string]dto.MetricType, error) {
 	metrics.ObserveSync("probe", "probe", "probe-probe", nil, 0)
 	metrics.ProviderConfigSyncs.WithLabelValues("probe", "success").Inc()
 	metrics.NEGsCollected.WithLabelValues("probe").Add(0)
+	metrics.ObserveGCERequest("probe", "probe", "success", 0)
+	deleting := metav1.Now()
+	metrics.ObserveProviderConfig("probe", []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}}, &deleting)
 
 	// A queue as tenant.NewWorkers makes one: every workqueue_* series of its name exists from construction on.
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),

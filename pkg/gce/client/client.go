@@ -21,6 +21,9 @@ limitations under the License.
 //
 // One Client per tenant is what keeps tenants apart: each has its own project, credentials and rate limiter, so one
 // tenant's quota trouble never consumes another's budget.
+//
+// Every HTTP call is recorded, labeled with the tenant, in multiproject_gce_requests_total (by compute/v1 method
+// and a bounded result, see Result) and multiproject_gce_request_duration_seconds (pkg/metrics).
 package client
 
 import (
@@ -39,6 +42,8 @@ import (
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 )
 
 // MaxEndpointsPerCall is the most endpoints GCE accepts in one attach or detach call. The API reference states no
@@ -50,6 +55,8 @@ const DefaultOperationTimeout = 5 * time.Minute
 
 // Config says how to reach one tenant's project.
 type Config struct {
+	// ProviderConfig names the tenant, the provider_config label of the client's call metrics.
+	ProviderConfig string
 	// ProjectID is the GCP project every call addresses.
 	ProjectID string
 	// Endpoint overrides the compute/v1 base URL, e.g. "http://127.0.0.1:8086/compute/v1/" for the fake. It must
@@ -72,6 +79,7 @@ type Config struct {
 
 // Client makes one tenant's zonal NEG calls. It is safe for concurrent use.
 type Client struct {
+	tenant           string
 	project          string
 	svc              *compute.Service
 	limiter          flowcontrol.RateLimiter
@@ -122,7 +130,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gce client: %w", err)
 	}
-	c := &Client{project: cfg.ProjectID, svc: svc, operationTimeout: cfg.OperationTimeout}
+	c := &Client{tenant: cfg.ProviderConfig, project: cfg.ProjectID, svc: svc, operationTimeout: cfg.OperationTimeout}
 	if c.operationTimeout <= 0 {
 		c.operationTimeout = DefaultOperationTimeout
 	}
@@ -182,12 +190,30 @@ func (c *Client) take(ctx context.Context, mutating bool) error {
 	return nil
 }
 
+// observe records one HTTP call in the tenant's GCE call metrics.
+func (c *Client) observe(method string, start time.Time, err error) {
+	metrics.ObserveGCERequest(c.tenant, method, Result(err), time.Since(start))
+}
+
+// observeOperation records a call that returns an operation. An operation that comes back DONE with an error is a
+// failure of the call as the caller sees it (operationError), though its HTTP status was 200: counting it as a
+// success would hide every asynchronous failure from the error ratio.
+func (c *Client) observeOperation(method string, start time.Time, op *compute.Operation, err error) {
+	if err == nil && op != nil && op.Status == "DONE" {
+		err = operationError(op)
+	}
+	c.observe(method, start, err)
+}
+
 // GetNEG returns the zonal NEG, or an error for which IsNotFound is true.
 func (c *Client) GetNEG(ctx context.Context, zone, name string) (*compute.NetworkEndpointGroup, error) {
 	if err := c.take(ctx, false); err != nil {
 		return nil, err
 	}
-	return c.svc.NetworkEndpointGroups.Get(c.project, zone, name).Context(ctx).Do()
+	start := time.Now()
+	neg, err := c.svc.NetworkEndpointGroups.Get(c.project, zone, name).Context(ctx).Do()
+	c.observe(MethodGet, start, err)
+	return neg, err
 }
 
 // InsertNEG creates the NEG and waits until GCE has created it.
@@ -195,7 +221,9 @@ func (c *Client) InsertNEG(ctx context.Context, zone string, neg *compute.Networ
 	if err := c.take(ctx, true); err != nil {
 		return err
 	}
+	start := time.Now()
 	op, err := c.svc.NetworkEndpointGroups.Insert(c.project, zone, neg).RequestId(uuid.NewString()).Context(ctx).Do()
+	c.observeOperation(MethodInsert, start, op, err)
 	if err != nil {
 		return err
 	}
@@ -207,7 +235,9 @@ func (c *Client) DeleteNEG(ctx context.Context, zone, name string) error {
 	if err := c.take(ctx, true); err != nil {
 		return err
 	}
+	start := time.Now()
 	op, err := c.svc.NetworkEndpointGroups.Delete(c.project, zone, name).RequestId(uuid.NewString()).Context(ctx).Do()
+	c.observeOperation(MethodDelete, start, op, err)
 	if err != nil {
 		return err
 	}
@@ -223,8 +253,10 @@ func (c *Client) AttachEndpoints(ctx context.Context, zone, name string, endpoin
 		return err
 	}
 	req := &compute.NetworkEndpointGroupsAttachEndpointsRequest{NetworkEndpoints: endpoints}
+	start := time.Now()
 	op, err := c.svc.NetworkEndpointGroups.AttachNetworkEndpoints(c.project, zone, name, req).
 		RequestId(uuid.NewString()).Context(ctx).Do()
+	c.observeOperation(MethodAttach, start, op, err)
 	if err != nil {
 		return err
 	}
@@ -240,8 +272,10 @@ func (c *Client) DetachEndpoints(ctx context.Context, zone, name string, endpoin
 		return err
 	}
 	req := &compute.NetworkEndpointGroupsDetachEndpointsRequest{NetworkEndpoints: endpoints}
+	start := time.Now()
 	op, err := c.svc.NetworkEndpointGroups.DetachNetworkEndpoints(c.project, zone, name, req).
 		RequestId(uuid.NewString()).Context(ctx).Do()
+	c.observeOperation(MethodDetach, start, op, err)
 	if err != nil {
 		return err
 	}
@@ -265,7 +299,9 @@ func (c *Client) ListEndpoints(ctx context.Context, zone, name string) ([]*compu
 		if err := c.take(ctx, false); err != nil {
 			return nil, err
 		}
+		start := time.Now()
 		page, err := call.PageToken(token).Do()
+		c.observe(MethodListEndpoints, start, err)
 		if err != nil {
 			return nil, err
 		}
@@ -291,7 +327,9 @@ func (c *Client) ListNEGs(ctx context.Context) ([]*compute.NetworkEndpointGroup,
 		if err := c.take(ctx, false); err != nil {
 			return nil, err
 		}
+		start := time.Now()
 		page, err := call.PageToken(token).Do()
+		c.observe(MethodAggregatedList, start, err)
 		if err != nil {
 			return nil, err
 		}
@@ -334,7 +372,9 @@ func (c *Client) wait(ctx context.Context, zone string, op *compute.Operation) e
 		if err := c.take(ctx, false); err != nil {
 			return &OperationWaitError{Zone: zone, Operation: op.Name, Err: err}
 		}
+		start := time.Now()
 		next, err := c.svc.ZoneOperations.Wait(c.project, zone, op.Name).Context(ctx).Do()
+		c.observeOperation(MethodOperationWait, start, next, err)
 		if err != nil {
 			return &OperationWaitError{Zone: zone, Operation: op.Name, Err: err}
 		}

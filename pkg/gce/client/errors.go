@@ -17,7 +17,9 @@ limitations under the License.
 package client
 
 import (
+	"context"
 	"errors"
+	"net"
 	"net/http"
 	"strings"
 
@@ -31,6 +33,35 @@ const (
 	ReasonInUse             = "resourceInUseByAnotherResource"
 	ReasonRateLimitExceeded = "rateLimitExceeded"
 	ReasonUserRateLimit     = "userRateLimitExceeded"
+	ReasonQuotaExceeded     = "quotaExceeded"
+)
+
+// The compute/v1 methods the client calls, the method label of its call metrics.
+const (
+	MethodGet            = "networkEndpointGroups.get"
+	MethodInsert         = "networkEndpointGroups.insert"
+	MethodDelete         = "networkEndpointGroups.delete"
+	MethodAttach         = "networkEndpointGroups.attachNetworkEndpoints"
+	MethodDetach         = "networkEndpointGroups.detachNetworkEndpoints"
+	MethodListEndpoints  = "networkEndpointGroups.listNetworkEndpoints"
+	MethodAggregatedList = "networkEndpointGroups.aggregatedList"
+	MethodOperationWait  = "zoneOperations.wait"
+)
+
+// The results of a call, the result label of its call metrics: a fixed set, so that an error's text never becomes
+// a label value.
+const (
+	ResultSuccess        = "success"
+	ResultNotFound       = "not_found"
+	ResultConflict       = "conflict"
+	ResultRateLimited    = "rate_limited"
+	ResultQuotaExceeded  = "quota_exceeded"
+	ResultForbidden      = "forbidden"
+	ResultClientError    = "client_error"
+	ResultServerError    = "server_error"
+	ResultCanceled       = "canceled"
+	ResultTimeout        = "timeout"
+	ResultTransportError = "transport_error"
 )
 
 // Class is what the caller should do about an error.
@@ -76,6 +107,46 @@ func Classify(err error) Class {
 		return ClassInUse
 	default:
 		return ClassInvalid
+	}
+}
+
+// Result names the outcome of one call for its metrics: success, the HTTP status class or GCE reason of an API
+// error, or why no answer came (canceled, timeout, transport_error).
+func Result(err error) string {
+	if err == nil {
+		return ResultSuccess
+	}
+	// Before the API error: a cancelled call is the caller's doing, whatever the transport made of it.
+	if errors.Is(err, context.Canceled) {
+		return ResultCanceled
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return ResultTimeout
+	}
+	var gerr *googleapi.Error
+	if !errors.As(err, &gerr) {
+		var nerr net.Error
+		if errors.As(err, &nerr) && nerr.Timeout() {
+			return ResultTimeout
+		}
+		return ResultTransportError
+	}
+	reason := Reason(err)
+	switch {
+	case gerr.Code == http.StatusNotFound:
+		return ResultNotFound
+	case gerr.Code == http.StatusConflict || reason == ReasonAlreadyExists:
+		return ResultConflict
+	case gerr.Code == http.StatusTooManyRequests || reason == ReasonRateLimitExceeded || reason == ReasonUserRateLimit:
+		return ResultRateLimited
+	case reason == ReasonQuotaExceeded:
+		return ResultQuotaExceeded
+	case gerr.Code == http.StatusUnauthorized || gerr.Code == http.StatusForbidden:
+		return ResultForbidden
+	case gerr.Code >= 500:
+		return ResultServerError
+	default:
+		return ResultClientError
 	}
 }
 

@@ -249,6 +249,7 @@ func (p *Pusher) gceClient(ctx context.Context, project string) (*gceclient.Clie
 		return c, nil
 	}
 	c, err := gceclient.New(ctx, gceclient.Config{
+		ProviderConfig:  p.tenant,
 		ProjectID:       project,
 		Endpoint:        p.options.GCEEndpoint,
 		CredentialsJSON: p.credentials,
