@@ -187,6 +187,8 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	if err != nil {
 		return 0, err
 	}
+	// The status as found: every status this controller writes comes back as an update and is exported then.
+	metrics.ObserveProviderConfig(name, pc.Status.Conditions, pc.DeletionTimestamp)
 
 	if pc.DeletionTimestamp != nil && !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
 		c.manager.Stop(ctx, name)

@@ -1,0 +1,115 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package providerconfig
+
+import (
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/component-base/metrics/testutil"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
+)
+
+// statusSeries returns the tenant's condition series as "type/status" → value, and its deletion timestamp series
+// (nil without one).
+func statusSeries(t *testing.T, tenant string) (map[string]float64, *float64) {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conditions := map[string]float64{}
+	var deletion *float64
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			if !testutil.LabelsMatch(m, map[string]string{"provider_config": tenant}) {
+				continue
+			}
+			switch f.GetName() {
+			case "multiproject_provider_config_condition":
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				conditions[labels["type"]+"/"+labels["status"]] = m.GetGauge().GetValue()
+			case "multiproject_provider_config_deletion_timestamp_seconds":
+				v := m.GetGauge().GetValue()
+				deletion = &v
+			}
+		}
+	}
+	return conditions, deletion
+}
+
+// readyIs says whether the Ready series of the tenant say status, as kube-state-metrics would: 1 for it, 0 for
+// the other two.
+func readyIs(conditions map[string]float64, status metav1.ConditionStatus) bool {
+	for _, s := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown} {
+		want := 0.0
+		if s == status {
+			want = 1
+		}
+		if v, ok := conditions[mpv1alpha1.ProviderConfigConditionReady+"/"+string(s)]; !ok || v != want {
+			return false
+		}
+	}
+	return true
+}
+
+// TestStatusMetricsFollowTheProviderConfig: the condition gauge says Ready True once the tenant converged and
+// Ready False while its deletion waits for cleanup, the deletion gauge holds the deletionTimestamp meanwhile, and
+// every series of the tenant is gone once the ProviderConfig is.
+func TestStatusMetricsFollowTheProviderConfig(t *testing.T) {
+	metrics.Register()
+	const name = "status-metrics-a" // the registry is the process's: a name no other test uses
+	f := newFixture(t, 1)
+	f.create(providerConfig(name, "c-1"))
+	f.waitFor("the gauge to say Ready True", func() bool {
+		conditions, deletion := statusSeries(t, name)
+		return readyIs(conditions, metav1.ConditionTrue) && deletion == nil
+	})
+	// The probe's own condition is exported too, not only Ready.
+	if conditions, _ := statusSeries(t, name); conditions[mpv1alpha1.ProviderConfigConditionNamespaceProjectReady+"/True"] != 1 {
+		t.Errorf("condition series %v lack the probe's %s True", conditions, mpv1alpha1.ProviderConfigConditionNamespaceProjectReady)
+	}
+
+	f.probes.setPending(name, "2 NEGs not deleted yet")
+	f.markDeleted(name)
+	deletedAt := float64(f.get(name).DeletionTimestamp.Unix())
+	f.waitFor("the gauges to say Ready False and the deletion pending", func() bool {
+		conditions, deletion := statusSeries(t, name)
+		return readyIs(conditions, metav1.ConditionFalse) && deletion != nil && *deletion == deletedAt
+	})
+
+	f.probes.setPending(name, "")
+	f.waitFor("the finalizer to go", func() bool {
+		return !slices.Contains(f.get(name).Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer)
+	})
+	// The fake clientset keeps an object whose finalizers are gone; the API server would delete it.
+	if err := f.mp.MultiprojectV1alpha1().ProviderConfigs().Delete(f.ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("the tenant's series to go", func() bool {
+		conditions, deletion := statusSeries(t, name)
+		return len(conditions) == 0 && deletion == nil
+	})
+}
