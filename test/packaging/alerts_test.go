@@ -81,9 +81,30 @@ func TestAlertExpressionsFireWhenTheyShould(t *testing.T) {
 				`multiproject_provider_config_syncs_total{` + jobLabel + `, provider_config="c", result="success"} 0+1x40`,
 			}, fires: []string{`{provider_config="a"}`}},
 		},
+		"MultiprojectTenantNotReady": {
+			{name: "a False, e Unknown, c deleting", series: append(append(append(append(
+				condition("a", "Ready", "False"),
+				condition("b", "Ready", "True")...),
+				condition("c", "Ready", "False")...),
+				condition("e", "Ready", "Unknown")...),
+				// c's deletion waits: MultiprojectTenantDeletionPending says so, not this alert.
+				`multiproject_provider_config_deletion_timestamp_seconds{`+jobLabel+`, provider_config="c"} 600x40`,
+			), fires: []string{`{provider_config="a"}`, `{provider_config="e"}`}},
+			{name: "all Ready, another condition False", series: append(
+				condition("a", "Ready", "True"),
+				condition("a", "NEGReady", "False")...),
+			},
+		},
+		"MultiprojectTenantDeletionPending": {
+			// Evaluated at 40m = 2,400 s of Unix time: a, deleted at -3,000 s, has waited 5,400 s; b 600 s.
+			{name: "a waits for 90 minutes, b for 10", series: []string{
+				`multiproject_provider_config_deletion_timestamp_seconds{` + jobLabel + `, provider_config="a"} -3000x40`,
+				`multiproject_provider_config_deletion_timestamp_seconds{` + jobLabel + `, provider_config="b"} 1800x40`,
+			}, fires: []string{`{provider_config="a"}`}},
+		},
 		"MultiprojectControllerSyncErrors": {
 			// Both halves of neg count their syncs as controller="neg": the pusher's failures fire this alert for neg
-			// too (and MultiprojectGCEPushErrors, which says GCE).
+			// too.
 			{name: "namespace-project and neg fail, ingress-tunnel recovered", series: []string{
 				`multiproject_controller_syncs_total{` + jobLabel + `, provider_config="a", controller="namespace-project", result="error"} 0+1x40`,
 				`multiproject_controller_syncs_total{` + jobLabel + `, provider_config="a", controller="neg", result="error"} 0+1x40`,
@@ -97,21 +118,34 @@ func TestAlertExpressionsFireWhenTheyShould(t *testing.T) {
 				`multiproject_neg_garbage_collected_total{` + jobLabel + `, provider_config="b"} 0x40`,
 			}, fires: []string{`{` + jobLabel + `, provider_config="a"}`}},
 		},
-		"MultiprojectGCEPushErrors": {
-			// A failed pusher sync is retried with backoff: the retries of its queue count the failures.
-			{name: "tenant a's pushes fail", series: []string{
-				`workqueue_retries_total{` + jobLabel + `, name="a-neg-pusher"} 0+1x40`,
-				`workqueue_retries_total{` + jobLabel + `, name="b-neg-pusher"} 1x40`,
-				`workqueue_retries_total{` + jobLabel + `, name="b-neg-translator"} 0+1x40`,
+		"MultiprojectGCERequestErrors": {
+			{name: "tenant a's calls fail 9% with 5xx", series: []string{
+				gceCalls("a", "networkEndpointGroups.attachNetworkEndpoints", "success", 100),
+				gceCalls("a", "networkEndpointGroups.attachNetworkEndpoints", "server_error", 10),
+				// 404s and conflicts are answers the pusher expects, however many.
+				gceCalls("b", "networkEndpointGroups.get", "success", 100),
+				gceCalls("b", "networkEndpointGroups.get", "not_found", 100),
+				gceCalls("b", "networkEndpointGroups.insert", "conflict", 20),
+				// 2% rate limited: below the threshold.
+				gceCalls("c", "networkEndpointGroups.get", "success", 98),
+				gceCalls("c", "zoneOperations.wait", "rate_limited", 2),
 			}, fires: []string{`{provider_config="a"}`}},
+			{name: "credentials refused", series: []string{
+				gceCalls("a", "networkEndpointGroups.aggregatedList", "forbidden", 1),
+			}, fires: []string{`{provider_config="a"}`}},
+			{name: "all well", series: []string{
+				gceCalls("a", "networkEndpointGroups.get", "success", 100),
+				gceCalls("a", "networkEndpointGroups.get", "canceled", 10),
+			}},
 		},
-		"MultiprojectGCEPushSlow": {
-			{name: "tenant-a's pushes take 50s", series: append(append(
-				histogram("workqueue_work_duration_seconds", `name="tenant-a-neg-pusher"`, 50),
-				histogram("workqueue_work_duration_seconds", `name="tenant-b-neg-pusher"`, 0.5)...),
-				// A slow queue that is not a pusher's is not a GCE problem.
-				histogram("workqueue_work_duration_seconds", `name="tenant-c-neg-translator"`, 50)...),
-				fires: []string{`{name="tenant-a-neg-pusher", provider_config="tenant-a"}`}},
+		"MultiprojectGCERequestsSlow": {
+			{name: "tenant a's attaches take 50s", series: append(append(append(
+				histogram("multiproject_gce_request_duration_seconds", `provider_config="a", method="networkEndpointGroups.attachNetworkEndpoints"`, 50),
+				histogram("multiproject_gce_request_duration_seconds", `provider_config="b", method="networkEndpointGroups.get"`, 0.5)...),
+				// An operation wait lasts as long as the change: slow waits are not a slow API.
+				histogram("multiproject_gce_request_duration_seconds", `provider_config="c", method="zoneOperations.wait"`, 50)...),
+				histogram("multiproject_gce_request_duration_seconds", `provider_config="c", method="networkEndpointGroups.insert"`, 0.5)...),
+				fires: []string{`{provider_config="a"}`}},
 		},
 		"MultiprojectWorkqueueBacklog": {
 			{name: "one queue grows without draining", series: []string{
@@ -189,6 +223,27 @@ func TestAlertExpressionsFireWhenTheyShould(t *testing.T) {
 			})
 		}
 	}
+}
+
+// gceCalls returns a counter of a tenant's GCE calls of one method and result that grows by perMinute.
+func gceCalls(tenant, method, result string, perMinute int) string {
+	return fmt.Sprintf(`multiproject_gce_requests_total{%s, provider_config=%q, method=%q, result=%q} 0+%dx40`,
+		jobLabel, tenant, method, result, perMinute)
+}
+
+// condition returns the three series of one condition of a tenant, kube-state-metrics style: 1 for its status,
+// 0 for the others.
+func condition(tenant, conditionType, status string) []string {
+	var out []string
+	for _, s := range []string{"True", "False", "Unknown"} {
+		value := 0
+		if s == status {
+			value = 1
+		}
+		out = append(out, fmt.Sprintf(`multiproject_provider_config_condition{%s, provider_config=%q, type=%q, status=%q} %dx40`,
+			jobLabel, tenant, conditionType, s, value))
+	}
+	return out
 }
 
 // histogram returns the series of a classic histogram (buckets 1s, 10s, 100s) of the manager's job into which one
