@@ -42,6 +42,7 @@ import (
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 	mpscheme "github.com/multiproject/client-go/clientset/versioned/scheme"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/apibudget"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
@@ -417,7 +418,7 @@ func (m *Manager) cleanupTarget(pc *mpv1alpha1.ProviderConfig, f NamedFactory) *
 
 // look asks f's Pending what is left, through a Context built only for that.
 func (m *Manager) look(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f NamedFactory) (string, error) {
-	tctx, release, err := m.newContext(ctx, pc, f)
+	ctx, tctx, release, err := m.newContext(ctx, pc, f)
 	if err != nil {
 		return "", err
 	}
@@ -430,7 +431,7 @@ func (m *Manager) abandon(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f 
 	if f.Abandon == nil {
 		return "", nil
 	}
-	tctx, release, err := m.newContext(ctx, pc, f)
+	ctx, tctx, release, err := m.newContext(ctx, pc, f)
 	if err != nil {
 		return "", err
 	}
@@ -438,15 +439,16 @@ func (m *Manager) abandon(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f 
 	return f.Abandon(ctx, tctx)
 }
 
-// newContext builds a Context for a one-off call, with its own informers, released by the returned function.
-func (m *Manager) newContext(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f NamedFactory) (*tenant.Context, func(), error) {
+// newContext builds a Context for a one-off call, with its own informers, released by the returned function, and
+// the ctx to make the call with: its API requests are charged to the tenant's client-side budget (apibudget).
+func (m *Manager) newContext(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f NamedFactory) (context.Context, *tenant.Context, func(), error) {
 	views, err := m.cfg.Router.Tenant(pc.Name)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	informers := &controllerInformers{views: views, shared: m.cfg.Shared}
 	tctx := m.context(pc, f, informers, m.recorder(ctx, f.Name), &conditionState{conditionType: f.ConditionType, notify: func() {}})
-	return tctx, informers.close, nil
+	return apibudget.WithTenant(ctx, pc.Name), tctx, informers.close, nil
 }
 
 func (m *Manager) context(pc *mpv1alpha1.ProviderConfig, f NamedFactory, informers *controllerInformers, recorder record.EventRecorder, condition *conditionState) *tenant.Context {
@@ -610,7 +612,8 @@ func (m *Manager) startRun(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f
 	informers := &controllerInformers{views: views, shared: m.cfg.Shared}
 	condition := &conditionState{conditionType: f.ConditionType, notify: func() { m.cfg.OnConditionChange(pc.Name) }}
 	tctx := m.context(pc, f, informers, m.recorder(ctx, f.Name), condition)
-	runCtx, cancel := context.WithCancel(klog.NewContext(ctx, klog.FromContext(ctx).WithValues("providerConfig", pc.Name, "controller", f.Name)))
+	// The tenant in runCtx charges every API request of the controller to the tenant's client-side budget.
+	runCtx, cancel := context.WithCancel(klog.NewContext(apibudget.WithTenant(ctx, pc.Name), klog.FromContext(ctx).WithValues("providerConfig", pc.Name, "controller", f.Name)))
 	build := f.New
 	if cleanup {
 		build = f.Cleanup
