@@ -42,6 +42,7 @@ import (
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/apibudget"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 )
@@ -179,6 +180,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		// Deleted without (or after) our finalizer: nothing may keep running for it.
 		c.manager.Stop(ctx, name)
 		metrics.ForgetProviderConfig(name)
+		apibudget.Forget(name)
 		c.lastWritesMu.Lock()
 		delete(c.lastWrites, name)
 		c.lastWritesMu.Unlock()
