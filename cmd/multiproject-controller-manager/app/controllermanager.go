@@ -48,6 +48,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
+	"github.com/multiproject/multiproject-controller-manager/pkg/apibudget"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
@@ -137,6 +138,7 @@ func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Re
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting", "component", names.ComponentName, "version", version.Get().String())
 	metrics.Register()
+	apibudget.Register()
 
 	c.EventBroadcaster.StartStructuredLogging(3)
 	c.EventBroadcaster.StartRecordingToSink(c.EventSink)

@@ -48,6 +48,7 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
+	"github.com/multiproject/multiproject-controller-manager/pkg/apibudget"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
@@ -87,6 +88,11 @@ type Options struct {
 	ClientConnection       componentbaseconfig.ClientConnectionConfiguration
 	LeaderElection         componentbaseconfig.LeaderElectionConfiguration
 
+	// KubeAPIQPSPerTenant and KubeAPIBurstPerTenant size each tenant's share of the client-side budget; negative
+	// means a quarter of ClientConnection's (apibudget.DefaultTenantShare), and a QPS of 0 no per-tenant limit.
+	KubeAPIQPSPerTenant   float32
+	KubeAPIBurstPerTenant int32
+
 	Debugging      *cmoptions.DebuggingOptions
 	SecureServing  *apiserveroptions.SecureServingOptions
 	Authentication *apiserveroptions.DelegatingAuthenticationOptions
@@ -119,6 +125,8 @@ func NewOptions(catalog ControllerCatalog) *Options {
 			QPS:         20,
 			Burst:       30,
 		},
+		KubeAPIQPSPerTenant:   -1,
+		KubeAPIBurstPerTenant: -1,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:       true,
 			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
@@ -170,6 +178,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		strings.Join(o.catalog.KnownControllers(), ", "), strings.Join(o.catalog.DisabledByDefault(), ", ")))
 	generic.Float32Var(&o.ClientConnection.QPS, "kube-api-qps", o.ClientConnection.QPS, "QPS to use while talking with the Kubernetes API server.")
 	generic.Int32Var(&o.ClientConnection.Burst, "kube-api-burst", o.ClientConnection.Burst, "Burst to use while talking with the Kubernetes API server.")
+	generic.Float32Var(&o.KubeAPIQPSPerTenant, "kube-api-qps-per-tenant", o.KubeAPIQPSPerTenant, "QPS each tenant's controllers may use of --kube-api-qps, so that one tenant's burst of writes leaves the rest to the others. Negative means a quarter of --kube-api-qps; 0 disables the per-tenant limit. At most --kube-api-qps.")
+	generic.Int32Var(&o.KubeAPIBurstPerTenant, "kube-api-burst-per-tenant", o.KubeAPIBurstPerTenant, "Burst each tenant's controllers may use of --kube-api-burst. Negative means a quarter of --kube-api-burst, rounded up. At most --kube-api-burst.")
 	generic.StringVar(&o.ClientConnection.ContentType, "kube-api-content-type", o.ClientConnection.ContentType, "Content type of requests sent to the API server.")
 	generic.DurationVar(&o.ResyncPeriod.Duration, "resync-period", o.ResyncPeriod.Duration, "How often the shared informers resync, re-queueing every object. A converged cluster makes no writes on a resync. 0 disables resync.")
 	generic.StringVar(&o.ProviderConfigLabelKey, "provider-config-name-label-key", o.ProviderConfigLabelKey, "Label whose value names the ProviderConfig (tenant) that a namespace and every object in it, or a Node, belongs to. On other namespaced objects it is ignored.")
@@ -225,6 +235,11 @@ func (o *Options) Validate() error {
 	if o.ClientConnection.Burst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-api-burst must be at least 1, got %d", o.ClientConnection.Burst))
 	}
+	if tenantQPS, tenantBurst := o.tenantBudget(); tenantQPS > o.ClientConnection.QPS {
+		errs = append(errs, fmt.Errorf("--kube-api-qps-per-tenant (%v) must not exceed --kube-api-qps (%v)", tenantQPS, o.ClientConnection.QPS))
+	} else if tenantQPS > 0 && (tenantBurst < 1 || tenantBurst > int(o.ClientConnection.Burst)) {
+		errs = append(errs, fmt.Errorf("--kube-api-burst-per-tenant (%d) must be at least 1 and at most --kube-api-burst (%d)", tenantBurst, o.ClientConnection.Burst))
+	}
 	if o.ResyncPeriod.Duration < 0 {
 		errs = append(errs, fmt.Errorf("--resync-period must not be negative, got %s", o.ResyncPeriod.Duration))
 	}
@@ -265,6 +280,18 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.Authorization.Validate()...)
 	errs = append(errs, o.Metrics.Validate()...)
 	return utilerrors.NewAggregate(errs)
+}
+
+// tenantBudget returns the per-tenant QPS and burst, the defaults resolved against --kube-api-qps/burst.
+func (o *Options) tenantBudget() (float32, int) {
+	qps, burst := apibudget.DefaultTenantShare(o.ClientConnection.QPS, int(o.ClientConnection.Burst))
+	if o.KubeAPIQPSPerTenant >= 0 {
+		qps = o.KubeAPIQPSPerTenant
+	}
+	if o.KubeAPIBurstPerTenant >= 0 {
+		burst = int(o.KubeAPIBurstPerTenant)
+	}
+	return qps, burst
 }
 
 // ValidateLeaderElection checks what client-go's leader elector would otherwise reject with a panic, and names the
@@ -317,13 +344,21 @@ func (o *Options) Config() (*config.Config, error) {
 	kubeconfig.QPS = o.ClientConnection.QPS
 	kubeconfig.Burst = int(o.ClientConnection.Burst)
 
-	client, err := kubernetes.NewForConfig(restclient.AddUserAgent(kubeconfig, names.ComponentName))
+	// Each of the two shared clients has its own budget, as each had its own token bucket before tenants had
+	// shares; every tenant's share is taken from it first. The budget goes on copies of kubeconfig so that the
+	// leader-election client, copied from kubeconfig below, keeps a bucket no controller can spend.
+	tenantQPS, tenantBurst := o.tenantBudget()
+	budget := apibudget.Options{QPS: o.ClientConnection.QPS, Burst: int(o.ClientConnection.Burst), TenantQPS: tenantQPS, TenantBurst: tenantBurst}
+	kubeClientConfig := restclient.CopyConfig(kubeconfig)
+	kubeClientConfig.RateLimiter = apibudget.New(budget)
+	client, err := kubernetes.NewForConfig(restclient.AddUserAgent(kubeClientConfig, names.ComponentName))
 	if err != nil {
 		return nil, err
 	}
 	// Custom resources have no protobuf encoding: their clients speak JSON whatever --kube-api-content-type says,
 	// as kube-controller-manager's dynamic clients do.
 	crdConfig := restclient.CopyConfig(kubeconfig)
+	crdConfig.RateLimiter = apibudget.New(budget)
 	crdConfig.ContentType = "application/json"
 	crdConfig.AcceptContentTypes = "application/json"
 	mpClient, err := mpclientset.NewForConfig(restclient.AddUserAgent(crdConfig, names.ComponentName))

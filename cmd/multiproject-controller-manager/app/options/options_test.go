@@ -31,6 +31,7 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	componentbaseconfig "k8s.io/component-base/config"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/apibudget"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
@@ -92,6 +93,35 @@ func TestDefaultsAreValid(t *testing.T) {
 	if o.ProviderConfigLabelKey != "multiproject.io/provider-config" {
 		t.Errorf("label key default = %q", o.ProviderConfigLabelKey)
 	}
+	// A tenant's share defaults to a quarter of the client's budget, burst rounded up.
+	if qps, burst := o.tenantBudget(); qps != 5 || burst != 8 {
+		t.Errorf("per-tenant budget default = %v/%d, want 5/8 (a quarter of 20/30)", qps, burst)
+	}
+}
+
+func TestTenantBudgetDefaultFollowsTheClientBudget(t *testing.T) {
+	cases := []struct {
+		args       []string
+		qps        float32
+		burst      int
+		wantErrMsg string
+	}{
+		{args: []string{"--kube-api-qps=100", "--kube-api-burst=200"}, qps: 25, burst: 50},
+		{args: []string{"--kube-api-qps=2", "--kube-api-burst=2"}, qps: 0.5, burst: 1},
+		{args: []string{"--kube-api-qps-per-tenant=7", "--kube-api-burst-per-tenant=9"}, qps: 7, burst: 9},
+		{args: []string{"--kube-api-qps-per-tenant=0"}, qps: 0, burst: 8},
+		{args: []string{"--kube-api-qps-per-tenant=0", "--kube-api-burst-per-tenant=0"}, qps: 0, burst: 0},
+		{args: []string{"--kube-api-qps=20", "--kube-api-qps-per-tenant=20", "--kube-api-burst-per-tenant=30"}, qps: 20, burst: 30},
+	}
+	for _, tc := range cases {
+		o, _ := parse(t, tc.args...)
+		if err := o.Validate(); err != nil {
+			t.Errorf("%v: %v", tc.args, err)
+		}
+		if qps, burst := o.tenantBudget(); qps != tc.qps || burst != tc.burst {
+			t.Errorf("%v: per-tenant budget = %v/%d, want %v/%d", tc.args, qps, burst, tc.qps, tc.burst)
+		}
+	}
 }
 
 func TestFlagsParseIntoOptions(t *testing.T) {
@@ -132,6 +162,10 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		"zero pc workers":                        {[]string{"--concurrent-provider-config-syncs=0"}, "--concurrent-provider-config-syncs must be at least 1"},
 		"zero qps":                               {[]string{"--kube-api-qps=0"}, "--kube-api-qps must be greater than 0"},
 		"zero burst":                             {[]string{"--kube-api-burst=0"}, "--kube-api-burst must be at least 1"},
+		"tenant qps over client qps":             {[]string{"--kube-api-qps-per-tenant=21"}, "--kube-api-qps-per-tenant (21) must not exceed --kube-api-qps (20)"},
+		"tenant burst over client burst":         {[]string{"--kube-api-burst-per-tenant=31"}, "--kube-api-burst-per-tenant (31) must be at least 1 and at most --kube-api-burst (30)"},
+		"zero tenant burst":                      {[]string{"--kube-api-burst-per-tenant=0"}, "--kube-api-burst-per-tenant (0) must be at least 1"},
+		"tenant burst ignored when disabled":     {[]string{"--kube-api-qps-per-tenant=0", "--kube-api-burst-per-tenant=0"}, ""},
 		"negative resync":                        {[]string{"--resync-period=-1s"}, "--resync-period must not be negative"},
 		"bad label key":                          {[]string{"--provider-config-name-label-key=not a key"}, "--provider-config-name-label-key"},
 		"zero cache sync timeout":                {[]string{"--cache-sync-timeout=0"}, "--cache-sync-timeout must be positive"},
@@ -185,6 +219,7 @@ func TestFlagSectionsAreNamed(t *testing.T) {
 		"Logs flags:", "Misc flags:",
 		"--controllers", "All controllers: experimental, ingress-tunnel, neg", "Disabled-by-default controllers: experimental",
 		"--concurrent-neg-syncs", "--leader-elect-lease-duration", "--kubeconfig", "--logging-format", "--profiling",
+		"--kube-api-qps-per-tenant", "--kube-api-burst-per-tenant",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q", want)
@@ -218,6 +253,23 @@ current-context: x
 	// The Lease client gives up a call at the renew deadline (default 10s), as kube-controller-manager's does.
 	if rc, ok := c.LeaderElectionClient.CoordinationV1().RESTClient().(*restclient.RESTClient); !ok || rc.Client.Timeout != 10*time.Second {
 		t.Errorf("leader-election client timeout is not the renew deadline: %+v", c.LeaderElectionClient.CoordinationV1().RESTClient())
+	}
+	// Both shared clients spend a budget with tenant shares (each its own, as each had its own bucket before);
+	// the Lease client does not, so that no tenant can starve lease renewal.
+	kubeBudget, ok := c.Client.CoreV1().RESTClient().GetRateLimiter().(*apibudget.Limiter)
+	if !ok {
+		t.Fatalf("kube client rate limiter = %T, want *apibudget.Limiter", c.Client.CoreV1().RESTClient().GetRateLimiter())
+	}
+	mpBudget, ok := c.MultiprojectClient.MultiprojectV1alpha1().RESTClient().GetRateLimiter().(*apibudget.Limiter)
+	if !ok {
+		t.Fatalf("multiproject client rate limiter = %T, want *apibudget.Limiter", c.MultiprojectClient.MultiprojectV1alpha1().RESTClient().GetRateLimiter())
+	}
+	want := apibudget.Options{QPS: 42, Burst: 43, TenantQPS: 10.5, TenantBurst: 11}
+	if got := kubeBudget.Options(); got != want || kubeBudget == mpBudget || mpBudget.Options() != want {
+		t.Errorf("budgets = %+v and %+v (same: %v), want two of %+v", got, mpBudget.Options(), kubeBudget == mpBudget, want)
+	}
+	if _, ok := c.LeaderElectionClient.CoordinationV1().RESTClient().GetRateLimiter().(*apibudget.Limiter); ok {
+		t.Error("the leader-election client spends the tenants' budget")
 	}
 	if strings.Join(c.Controllers, ",") != "ingress-tunnel" {
 		t.Errorf("controllers not canonicalized: %v", c.Controllers)
