@@ -222,3 +222,6 @@ func Forget(name string) {
 	}
 	forgetSeries(name)
 }
+
+// Options returns the sizes of the Limiter's buckets.
+func (l *Limiter) Options() Options { return l.opts }
