@@ -62,3 +62,7 @@ func RouterHandlerOf(r *Router, resource schema.GroupVersionResource) cache.Reso
 	}
 	return res
 }
+
+// FanoutHandlerOf returns a Fanout's one event handler on its shared informer, so tests can hand it what an informer
+// rarely produces (a tombstone).
+func FanoutHandlerOf(f *Fanout) cache.ResourceEventHandler { return fanoutHandler{f} }
