@@ -5,6 +5,8 @@
 #   hack/bench.sh                       unit-level benchmarks (./pkg/...), then those against the real control plane
 #                                       (./test/integration/... and ./test/e2e/...)
 #   BENCH=RouteEvent hack/bench.sh      only benchmarks matching the regexp
+#   BENCH=NoisyNeighbour hack/bench.sh  one tenant flooded with work beside a quiet one, with and without per-tenant
+#                                       API shares (test/integration/neg, about 3 minutes)
 #   BENCHTIME=3x hack/bench.sh          passed to -benchtime
 #
 # Integration benchmarks run against the real control plane (built and cached on first use, like the tests).
