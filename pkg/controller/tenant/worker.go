@@ -25,7 +25,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -68,17 +67,47 @@ type WorkerConfig struct {
 }
 
 // Workers is the runtime every controller of this manager runs on, the shape of sample-controller written once: a
-// typed rate-limited workqueue, event handlers registered on (tenant views of) informers and removed when the
-// workers stop, a wait for the caches, N workers with one processNextWorkItem and its requeue decision, sync
-// metrics and one log policy: a failed sync is logged at default verbosity with its key and tenant, an ErrWaiting
-// or an optimistic-lock conflict at V(4), as is a sync the stop cut short.
+// typed workqueue, event handlers registered on (tenant views of) informers and removed when the workers stop, a
+// wait for the caches, up to N workers with one processNextWorkItem and its requeue decision, sync metrics and one
+// log policy: a failed sync is logged at default verbosity with its key and tenant, an ErrWaiting or an
+// optimistic-lock conflict at V(4), as is a sync the stop cut short.
+//
+// Idle costs nothing: the queue exists while it holds keys or a key is being synced, and workers run only while
+// there is a key for them. A key to look at later (RequeueAfter, or a retry after its backoff) waits on a runtime
+// timer, not in a delaying queue, and is added again when it fires. An idle tenant's controllers therefore hold no
+// goroutine and no queue; with thousands of tenants that is most of them.
 type Workers struct {
-	cfg   WorkerConfig
-	queue workqueue.TypedRateLimitingInterface[string]
+	cfg WorkerConfig
+	// backoff keeps each key's failures across queue lifetimes: NumRequeues and the retry delay.
+	backoff workqueue.TypedRateLimiter[string]
 
-	mu            sync.Mutex
+	mu sync.Mutex
+	// queue is nil while idle; the first Add makes one (under the same name, so its metric series go on).
+	queue workqueue.TypedInterface[string]
+	// active counts the workers running, starting those not yet looking for a key, reserved the keys workers
+	// are about to Get: a worker calls Get only when the queue holds a key no other worker has reserved, so none
+	// ever blocks in Get on an empty queue.
+	active, starting, reserved int
+	// run holds what Run set up; nil before Run and after it returned (keys wait in the queue, or are dropped).
+	run *runState
+	// timers hold the keys to add later, each with the earliest time asked for.
+	timers  map[string]*delayed
+	stopped bool
+
 	registrations []registration
 	synced        []cache.InformerSynced
+}
+
+// runState is what the workers started on demand need from Run.
+type runState struct {
+	ctx, workCtx context.Context
+	workers      int
+	wg           sync.WaitGroup
+}
+
+type delayed struct {
+	timer *time.Timer
+	at    time.Time
 }
 
 type registration struct {
@@ -86,14 +115,11 @@ type registration struct {
 	registration cache.ResourceEventHandlerRegistration
 }
 
-// NewWorkers builds the queue and the workers of cfg; nothing runs until Run.
+// NewWorkers describes the queue and the workers of cfg; nothing is allocated or runs until there is a key and Run
+// has started.
 func NewWorkers(cfg WorkerConfig) *Workers {
 	cfg.Workers = max(cfg.Workers, 1)
-	return &Workers{
-		cfg: cfg,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: cfg.queueName()}),
-	}
+	return &Workers{cfg: cfg, backoff: workqueue.DefaultTypedControllerRateLimiter[string](), timers: map[string]*delayed{}}
 }
 
 func (c WorkerConfig) queueName() string {
@@ -108,10 +134,63 @@ func (c WorkerConfig) queueName() string {
 }
 
 // Add enqueues a key.
-func (w *Workers) Add(key string) { w.queue.Add(key) }
+func (w *Workers) Add(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	if w.queue == nil {
+		w.queue = workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: w.cfg.queueName()})
+	}
+	w.queue.Add(key)
+	w.startWorkersLocked()
+}
 
-// AddAfter enqueues a key once the delay has passed.
-func (w *Workers) AddAfter(key string, delay time.Duration) { w.queue.AddAfter(key, delay) }
+// AddAfter enqueues a key once the delay has passed (at once if it is not positive). Asked again before then, the
+// earlier time wins, as in client-go's delaying queue.
+func (w *Workers) AddAfter(key string, delay time.Duration) {
+	if delay <= 0 {
+		w.Add(key)
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	at := time.Now().Add(delay)
+	if d, ok := w.timers[key]; ok {
+		if !at.Before(d.at) {
+			return
+		}
+		d.timer.Stop()
+	}
+	d := &delayed{at: at}
+	d.timer = time.AfterFunc(delay, func() {
+		w.mu.Lock()
+		if w.timers[key] == d {
+			delete(w.timers, key)
+		}
+		w.mu.Unlock()
+		w.Add(key)
+	})
+	w.timers[key] = d
+}
+
+// startWorkersLocked starts a worker for each key that no running worker will take, up to the worker count, once
+// Run has started.
+func (w *Workers) startWorkersLocked() {
+	if w.run == nil || w.queue == nil {
+		return
+	}
+	for w.active < w.run.workers && w.queue.Len()-w.reserved-w.starting > 0 {
+		w.active++
+		w.starting++
+		run, queue := w.run, w.queue
+		run.wg.Go(func() { w.work(run, queue) })
+	}
+}
 
 // AddObject enqueues the namespace/name key of an object or of a deleted object's tombstone.
 func (w *Workers) AddObject(obj any) {
@@ -120,15 +199,22 @@ func (w *Workers) AddObject(obj any) {
 		utilruntime.HandleError(fmt.Errorf("%s: %w", w.cfg.queueName(), err))
 		return
 	}
-	w.queue.Add(key)
+	w.Add(key)
 }
 
 // NumRequeues returns how many times in a row key was put back with backoff: its failed syncs since its last
 // success. A sync reads it for the attempts before the one under way.
-func (w *Workers) NumRequeues(key string) int { return w.queue.NumRequeues(key) }
+func (w *Workers) NumRequeues(key string) int { return w.backoff.NumRequeues(key) }
 
 // Len returns how many keys wait in the queue.
-func (w *Workers) Len() int { return w.queue.Len() }
+func (w *Workers) Len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.queue == nil {
+		return 0
+	}
+	return w.queue.Len()
+}
 
 // Watch adds a handler to an informer (typically a tenant view). Run waits for the informer and the handler to
 // have synced before it starts the workers, and removes the handler when it returns. Call it before Run.
@@ -151,11 +237,12 @@ func (w *Workers) WaitFor(synced ...cache.InformerSynced) {
 	w.synced = append(w.synced, synced...)
 }
 
-// Close removes every handler Watch added and shuts the queue down. Run does it on return; a controller that
-// gives up before Run (a Watch failed) calls it so that nothing it registered or started outlives it.
+// Close removes every handler Watch added, stops the timers of delayed keys and shuts the queue down. Run does it
+// on return; a controller that gives up before Run (a Watch failed) calls it so that nothing it registered or
+// started outlives it.
 func (w *Workers) Close(ctx context.Context) {
-	w.queue.ShutDown()
 	w.mu.Lock()
+	w.stopLocked()
 	registrations := w.registrations
 	w.registrations = nil
 	w.mu.Unlock()
@@ -166,25 +253,51 @@ func (w *Workers) Close(ctx context.Context) {
 	}
 }
 
+// stopLocked refuses further keys, stops the timers and shuts the queue down (a shut-down queue still hands out
+// the keys it holds, to workers draining on their WorkContext) and forgets it.
+func (w *Workers) stopLocked() {
+	w.stopped = true
+	for key, d := range w.timers {
+		d.timer.Stop()
+		delete(w.timers, key)
+	}
+	if w.queue != nil {
+		// Workers draining on their WorkContext keep their own reference; the keys nobody takes are dropped.
+		w.queue.ShutDown()
+		w.queue = nil
+	}
+}
+
 // RunOptions change how Run stops.
 type RunOptions struct {
 	// Workers, if positive, overrides WorkerConfig.Workers (a process-wide controller learns its count at Run).
 	Workers int
 	// WorkContext, if set, is the context syncs run on instead of Run's: a controller whose syncs must finish
-	// what they started (the NEG pusher's GCE calls) gives one that ends later than Run's.
+	// what they started (the NEG pusher's GCE calls) gives one that ends later than Run's; the keys queued when
+	// Run's context ends are then still synced while it lasts.
 	WorkContext context.Context
 	// Started, if set, is called once the caches have synced and the workers run.
 	Started func()
 }
 
-// Run waits for the caches, runs the workers until ctx ends, and returns once the queue is shut down, every worker
-// has returned and every handler is removed. Keys still queued are dropped: the next start lists them again.
+// Run waits for the caches, syncs keys with up to N workers started as keys arrive until ctx ends, and returns once
+// the queue is shut down, every worker has returned and every handler is removed. Keys still queued are dropped
+// (unless the WorkContext outlives ctx): the next start lists them again.
 func (w *Workers) Run(ctx context.Context, opts RunOptions) {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	var workers sync.WaitGroup
+	run := &runState{ctx: ctx, workCtx: ctx, workers: w.cfg.Workers}
+	if opts.WorkContext != nil {
+		run.workCtx = opts.WorkContext
+	}
+	if opts.Workers > 0 {
+		run.workers = opts.Workers
+	}
 	defer func() {
-		w.queue.ShutDown()
-		workers.Wait()
+		w.mu.Lock()
+		w.run = nil
+		w.stopLocked()
+		w.mu.Unlock()
+		run.wg.Wait()
 		w.Close(ctx)
 		metrics.ForgetQueue(w.cfg.Tenant, w.cfg.Controller, w.cfg.queueName())
 	}()
@@ -194,40 +307,58 @@ func (w *Workers) Run(ctx context.Context, opts RunOptions) {
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return
 	}
-	workCtx := ctx
-	if opts.WorkContext != nil {
-		workCtx = opts.WorkContext
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return
 	}
-	n := w.cfg.Workers
-	if opts.Workers > 0 {
-		n = opts.Workers
-	}
-	for range n {
-		workers.Go(func() {
-			wait.UntilWithContext(ctx, func(context.Context) {
-				for w.processNextWorkItem(workCtx) {
-				}
-			}, time.Second)
-		})
-	}
+	w.run = run
+	w.startWorkersLocked()
+	w.mu.Unlock()
 	if opts.Started != nil {
 		opts.Started()
 	}
 	<-ctx.Done()
 }
 
+// work is one worker: it takes keys while the queue holds one that no other worker has reserved, then returns.
+// The last worker to leave an empty queue drops it, so an idle controller holds neither.
+func (w *Workers) work(run *runState, queue workqueue.TypedInterface[string]) {
+	defer utilruntime.HandleCrashWithContext(run.ctx)
+	w.mu.Lock()
+	w.starting--
+	for {
+		if queue.Len()-w.reserved <= 0 || run.workCtx.Err() != nil {
+			w.active--
+			if w.active == 0 && w.queue == queue && queue.Len() == 0 {
+				w.queue = nil
+				queue.ShutDown()
+			}
+			w.mu.Unlock()
+			return
+		}
+		w.reserved++
+		w.mu.Unlock()
+		key, shutdown := queue.Get()
+		w.mu.Lock()
+		w.reserved--
+		w.mu.Unlock()
+		if !shutdown {
+			w.processNextWorkItem(run, queue, key)
+		}
+		w.mu.Lock()
+	}
+}
+
 // processNextWorkItem syncs one key and decides its requeue: backoff after an error, the asked delay after a
 // success, nothing otherwise.
-func (w *Workers) processNextWorkItem(ctx context.Context) bool {
-	key, shutdown := w.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer w.queue.Done(key)
+func (w *Workers) processNextWorkItem(run *runState, queue workqueue.TypedInterface[string], key string) {
+	defer queue.Done(key)
+	ctx := run.workCtx
 	if ctx.Err() != nil {
 		// Stopping: a shut-down queue still hands out what it holds, but a sync on an ended context can only
 		// fail. The keys left are dropped; the next start lists them again.
-		return false
+		return
 	}
 
 	logger := klog.FromContext(ctx).WithValues(w.cfg.keyName(), key)
@@ -239,17 +370,16 @@ func (w *Workers) processNextWorkItem(ctx context.Context) bool {
 	switch {
 	case err != nil && (errors.Is(err, ErrWaiting) || apierrors.IsConflict(err) || ctx.Err() != nil):
 		logger.V(4).Info("Retrying", "reason", err.Error())
-		w.queue.AddRateLimited(key)
+		w.AddAfter(key, w.backoff.When(key))
 	case err != nil:
 		logger.Error(err, "Sync failed; retrying with backoff")
-		w.queue.AddRateLimited(key)
+		w.AddAfter(key, w.backoff.When(key))
 	default:
-		w.queue.Forget(key)
+		w.backoff.Forget(key)
 		if result.RequeueAfter > 0 {
-			w.queue.AddAfter(key, result.RequeueAfter)
+			w.AddAfter(key, result.RequeueAfter)
 		}
 	}
-	return true
 }
 
 func (w *Workers) observe(key string, err error) {
@@ -257,7 +387,7 @@ func (w *Workers) observe(key string, err error) {
 		w.cfg.Observe(key, err)
 		return
 	}
-	metrics.ObserveSync(w.cfg.Tenant, w.cfg.Controller, w.cfg.queueName(), err, w.queue.Len())
+	metrics.ObserveSync(w.cfg.Tenant, w.cfg.Controller, w.cfg.queueName(), err, w.Len())
 }
 
 func (c WorkerConfig) keyName() string {

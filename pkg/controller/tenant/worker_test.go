@@ -20,6 +20,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -196,9 +198,12 @@ func TestWorkersLogFailuresAtDefaultVerbosity(t *testing.T) {
 					return Result{}, tc.err
 				}})
 			w.Add("ns/one")
-			if !w.processNextWorkItem(ctx) {
+			t.Cleanup(func() { w.Close(ctx) })
+			key, shutdown := w.queue.Get()
+			if shutdown {
 				t.Fatal("queue shut down")
 			}
+			w.processNextWorkItem(&runState{ctx: ctx, workCtx: ctx}, w.queue, key)
 			logs := logger.GetSink().(ktesting.Underlier).GetBuffer().String()
 			visible := strings.Contains(logs, "Sync failed") && strings.Contains(logs, `configMap="ns/one"`)
 			if visible != tc.wantVisible {
@@ -207,10 +212,15 @@ func TestWorkersLogFailuresAtDefaultVerbosity(t *testing.T) {
 			if calls.Load() != 1 {
 				t.Errorf("synced %d times, want 1", calls.Load())
 			}
-			if w.queue.NumRequeues("ns/one") != 1 {
-				t.Errorf("requeues %d, want 1 (retried with backoff)", w.queue.NumRequeues("ns/one"))
+			if w.NumRequeues("ns/one") != 1 {
+				t.Errorf("requeues %d, want 1 (retried with backoff)", w.NumRequeues("ns/one"))
 			}
-			w.queue.ShutDown()
+			w.mu.Lock()
+			_, delayed := w.timers["ns/one"]
+			w.mu.Unlock()
+			if !delayed {
+				t.Error("the failed key waits for no retry")
+			}
 		})
 	}
 }
@@ -229,10 +239,172 @@ func TestWorkersDropQueuedKeysOnStop(t *testing.T) {
 	w.Add("ns/one")
 	w.Add("ns/two")
 	cancel()
-	w.queue.ShutDown()
-	for w.processNextWorkItem(ctx) {
+	queue := w.queue
+	queue.ShutDown()
+	for {
+		key, shutdown := queue.Get()
+		if shutdown {
+			break
+		}
+		w.processNextWorkItem(&runState{ctx: ctx, workCtx: ctx}, queue, key)
 	}
 	if n := synced.Load(); n != 0 {
 		t.Errorf("synced %d keys after the stop, want 0", n)
+	}
+}
+
+// runWorkers runs w until the test ends and waits until its workers may start.
+func runWorkers(t *testing.T, ctx context.Context, w *Workers, workers int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	started := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(ctx, RunOptions{Workers: workers, Started: func() { close(started) }})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-started:
+	case <-done:
+		t.Fatal("Run returned before it started")
+	}
+}
+
+func (w *Workers) idle() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.queue == nil && w.active == 0 && w.reserved == 0 && w.starting == 0
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	}); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// An idle controller holds no queue and no worker goroutine: workers start when keys arrive, at most the worker
+// count at once, and the last one drops the queue once it is empty; the next key starts them again.
+func TestIdleWorkersHoldNothing(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	var inFlight, most, synced atomic.Int32
+	release := make(chan struct{})
+	w := NewWorkers(WorkerConfig{Tenant: "tenant-a", Controller: "idle", KeyName: "key",
+		Sync: func(context.Context, string) (Result, error) {
+			n := inFlight.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			<-release
+			inFlight.Add(-1)
+			synced.Add(1)
+			return Result{}, nil
+		}})
+	runWorkers(t, ctx, w, 3)
+	if !w.idle() {
+		t.Fatal("a controller with no key holds a queue or workers")
+	}
+	base := runtime.NumGoroutine()
+	for i := range 20 {
+		w.Add("ns/key-" + strconv.Itoa(i))
+	}
+	waitUntil(t, "three syncs at once", func() bool { return inFlight.Load() == 3 })
+	if got := runtime.NumGoroutine() - base; got > 3+2 {
+		t.Errorf("%d goroutines for 3 workers (the queue's metrics loop may add one)", got)
+	}
+	close(release)
+	waitUntil(t, "every key synced", func() bool { return synced.Load() == 20 })
+	waitUntil(t, "the workers and the queue gone", w.idle)
+	if m := most.Load(); m != 3 {
+		t.Errorf("at most %d syncs at once, want 3", m)
+	}
+	waitUntil(t, "goroutines back to the idle count", func() bool { return runtime.NumGoroutine() <= base })
+
+	w.Add("ns/later")
+	waitUntil(t, "a key added to an idle controller synced", func() bool { return synced.Load() == 21 })
+	waitUntil(t, "idle again", w.idle)
+}
+
+// A key is never synced by two workers at once, however often it is added while it is being synced, and a key
+// added during its sync is synced again afterwards.
+func TestWorkersNeverSyncAKeyTwiceAtOnce(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	var mu sync.Mutex
+	syncing := map[string]bool{}
+	lastAdd, lastSyncStart := map[string]int{}, map[string]int{}
+	var clock, overlaps atomic.Int32
+	w := NewWorkers(WorkerConfig{Tenant: "tenant-a", Controller: "overlap", KeyName: "key",
+		Sync: func(_ context.Context, key string) (Result, error) {
+			mu.Lock()
+			if syncing[key] {
+				overlaps.Add(1)
+			}
+			syncing[key] = true
+			lastSyncStart[key] = int(clock.Add(1))
+			mu.Unlock()
+			time.Sleep(100 * time.Microsecond) // some work, so that adds land during syncs
+			mu.Lock()
+			syncing[key] = false
+			mu.Unlock()
+			return Result{}, nil
+		}})
+	runWorkers(t, ctx, w, 4)
+	keys := []string{"ns/a", "ns/b", "ns/c"}
+	var adders sync.WaitGroup
+	for g := range 4 {
+		adders.Go(func() {
+			for i := range 300 {
+				key := keys[(g+i)%len(keys)]
+				mu.Lock()
+				lastAdd[key] = int(clock.Add(1))
+				mu.Unlock()
+				w.Add(key)
+			}
+		})
+	}
+	adders.Wait()
+	waitUntil(t, "every key synced after its last add", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, key := range keys {
+			if lastSyncStart[key] < lastAdd[key] {
+				return false
+			}
+		}
+		return true
+	})
+	waitUntil(t, "idle", w.idle)
+	if n := overlaps.Load(); n > 0 {
+		t.Errorf("%d syncs of a key while it was being synced", n)
+	}
+}
+
+// AddAfter keeps the earliest time asked for a key, and Close stops every timer so that nothing is added after it.
+func TestAddAfterEarliestWinsAndCloseStopsTimers(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	var synced atomic.Int32
+	w := NewWorkers(WorkerConfig{Tenant: "tenant-a", Controller: "timers", KeyName: "key",
+		Sync: func(context.Context, string) (Result, error) {
+			synced.Add(1)
+			return Result{}, nil
+		}})
+	runWorkers(t, ctx, w, 1)
+	w.AddAfter("ns/soon", time.Hour)
+	w.AddAfter("ns/soon", time.Millisecond)
+	w.AddAfter("ns/soon", time.Hour)
+	waitUntil(t, "the key synced after the shortest delay", func() bool { return synced.Load() == 1 })
+	w.AddAfter("ns/never", time.Hour)
+	w.Close(ctx)
+	w.mu.Lock()
+	left := len(w.timers)
+	w.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d timers left after Close", left)
+	}
+	w.Add("ns/after-close")
+	if n := w.Len(); n != 0 {
+		t.Errorf("a closed controller took a key: %d queued", n)
 	}
 }
