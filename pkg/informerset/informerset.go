@@ -153,7 +153,7 @@ func (s *Set) Add(gvr schema.GroupVersionResource, informer cache.SharedIndexInf
 	if err := prepare(informer, s.cfg.Indexers); err != nil {
 		return fmt.Errorf("informerset: %s: %w", gvr, err)
 	}
-	s.required[gvr] = informer
+	s.required[gvr] = counted(informer)
 	return nil
 }
 
@@ -271,7 +271,7 @@ func (s *Set) startServedOptionals(ctx context.Context) int {
 			missing++
 			continue
 		}
-		o.informer = o.newFunc(s.cfg.ResyncPeriod)
+		o.informer = counted(o.newFunc(s.cfg.ResyncPeriod))
 		if err := prepare(o.informer, s.cfg.Indexers); err != nil {
 			s.mu.Unlock()
 			logger.Error(err, "Could not prepare an optional informer", "resource", o.gvr.String())

@@ -75,6 +75,10 @@ type Resource struct {
 	CRD bool
 	// Scope is how the Router hands the resource's objects to tenants, or NotRouted.
 	Scope tenancy.Scope
+	// InterestKeys, for a NotRouted resource that tenants' controllers watch, files each object under the keys a
+	// controller registers interest in: the shared informer then carries one tenancy.Fanout, which hands an event
+	// only to the tenants interested in it, and takes no handler of its own (Tenancy.Shared returns the Fanout).
+	InterestKeys tenancy.KeyFunc
 	// NewInformer builds the informer; it is called once per Set.
 	NewInformer func(c Clients, resync time.Duration) cache.SharedIndexInformer
 }
@@ -122,12 +126,14 @@ var Resources = []Resource{
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
 			return tunnelinformers.NewPangolinResourceInformer(c.Multiproject, metav1.NamespaceAll, resync, namespaceIndex())
 		}},
-	// Rancher Projects and PangolinTunnels belong to no tenant: a tenant's configuration names the ones it uses.
-	{GVR: Projects, Optional: true, CRD: true, Scope: NotRouted,
+	// Rancher Projects and PangolinTunnels belong to no tenant: a tenant's configuration (its Rancher cluster, its
+	// tunnel namespace) and its objects (a Namespace's app owner, an Ingress's tunnel) name the ones it uses, and
+	// those are its interest keys.
+	{GVR: Projects, Optional: true, CRD: true, Scope: NotRouted, InterestKeys: ProjectKeys,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
 			return managementinformers.NewProjectInformer(c.Multiproject, metav1.NamespaceAll, resync, namespaceIndex())
 		}},
-	{GVR: PangolinTunnels, Optional: true, CRD: true, Scope: NotRouted,
+	{GVR: PangolinTunnels, Optional: true, CRD: true, Scope: NotRouted, InterestKeys: ObjectKeys,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
 			return tunnelinformers.NewPangolinTunnelInformer(c.Multiproject, metav1.NamespaceAll, resync, namespaceIndex())
 		}},

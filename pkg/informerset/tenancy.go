@@ -53,6 +53,8 @@ type Tenancy struct {
 
 	mu     sync.RWMutex
 	served sets.Set[schema.GroupVersionResource]
+	// fanouts holds the one Fanout of each shared informer whose resource has InterestKeys.
+	fanouts map[schema.GroupVersionResource]*tenancy.Fanout
 }
 
 // NewTenancy builds the shared informers of Resources, indexed for the tenancy Router, and the Router with every
@@ -79,16 +81,37 @@ func NewTenancy(cfg TenancyConfig) (*Tenancy, error) {
 	if err != nil {
 		return nil, err
 	}
+	tn := &Tenancy{Set: set, Router: router, served: sets.New[schema.GroupVersionResource](),
+		fanouts: map[schema.GroupVersionResource]*tenancy.Fanout{}}
 	for _, r := range Resources {
-		if r.Optional || r.Scope == NotRouted {
+		if r.Optional {
 			continue
 		}
-		if err := router.AddResource(r.GVR, set.Informer(r.GVR), r.Scope); err != nil {
-			_ = router.Close()
+		if err := tn.route(r, set.Informer(r.GVR)); err != nil {
+			_ = tn.Close()
 			return nil, err
 		}
 	}
-	return &Tenancy{Set: set, Router: router, served: sets.New[schema.GroupVersionResource]()}, nil
+	return tn, nil
+}
+
+// route hands a served resource to the tenants: through the Router, by its Scope, or, for a NotRouted resource
+// with InterestKeys, through a Fanout.
+func (t *Tenancy) route(r Resource, inf cache.SharedIndexInformer) error {
+	if r.Scope != NotRouted {
+		return t.Router.AddResource(r.GVR, inf, r.Scope)
+	}
+	if r.InterestKeys == nil {
+		return nil
+	}
+	f, err := tenancy.NewFanout(inf, r.InterestKeys)
+	if err != nil {
+		return fmt.Errorf("informerset: %s: %w", r.GVR, err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.fanouts[r.GVR] = f
+	return nil
 }
 
 // RouteOptionals waits, for every optional resource, until its API is served and its informer synced, then routes
@@ -133,10 +156,7 @@ func (t *Tenancy) routeWhenServed(ctx context.Context, r Resource) error {
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, inf.HasSynced) {
 		return ctx.Err()
 	}
-	if r.Scope == NotRouted {
-		return nil
-	}
-	return t.Router.AddResource(r.GVR, inf, r.Scope)
+	return t.route(r, inf)
 }
 
 // Served reports whether the informer of gvr is there to be used: always for the resources that are not optional,
@@ -150,8 +170,16 @@ func (t *Tenancy) Served(gvr schema.GroupVersionResource) bool {
 	return t.served.Has(gvr)
 }
 
-// Shared returns the unfiltered shared informer of gvr, or false while the process has none that is Served.
+// Shared returns the unfiltered shared informer of gvr, or false while the process has none that is Served. For a
+// resource with InterestKeys it is the informer's tenancy.Fanout: read it as the informer, and watch it through
+// Interests (it refuses handlers of its own).
 func (t *Tenancy) Shared(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
+	t.mu.RLock()
+	f := t.fanouts[gvr]
+	t.mu.RUnlock()
+	if f != nil {
+		return f, true
+	}
 	if inf := t.Set.Informer(gvr); inf != nil {
 		return inf, true
 	}
@@ -162,7 +190,16 @@ func (t *Tenancy) Shared(gvr schema.GroupVersionResource) (cache.SharedIndexInfo
 	return inf, inf != nil
 }
 
-// Close removes the Router's handlers from the shared informers. Call it once RouteOptionals has returned.
+// Close removes the Router's and the Fanouts' handlers from the shared informers. Call it once RouteOptionals has
+// returned.
 func (t *Tenancy) Close() error {
-	return t.Router.Close()
+	t.mu.Lock()
+	fanouts := t.fanouts
+	t.fanouts = map[schema.GroupVersionResource]*tenancy.Fanout{}
+	t.mu.Unlock()
+	errs := []error{t.Router.Close()}
+	for _, f := range fanouts {
+		errs = append(errs, f.Close())
+	}
+	return errors.Join(errs...)
 }

@@ -42,6 +42,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 )
 
 // Condition reason once the controller runs.
@@ -64,7 +65,10 @@ type Controller struct {
 	ingressInformer  cache.SharedIndexInformer
 	serviceInformer  cache.SharedIndexInformer
 	resourceInformer cache.SharedIndexInformer
-	tunnelInformer   cache.SharedIndexInformer
+	// tunnelInformer is the shared informer of every tenant's PangolinTunnels, read through tunnels and watched
+	// through an Interest in the tunnels the tenant's Ingresses use or wait for (tunnelInterest).
+	tunnelInformer cache.SharedIndexInformer
+	tunnelInterest func() (*tenancy.Interest, error)
 	// allResources is the unfiltered PangolinResource informer: a host is published once in the whole cluster, so
 	// every tenant's resources count when a host is taken over.
 	allResources cache.SharedIndexInformer
@@ -130,6 +134,7 @@ func newController(c *tenant.Context, afterSync func(key string, err error)) (*C
 		services:         corelisters.NewServiceLister(informers[1].GetIndexer()),
 		resources:        tunnellisters.NewPangolinResourceLister(informers[2].GetIndexer()),
 		tunnels:          tunnellisters.NewPangolinTunnelLister(informers[3].GetIndexer()),
+		tunnelInterest:   func() (*tenancy.Interest, error) { return c.Interest(informerset.PangolinTunnels) },
 		deps:             newDependencies(),
 		warnings:         tenant.NewWarnings(c.EventRecorder),
 	}
@@ -160,6 +165,23 @@ func newController(c *tenant.Context, afterSync func(key string, err error)) (*C
 func (c *Controller) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 
+	// The shared tunnel informer hands this tenant the events of the tunnels its Ingresses use or wait for, and no
+	// others. A sync records its Ingress's tunnel (adding the key) before it looks the tunnel up, so no event falls
+	// between the two.
+	tunnels, err := c.tunnelInterest()
+	if err != nil {
+		logger.Error(err, "Could not watch", "resource", "PangolinTunnels")
+		return
+	}
+	defer tunnels.Close()
+	c.deps.watchTunnelsWith(func(tunnel string, watched bool) {
+		if key := informerset.TunnelKey(c.config.TunnelNamespace, tunnel); watched {
+			tunnels.Add(key)
+		} else {
+			tunnels.Remove(key)
+		}
+	})
+
 	// Joined before the Ingress handler is added, which claims the tenant's hosts from its initial list on.
 	hosts, err := claims.Join(claimKind, c.allResources, resourceHolding, c.tenant, c.workers.Add)
 	if err != nil {
@@ -179,7 +201,7 @@ func (c *Controller) Run(ctx context.Context) {
 		{"Ingresses", c.ingressInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.onIngress, UpdateFunc: c.onIngressUpdate, DeleteFunc: c.onIngressDelete}},
 		{"Services", c.serviceInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.onService, UpdateFunc: c.onServiceUpdate, DeleteFunc: c.onService}},
 		{"PangolinResources", c.resourceInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.onResource, UpdateFunc: c.onResourceUpdate, DeleteFunc: c.onResource}},
-		{"PangolinTunnels", c.tunnelInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.onTunnel, DeleteFunc: c.onTunnel}},
+		{"PangolinTunnels", tunnels, cache.ResourceEventHandlerFuncs{AddFunc: c.onTunnel, DeleteFunc: c.onTunnel}},
 	} {
 		if err := c.workers.Watch(h.informer, h.handler); err != nil {
 			logger.Error(err, "Could not watch", "resource", h.what)

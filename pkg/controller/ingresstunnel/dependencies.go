@@ -29,6 +29,9 @@ type dependencies struct {
 	byTunnel  map[string]sets.Set[string] // tunnel name → Ingress keys
 	byService map[string]sets.Set[string] // Service key → Ingress keys
 	ingresses map[string]ingressDependencies
+	// watchTunnel, if set, is told when a tunnel enters byTunnel (true) and when its last Ingress leaves (false),
+	// under the lock, so the tunnel events it asks for never lag the index.
+	watchTunnel func(tunnel string, watched bool)
 }
 
 type ingressDependencies struct {
@@ -51,8 +54,8 @@ func (d *dependencies) set(ingress, tunnel string, services sets.Set[string]) {
 	defer d.mu.Unlock()
 	d.forgetLocked(ingress)
 	d.ingresses[ingress] = ingressDependencies{tunnel: tunnel, services: services}
-	if tunnel != "" {
-		add(d.byTunnel, tunnel, ingress)
+	if tunnel != "" && add(d.byTunnel, tunnel, ingress) && d.watchTunnel != nil {
+		d.watchTunnel(tunnel, true)
 	}
 	for svc := range services {
 		add(d.byService, svc, ingress)
@@ -72,9 +75,21 @@ func (d *dependencies) forgetLocked(ingress string) {
 		return
 	}
 	delete(d.ingresses, ingress)
-	remove(d.byTunnel, old.tunnel, ingress)
+	if remove(d.byTunnel, old.tunnel, ingress) && d.watchTunnel != nil {
+		d.watchTunnel(old.tunnel, false)
+	}
 	for svc := range old.services {
 		remove(d.byService, svc, ingress)
+	}
+}
+
+// watchTunnelsWith sets watchTunnel; the tunnels already indexed are reported to it at once.
+func (d *dependencies) watchTunnelsWith(watch func(tunnel string, watched bool)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.watchTunnel = watch
+	for tunnel := range d.byTunnel {
+		watch(tunnel, true)
 	}
 }
 
@@ -97,22 +112,27 @@ func (d *dependencies) size() int {
 	return len(d.ingresses)
 }
 
-func add(index map[string]sets.Set[string], key, ingress string) {
+// add files ingress under key and reports whether key is new to the index.
+func add(index map[string]sets.Set[string], key, ingress string) bool {
 	s, ok := index[key]
 	if !ok {
 		s = sets.New[string]()
 		index[key] = s
 	}
 	s.Insert(ingress)
+	return !ok
 }
 
-func remove(index map[string]sets.Set[string], key, ingress string) {
+// remove takes ingress out of key and reports whether that emptied key out of the index.
+func remove(index map[string]sets.Set[string], key, ingress string) bool {
 	s, ok := index[key]
 	if !ok {
-		return
+		return false
 	}
 	s.Delete(ingress)
 	if s.Len() == 0 {
 		delete(index, key)
+		return true
 	}
+	return false
 }

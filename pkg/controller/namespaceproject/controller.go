@@ -41,6 +41,7 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 )
 
 // DefaultConcurrentSyncs is the default of --concurrent-namespace-project-syncs.
@@ -55,9 +56,11 @@ type Controller struct {
 	kube       kubernetes.Interface
 	namespaces cache.SharedIndexInformer // the tenant's view: only its Namespaces
 	nsLister   corelisters.NamespaceLister
-	// Without a management cluster: the shared informer, every tenant's, of all Projects of all clusters.
+	// Without a management cluster: the shared informer, every tenant's, of all Projects of all clusters, read
+	// through prLister and watched through an Interest in the app owners of the tenant's namespaces (interest).
 	projects cache.SharedIndexInformer
 	prLister rancherlisters.ProjectLister
+	interest func() (*tenancy.Interest, error)
 	// With one (spec.rancher.managementClusterKubeconfigSecretRef): the tenant's own informer there.
 	remote *managementCluster
 
@@ -98,7 +101,7 @@ func New(c *tenant.Context) (*Controller, error) {
 		nsLister:    corelisters.NewNamespaceLister(namespaces.GetIndexer()),
 		recorder:    c.EventRecorder,
 		condition:   c.Condition,
-		owners:      newOwnerIndex(),
+		owners:      newOwnerIndex(nil),
 		warnings:    tenant.NewWarnings(c.EventRecorder),
 	}
 	if ref := c.ProviderConfig.Spec.Rancher.ManagementClusterKubeconfigSecretRef; ref != nil {
@@ -112,6 +115,7 @@ func New(c *tenant.Context) (*Controller, error) {
 		}
 		ctrl.projects = projects
 		ctrl.prLister = rancherlisters.NewProjectLister(projects.GetIndexer())
+		ctrl.interest = func() (*tenancy.Interest, error) { return c.Interest(informerset.Projects) }
 	}
 	ctrl.workers = tenant.NewWorkers(tenant.WorkerConfig{
 		Tenant:     c.Name(),
@@ -141,6 +145,26 @@ func (c *Controller) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithValues("rancherCluster", c.clusterID)
 	ctx = klog.NewContext(ctx, logger)
 
+	var projects *tenancy.Interest
+	if c.remote == nil {
+		// The shared Project informer hands this tenant the events of the Projects its namespaces' app owners name,
+		// and no others. Each app owner is added before its namespace is enqueued, so no Project event falls
+		// between the key and the sync that reads the lister.
+		var err error
+		if projects, err = c.interest(); err != nil {
+			logger.Error(err, "Could not watch Projects")
+			c.workers.Close(ctx)
+			return
+		}
+		defer projects.Close()
+		c.owners.watchWith(func(owner string, watched bool) {
+			if key := informerset.ProjectKey(c.clusterID, owner); watched {
+				projects.Add(key)
+			} else {
+				projects.Remove(key)
+			}
+		})
+	}
 	if err := c.workers.Watch(c.namespaces, cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.onNamespace,
 		UpdateFunc: func(_, newObj any) { c.onNamespace(newObj) },
@@ -150,7 +174,7 @@ func (c *Controller) Run(ctx context.Context) {
 		return
 	}
 	if c.remote == nil {
-		if err := c.workers.Watch(c.projects, c.projectHandler()); err != nil {
+		if err := c.workers.Watch(projects, c.projectHandler()); err != nil {
 			logger.Error(err, "Could not watch Projects")
 			c.workers.Close(ctx)
 			return

@@ -339,7 +339,7 @@ func TestProjectEventsEnqueueOnlyMatchingNamespaces(t *testing.T) {
 }
 
 func TestOwnerIndexFollowsRelabels(t *testing.T) {
-	x := newOwnerIndex()
+	x := newOwnerIndex(nil)
 	x.set("a", "DevOps")
 	x.set("b", "devops")
 	x.set("a", "Ops")

@@ -18,38 +18,25 @@ package namespaceproject
 
 import (
 	"slices"
-	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	rancherv3 "github.com/multiproject/api/rancher/management/v3"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
 
-// projectNameLabels are the Project labels the seed operator also matched an app owner against; Rancher users set
-// them to give a Project a stable, selectable name.
-var projectNameLabels = []string{"project.cattle.io/name", "cattle.io/projectName", "field.cattle.io/projectName"}
+// projectNameLabels are the Project labels that name a Project besides its display name (informerset keeps the one
+// list, so that the shared Project informer files a Project under the same names this package matches).
+var projectNameLabels = informerset.ProjectNameLabels
 
-// fold is the one case-insensitive form used both for the index and for matching, so the two can never disagree.
-func fold(s string) string { return strings.ToLower(s) }
+// fold is the one case-insensitive form used for the index, the interest keys and matching, so they never disagree.
+func fold(s string) string { return informerset.FoldProjectName(s) }
 
 // matchKeys are the folded names under which p matches an app owner. They ignore a deletion (matches does not), so
 // that the Project handler still finds the namespaces a deleted Project matched.
-func matchKeys(p *rancherv3.Project) []string {
-	if p == nil {
-		return nil
-	}
-	keys := make([]string, 0, 1+len(projectNameLabels))
-	if p.Spec.DisplayName != "" {
-		keys = append(keys, fold(p.Spec.DisplayName))
-	}
-	for _, label := range projectNameLabels {
-		if v := p.Labels[label]; v != "" {
-			keys = append(keys, fold(v))
-		}
-	}
-	return keys
-}
+func matchKeys(p *rancherv3.Project) []string { return informerset.ProjectNames(p) }
 
 // matches reports whether p is a candidate for the folded app owner.
 func matches(p *rancherv3.Project, foldedOwner string) bool {
@@ -76,10 +63,23 @@ type ownerIndex struct {
 	mu      sync.RWMutex
 	byOwner map[string]sets.Set[string]
 	ownerOf map[string]string
+	// watch, if set, is told when an app owner enters the index (true) and when its last namespace leaves it
+	// (false), under the index's lock, so the Project events it asks for never lag the index.
+	watch func(owner string, watched bool)
 }
 
-func newOwnerIndex() *ownerIndex {
-	return &ownerIndex{byOwner: map[string]sets.Set[string]{}, ownerOf: map[string]string{}}
+func newOwnerIndex(watch func(owner string, watched bool)) *ownerIndex {
+	return &ownerIndex{byOwner: map[string]sets.Set[string]{}, ownerOf: map[string]string{}, watch: watch}
+}
+
+// watchWith sets watch; the owners already indexed are reported to it at once.
+func (x *ownerIndex) watchWith(watch func(owner string, watched bool)) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.watch = watch
+	for owner := range x.byOwner {
+		watch(owner, true)
+	}
 }
 
 // set records namespace's app owner; "" removes it from the index.
@@ -99,6 +99,9 @@ func (x *ownerIndex) set(namespace, owner string) {
 	x.ownerOf[namespace] = owner
 	if x.byOwner[owner] == nil {
 		x.byOwner[owner] = sets.New[string]()
+		if x.watch != nil {
+			x.watch(owner, true)
+		}
 	}
 	x.byOwner[owner].Insert(namespace)
 }
@@ -116,6 +119,9 @@ func (x *ownerIndex) unlink(namespace, owner string) {
 	x.byOwner[owner].Delete(namespace)
 	if x.byOwner[owner].Len() == 0 {
 		delete(x.byOwner, owner)
+		if x.watch != nil {
+			x.watch(owner, false)
+		}
 	}
 }
 

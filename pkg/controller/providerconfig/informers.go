@@ -37,15 +37,17 @@ var errReadOnlyShared = errors.New("a tenant's controller cannot reconfigure a s
 // (an optional API the cluster does not serve yet).
 type SharedInformerGetter func(resource schema.GroupVersionResource) (cache.SharedIndexInformer, bool)
 
-// controllerInformers is what one running controller sees: its own tenancy handle for filtered views, and shared
-// informers wrapped so that every handler it adds is recorded and removed when it stops.
+// controllerInformers is what one running controller sees: its own tenancy handle for filtered views, shared
+// informers wrapped so that every handler it adds is recorded and removed when it stops, and its Interests in the
+// shared informers watched by key, closed when it stops.
 type controllerInformers struct {
 	views  *tenancy.Tenant
 	shared SharedInformerGetter
 
-	mu      sync.Mutex
-	wrapped map[schema.GroupVersionResource]*trackedInformer
-	closed  bool
+	mu        sync.Mutex
+	wrapped   map[schema.GroupVersionResource]*trackedInformer
+	interests []*tenancy.Interest
+	closed    bool
 }
 
 func (i *controllerInformers) Informer(resource schema.GroupVersionResource) (cache.SharedIndexInformer, error) {
@@ -73,21 +75,48 @@ func (i *controllerInformers) Shared(resource schema.GroupVersionResource) (cach
 	return t, nil
 }
 
+// Interest registers the controller's interest in a shared informer watched by key: the process's one
+// tenancy.Fanout on it, which Shared hands out, delivers the events.
+func (i *controllerInformers) Interest(resource schema.GroupVersionResource) (*tenancy.Interest, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.closed {
+		return nil, errors.New("the controller's informers are closed")
+	}
+	inf, ok := i.shared(resource)
+	if !ok {
+		return nil, fmt.Errorf("no shared informer for %s (is the API served?)", resource)
+	}
+	f, ok := inf.(*tenancy.Fanout)
+	if !ok {
+		return nil, fmt.Errorf("%s is not watched by key", resource)
+	}
+	in, err := f.Interest()
+	if err != nil {
+		return nil, err
+	}
+	i.interests = append(i.interests, in)
+	return in, nil
+}
+
 // close removes every handler added through these informers: the views' through the tenancy handle, the shared
-// informers' one by one.
+// informers' one by one, and the Interests with their keys.
 func (i *controllerInformers) close() {
 	i.views.Close()
 	i.mu.Lock()
 	i.closed = true
-	wrapped := i.wrapped
-	i.wrapped = nil
+	wrapped, interests := i.wrapped, i.interests
+	i.wrapped, i.interests = nil, nil
 	i.mu.Unlock()
 	for _, t := range wrapped {
 		t.close()
 	}
+	for _, in := range interests {
+		in.Close()
+	}
 }
 
-// registrations counts the handlers still registered through these informers, for leak tests.
+// registrations counts the handlers and Interests still registered through these informers, for leak tests.
 func (i *controllerInformers) registrations() int {
 	n := i.views.RegistrationCount()
 	i.mu.Lock()
@@ -96,6 +125,11 @@ func (i *controllerInformers) registrations() int {
 		t.mu.Lock()
 		n += len(t.regs)
 		t.mu.Unlock()
+	}
+	for _, in := range i.interests {
+		if !in.Closed() {
+			n++
+		}
 	}
 	return n
 }

@@ -22,6 +22,7 @@ package tenant
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +33,9 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 )
 
 // Controller is one per-tenant controller instance.
@@ -50,8 +54,15 @@ type Informers interface {
 	Informer(resource schema.GroupVersionResource) (cache.SharedIndexInformer, error)
 	// Shared returns the unfiltered shared informer of a resource the tenant reads but does not own, such as
 	// Rancher Projects in the tenant's cluster namespace or PangolinTunnels in its tunnel namespace. The
-	// controller must filter what it handles. Run on it starts nothing.
+	// controller must filter what it handles. Run on it starts nothing. The shared informer of a resource that
+	// tenants watch by key (Projects, PangolinTunnels) takes no handler: watch it through Context.Interest.
 	Shared(resource schema.GroupVersionResource) (cache.SharedIndexInformer, error)
+}
+
+// InterestRegistrar is implemented by Informers that hand out Interests themselves; the manager's do, and close
+// them when the controller stops.
+type InterestRegistrar interface {
+	Interest(resource schema.GroupVersionResource) (*tenancy.Interest, error)
 }
 
 // ConditionReporter sets the status of the controller's own condition on the tenant's ProviderConfig. The manager
@@ -110,6 +121,32 @@ type Context struct {
 
 // Name returns the tenant's name.
 func (c *Context) Name() string { return c.ProviderConfig.Name }
+
+// Interest returns the controller's interest in the shared informer of a resource that tenants watch by key
+// (Rancher Projects, PangolinTunnels; informerset.Resource.InterestKeys says how objects are keyed): an informer
+// that reads as the shared one and whose handlers get only the events of the objects filed under the keys the
+// controller adds to it. However many tenants watch, the shared informer carries one handler (a tenancy.Fanout),
+// and an event costs O(the tenants interested in it), not O(tenants). The controller closes the Interest when it
+// stops; the manager's Informers close it too.
+func (c *Context) Interest(resource schema.GroupVersionResource) (*tenancy.Interest, error) {
+	if r, ok := c.Informers.(InterestRegistrar); ok {
+		return r.Interest(resource)
+	}
+	// Informers without Interests of their own (a test's plain informers): the shared informer's Fanout, or one
+	// for this Interest alone.
+	inf, err := c.Informers.Shared(resource)
+	if err != nil {
+		return nil, err
+	}
+	if f, ok := inf.(*tenancy.Fanout); ok {
+		return f.Interest()
+	}
+	r, ok := informerset.LookupResource(resource)
+	if !ok || r.InterestKeys == nil {
+		return nil, fmt.Errorf("%s is not watched by key", resource)
+	}
+	return tenancy.NewInterest(inf, r.InterestKeys)
+}
 
 // Constructor builds a controller for one tenant. Informer handlers may be added here or in Run.
 type Constructor func(ctx context.Context, c *Context) (Controller, error)
