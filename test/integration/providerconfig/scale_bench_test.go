@@ -33,7 +33,9 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -41,6 +43,7 @@ import (
 	componentbaseconfig "k8s.io/component-base/config"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
@@ -166,11 +169,23 @@ func value(m *dto.Metric) float64 {
 func BenchmarkIdleTenantsAndRestart(b *testing.B) {
 	n := idleTenants(b)
 	for i := 0; i < b.N; i++ {
-		runIdleTenants(b, n)
+		runTenantsAndRestart(b, n, 0)
 	}
 }
 
-func runIdleTenants(b *testing.B, n int) {
+// BenchmarkRestartAtScale is BenchmarkIdleTenantsAndRestart with 10 annotated Services per tenant (an EndpointSlice
+// with an endpoint in each of three zones), all converged (every Translation synced, so every NEG in the fake GCE)
+// before the restart: the restart must still write nothing and make no mutating GCE call.
+func BenchmarkRestartAtScale(b *testing.B) {
+	n := idleTenants(b)
+	for i := 0; i < b.N; i++ {
+		runTenantsAndRestart(b, n, 10)
+	}
+}
+
+var benchZones = []string{"europe-west1-b", "europe-west1-c", "europe-west1-d"}
+
+func runTenantsAndRestart(b *testing.B, n, services int) {
 	_, ctx := ktesting.NewTestContext(b)
 	admin := controlPlane.AdminConfig()
 	admin.QPS, admin.Burst = 500, 1000
@@ -179,7 +194,6 @@ func runIdleTenants(b *testing.B, n int) {
 	gce.Start()
 	b.Cleanup(gce.Close)
 	writes := &writeCounter{counts: map[string]int{}}
-	b.Cleanup(func() { deleteTenants(mp) })
 
 	var stop func()
 	start := func() {
@@ -219,6 +233,11 @@ func runIdleTenants(b *testing.B, n int) {
 			broadcaster.Shutdown()
 		}
 	}
+	kube := kubernetes.NewForConfigOrDie(admin)
+	b.Cleanup(func() { deleteTenants(mp, kube) })
+	if services > 0 {
+		createZoneNodes(b, ctx, kube)
+	}
 	create := func(from, to int) {
 		sem := make(chan struct{}, 16)
 		var wg sync.WaitGroup
@@ -227,6 +246,9 @@ func runIdleTenants(b *testing.B, n int) {
 			sem <- struct{}{}
 			go func() {
 				defer func() { <-sem; wg.Done() }()
+				if err := createTenantObjects(ctx, kube, i, services); err != nil {
+					b.Error(err)
+				}
 				if _, err := mp.MultiprojectV1alpha1().ProviderConfigs().Create(ctx, idleTenant(i), metav1.CreateOptions{}); err != nil {
 					b.Error(err)
 				}
@@ -236,7 +258,7 @@ func runIdleTenants(b *testing.B, n int) {
 	}
 	allReady := func(what string, want int) {
 		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Minute, true, func(ctx context.Context) (bool, error) {
-			return readyTenants(ctx, mp) >= want, nil
+			return readyTenants(ctx, mp) >= want && syncedTranslations(ctx, mp) >= want*services, nil
 		}); err != nil {
 			b.Fatalf("waiting for %s: %v", what, err)
 		}
@@ -258,8 +280,12 @@ func runIdleTenants(b *testing.B, n int) {
 	allReady(fmt.Sprintf("%d tenants Ready", n), n)
 	coldStart := time.Since(began)
 	gN, hN := heap()
-	b.ReportMetric(float64(gN-g1)/float64(n-1), "goroutines/idle-tenant")
-	b.ReportMetric(float64(int64(hN)-int64(h1))/float64(n-1)/1024, "heap-KiB/idle-tenant")
+	per := "idle-tenant"
+	if services > 0 {
+		per = "tenant"
+	}
+	b.ReportMetric(float64(gN-g1)/float64(n-1), "goroutines/"+per)
+	b.ReportMetric(float64(int64(hN)-int64(h1))/float64(n-1)/1024, "heap-KiB/"+per)
 	b.ReportMetric(coldStart.Seconds(), "s-to-Ready")
 
 	stop()
@@ -285,8 +311,8 @@ func runIdleTenants(b *testing.B, n int) {
 	b.ReportMetric(restart.Seconds(), "s-to-running-after-restart")
 	b.ReportMetric(float64(total), "API-writes-after-restart")
 	b.ReportMetric(float64(gceMutations(gce, n)-mutatingBefore), "GCE-mutations-after-restart")
-	fmt.Fprintf(os.Stderr, "%d idle tenants: %d goroutines and %.0f KiB heap for one tenant, %d and %.0f KiB for all; writes after the restart: %s\n",
-		n, g1, float64(h1)/1024, gN, float64(hN)/1024, detail)
+	fmt.Fprintf(os.Stderr, "%d tenants with %d Services each: %d goroutines and %.0f KiB heap for one tenant, %d and %.0f KiB for all; writes after the restart: %s\n",
+		n, services, g1, float64(h1)/1024, gN, float64(hN)/1024, detail)
 	stop()
 }
 
@@ -315,16 +341,24 @@ func readyTenants(ctx context.Context, mp mpclientset.Interface) int {
 	return n
 }
 
-// deleteTenants removes every ProviderConfig, finalizers first, after the manager has stopped.
-func deleteTenants(mp mpclientset.Interface) {
+// deleteTenants removes every ProviderConfig and the benchmark's namespaces, finalizers first (the manager has
+// stopped, so nothing would remove them).
+func deleteTenants(mp mpclientset.Interface, kube kubernetes.Interface) {
 	ctx := context.Background()
+	unfinalize := []byte(`{"metadata":{"finalizers":null}}`)
+	if trs, err := mp.MultiprojectV1alpha1().Translations("").List(ctx, metav1.ListOptions{}); err == nil {
+		for _, tr := range trs.Items {
+			_, _ = mp.MultiprojectV1alpha1().Translations(tr.Namespace).Patch(ctx, tr.Name, types.MergePatchType, unfinalize, metav1.PatchOptions{})
+		}
+	}
 	list, err := mp.MultiprojectV1alpha1().ProviderConfigs().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return
 	}
 	for _, pc := range list.Items {
-		_, _ = mp.MultiprojectV1alpha1().ProviderConfigs().Patch(ctx, pc.Name, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		_, _ = mp.MultiprojectV1alpha1().ProviderConfigs().Patch(ctx, pc.Name, types.MergePatchType, unfinalize, metav1.PatchOptions{})
 		_ = mp.MultiprojectV1alpha1().ProviderConfigs().Delete(ctx, pc.Name, metav1.DeleteOptions{})
+		_ = kube.CoreV1().Namespaces().Delete(ctx, pc.Name, metav1.DeleteOptions{})
 	}
 }
 
@@ -335,4 +369,69 @@ func gceMutations(gce *fakegce.Server, n int) int {
 		total += gce.MutatingCalls(idleTenant(i).Spec.GCP.ProjectID)
 	}
 	return total
+}
+
+// createZoneNodes makes one Node per zone, shared by every tenant (no tenant label), for the endpoints' zones.
+func createZoneNodes(b *testing.B, ctx context.Context, kube kubernetes.Interface) {
+	for _, zone := range benchZones {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bench-" + zone, Labels: map[string]string{corev1.LabelTopologyZone: zone}}}
+		if _, err := kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = kube.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
+	}
+}
+
+// createTenantObjects makes tenant i's namespace with services annotated Services, each with one EndpointSlice of
+// an endpoint per zone. The namespace is deleted with the tenant at the end (deleteTenants).
+func createTenantObjects(ctx context.Context, kube kubernetes.Interface, i, services int) error {
+	if services == 0 {
+		return nil
+	}
+	ns := idleTenant(i).Name
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
+		Labels: map[string]string{labelKey: ns}}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	for k := range services {
+		name := fmt.Sprintf("web-%d", k)
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+			Annotations: map[string]string{"cloud.google.com/neg": `{"exposed_ports":{"80":{}}}`}},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}}
+		if _, err := kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-http",
+			Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}}}
+		for zi, zone := range benchZones {
+			slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
+				Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", zi, i%250, k+1)},
+				NodeName:   ptr.To("bench-" + zone),
+				Zone:       ptr.To(zone),
+				Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+		}
+		if _, err := kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syncedTranslations counts the Translations whose current generation the pusher has pushed.
+func syncedTranslations(ctx context.Context, mp mpclientset.Interface) int {
+	list, err := mp.MultiprojectV1alpha1().Translations("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, tr := range list.Items {
+		for _, c := range tr.Status.Conditions {
+			if c.Type == mpv1alpha1.TranslationConditionSynced && c.Status == metav1.ConditionTrue && c.ObservedGeneration == tr.Generation {
+				n++
+			}
+		}
+	}
+	return n
 }
