@@ -150,7 +150,7 @@ func (s *Set) Add(gvr schema.GroupVersionResource, informer cache.SharedIndexInf
 	if _, dup := s.required[gvr]; dup {
 		return fmt.Errorf("informerset: %s added twice", gvr)
 	}
-	if err := prepare(informer, s.cfg.Indexers); err != nil {
+	if err := prepare(informer, transformFor(gvr), s.cfg.Indexers); err != nil {
 		return fmt.Errorf("informerset: %s: %w", gvr, err)
 	}
 	s.required[gvr] = counted(informer)
@@ -172,8 +172,8 @@ func (s *Set) AddOptional(gvr schema.GroupVersionResource, newFunc NewInformerFu
 }
 
 // prepare installs the transform and indexers; both must be set before the informer starts.
-func prepare(informer cache.SharedIndexInformer, indexers cache.Indexers) error {
-	if err := informer.SetTransform(DropManagedFields); err != nil {
+func prepare(informer cache.SharedIndexInformer, transform cache.TransformFunc, indexers cache.Indexers) error {
+	if err := informer.SetTransform(transform); err != nil {
 		return err
 	}
 	if len(indexers) == 0 {
@@ -272,7 +272,7 @@ func (s *Set) startServedOptionals(ctx context.Context) int {
 			continue
 		}
 		o.informer = counted(o.newFunc(s.cfg.ResyncPeriod))
-		if err := prepare(o.informer, s.cfg.Indexers); err != nil {
+		if err := prepare(o.informer, transformFor(o.gvr), s.cfg.Indexers); err != nil {
 			s.mu.Unlock()
 			logger.Error(err, "Could not prepare an optional informer", "resource", o.gvr.String())
 			missing++
@@ -334,8 +334,8 @@ func (s *Set) WaitForCacheSync(ctx context.Context, timeout time.Duration) error
 	return nil
 }
 
-// DropManagedFields is the informers' transform: controllers never read managedFields, and they are a large part
-// of every cached object.
+// DropManagedFields is every informer's transform (transformFor adds the resource's Trim): controllers never read
+// managedFields, and they are a large part of every cached object.
 func DropManagedFields(obj interface{}) (interface{}, error) {
 	if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
 		accessor.SetManagedFields(nil)

@@ -79,6 +79,9 @@ type Resource struct {
 	// controller registers interest in: the shared informer then carries one tenancy.Fanout, which hands an event
 	// only to the tenants interested in it, and takes no handler of its own (Tenancy.Shared returns the Fanout).
 	InterestKeys tenancy.KeyFunc
+	// Trim, if set, drops from each object, before it is cached, fields that no controller reads (managedFields go
+	// from every object). See trim.go for what may go.
+	Trim func(obj any)
 	// NewInformer builds the informer; it is called once per Set.
 	NewInformer func(c Clients, resync time.Duration) cache.SharedIndexInformer
 }
@@ -87,11 +90,11 @@ type Resource struct {
 // shared informers or routes them (New, NewTenancy, and through them the manager and the integration tests) reads
 // it.
 var Resources = []Resource{
-	{GVR: Services, Scope: tenancy.Namespaced,
+	{GVR: Services, Trim: DropLastApplied, Scope: tenancy.Namespaced,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
 			return coreinformers.NewServiceInformer(c.Kube, metav1.NamespaceAll, resync, namespaceIndex())
 		}},
-	{GVR: EndpointSlices, Scope: tenancy.Namespaced,
+	{GVR: EndpointSlices, Trim: DropLastApplied, Scope: tenancy.Namespaced,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
 			return discoveryinformers.NewEndpointSliceInformer(c.Kube, metav1.NamespaceAll, resync, namespaceIndex())
 		}},
@@ -100,20 +103,22 @@ var Resources = []Resource{
 			return networkinginformers.NewIngressInformer(c.Kube, metav1.NamespaceAll, resync, namespaceIndex())
 		}},
 	// An unlabeled Node is every tenant's.
-	{GVR: Nodes, Scope: tenancy.ClusterScoped,
+	{GVR: Nodes, Trim: TrimNode, Scope: tenancy.ClusterScoped,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
 			return coreinformers.NewNodeInformer(c.Kube, resync, namespaceIndex())
 		}},
 	// The Router is built on this informer and routes it itself, each Namespace by its own label.
-	{GVR: Namespaces, Scope: NotRouted,
+	{GVR: Namespaces, Trim: DropLastApplied, Scope: NotRouted,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
 			return coreinformers.NewNamespaceInformer(c.Kube, resync, namespaceIndex())
 		}},
 	// The tenants themselves, read by the ProviderConfig controller.
-	{GVR: ProviderConfigs, CRD: true, Scope: NotRouted,
+	{GVR: ProviderConfigs, CRD: true, Trim: DropLastApplied, Scope: NotRouted,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
 			return mpinformers.NewProviderConfigInformer(c.Multiproject, resync, cache.Indexers{})
 		}},
+	// Ingresses (their status), Translations and PangolinResources are written back with Updates of cached copies, so
+	// they are cached whole (but for managedFields).
 	// Translations and PangolinResources are written only by the manager, labeled with the tenant whose controller
 	// wrote them, and that label decides: one left in a namespace that moved to another tenant stays with the tenant
 	// whose identity must undo its side effects. Our own Translation CRD is optional too: a cluster without it runs
@@ -129,11 +134,11 @@ var Resources = []Resource{
 	// Rancher Projects and PangolinTunnels belong to no tenant: a tenant's configuration (its Rancher cluster, its
 	// tunnel namespace) and its objects (a Namespace's app owner, an Ingress's tunnel) name the ones it uses, and
 	// those are its interest keys.
-	{GVR: Projects, Optional: true, CRD: true, Scope: NotRouted, InterestKeys: ProjectKeys,
+	{GVR: Projects, Trim: DropLastApplied, Optional: true, CRD: true, Scope: NotRouted, InterestKeys: ProjectKeys,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
 			return managementinformers.NewProjectInformer(c.Multiproject, metav1.NamespaceAll, resync, namespaceIndex())
 		}},
-	{GVR: PangolinTunnels, Optional: true, CRD: true, Scope: NotRouted, InterestKeys: ObjectKeys,
+	{GVR: PangolinTunnels, Trim: DropLastApplied, Optional: true, CRD: true, Scope: NotRouted, InterestKeys: ObjectKeys,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
 			return tunnelinformers.NewPangolinTunnelInformer(c.Multiproject, metav1.NamespaceAll, resync, namespaceIndex())
 		}},
