@@ -41,8 +41,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
-	rancherv3 "github.com/multiproject/api/rancher/management/v3"
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
+	rancherv3 "github.com/multiproject/api/rancher/management/v3"
 	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
 	mpinformers "github.com/multiproject/client-go/informers/externalversions"
 
