@@ -15,10 +15,10 @@ limitations under the License.
 */
 
 // Package informerset owns the process's shared informers: the table of the resources it watches and how each
-// reaches the tenants (Resources), one SharedIndexInformer per resource, created once, trimmed of managedFields,
-// started once on the global (leader) stop and synced, with a bounded wait, before anything consumes them, and the
-// tenancy Router built over them (NewTenancy). Informers for optional APIs (CRDs a cluster may not serve) are
-// started only once discovery shows the API, and a missing one never blocks the others.
+// reaches the tenants (Resources), one SharedIndexInformer per resource, created once, trimmed of what no controller
+// reads (trim.go), started once on the global (leader) stop and synced, with a bounded wait, before anything
+// consumes them, and the tenancy Router and Fanouts built over them (NewTenancy). Informers for optional APIs (CRDs
+// a cluster may not serve) are started only once discovery shows the API, and a missing one never blocks the others.
 package informerset
 
 import (

@@ -31,6 +31,9 @@ limitations under the License.
 //   - The [Router]: exactly one event handler per shared informer, which hands each event to the owning tenant's
 //     handlers with a map lookup, turns relabels (of a namespace, or of an object routed by its label) into a Delete
 //     for the old tenant and an Add for the new one, and fans unlabeled shared objects out to every tenant.
+//   - The [Fanout]: the one event handler on a shared informer that belongs to no tenant (Rancher Projects,
+//     PangolinTunnels), which hands each event only to the [Interest]s holding one of the keys the object is filed
+//     under; an Interest is a tenant controller's informer for reading it and watching its keys.
 //   - [Tenant] handles: one per running tenant, from which its [View]s are taken, and whose Close removes every
 //     handler the tenant registered, so a stopped tenant leaves nothing behind on the shared informers.
 //
