@@ -255,6 +255,9 @@ func runTenantsAndRestart(b *testing.B, n, services int) {
 			}()
 		}
 		wg.Wait()
+		if b.Failed() {
+			b.FailNow()
+		}
 	}
 	allReady := func(what string, want int) {
 		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -397,7 +400,8 @@ func createTenantObjects(ctx context.Context, kube kubernetes.Interface, i, serv
 		name := fmt.Sprintf("web-%d", k)
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
 			Annotations: map[string]string{"cloud.google.com/neg": `{"exposed_ports":{"80":{}}}`}},
-			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}}
+			// Headless: the test control plane's Service IP range holds 254 addresses.
+			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}}
 		if _, err := kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 			return err
 		}
