@@ -1,0 +1,33 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package sharding owns the division of tenants (ProviderConfigs) among the active replicas of the manager, the
+// way timebertt/kubernetes-controller-sharding divides objects among controller-runtime shards:
+//
+//   - ShardLease: this replica's own Lease, `<group>-<identity>` labeled multiproject.io/shard-group=<group>,
+//     renewed like a leader-election Lease; a replica that cannot renew it is told to stop all its tenants before
+//     the Lease expires (OnLost).
+//   - LiveShards: which shards hold an unexpired Lease.
+//   - Rendezvous and Decide: where a ProviderConfig belongs, and what the sharder does about it (assign, drain,
+//     reassign at once when its shard is dead, or nothing).
+//   - Sharder: the controller, run by the elected replica only, that writes the assignment as the label
+//     multiproject.io/shard=<shard> and starts a move with multiproject.io/drain=true.
+//   - Drainer: the shard side of a move: stop the tenant, then acknowledge by removing both labels.
+//
+// Every write to the two labels is a JSON patch that first tests the labels it read, so a decision taken on a
+// stale cache fails instead of overwriting a newer one: a tenant is never assigned to two shards.
+// The package does not start or stop tenants itself; the binary hands it a Stop callback. See docs/sharding.md.
+package sharding
