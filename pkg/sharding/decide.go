@@ -1,0 +1,129 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sharding
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Action is what the sharder does about one ProviderConfig.
+type Action string
+
+const (
+	// Nothing: the tenant is where it belongs, or a drain is under way and the sharder waits for its acknowledgement,
+	// or there is no live shard to assign it to.
+	Nothing Action = "Nothing"
+	// Assign the unassigned tenant to Decision.Shard.
+	Assign Action = "Assign"
+	// Drain: the tenant's live shard is not the one it belongs to; ask that shard to give it up.
+	Drain Action = "Drain"
+	// ReassignNow: the tenant's shard is dead (no live Lease); it runs nothing any more, so the tenant moves to
+	// Decision.Shard at once, without a handshake.
+	ReassignNow Action = "ReassignNow"
+)
+
+// Decision is the sharder's verdict on one ProviderConfig.
+type Decision struct {
+	Action Action
+	// Shard is the shard to assign (Assign, ReassignNow) or the shard asked to drain (Drain).
+	Shard string
+	// From is the shard the tenant is labeled with now ("" when unassigned).
+	From string
+}
+
+// Decide is the sharder's rule for the ProviderConfig named key with these labels, given the live shards. It is a
+// pure function of its arguments; the Sharder only carries its verdict out.
+//
+// A drain, once asked for, is never cancelled: the sharder waits for the shard's acknowledgement (or for the shard
+// to die), so it never races a shard that is stopping the tenant.
+func Decide(key string, labels map[string]string, live []string) Decision {
+	current := labels[ShardLabel]
+	isDraining := labels[DrainLabel] == "true"
+	want := Rendezvous(key, live)
+	switch {
+	case want == "":
+		// No live shard: nothing can run the tenant, and moving it nowhere would help no one.
+		return Decision{Action: Nothing, From: current}
+	case current == "":
+		return Decision{Action: Assign, Shard: want}
+	case !slices.Contains(live, current):
+		return Decision{Action: ReassignNow, Shard: want, From: current}
+	case isDraining:
+		return Decision{Action: Nothing, From: current}
+	case current != want:
+		return Decision{Action: Drain, Shard: current, From: current}
+	default:
+		return Decision{Action: Nothing, From: current}
+	}
+}
+
+// labelPatch is a JSON patch (RFC 6902) that first tests the values of ShardLabel and DrainLabel as they were read
+// (a missing label tests as null) and then sets or removes them. The API server applies a patch to the object as
+// stored, so the patch fails when either label changed since it was read: a compare-and-swap on exactly the two
+// labels, which a merge patch cannot express without a resourceVersion precondition that every unrelated write
+// (the tenant's status) would break.
+func labelPatch(read map[string]string, set map[string]string, remove ...string) ([]byte, error) {
+	type op struct {
+		Op    string  `json:"op"`
+		Path  string  `json:"path"`
+		Value *string `json:"value"`
+	}
+	var ops []any
+	if read == nil {
+		// Without a labels map the per-label paths do not exist: test the map itself is absent and add it whole.
+		ops = append(ops, map[string]any{"op": "test", "path": "/metadata/labels", "value": nil})
+		if len(set) == 0 {
+			return nil, fmt.Errorf("nothing to patch: the object has no labels to remove")
+		}
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/labels", "value": set})
+		return json.Marshal(ops)
+	}
+	for _, key := range []string{ShardLabel, DrainLabel} {
+		var value *string
+		if v, ok := read[key]; ok {
+			value = &v
+		}
+		ops = append(ops, op{Op: "test", Path: labelPath(key), Value: value})
+	}
+	for _, key := range remove {
+		if _, ok := read[key]; ok {
+			ops = append(ops, map[string]any{"op": "remove", "path": labelPath(key)})
+		}
+	}
+	for _, key := range sortedKeys(set) {
+		v := set[key]
+		ops = append(ops, op{Op: "add", Path: labelPath(key), Value: &v})
+	}
+	return json.Marshal(ops)
+}
+
+func labelPath(key string) string {
+	// RFC 6901: "~" becomes "~0" and "/" becomes "~1".
+	return "/metadata/labels/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
