@@ -1,0 +1,311 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sharding
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// ShardLeaseConfig configures this replica's shard Lease.
+type ShardLeaseConfig struct {
+	// Client writes the Lease. Like the leader-election client, it should have a rate limit of its own, so that no
+	// tenant's traffic can delay a renewal.
+	Client coordinationv1client.LeasesGetter
+	// Namespace of the shard Leases.
+	Namespace string
+	// Group names the set of replicas that share the tenants (the value of ShardGroupLabel).
+	Group string
+	// Identity is this process's shard name: the value of ShardLabel on its tenants. It must never be reused by
+	// another process (a restarted process is a new shard; its predecessor's Lease simply expires), so that a
+	// tenant labeled with it can only be run by the process that took it.
+	Identity string
+	// LeaseDuration is how long after a renewal the shard counts as live. RenewDeadline is how long this process
+	// goes without a successful renewal before OnLost; it must leave time to stop every tenant before the Lease
+	// expires. RetryPeriod is the time between renewals.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// OnLost is called once when the Lease cannot be renewed for RenewDeadline, or when it was deleted or taken by
+	// another holder. It must stop every tenant of this shard and end the process; it is called at most
+	// RenewDeadline after the last successful renewal, LeaseDuration-RenewDeadline before the Lease expires.
+	OnLost func(error)
+	// Clock defaults to the real clock.
+	Clock clock.Clock
+}
+
+// ShardLease creates and renews this replica's Lease `<group>-<identity>`, labeled with the group.
+//
+// It writes through client-go's resourcelock.LeaseLock, which sets its Labels on create and puts them back on every
+// update, so the group label cannot be lost. It does not run client-go's LeaderElector: a shard Lease has one
+// candidate, so the elector's campaign adds nothing, while it (a) releases the Lease after a failed renewal before
+// it tells the holder that it stopped leading, so a sharder could move tenants that still run, (b) notices the loss
+// up to a retry period after the renew deadline, and (c) keeps time on a clock that tests cannot replace. The loop
+// here is the elector's renew half with the deadline counted from the last successful renewal on Clock.
+type ShardLease struct {
+	cfg      ShardLeaseConfig
+	lock     *resourcelock.LeaseLock
+	clock    clock.Clock
+	acquired chan struct{}
+
+	mu          sync.Mutex
+	lastRenewal time.Time
+	running     bool
+}
+
+// NewShardLease checks cfg and returns the (not yet running) Lease.
+func NewShardLease(cfg ShardLeaseConfig) (*ShardLease, error) {
+	if err := validateShard(cfg.Group, cfg.Identity); err != nil {
+		return nil, err
+	}
+	switch {
+	case cfg.Client == nil || cfg.Namespace == "" || cfg.OnLost == nil:
+		return nil, errors.New("shard lease: Client, Namespace and OnLost are required")
+	case cfg.RetryPeriod <= 0 || cfg.RenewDeadline <= cfg.RetryPeriod || leaseSeconds(cfg.LeaseDuration) <= cfg.RenewDeadline:
+		// The Lease records whole seconds: the recorded duration is what must exceed the renew deadline.
+		return nil, fmt.Errorf("shard lease: want 0 < retry period (%s) < renew deadline (%s) < lease duration in whole seconds (%s)",
+			cfg.RetryPeriod, cfg.RenewDeadline, leaseSeconds(cfg.LeaseDuration))
+	}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &ShardLease{
+		cfg:   cfg,
+		clock: clk,
+		lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: LeaseName(cfg.Group, cfg.Identity)},
+			Client:     cfg.Client,
+			LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
+			Labels:     map[string]string{ShardGroupLabel: cfg.Group},
+		},
+		acquired: make(chan struct{}),
+	}, nil
+}
+
+// Shard is this replica's shard name, the value of ShardLabel on its tenants.
+func (l *ShardLease) Shard() string { return l.cfg.Identity }
+
+// Acquired is closed once the Lease is held. The replica must not run a tenant before.
+func (l *ShardLease) Acquired() <-chan struct{} { return l.acquired }
+
+// errLost wraps every reason for OnLost.
+var errLost = errors.New("shard lease lost")
+
+// Run acquires the Lease and renews it until ctx ends (it returns nil and leaves the Lease to expire, or to be
+// released by Release) or until the Lease is lost (it calls OnLost, then returns the reason).
+func (l *ShardLease) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithValues("lease", l.lock.Describe())
+	l.mu.Lock()
+	if l.running {
+		l.mu.Unlock()
+		return errors.New("shard lease: Run called twice")
+	}
+	l.running = true
+	l.mu.Unlock()
+
+	for {
+		held, err := l.tryAcquireOrRenew(ctx, false)
+		if held {
+			break
+		}
+		if err != nil {
+			logger.Error(err, "Could not acquire the shard Lease; retrying")
+		}
+		if !l.wait(ctx, l.cfg.RetryPeriod) {
+			return nil
+		}
+	}
+	logger.Info("Acquired the shard Lease", "shard", l.cfg.Identity)
+	close(l.acquired)
+
+	renewCtx, stopRenewing := context.WithCancel(ctx)
+	defer stopRenewing()
+	fatal := make(chan error, 1)
+	go func() { fatal <- l.renewLoop(renewCtx) }()
+	for {
+		deadline := l.lastRenewed().Add(l.cfg.RenewDeadline)
+		timer := l.clock.NewTimer(deadline.Sub(l.clock.Now()))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case err := <-fatal:
+			timer.Stop()
+			if ctx.Err() != nil {
+				return nil
+			}
+			return l.lose(logger, stopRenewing, err)
+		case <-timer.C():
+			if overdue := l.clock.Since(l.lastRenewed()); overdue >= l.cfg.RenewDeadline {
+				return l.lose(logger, stopRenewing, fmt.Errorf("no successful renewal for %s (renew deadline %s)",
+					overdue.Round(time.Millisecond), l.cfg.RenewDeadline))
+			}
+		}
+	}
+}
+
+// lose stops the renewals (a renewal in flight may still land; that only delays the Lease's expiry) and calls OnLost.
+func (l *ShardLease) lose(logger klog.Logger, stopRenewing context.CancelFunc, reason error) error {
+	stopRenewing()
+	err := fmt.Errorf("%w: %w", errLost, reason)
+	logger.Error(err, "Shard Lease lost; stopping every tenant of this shard")
+	l.cfg.OnLost(err)
+	return err
+}
+
+// renewLoop renews every RetryPeriod after the previous attempt. A failed renewal is retried; the watchdog in Run
+// decides when failures have lasted too long. It returns an error only when renewing can never succeed again.
+func (l *ShardLease) renewLoop(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	for l.wait(ctx, l.cfg.RetryPeriod) {
+		held, err := l.tryAcquireOrRenew(ctx, true)
+		switch {
+		case held:
+		case errors.Is(err, errNotOurs):
+			return err
+		case err != nil && ctx.Err() == nil:
+			logger.V(2).Info("Could not renew the shard Lease; retrying", "err", err)
+		}
+	}
+	return nil
+}
+
+var errNotOurs = errors.New("the Lease is no longer ours")
+
+// tryAcquireOrRenew writes a renewal naming this process. Before the Lease is held, a Lease that another live
+// holder names is left alone. Once held, a Lease that is gone or names another holder is lost: while it was not
+// ours the sharder may have moved our tenants.
+func (l *ShardLease) tryAcquireOrRenew(ctx context.Context, holding bool) (bool, error) {
+	now := l.clock.Now()
+	record := resourcelock.LeaderElectionRecord{
+		HolderIdentity:       l.cfg.Identity,
+		LeaseDurationSeconds: int(leaseSeconds(l.cfg.LeaseDuration) / time.Second),
+		AcquireTime:          metav1.NewTime(now),
+		RenewTime:            metav1.NewTime(now),
+	}
+	old, _, err := l.lock.Get(ctx)
+	switch {
+	case apierrors.IsNotFound(err) && holding:
+		return false, fmt.Errorf("%w: it was deleted", errNotOurs)
+	case apierrors.IsNotFound(err):
+		if err := l.lock.Create(ctx, record); err != nil {
+			return false, err
+		}
+		l.renewed(now)
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	if old.HolderIdentity != l.cfg.Identity {
+		if holding {
+			return false, fmt.Errorf("%w: %q holds it", errNotOurs, old.HolderIdentity)
+		}
+		expires := old.RenewTime.Add(time.Duration(old.LeaseDurationSeconds) * time.Second)
+		if old.HolderIdentity != "" && expires.After(now) {
+			return false, fmt.Errorf("held by %q until %s", old.HolderIdentity, expires)
+		}
+		record.LeaderTransitions = old.LeaderTransitions + 1
+	} else {
+		record.AcquireTime = old.AcquireTime
+		record.LeaderTransitions = old.LeaderTransitions
+	}
+	if err := l.lock.Update(ctx, record); err != nil {
+		return false, err
+	}
+	l.renewed(now)
+	return true, nil
+}
+
+// Release empties the Lease's holder so that the sharder counts the shard dead at once and moves its tenants
+// without waiting for the Lease to expire. Call it only after Run has returned and every tenant has stopped.
+func (l *ShardLease) Release(ctx context.Context) error {
+	old, _, err := l.lock.Get(ctx)
+	if err != nil {
+		return err
+	}
+	if old.HolderIdentity != l.cfg.Identity {
+		return nil
+	}
+	return l.lock.Update(ctx, resourcelock.LeaderElectionRecord{
+		LeaseDurationSeconds: 1,
+		AcquireTime:          old.AcquireTime,
+		RenewTime:            metav1.NewTime(l.clock.Now()),
+		LeaderTransitions:    old.LeaderTransitions,
+	})
+}
+
+func (l *ShardLease) renewed(at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// The deadline counts from the time written into renewTime, taken before the request: the Lease's expiry as
+	// the sharder computes it, on this process's clock.
+	l.lastRenewal = at
+}
+
+func (l *ShardLease) lastRenewed() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastRenewal
+}
+
+// wait returns false when ctx ends before d has passed on the clock.
+func (l *ShardLease) wait(ctx context.Context, d time.Duration) bool {
+	timer := l.clock.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C():
+		return true
+	}
+}
+
+func leaseSeconds(d time.Duration) time.Duration { return d.Truncate(time.Second) }
+
+// LiveShards returns the sorted names of the shards whose Lease names a holder and has not expired at now
+// (renewTime + leaseDurationSeconds > now). The holder's renewTime is on the holder's clock and now on the
+// caller's: clock skew between replicas must stay well below LeaseDuration - RenewDeadline.
+func LiveShards(leases []*coordinationv1.Lease, now time.Time) []string {
+	var live []string
+	for _, lease := range leases {
+		if expiry, ok := leaseExpiry(lease); ok && expiry.After(now) {
+			live = append(live, *lease.Spec.HolderIdentity)
+		}
+	}
+	slices.Sort(live)
+	return slices.Compact(live)
+}
+
+// leaseExpiry is when a held Lease expires; false when it names no holder or lacks the times.
+func leaseExpiry(lease *coordinationv1.Lease) (time.Time, bool) {
+	s := lease.Spec
+	if s.HolderIdentity == nil || *s.HolderIdentity == "" || s.RenewTime == nil || s.LeaseDurationSeconds == nil {
+		return time.Time{}, false
+	}
+	return s.RenewTime.Add(time.Duration(*s.LeaseDurationSeconds) * time.Second), true
+}

@@ -1,0 +1,67 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sharding
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+// Reasons of a move, the values of the reason label of ShardMoves.
+const (
+	ReasonAssigned  = "assigned"   // an unassigned tenant (new, or acknowledged by its old shard) got a shard
+	ReasonDrain     = "drain"      // a live shard was asked to give a tenant up (the first half of a move)
+	ReasonShardDead = "shard_dead" // a dead shard's tenant was reassigned at once
+)
+
+var (
+	// ShardTenants is the number of ProviderConfigs labeled with each live shard, as the sharder sees them.
+	ShardTenants = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      "multiproject",
+		Name:           "shard_tenants",
+		Help:           "ProviderConfigs assigned to each live shard, as the sharder sees them.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"shard"})
+
+	// ShardMoves counts the sharder's label writes by reason.
+	ShardMoves = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "multiproject",
+		Name:           "shard_moves_total",
+		Help:           "Assignments written by the sharder, by reason (assigned, drain, shard_dead).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
+
+	// ShardDrainDuration is how long a shard took to stop a draining tenant and acknowledge the drain.
+	ShardDrainDuration = metrics.NewHistogram(&metrics.HistogramOpts{
+		Subsystem:      "multiproject",
+		Name:           "shard_drain_duration_seconds",
+		Help:           "Time a shard took to stop a draining tenant's controllers and acknowledge the drain.",
+		Buckets:        []float64{0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120},
+		StabilityLevel: metrics.ALPHA,
+	})
+)
+
+var registerOnce sync.Once
+
+// Register adds the sharding series to the legacy registry served on /metrics. It is idempotent.
+func Register() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(ShardTenants, ShardMoves, ShardDrainDuration)
+	})
+}
