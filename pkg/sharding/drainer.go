@@ -1,0 +1,162 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sharding
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpclientset "github.com/multiproject/client-go/clientset/versioned"
+	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
+	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
+)
+
+// DrainerConfig configures a shard's Drainer.
+type DrainerConfig struct {
+	// Shard is this replica's shard name (ShardLease.Shard).
+	Shard  string
+	Client mpclientset.Interface
+	// ProviderConfigs must be the very informer from which the replica decides which tenants to run (Owns), so
+	// that once the Drainer has seen a drain no later read of the replica starts the tenant again: a cache never
+	// goes back to an older state. Label-selected on ShardLabel=Shard, it holds only this shard's tenants.
+	ProviderConfigs mpinformers.ProviderConfigInformer
+	// Stop stops the tenant's controllers and returns once they have all returned. It must be idempotent (a
+	// failed acknowledgement calls it again) and must exclude a concurrent start of the same tenant that decided
+	// on an older read, for example by taking the same per-tenant lock as the start and reading Owns under it.
+	Stop func(ctx context.Context, tenant string) error
+	// Clock defaults to the real clock.
+	Clock clock.WithTicker
+}
+
+// Drainer is the shard side of a move: for a ProviderConfig labeled with this shard and DrainLabel=true it calls
+// Stop, then acknowledges by removing both labels, after which the sharder may assign the tenant elsewhere.
+type Drainer struct {
+	cfg   DrainerConfig
+	clock clock.WithTicker
+	pcs   mplisters.ProviderConfigLister
+	queue workqueue.TypedRateLimitingInterface[string]
+}
+
+// NewDrainer builds a Drainer.
+func NewDrainer(cfg DrainerConfig) *Drainer {
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Drainer{
+		cfg:   cfg,
+		clock: clk,
+		pcs:   cfg.ProviderConfigs.Lister(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "shard-drainer", Clock: clk}),
+	}
+}
+
+// Run handles drains until ctx ends. The caller starts the informer.
+func (d *Drainer) Run(ctx context.Context, workers int) error {
+	defer utilruntime.HandleCrash()
+	defer d.queue.ShutDown()
+	enqueue := func(obj any) {
+		if pc, ok := obj.(*mpv1alpha1.ProviderConfig); ok && draining(d.cfg.Shard, pc.Labels) {
+			d.queue.Add(pc.Name)
+		}
+	}
+	reg, err := d.cfg.ProviderConfigs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = d.cfg.ProviderConfigs.Informer().RemoveEventHandler(reg) }()
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, reg.HasSynced) {
+		return ctx.Err()
+	}
+	for range workers {
+		go wait.UntilWithContext(ctx, func(ctx context.Context) {
+			for d.processNextWorkItem(ctx) {
+			}
+		}, time.Second)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func (d *Drainer) processNextWorkItem(ctx context.Context) bool {
+	key, shutdown := d.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer d.queue.Done(key)
+	if err := d.sync(ctx, key); err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Draining ProviderConfig; retrying", "providerConfig", key)
+		d.queue.AddRateLimited(key)
+		return true
+	}
+	d.queue.Forget(key)
+	return true
+}
+
+// sync stops a draining tenant and acknowledges the drain.
+func (d *Drainer) sync(ctx context.Context, name string) error {
+	pc, err := d.pcs.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !draining(d.cfg.Shard, pc.Labels) {
+		return nil
+	}
+	start := d.clock.Now()
+	if err := d.cfg.Stop(ctx, name); err != nil {
+		return fmt.Errorf("stopping the tenant before acknowledging its drain: %w", err)
+	}
+	patch, err := labelPatch(pc.Labels, nil, ShardLabel, DrainLabel)
+	if err != nil {
+		return err
+	}
+	_, err = d.cfg.Client.MultiprojectV1alpha1().ProviderConfigs().Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		// The labels may have changed since the cache saw them, most often because an earlier attempt of ours
+		// already acknowledged: read them as stored before retrying.
+		fresh, getErr := d.cfg.Client.MultiprojectV1alpha1().ProviderConfigs().Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(getErr):
+			return nil
+		case getErr == nil && !draining(d.cfg.Shard, fresh.Labels):
+			return nil
+		}
+		return fmt.Errorf("acknowledging the drain: %w", err)
+	}
+	ShardDrainDuration.Observe(d.clock.Since(start).Seconds())
+	klog.FromContext(ctx).V(2).Info("Drained ProviderConfig", "providerConfig", name, "shard", d.cfg.Shard)
+	return nil
+}

@@ -1,0 +1,357 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sharding
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coordinationinformers "k8s.io/client-go/informers/coordination/v1"
+	"k8s.io/client-go/kubernetes"
+	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpclientset "github.com/multiproject/client-go/clientset/versioned"
+	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
+	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
+)
+
+// Reasons of the sharder's Events on a ProviderConfig.
+const (
+	EventShardAssigned   = "ShardAssigned"
+	EventShardDraining   = "ShardDraining"
+	EventShardReassigned = "ShardReassigned"
+)
+
+// SharderConfig configures the Sharder.
+type SharderConfig struct {
+	// Group and Namespace select the shard Leases (ShardLeaseConfig's).
+	Group, Namespace string
+	// KubeClient reads the shard Leases; Client patches ProviderConfigs.
+	KubeClient kubernetes.Interface
+	Client     mpclientset.Interface
+	// ProviderConfigs is an informer on every ProviderConfig (not label-selected). The caller starts it.
+	ProviderConfigs mpinformers.ProviderConfigInformer
+	// Recorder records the Events of every move on the ProviderConfig.
+	Recorder record.EventRecorder
+	// Clock defaults to the real clock.
+	Clock clock.WithTicker
+}
+
+// Sharder assigns every ProviderConfig to a live shard. Run it only on the replica that holds the leader-election
+// Lease: it assumes it is the only writer of assignments (its compare-and-swap patches keep a second one from
+// causing harm, but two would fight).
+type Sharder struct {
+	cfg           SharderConfig
+	clock         clock.WithTicker
+	leaseInformer cache.SharedIndexInformer
+	leases        coordinationlisters.LeaseLister
+	pcs           mplisters.ProviderConfigLister
+	queue         workqueue.TypedRateLimitingInterface[string]
+	leasesChanged chan struct{}
+
+	mu sync.Mutex
+	// live is the set of live shards the last full evaluation saw.
+	live []string
+	// gauged is the shards that have a ShardTenants series.
+	gauged map[string]bool
+	// dead is the shards whose Lease a fresh read found expired: identities are never reused, so they stay dead.
+	dead map[string]bool
+}
+
+// NewSharder builds the Sharder and its informer on the group's shard Leases.
+func NewSharder(cfg SharderConfig) *Sharder {
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	selector := labels.Set{ShardGroupLabel: cfg.Group}.AsSelector().String()
+	leaseInformer := coordinationinformers.NewFilteredLeaseInformer(cfg.KubeClient, cfg.Namespace, 0, cache.Indexers{},
+		func(o *metav1.ListOptions) { o.LabelSelector = selector })
+	return &Sharder{
+		cfg:           cfg,
+		clock:         clk,
+		leaseInformer: leaseInformer,
+		leases:        coordinationlisters.NewLeaseLister(leaseInformer.GetIndexer()),
+		pcs:           cfg.ProviderConfigs.Lister(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "sharder", Clock: clk}),
+		leasesChanged: make(chan struct{}, 1),
+		gauged:        map[string]bool{},
+		dead:          map[string]bool{},
+	}
+}
+
+// Run runs the Lease informer, the Lease watch and workers until ctx ends.
+func (s *Sharder) Run(ctx context.Context, workers int) error {
+	defer utilruntime.HandleCrash()
+	defer s.queue.ShutDown()
+	logger := klog.FromContext(ctx)
+
+	enqueue := func(obj any) {
+		if pc, ok := obj.(*mpv1alpha1.ProviderConfig); ok {
+			s.queue.Add(pc.Name)
+		}
+	}
+	pcReg, err := s.cfg.ProviderConfigs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = s.cfg.ProviderConfigs.Informer().RemoveEventHandler(pcReg) }()
+	signal := func() {
+		select {
+		case s.leasesChanged <- struct{}{}:
+		default:
+		}
+	}
+	if _, err := s.leaseInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { signal() },
+		UpdateFunc: func(any, any) { signal() },
+		DeleteFunc: func(any) { signal() },
+	}); err != nil {
+		return err
+	}
+	go s.leaseInformer.Run(ctx.Done())
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, s.leaseInformer.HasSynced, pcReg.HasSynced) {
+		return ctx.Err()
+	}
+	logger.Info("Sharder started", "group", s.cfg.Group, "namespace", s.cfg.Namespace)
+	go s.watchLeases(ctx)
+	for range workers {
+		go wait.UntilWithContext(ctx, s.runWorker, time.Second)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// watchLeases re-evaluates every ProviderConfig when the set of live shards changes. It looks again on every Lease
+// event and at the earliest expiry of a live Lease, so a shard that dies silently is noticed when its Lease
+// expires, without waiting for an event.
+func (s *Sharder) watchLeases(ctx context.Context) {
+	for {
+		next := s.evaluateLeases(ctx)
+		var expiry <-chan time.Time
+		var timer clock.Timer
+		if !next.IsZero() {
+			timer = s.clock.NewTimer(next.Sub(s.clock.Now()))
+			expiry = timer.C()
+		}
+		select {
+		case <-ctx.Done():
+		case <-s.leasesChanged:
+		case <-expiry:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// evaluateLeases enqueues every ProviderConfig when the live shards changed, refreshes ShardTenants, and returns
+// the earliest expiry of a live Lease (zero when none is live).
+func (s *Sharder) evaluateLeases(ctx context.Context) time.Time {
+	now := s.clock.Now()
+	leases, err := s.leases.List(labels.Everything())
+	if err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Listing shard Leases")
+		return time.Time{}
+	}
+	live := LiveShards(leases, now)
+	var next time.Time
+	for _, l := range leases {
+		if expiry, ok := leaseExpiry(l); ok && expiry.After(now) && (next.IsZero() || expiry.Before(next)) {
+			next = expiry
+		}
+	}
+	s.mu.Lock()
+	changed := !slices.Equal(live, s.live)
+	s.live = live
+	s.mu.Unlock()
+	pcs, err := s.pcs.List(labels.Everything())
+	if err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Listing ProviderConfigs")
+		return next
+	}
+	if changed {
+		klog.FromContext(ctx).Info("Live shards changed; re-evaluating every ProviderConfig", "shards", live)
+		for _, pc := range pcs {
+			s.queue.Add(pc.Name)
+		}
+	}
+	s.observeTenants(live, pcs)
+	return next
+}
+
+// observeTenants sets ShardTenants for the live shards and drops the series of shards that are gone.
+func (s *Sharder) observeTenants(live []string, pcs []*mpv1alpha1.ProviderConfig) {
+	counts := make(map[string]int, len(live))
+	for _, shard := range live {
+		counts[shard] = 0
+	}
+	for _, pc := range pcs {
+		if shard := pc.Labels[ShardLabel]; slices.Contains(live, shard) {
+			counts[shard]++
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for shard := range s.gauged {
+		if _, ok := counts[shard]; !ok {
+			ShardTenants.DeleteLabelValues(shard)
+			delete(s.gauged, shard)
+		}
+	}
+	for shard, n := range counts {
+		ShardTenants.WithLabelValues(shard).Set(float64(n))
+		s.gauged[shard] = true
+	}
+}
+
+func (s *Sharder) runWorker(ctx context.Context) {
+	for s.processNextWorkItem(ctx) {
+	}
+}
+
+func (s *Sharder) processNextWorkItem(ctx context.Context) bool {
+	key, shutdown := s.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer s.queue.Done(key)
+	if err := s.sync(ctx, key); err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Sharding ProviderConfig; retrying", "providerConfig", key)
+		s.queue.AddRateLimited(key)
+		return true
+	}
+	s.queue.Forget(key)
+	return true
+}
+
+// sync carries out Decide for one ProviderConfig.
+func (s *Sharder) sync(ctx context.Context, name string) error {
+	pc, err := s.pcs.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	leases, err := s.leases.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	d := Decide(name, pc.Labels, LiveShards(leases, s.clock.Now()))
+	var patch []byte
+	switch d.Action {
+	case Nothing:
+		return nil
+	case ReassignNow:
+		dead, retryAt, err := s.confirmDead(ctx, d.From)
+		if err != nil {
+			return err
+		}
+		if !dead {
+			// Our Lease cache is behind: the shard renewed. Look again when the Lease we just read expires.
+			s.queue.AddAfter(name, retryAt.Sub(s.clock.Now()))
+			return nil
+		}
+		fallthrough
+	case Assign:
+		patch, err = labelPatch(pc.Labels, map[string]string{ShardLabel: d.Shard}, DrainLabel)
+	case Drain:
+		patch, err = labelPatch(pc.Labels, map[string]string{DrainLabel: "true"})
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := s.cfg.Client.MultiprojectV1alpha1().ProviderConfigs().Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+		// A failed test means the labels changed since our cache saw them; the update event brings the key back.
+		return fmt.Errorf("%s %s: %w", d.Action, d.Shard, err)
+	}
+	logger := klog.FromContext(ctx)
+	switch d.Action {
+	case Assign:
+		ShardMoves.WithLabelValues(ReasonAssigned).Inc()
+		s.cfg.Recorder.Eventf(pc, corev1.EventTypeNormal, EventShardAssigned, "Assigned to shard %s", d.Shard)
+		logger.V(2).Info("Assigned ProviderConfig", "providerConfig", name, "shard", d.Shard)
+	case Drain:
+		ShardMoves.WithLabelValues(ReasonDrain).Inc()
+		s.cfg.Recorder.Eventf(pc, corev1.EventTypeNormal, EventShardDraining,
+			"Shard %s is asked to stop the tenant; it moves to shard %s once it has", d.Shard, Rendezvous(name, s.liveShards()))
+		logger.V(2).Info("Draining ProviderConfig", "providerConfig", name, "shard", d.Shard)
+	case ReassignNow:
+		ShardMoves.WithLabelValues(ReasonShardDead).Inc()
+		s.cfg.Recorder.Eventf(pc, corev1.EventTypeNormal, EventShardReassigned,
+			"Shard %s is dead (its Lease expired); reassigned to shard %s", d.From, d.Shard)
+		logger.Info("Reassigned ProviderConfig of a dead shard", "providerConfig", name, "from", d.From, "shard", d.Shard)
+	}
+	return nil
+}
+
+func (s *Sharder) liveShards() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.live
+}
+
+// confirmDead reads the shard's Lease from the API server before its tenants move without a handshake: a Lease
+// cache that lags (a slow watch) must not make a live shard look dead. It returns when to look again if the shard
+// is in fact live.
+func (s *Sharder) confirmDead(ctx context.Context, shard string) (bool, time.Time, error) {
+	s.mu.Lock()
+	known := s.dead[shard]
+	s.mu.Unlock()
+	if known {
+		return true, time.Time{}, nil
+	}
+	lease, err := s.cfg.KubeClient.CoordinationV1().Leases(s.cfg.Namespace).Get(ctx, LeaseName(s.cfg.Group, shard), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return false, time.Time{}, err
+	default:
+		// Held and unexpired, by the shard or (by hand) by anyone else: not provably dead yet.
+		if expiry, held := leaseExpiry(lease); held && expiry.After(s.clock.Now()) {
+			return false, expiry, nil
+		}
+	}
+	s.mu.Lock()
+	s.dead[shard] = true
+	s.mu.Unlock()
+	return true, time.Time{}, nil
+}
