@@ -86,8 +86,9 @@ func labelPatch(read map[string]string, set map[string]string, remove ...string)
 		Value *string `json:"value"`
 	}
 	var ops []any
-	if read == nil {
-		// Without a labels map the per-label paths do not exist: test the map itself is absent and add it whole.
+	if len(read) == 0 {
+		// Without labels the per-label paths do not exist (an empty map is not serialized, so removing the last
+		// label removes the map): test that the map itself is absent and add it whole.
 		ops = append(ops, map[string]any{"op": "test", "path": "/metadata/labels", "value": nil})
 		if len(set) == 0 {
 			return nil, fmt.Errorf("nothing to patch: the object has no labels to remove")

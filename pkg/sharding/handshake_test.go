@@ -1,0 +1,352 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sharding
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"slices"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
+	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
+)
+
+func shardLease(shard string, renew time.Time) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: LeaseName("mp", shard), Labels: map[string]string{ShardGroupLabel: "mp"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(shard), LeaseDurationSeconds: ptr.To[int32](15),
+			RenewTime: &metav1.MicroTime{Time: renew}},
+	}
+}
+
+// world is the API server and each actor's cache. Each actor reads only its own cache, which lags the API server
+// until the actor refreshes it, and a refresh only moves it forward, as an informer does.
+type world struct {
+	t       *testing.T
+	ctx     context.Context
+	client  *mpfake.Clientset
+	sharder *Sharder
+	caches  map[string]cache.Indexer // "sharder" and each shard
+	shards  []string
+	drain   map[string]*Drainer
+	// running is which shards run which tenant: what the invariant is about.
+	running map[string]map[string]bool
+	rand    *rand.Rand
+	leases  cache.Indexer
+	// pending shards become live at a random step.
+	pending []string
+	// inStop lets a Stop interleave other steps while it runs, once (no nesting).
+	inStop bool
+	log    []string
+}
+
+func newWorld(t *testing.T, seed int64, tenants int, shards []string, live []string) *world {
+	ctx := context.Background()
+	clk := testingclock.NewFakeClock(t0)
+	var objs []runtime.Object
+	for i := range tenants {
+		objs = append(objs, &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("tenant-%d", i),
+			Labels: map[string]string{ShardLabel: shards[0]}}})
+	}
+	leaseIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	var leaseObjs []runtime.Object
+	for _, s := range live {
+		l := shardLease(s, t0)
+		leaseObjs = append(leaseObjs, l)
+		_ = leaseIndexer.Add(l)
+	}
+	w := &world{t: t, ctx: ctx, client: mpfake.NewClientset(objs...), caches: map[string]cache.Indexer{},
+		shards: shards, drain: map[string]*Drainer{}, running: map[string]map[string]bool{}, rand: rand.New(rand.NewSource(seed)),
+		leases: leaseIndexer}
+	for _, s := range shards {
+		if !slices.Contains(live, s) {
+			w.pending = append(w.pending, s)
+		}
+	}
+	for _, name := range append([]string{"sharder"}, shards...) {
+		w.caches[name] = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+		w.refresh(name)
+	}
+	w.sharder = &Sharder{
+		cfg: SharderConfig{Group: "mp", Namespace: "kube-system", KubeClient: fake.NewClientset(leaseObjs...), Client: w.client,
+			Recorder: record.NewFakeRecorder(1 << 20)},
+		clock: clk, leases: coordinationlisters.NewLeaseLister(leaseIndexer), pcs: mplisters.NewProviderConfigLister(w.caches["sharder"]),
+		queue:  workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		gauged: map[string]bool{}, dead: map[string]bool{},
+	}
+	t.Cleanup(w.sharder.queue.ShutDown)
+	for _, shard := range shards {
+		w.running[shard] = map[string]bool{}
+		w.drain[shard] = &Drainer{cfg: DrainerConfig{Shard: shard, Client: w.client, Stop: w.stopper(shard)}, clock: clk,
+			pcs: mplisters.NewProviderConfigLister(w.caches[shard])}
+	}
+	// Every tenant starts where it is assigned.
+	for _, shard := range shards {
+		w.startOwned(shard)
+	}
+	return w
+}
+
+func (w *world) tenants() []string {
+	pcs, err := w.client.MultiprojectV1alpha1().ProviderConfigs().List(w.ctx, metav1.ListOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var names []string
+	for _, pc := range pcs.Items {
+		names = append(names, pc.Name)
+	}
+	return names
+}
+
+func (w *world) refresh(actor string) {
+	pcs, err := w.client.MultiprojectV1alpha1().ProviderConfigs().List(w.ctx, metav1.ListOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	items := make([]any, 0, len(pcs.Items))
+	for i := range pcs.Items {
+		items = append(items, &pcs.Items[i])
+	}
+	if err := w.caches[actor].Replace(items, ""); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// stopper is the Manager's Stop as the Drainer sees it: it stops the tenant, and while it runs other actors act.
+func (w *world) stopper(shard string) func(context.Context, string) error {
+	return func(_ context.Context, tenant string) error {
+		w.running[shard][tenant] = false
+		w.check("stop " + shard + "/" + tenant)
+		if !w.inStop {
+			w.inStop = true
+			for range w.rand.Intn(6) {
+				w.step()
+			}
+			w.inStop = false
+		}
+		return nil
+	}
+}
+
+// startOwned is the replica's tenant lifecycle: from its own cache, it runs what it owns and stops what it does not.
+func (w *world) startOwned(shard string) {
+	for _, obj := range w.caches[shard].List() {
+		pc := obj.(*mpv1alpha1.ProviderConfig)
+		w.running[shard][pc.Name] = Owns(shard, pc.Labels)
+	}
+}
+
+func (w *world) step() {
+	names := w.tenants()
+	tenant := names[w.rand.Intn(len(names))]
+	shard := w.shards[w.rand.Intn(len(w.shards))]
+	var what string
+	switch w.rand.Intn(6) {
+	case 5:
+		if len(w.pending) == 0 || w.rand.Intn(4) != 0 {
+			return
+		}
+		what = "shard live " + w.pending[0]
+		_ = w.leases.Add(shardLease(w.pending[0], t0))
+		w.pending = w.pending[1:]
+	case 0:
+		actor := append([]string{"sharder"}, w.shards...)[w.rand.Intn(len(w.shards)+1)]
+		what = "refresh " + actor
+		w.refresh(actor)
+	case 1:
+		what = "sharder " + tenant
+		_ = w.sharder.sync(w.ctx, tenant)
+	case 2:
+		what = "drainer " + shard + "/" + tenant
+		if !w.inStop {
+			_ = w.drain[shard].sync(w.ctx, tenant)
+		}
+	default:
+		what = "lifecycle " + shard
+		w.startOwned(shard)
+	}
+	w.check(what)
+}
+
+// check is the invariant: no tenant runs on two shards.
+func (w *world) check(after string) {
+	w.log = append(w.log, after)
+	for _, tenant := range w.tenants() {
+		var on []string
+		for _, shard := range w.shards {
+			if w.running[shard][tenant] {
+				on = append(on, shard)
+			}
+		}
+		if len(on) > 1 {
+			tail := w.log[max(0, len(w.log)-20):]
+			w.t.Fatalf("%s runs on %v after %q; last steps:\n%v", tenant, on, after, tail)
+		}
+	}
+}
+
+// settle lets every actor catch up and act until nothing changes.
+func (w *world) settle() {
+	for _, s := range w.pending {
+		_ = w.leases.Add(shardLease(s, t0))
+	}
+	w.pending = nil
+	for range 10 {
+		for _, tenant := range w.tenants() {
+			w.refresh("sharder")
+			_ = w.sharder.sync(w.ctx, tenant)
+			w.check("settle sharder " + tenant)
+			for _, shard := range w.shards {
+				w.refresh(shard)
+				_ = w.drain[shard].sync(w.ctx, tenant)
+				w.startOwned(shard)
+				w.check("settle " + shard)
+			}
+		}
+	}
+}
+
+// TestHandshakeNeverRunsATenantOnTwoShards starts with every tenant on shard-a, two live shards, and a third that
+// becomes live at a random step, and lets the sharder, the drainers and the replicas' lifecycles act in random
+// orders on caches that lag independently, including steps taken while a Stop is in progress. No tenant may ever run on two shards, and all must end where they belong,
+// running exactly there.
+func TestHandshakeNeverRunsATenantOnTwoShards(t *testing.T) {
+	shards := []string{"shard-a", "shard-b", "shard-c"}
+	for seed := int64(0); seed < 100; seed++ {
+		w := newWorld(t, seed, 3, shards, shards[:2])
+		for range 150 {
+			w.step()
+		}
+		w.settle()
+		for _, tenant := range w.tenants() {
+			pc, err := w.client.MultiprojectV1alpha1().ProviderConfigs().Get(w.ctx, tenant, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := Rendezvous(tenant, shards)
+			if pc.Labels[ShardLabel] != want || pc.Labels[DrainLabel] != "" {
+				t.Fatalf("seed %d: %s settled with labels %v, want shard %s", seed, tenant, pc.Labels, want)
+			}
+			for _, shard := range shards {
+				if w.running[shard][tenant] != (shard == want) {
+					t.Fatalf("seed %d: %s running on %s: %v", seed, tenant, shard, w.running[shard][tenant])
+				}
+			}
+		}
+	}
+}
+
+// TestSharderWaitsWhileADrainIsInProgress pins the interleaving by hand: the sharder re-evaluates while the old
+// shard stops the tenant, once on a fresh cache and once on a cache from before the drain; neither assigns it.
+func TestSharderWaitsWhileADrainIsInProgress(t *testing.T) {
+	shards := []string{"shard-a", "shard-b"}
+	var tenant string
+	for _, k := range keys(50) {
+		if Rendezvous(k, shards) == "shard-b" {
+			tenant = k
+			break
+		}
+	}
+	w := newWorld(t, 0, 50, shards, shards)
+	stale := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, o := range w.caches["sharder"].List() {
+		_ = stale.Add(o)
+	}
+	if err := w.sharder.sync(w.ctx, tenant); err != nil {
+		t.Fatal(err)
+	}
+	w.refresh("shard-a")
+	w.drain["shard-a"].cfg.Stop = func(context.Context, string) error {
+		w.running["shard-a"][tenant] = false
+		for _, c := range []cache.Indexer{w.caches["sharder"], stale} {
+			w.refresh("sharder")
+			w.sharder.pcs = mplisters.NewProviderConfigLister(c)
+			_ = w.sharder.sync(w.ctx, tenant)
+		}
+		pc, _ := w.client.MultiprojectV1alpha1().ProviderConfigs().Get(w.ctx, tenant, metav1.GetOptions{})
+		if pc.Labels[ShardLabel] != "shard-a" || pc.Labels[DrainLabel] != "true" {
+			t.Errorf("while shard-a stops the tenant, the sharder wrote %v", pc.Labels)
+		}
+		return nil
+	}
+	if err := w.drain["shard-a"].sync(w.ctx, tenant); err != nil {
+		t.Fatal(err)
+	}
+	w.sharder.pcs = mplisters.NewProviderConfigLister(w.caches["sharder"])
+	w.refresh("sharder")
+	if err := w.sharder.sync(w.ctx, tenant); err != nil {
+		t.Fatal(err)
+	}
+	pc, _ := w.client.MultiprojectV1alpha1().ProviderConfigs().Get(w.ctx, tenant, metav1.GetOptions{})
+	if pc.Labels[ShardLabel] != "shard-b" {
+		t.Errorf("after the acknowledgement: %v, want shard-b", pc.Labels)
+	}
+}
+
+// TestStaleSharderCacheCannotReassignARunningTenant pins the race the compare-and-swap patches exist for: the
+// sharder assigns a tenant, a shard becomes live, and the sharder decides again on a cache that has not yet seen
+// its own assignment. The second assignment must fail instead of moving a running tenant without a drain.
+func TestStaleSharderCacheCannotReassignARunningTenant(t *testing.T) {
+	shards := []string{"shard-a", "shard-b", "shard-c"}
+	var tenant string
+	for _, k := range keys(100) {
+		if Rendezvous(k, shards[:2]) == "shard-b" && Rendezvous(k, shards) == "shard-c" {
+			tenant = k
+			break
+		}
+	}
+	w := newWorld(t, 0, 100, shards, shards[:2])
+	// The tenant is unassigned (shard-a acknowledged a drain), and every cache has seen that.
+	if _, err := w.client.MultiprojectV1alpha1().ProviderConfigs().Patch(w.ctx, tenant, "application/json-patch+json",
+		[]byte(`[{"op":"remove","path":"/metadata/labels"}]`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.running["shard-a"][tenant] = false
+	for _, c := range append([]string{"sharder"}, shards...) {
+		w.refresh(c)
+	}
+	if err := w.sharder.sync(w.ctx, tenant); err != nil {
+		t.Fatal(err)
+	}
+	w.refresh("shard-b")
+	w.startOwned("shard-b")
+	_ = w.leases.Add(shardLease("shard-c", t0))
+	_ = w.sharder.sync(w.ctx, tenant) // the sharder's cache still says unassigned
+	w.refresh("shard-c")
+	w.startOwned("shard-c")
+	w.check("stale sharder")
+	pc, _ := w.client.MultiprojectV1alpha1().ProviderConfigs().Get(w.ctx, tenant, metav1.GetOptions{})
+	if pc.Labels[ShardLabel] != "shard-b" {
+		t.Errorf("labels %v, want still shard-b (the stale assignment must fail)", pc.Labels)
+	}
+}
