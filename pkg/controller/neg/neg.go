@@ -66,10 +66,11 @@ func projectOf(c *tenant.Context) string {
 
 // Run runs both halves until ctx ends and returns once both have stopped.
 func (c *Controller) Run(ctx context.Context) {
-	var halves sync.WaitGroup
-	halves.Go(func() { c.translator.Run(ctx) })
-	halves.Go(func() { c.pusher.Run(ctx) })
-	halves.Wait()
+	var pusher sync.WaitGroup
+	pusher.Go(func() { c.pusher.Run(ctx) })
+	// The translator runs on the caller's goroutine: one goroutine fewer for every tenant, idle or not.
+	c.translator.Run(ctx)
+	pusher.Wait()
 }
 
 // conditionGate keeps one source of truth for the tenant's NEGReady condition, which both halves want to report:
