@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/component-base/metrics/testutil"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -349,4 +350,53 @@ func TestStaleSharderCacheCannotReassignARunningTenant(t *testing.T) {
 	if pc.Labels[ShardLabel] != "shard-b" {
 		t.Errorf("labels %v, want still shard-b (the stale assignment must fail)", pc.Labels)
 	}
+}
+
+// TestSharderReassignsADeadShardsTenantAtOnceOnlyWhenTheAPIServerAgrees: the sharder's Lease cache says shard-a
+// expired. When a fresh read of the Lease agrees, the tenant moves without a drain (Event ShardReassigned, a
+// shard_dead move); when the fresh read shows a renewal the cache missed, nothing moves.
+func TestSharderReassignsADeadShardsTenantAtOnceOnlyWhenTheAPIServerAgrees(t *testing.T) {
+	for _, apiAgrees := range []bool{true, false} {
+		t.Run(fmt.Sprintf("api server agrees=%v", apiAgrees), func(t *testing.T) {
+			w := newWorld(t, 0, 1, []string{"shard-a", "shard-b"}, []string{"shard-b"})
+			w.sharder.clock.(*testingclock.FakeClock).SetTime(t0.Add(10 * time.Second))
+			expired := shardLease("shard-a", t0.Add(-10*time.Second))
+			_ = w.leases.Add(expired)
+			apiLease := expired
+			if !apiAgrees {
+				apiLease = shardLease("shard-a", t0.Add(9*time.Second))
+			}
+			w.sharder.cfg.KubeClient = fake.NewClientset(apiLease)
+			recorder := record.NewFakeRecorder(10)
+			w.sharder.cfg.Recorder = recorder
+			before := testutilCounter(t, ReasonShardDead)
+			if err := w.sharder.sync(w.ctx, "tenant-0"); err != nil {
+				t.Fatal(err)
+			}
+			pc, _ := w.client.MultiprojectV1alpha1().ProviderConfigs().Get(w.ctx, "tenant-0", metav1.GetOptions{})
+			moved := testutilCounter(t, ReasonShardDead) - before
+			if !apiAgrees {
+				if pc.Labels[ShardLabel] != "shard-a" || moved != 0 || len(recorder.Events) != 0 {
+					t.Errorf("a shard the API server shows live lost its tenant: labels %v, moves %v", pc.Labels, moved)
+				}
+				return
+			}
+			if pc.Labels[ShardLabel] != "shard-b" || pc.Labels[DrainLabel] != "" || moved != 1 {
+				t.Errorf("labels %v, moves %v: want shard-b at once, one shard_dead move", pc.Labels, moved)
+			}
+			if e := <-recorder.Events; e != "Normal ShardReassigned Shard shard-a is dead (its Lease expired); reassigned to shard shard-b" {
+				t.Errorf("event %q", e)
+			}
+		})
+	}
+}
+
+func testutilCounter(t *testing.T, reason string) float64 {
+	t.Helper()
+	Register()
+	v, err := testutil.GetCounterMetricValue(ShardMoves.WithLabelValues(reason))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
