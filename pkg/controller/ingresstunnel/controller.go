@@ -162,7 +162,11 @@ func newController(c *tenant.Context, afterSync func(key string, err error)) (*C
 // Run watches the tenant's Ingresses, Services and PangolinResources and the PangolinTunnels of its tunnel
 // namespace, and reconciles until ctx ends. On return its handlers are removed, its queue is shut down and its
 // workers are gone.
-func (c *Controller) Run(ctx context.Context) {
+func (c *Controller) Run(ctx context.Context) { tenant.RunStarter(ctx, c) }
+
+// Start sets the controller up and returns; the workers start as keys arrive, and done is called once everything
+// has stopped after ctx ended (tenant.Starter).
+func (c *Controller) Start(ctx context.Context, done func()) {
 	logger := klog.FromContext(ctx)
 
 	// The shared tunnel informer hands this tenant the events of the tunnels its Ingresses use or wait for, and no
@@ -171,9 +175,13 @@ func (c *Controller) Run(ctx context.Context) {
 	tunnels, err := c.tunnelInterest()
 	if err != nil {
 		logger.Error(err, "Could not watch", "resource", "PangolinTunnels")
+		done()
 		return
 	}
-	defer tunnels.Close()
+	stop := func() {
+		tunnels.Close()
+		done()
+	}
 	c.deps.watchTunnelsWith(func(tunnel string, watched bool) {
 		if key := informerset.TunnelKey(c.config.TunnelNamespace, tunnel); watched {
 			tunnels.Add(key)
@@ -186,12 +194,17 @@ func (c *Controller) Run(ctx context.Context) {
 	hosts, err := claims.Join(claimKind, c.allResources, resourceHolding, c.tenant, c.workers.Add)
 	if err != nil {
 		logger.Error(err, "Could not join the process's host claims")
+		stop()
 		return
 	}
 	c.hosts = hosts
-	// Deferred before the workers run, so it runs after they removed their handlers: the tenant's hosts are released
-	// once, and no late Ingress event claims them again.
-	defer hosts.Leave()
+	// Left after the workers removed their handlers: the tenant's hosts are released once, and no late Ingress event
+	// claims them again.
+	stop = func() {
+		hosts.Leave()
+		tunnels.Close()
+		done()
+	}
 
 	for _, h := range []struct {
 		what     string
@@ -206,15 +219,16 @@ func (c *Controller) Run(ctx context.Context) {
 		if err := c.workers.Watch(h.informer, h.handler); err != nil {
 			logger.Error(err, "Could not watch", "resource", h.what)
 			c.workers.Close(ctx)
+			stop()
 			return
 		}
 	}
 	c.workers.WaitFor(hosts.HasSynced)
 
 	logger.Info("Starting ingress-tunnel controller", "tunnelNamespace", c.config.TunnelNamespace)
-	c.workers.Run(ctx, tenant.RunOptions{Started: func() {
+	c.workers.Start(ctx, tenant.RunOptions{Started: func() {
 		c.condition.Report(metav1.ConditionTrue, reasonRunning, fmt.Sprintf("Exposing the tenant's Pangolin-class Ingresses through the tunnels of namespace %s", c.config.TunnelNamespace))
-	}})
+	}}, stop)
 }
 
 // onIngress records the hosts the Ingress claims before it is synced, so that its sync and the other claimants'

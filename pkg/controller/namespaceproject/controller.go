@@ -141,11 +141,21 @@ func RequiredAPIs(spec *mpv1alpha1.ProviderConfigSpec) []schema.GroupVersionReso
 
 // Run assigns the tenant's namespaces until ctx ends. On return both of its handlers are removed, its queue is shut
 // down, its workers are gone and so is its informer on the management cluster, if it has one.
-func (c *Controller) Run(ctx context.Context) {
+func (c *Controller) Run(ctx context.Context) { tenant.RunStarter(ctx, c) }
+
+// Start sets the controller up and returns; the workers start as keys arrive, and done is called once everything
+// has stopped after ctx ended (tenant.Starter).
+func (c *Controller) Start(ctx context.Context, done func()) {
 	logger := klog.FromContext(ctx).WithValues("rancherCluster", c.clusterID)
 	ctx = klog.NewContext(ctx, logger)
 
 	var projects *tenancy.Interest
+	stop := func() {
+		if projects != nil {
+			projects.Close()
+		}
+		done()
+	}
 	if c.remote == nil {
 		// The shared Project informer hands this tenant the events of the Projects its namespaces' app owners name,
 		// and no others. Each app owner is added before its namespace is enqueued, so no Project event falls
@@ -154,9 +164,9 @@ func (c *Controller) Run(ctx context.Context) {
 		if projects, err = c.interest(); err != nil {
 			logger.Error(err, "Could not watch Projects")
 			c.workers.Close(ctx)
+			stop()
 			return
 		}
-		defer projects.Close()
 		c.owners.watchWith(func(owner string, watched bool) {
 			if key := informerset.ProjectKey(c.clusterID, owner); watched {
 				projects.Add(key)
@@ -171,29 +181,36 @@ func (c *Controller) Run(ctx context.Context) {
 		DeleteFunc: c.onNamespaceDelete,
 	}); err != nil {
 		logger.Error(err, "Could not watch Namespaces")
+		c.workers.Close(ctx)
+		stop()
 		return
 	}
 	if c.remote == nil {
 		if err := c.workers.Watch(projects, c.projectHandler()); err != nil {
 			logger.Error(err, "Could not watch Projects")
 			c.workers.Close(ctx)
+			stop()
 			return
 		}
 	} else {
 		// The workers do not wait for the management cluster: until it answers, syncs leave namespaces as they are,
 		// and its first answer decides every namespace again (remoteChanged).
 		var remote sync.WaitGroup
-		defer remote.Wait()
 		remote.Go(func() { c.remote.run(ctx) })
+		localStop := stop
+		stop = func() {
+			remote.Wait()
+			localStop()
+		}
 	}
 
 	logger.Info("Starting namespace-project controller", "appOwnerLabel", c.appOwnerKey, "managementCluster", c.remote != nil)
-	c.workers.Run(ctx, tenant.RunOptions{Started: func() {
+	c.workers.Start(ctx, tenant.RunOptions{Started: func() {
 		c.reportMu.Lock()
 		c.started = true
 		c.reportMu.Unlock()
 		c.report()
-	}})
+	}}, stop)
 }
 
 func (c *Controller) projectHandler() cache.ResourceEventHandler {

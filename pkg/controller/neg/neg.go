@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -37,7 +38,7 @@ const DefaultConcurrentSyncs = 5
 // Controller is one tenant's neg controller: the translator and the pusher, run side by side.
 type Controller struct {
 	translator *translator
-	pusher     tenant.Controller
+	pusher     tenant.Starter
 }
 
 // New builds the translator and the pusher of the tenant c describes. Neither makes an API call here.
@@ -65,12 +66,19 @@ func projectOf(c *tenant.Context) string {
 }
 
 // Run runs both halves until ctx ends and returns once both have stopped.
-func (c *Controller) Run(ctx context.Context) {
-	var pusher sync.WaitGroup
-	pusher.Go(func() { c.pusher.Run(ctx) })
-	// The translator runs on the caller's goroutine: one goroutine fewer for every tenant, idle or not.
-	c.translator.Run(ctx)
-	pusher.Wait()
+func (c *Controller) Run(ctx context.Context) { tenant.RunStarter(ctx, c) }
+
+// Start starts both halves and returns; done is called once both have stopped (tenant.Starter).
+func (c *Controller) Start(ctx context.Context, done func()) {
+	var halves atomic.Int32
+	halves.Store(2)
+	stopped := func() {
+		if halves.Add(-1) == 0 {
+			done()
+		}
+	}
+	c.translator.Start(ctx, stopped)
+	c.pusher.Start(ctx, stopped)
 }
 
 // conditionGate keeps one source of truth for the tenant's NEGReady condition, which both halves want to report:

@@ -173,18 +173,29 @@ const lagRecheck = ownWriteTimeout + time.Second
 // Run translates until ctx ends. On return its handlers are removed, its workers are gone and its NEG name claims
 // are released.
 func (t *translator) Run(ctx context.Context) {
-	defer utilruntime.HandleCrashWithContext(ctx)
+	stopped := make(chan struct{})
+	t.Start(ctx, func() { close(stopped) })
+	<-stopped
+}
+
+// Start sets the translator up and returns; done is called once it has stopped after ctx ended.
+func (t *translator) Start(ctx context.Context, done func()) {
 	logger := klog.FromContext(ctx)
 	// Joined before the Service handler is added, which claims the tenant's NEG names from its initial list on.
 	names, err := claims.Join(claimKind, t.allTranslations, translationHolding, t.tenant, t.add)
 	if err != nil {
 		logger.Error(err, "Could not join the process's NEG name claims")
+		done()
 		return
 	}
 	t.names = names
-	// Deferred before the workers run, so it runs after their handlers are gone: the tenant's names are released
-	// once, and no late Service event claims them again.
-	defer names.Leave()
+	// Left after the workers' handlers are gone: the tenant's names are released once, and no late Service event
+	// claims them again.
+	stop := func() {
+		names.Leave()
+		logger.Info("Stopped NEG translator")
+		done()
+	}
 
 	for _, w := range []struct {
 		kind     string
@@ -199,14 +210,14 @@ func (t *translator) Run(ctx context.Context) {
 		if err := t.workers.Watch(w.informer, w.handler); err != nil {
 			logger.Error(err, "Could not watch", "kind", w.kind)
 			t.workers.Close(ctx)
+			stop()
 			return
 		}
 	}
 	t.workers.WaitFor(names.HasSynced)
 
 	logger.Info("Starting NEG translator", "workers", t.concurrency, "cluster", t.cluster)
-	t.workers.Run(ctx, tenant.RunOptions{Started: t.onSynced})
-	logger.Info("Stopped NEG translator")
+	t.workers.Start(ctx, tenant.RunOptions{Started: t.onSynced}, stop)
 }
 
 // wantsNEGs says whether a Service is this controller's business: it asks for NEGs, or it carries a status from

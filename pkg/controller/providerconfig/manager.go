@@ -627,6 +627,11 @@ func (m *Manager) startRun(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f
 	run := &controllerRun{factory: f, cleanup: cleanup, section: section, tctx: tctx, cancel: cancel, done: make(chan struct{}),
 		informers: informers, condition: condition, generation: pc.Generation}
 	metrics.ControllersRunning.WithLabelValues(pc.Name, f.Name).Set(1)
+	if starter, ok := controller.(tenant.Starter); ok {
+		// No goroutine waits on an idle controller: it calls back once it has stopped.
+		starter.Start(runCtx, func() { close(run.done) })
+		return run, nil
+	}
 	go func() {
 		defer close(run.done)
 		defer utilruntime.HandleCrashWithContext(runCtx)

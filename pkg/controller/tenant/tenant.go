@@ -45,6 +45,21 @@ type Controller interface {
 	Run(ctx context.Context)
 }
 
+// Starter is a Controller that holds no goroutine while it waits for work: Start returns at once and calls done
+// exactly once, when Run would have returned. The manager starts a Starter instead of running it on a goroutine of
+// its own, so an idle tenant costs no goroutine. Run is then RunStarter(ctx, c).
+type Starter interface {
+	Controller
+	Start(ctx context.Context, done func())
+}
+
+// RunStarter is the blocking form of Start: it returns once the controller has stopped.
+func RunStarter(ctx context.Context, s Starter) {
+	stopped := make(chan struct{})
+	s.Start(ctx, func() { close(stopped) })
+	<-stopped
+}
+
 // Informers hands a tenant's controller the informers it may use. Handlers added through either method are
 // removed by the manager when the controller stops, so a controller cannot leak them.
 type Informers interface {

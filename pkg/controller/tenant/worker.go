@@ -284,7 +284,15 @@ type RunOptions struct {
 // the queue is shut down, every worker has returned and every handler is removed. Keys still queued are dropped
 // (unless the WorkContext outlives ctx): the next start lists them again.
 func (w *Workers) Run(ctx context.Context, opts RunOptions) {
-	defer utilruntime.HandleCrashWithContext(ctx)
+	done := make(chan struct{})
+	w.Start(ctx, opts, func() { close(done) })
+	<-done
+}
+
+// Start is Run without a goroutine held while the controller is idle: it returns at once, waits for the caches on a
+// goroutine that ends once they have synced, and calls done once everything Run would have waited for is over.
+// Until ctx ends, an idle controller started this way holds no goroutine at all.
+func (w *Workers) Start(ctx context.Context, opts RunOptions, done func()) {
 	run := &runState{ctx: ctx, workCtx: ctx, workers: w.cfg.Workers}
 	if opts.WorkContext != nil {
 		run.workCtx = opts.WorkContext
@@ -292,7 +300,8 @@ func (w *Workers) Run(ctx context.Context, opts RunOptions) {
 	if opts.Workers > 0 {
 		run.workers = opts.Workers
 	}
-	defer func() {
+	finish := func() {
+		defer done()
 		w.mu.Lock()
 		w.run = nil
 		w.stopLocked()
@@ -300,25 +309,31 @@ func (w *Workers) Run(ctx context.Context, opts RunOptions) {
 		run.wg.Wait()
 		w.Close(ctx)
 		metrics.ForgetQueue(w.cfg.Tenant, w.cfg.Controller, w.cfg.queueName())
-	}()
+	}
 	w.mu.Lock()
 	synced := append([]cache.InformerSynced(nil), w.synced...)
 	w.mu.Unlock()
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return
-	}
-	w.mu.Lock()
-	if w.stopped {
+	go func() {
+		defer utilruntime.HandleCrashWithContext(ctx)
+		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+			finish()
+			return
+		}
+		w.mu.Lock()
+		if w.stopped {
+			w.mu.Unlock()
+			finish()
+			return
+		}
+		w.run = run
+		w.startWorkersLocked()
 		w.mu.Unlock()
-		return
-	}
-	w.run = run
-	w.startWorkersLocked()
-	w.mu.Unlock()
-	if opts.Started != nil {
-		opts.Started()
-	}
-	<-ctx.Done()
+		if opts.Started != nil {
+			opts.Started()
+		}
+		// The stop runs on a goroutine of its own once ctx ends; until then nothing waits.
+		context.AfterFunc(ctx, finish)
+	}()
 }
 
 // work is one worker: it takes keys while the queue holds one that no other worker has reserved, then returns.

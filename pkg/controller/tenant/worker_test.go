@@ -410,3 +410,33 @@ func TestAddAfterEarliestWinsAndCloseStopsTimers(t *testing.T) {
 		t.Errorf("a closed controller took a key: %d queued", n)
 	}
 }
+
+// Started with Start, an idle controller holds no goroutine at all: the wait for the caches ends once they have
+// synced, and the stop runs when the context ends and then calls done once.
+func TestStartedIdleWorkersHoldNoGoroutine(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	informer := startConfigMaps(t, ctx, "one")
+	var synced atomic.Int32
+	w := NewWorkers(WorkerConfig{Tenant: "tenant-a", Controller: "start", KeyName: "key",
+		Sync: func(context.Context, string) (Result, error) {
+			synced.Add(1)
+			return Result{}, nil
+		}})
+	if err := w.Watch(informer, cache.ResourceEventHandlerFuncs{AddFunc: w.AddObject}); err != nil {
+		t.Fatal(err)
+	}
+	// The informer's own goroutines start asynchronously; they are there once it has synced.
+	waitUntil(t, "the informer synced", informer.HasSynced)
+	base := runtime.NumGoroutine()
+	var dones atomic.Int32
+	w.Start(ctx, RunOptions{}, func() { dones.Add(1) })
+	waitUntil(t, "the informer's object synced", func() bool { return synced.Load() == 1 })
+	waitUntil(t, "no goroutine left for the idle controller", func() bool { return w.idle() && runtime.NumGoroutine() <= base })
+	cancel()
+	waitUntil(t, "done called", func() bool { return dones.Load() == 1 })
+	if informer.handlers() != 0 {
+		t.Errorf("%d handlers left after the stop", informer.handlers())
+	}
+}

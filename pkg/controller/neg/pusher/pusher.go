@@ -26,8 +26,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
@@ -109,7 +107,7 @@ type Pusher struct {
 // New builds the pusher of the tenant c describes. It makes no call: the Compute Engine client (and the credentials
 // Secret it may need) is built on the first sync and retried with backoff until it works, so a missing Secret is a
 // condition on the ProviderConfig, not a failed start.
-func New(c *tenant.Context) (tenant.Controller, error) {
+func New(c *tenant.Context) (tenant.Starter, error) {
 	return newPusher(c)
 }
 
@@ -177,8 +175,11 @@ func newPusher(c *tenant.Context) (*Pusher, error) {
 // Run watches Translations and pushes them to GCE until ctx ends, then drains: the pushes under way finish and the
 // Translations already queued are pushed, for up to drainGrace, so GCE is never left ahead of what the cluster
 // records. On return its handler is removed, and its workers and its garbage sweep are gone.
-func (p *Pusher) Run(ctx context.Context) {
-	defer utilruntime.HandleCrashWithContext(ctx)
+func (p *Pusher) Run(ctx context.Context) { tenant.RunStarter(ctx, p) }
+
+// Start sets the pusher up and returns; done is called once it has stopped after ctx ended and drained
+// (tenant.Starter).
+func (p *Pusher) Start(ctx context.Context, done func()) {
 	logger := klog.FromContext(ctx)
 	if err := p.workers.Watch(p.informer, cache.ResourceEventHandlerFuncs{
 		AddFunc:    p.workers.AddObject,
@@ -187,28 +188,71 @@ func (p *Pusher) Run(ctx context.Context) {
 		DeleteFunc: p.workers.AddObject,
 	}); err != nil {
 		logger.Error(err, "Could not watch Translations")
+		p.workers.Close(ctx)
+		done()
 		return
 	}
 	// Workers push on a context the stop does not cancel until drainGrace after it; past it, calls are cancelled and
 	// what is left waits for the next pusher.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWork()
 	stopDraining := context.AfterFunc(ctx, func() {
 		logger.Info("Stopping NEG pusher: finishing the pushes under way and those queued", "grace", p.drainGrace)
 		time.AfterFunc(p.drainGrace, cancelWork)
 	})
-	defer stopDraining()
 
-	// The sweep runs beside the workers, on ctx: it stops with the stop, and Run waits for it.
-	var sweep sync.WaitGroup
-	defer sweep.Wait()
+	// The sweep runs beside the workers, on ctx, from a timer (no goroutine between sweeps); the stop waits for a
+	// sweep under way.
+	stopSweep := func() {}
 	startSweep := func() {
 		if p.gcPeriod > 0 && !p.cleanupOnly {
-			sweep.Go(func() { wait.UntilWithContext(ctx, p.sweep, p.gcPeriod) })
+			stopSweep = p.startSweeps(ctx)
 		}
 	}
 	logger.Info("Starting NEG pusher", "project", p.gcp.ProjectID, "workers", p.concurrency, "cleanupOnly", p.cleanupOnly)
-	p.workers.Run(ctx, tenant.RunOptions{WorkContext: workCtx, Started: startSweep})
+	p.workers.Start(ctx, tenant.RunOptions{WorkContext: workCtx, Started: startSweep}, func() {
+		stopSweep()
+		stopDraining()
+		cancelWork()
+		done()
+	})
+}
+
+// startSweeps sweeps now and then every gcPeriod after the previous sweep ended, as wait.Until would, but on a
+// timer rather than a goroutine of its own. The returned stop cancels the next sweep and waits for one under way.
+func (p *Pusher) startSweeps(ctx context.Context) (stop func()) {
+	var (
+		mu       sync.Mutex
+		stopped  bool
+		timer    *time.Timer
+		underway sync.WaitGroup
+	)
+	var sweep func()
+	sweep = func() {
+		mu.Lock()
+		if stopped || ctx.Err() != nil {
+			mu.Unlock()
+			return
+		}
+		underway.Add(1)
+		mu.Unlock()
+		defer underway.Done()
+		p.sweep(ctx)
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			timer = time.AfterFunc(p.gcPeriod, sweep)
+		}
+	}
+	go sweep()
+	return func() {
+		mu.Lock()
+		stopped = true
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		underway.Wait()
+	}
 }
 
 // onUpdate skips the updates the pusher's own status writes cause: only the spec (generation), the deletion mark
