@@ -220,7 +220,7 @@ func runTenantsAndRestart(b *testing.B, n, services int) {
 			EventRecorder:          broadcaster.NewRecorder(providerconfig.Scheme, corev1.EventSource{Component: names.ComponentName}),
 			EventSink:              &typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")},
 			TenantControllers: tenant.Options{ClusterName: "bench", AppOwnerLabelKey: "appOwner", GCEEndpoint: gce.Endpoint(),
-				GCEQPS: 10, GCEBurst: 20},
+				GCEQPS: 10, GCEBurst: 20, NEGGCPeriod: 2 * time.Minute}, // the flags' defaults
 		}
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
