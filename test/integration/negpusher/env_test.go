@@ -62,6 +62,7 @@ type env struct {
 	kube      kubernetes.Interface
 	mp        mpclientset.Interface
 	manager   *framework.Manager
+	tenancy   *framework.Tenancy
 }
 
 func newEnv(t *testing.T) *env { return newEnvWith(t, fakegce.Options{}) }
@@ -93,6 +94,7 @@ func newEnvWith(t *testing.T, gceOptions fakegce.Options) *env {
 	}
 	// The shared informers and router the manager would have, on the manager's identity.
 	tn := framework.StartTenancy(t, ctx, e.kube, e.mp, labelKey, []schema.GroupVersionResource{informerset.Translations})
+	e.tenancy = tn
 	// The neg controller as the manager knows it, built as its pusher alone: the tests write the Translations.
 	pusherOnly := framework.Enable(framework.Descriptor(names.NEGController), 2)
 	pusherOnly.New = func(_ context.Context, c *tenant.Context) (tenant.Controller, error) { return pusher.New(c) }
@@ -326,5 +328,22 @@ func (e *env) waitGCKnowsTranslations() {
 			}
 			return true, nil
 		})
+	})
+}
+
+// waitCacheCurrent waits until the shared Translation informer, which every pusher reads, holds the Translation as
+// the API server has it now: a pusher started before would act on an older status.
+func (e *env) waitCacheCurrent(name string) {
+	e.t.Helper()
+	e.waitFor("the informer to hold Translation "+name+" as stored", 30*time.Second, func() (bool, error) {
+		stored, err := e.get(name)
+		if err != nil {
+			return false, err
+		}
+		cached, ok, err := e.tenancy.Informers[informerset.Translations].GetIndexer().GetByKey(e.namespace + "/" + name)
+		if err != nil || !ok {
+			return false, err
+		}
+		return cached.(*mpv1alpha1.Translation).ResourceVersion == stored.ResourceVersion, nil
 	})
 }

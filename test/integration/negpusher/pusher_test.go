@@ -91,7 +91,9 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	// Restart of a converged pusher: no mutating call; reads fill the cache (one get per NEG, one listNetworkEndpoints
-	// per 500 endpoints).
+	// per 500 endpoints). The new pusher must find the last status in the cache, or it writes it again (a 409 and a
+	// second round of reads).
+	e.waitCacheCurrent("web")
 	a.stop()
 	e.gce.ResetCalls()
 	a.start()
