@@ -34,6 +34,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
 
 // benchEndpointsPerZone is the endpoint count of each Service in each of the three zones.
@@ -214,7 +215,7 @@ func BenchmarkEndpointChurn(b *testing.B) {
 		e.waitChurnConverged(b, ns, services, 0)
 		a.waitIdle()
 
-		before := e.calls.snapshot()
+		before := e.calls.Snapshot()
 		b.StartTimer()
 		start := time.Now()
 		for r := 1; r <= rounds; r++ {
@@ -238,10 +239,10 @@ func BenchmarkEndpointChurn(b *testing.B) {
 		converge += time.Since(start)
 		b.StopTimer()
 		a.waitIdle()
-		for kind, n := range e.calls.since(before) {
+		for kind, n := range e.calls.Since(before) {
 			totals[kind] += n
 		}
-		conflicts += e.calls.conflictsSince(before)
+		conflicts += e.calls.ConflictsSince(before)
 		a.stop()
 	}
 	changes := float64(b.N * services * rounds)
@@ -249,7 +250,7 @@ func BenchmarkEndpointChurn(b *testing.B) {
 	b.ReportMetric(float64(converge.Milliseconds())/float64(b.N), "converge-ms")
 	b.ReportMetric(float64(input.Milliseconds())/float64(b.N), "input-ms")
 	b.ReportMetric(float64(converge)/float64(input), "converge/input")
-	b.ReportMetric(float64(reads(totals))/changes, "reads/change")
+	b.ReportMetric(float64(framework.Reads(totals))/changes, "reads/change")
 	b.ReportMetric(float64(totals["list translations"])/changes, "translation-lists/change")
 	b.ReportMetric(float64(totals["update translations"])/changes, "translation-puts/change")
 	b.ReportMetric(float64(totals["update translations/status"])/changes, "status-puts/change")

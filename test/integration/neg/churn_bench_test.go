@@ -192,7 +192,7 @@ func newChurnEnv(b *testing.B, s churnSettings, onCall func(fakegce.CallRecord))
 	logger := ktesting.NewLogger(b, ktesting.NewConfig(ktesting.Verbosity(2)))
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	b.Cleanup(cancel)
-	e := &env{t: b, ctx: ctx, adminKube: controlPlane.AdminClient(), calls: &apiCalls{}}
+	e := &env{t: b, ctx: ctx, adminKube: controlPlane.AdminClient(), calls: &framework.APICalls{}}
 	e.gce = fakegce.New(fakegce.Options{OnCall: onCall})
 	e.gce.Start()
 	b.Cleanup(e.gce.Close)
@@ -205,7 +205,7 @@ func newChurnEnv(b *testing.B, s churnSettings, onCall func(fakegce.CallRecord))
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg.Wrap(e.calls.wrap)
+	cfg.Wrap(e.calls.Wrap)
 	limiter := &churnLimiter{}
 	// One token bucket per client, as the binary's --kube-api-qps gives each of its clients.
 	kubeCfg, mpCfg := rest.CopyConfig(cfg), rest.CopyConfig(cfg)
@@ -437,7 +437,7 @@ func (c *churn) setup(b *testing.B) time.Duration {
 	// counted as the first window's.
 	var last map[string]int
 	err = wait.PollUntilContextTimeout(e.ctx, 2*time.Second, 10*time.Minute, true, func(context.Context) (bool, error) {
-		now := e.calls.snapshot()
+		now := e.calls.Snapshot()
 		moved, _ := churnRequests(last, now)
 		quiet := last != nil && len(moved) == 0
 		last = now
@@ -597,7 +597,7 @@ type churnSnapshot struct {
 }
 
 func (c *churn) snapshot(b *testing.B, queues bool) churnSnapshot {
-	s := churnSnapshot{at: time.Now(), calls: c.e.calls.snapshot(), waited: c.limiter.waited.Load(),
+	s := churnSnapshot{at: time.Now(), calls: c.e.calls.Snapshot(), waited: c.limiter.waited.Load(),
 		throttled: c.limiter.throttled.Load(), gce: map[string]map[fakegce.Method]int{}}
 	if queues {
 		s.queue = c.queueWaits(b)
@@ -777,14 +777,14 @@ func (c *churn) window(b *testing.B, w, rate int) churnResult {
 }
 
 // churnRequests is the manager's requests between two counts, by kind, leaving out watches and discovery as
-// apiCalls.since does, and the requests answered 409 Conflict.
+// framework.APICalls.Since does, and the requests answered 409 Conflict.
 func churnRequests(before, after map[string]int) (map[string]int, int) {
 	out, conflicts := map[string]int{}, 0
 	for kind, n := range after {
 		d := n - before[kind]
 		switch {
 		case d <= 0:
-		case strings.HasPrefix(kind, conflictPrefix):
+		case strings.HasPrefix(kind, framework.ConflictPrefix):
 			conflicts += d
 		case !strings.HasPrefix(kind, "watch ") && kind != "get discovery":
 			out[kind] = d

@@ -21,7 +21,6 @@ package neg
 import (
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -38,122 +37,8 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/workqueue"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
-
-// apiCalls counts the requests sent through a rest.Config it wraps, by "<verb> <resource>[/<subresource>]", with
-// the verbs of the API (get, list, watch, create, update, patch, delete); discovery requests count as
-// "get discovery".
-type apiCalls struct {
-	mu     sync.Mutex
-	counts map[string]int
-}
-
-func (c *apiCalls) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		c.mu.Lock()
-		if c.counts == nil {
-			c.counts = map[string]int{}
-		}
-		kind := requestKind(req)
-		c.counts[kind]++
-		c.mu.Unlock()
-		resp, err := rt.RoundTrip(req)
-		if err == nil && resp.StatusCode == http.StatusConflict {
-			c.mu.Lock()
-			c.counts[conflictPrefix+kind]++
-			c.mu.Unlock()
-		}
-		return resp, err
-	})
-}
-
-// conflictPrefix marks, in apiCalls' counts, the requests answered 409 Conflict (a write based on a stale object,
-// or a create of a name that exists).
-const conflictPrefix = "409 "
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
-// snapshot returns the counts so far.
-func (c *apiCalls) snapshot() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return maps.Clone(c.counts)
-}
-
-// since returns the requests made after before was taken, leaving out watches (long-running, started once per
-// informer) and discovery (the informer set's periodic look for optional APIs): neither is a cost of a change.
-func (c *apiCalls) since(before map[string]int) map[string]int {
-	out := map[string]int{}
-	for kind, n := range c.snapshot() {
-		if d := n - before[kind]; d > 0 && !strings.HasPrefix(kind, "watch ") && kind != "get discovery" &&
-			!strings.HasPrefix(kind, conflictPrefix) {
-			out[kind] = d
-		}
-	}
-	return out
-}
-
-// conflictsSince returns the requests answered 409 Conflict after before was taken.
-func (c *apiCalls) conflictsSince(before map[string]int) int {
-	n := 0
-	for kind, count := range c.snapshot() {
-		if strings.HasPrefix(kind, conflictPrefix) {
-			n += count - before[kind]
-		}
-	}
-	return n
-}
-
-// reads sums the get and list requests of counts.
-func reads(counts map[string]int) int {
-	n := 0
-	for kind, c := range counts {
-		if strings.HasPrefix(kind, "get ") || strings.HasPrefix(kind, "list ") {
-			n += c
-		}
-	}
-	return n
-}
-
-// requestKind names a request as "<verb> <resource>[/<subresource>]" from its method and path:
-// /api/v1[/namespaces/<ns>]/<resource>[/<name>[/<sub>]] or /apis/<group>/<version>[/namespaces/<ns>]/<resource>...
-func requestKind(req *http.Request) string {
-	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-	var rest []string
-	switch {
-	case len(parts) > 2 && parts[0] == "api":
-		rest = parts[2:]
-	case len(parts) > 3 && parts[0] == "apis":
-		rest = parts[3:]
-	default:
-		return "get discovery"
-	}
-	if len(rest) >= 3 && rest[0] == "namespaces" {
-		rest = rest[2:]
-	}
-	resource, named := rest[0], len(rest) > 1
-	if len(rest) > 2 {
-		resource += "/" + rest[2]
-	}
-	verb := map[string]string{http.MethodPost: "create", http.MethodPut: "update", http.MethodPatch: "patch",
-		http.MethodDelete: "delete"}[req.Method]
-	if req.Method == http.MethodGet {
-		switch {
-		case req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1":
-			verb = "watch"
-		case named:
-			verb = "get"
-		default:
-			verb = "list"
-		}
-	}
-	if verb == "" {
-		verb = strings.ToLower(req.Method)
-	}
-	return verb + " " + resource
-}
 
 // queueCounts reads a named workqueue's metrics: keys added, keys whose processing finished, keys waiting.
 func queueCounts(t testing.TB, name string) (adds, done, depth float64) {
@@ -322,15 +207,15 @@ func TestEndpointChangeCostsNoReadsAndOneWrite(t *testing.T) {
 	a.settle(services, translations, ns, "web")
 
 	for i := range 3 {
-		before := e.calls.snapshot()
+		before := e.calls.Snapshot()
 		eps[1].ip = fmt.Sprintf("10.99.0.%d", i+1)
 		e.setSlices(ns, "web", "http", 8080, eps)
 		e.waitConverged(projectA, ns, "web", 80, 8080, eps)
 		a.settle(services, translations, ns, "web")
 
-		got := e.calls.since(before)
+		got := e.calls.Since(before)
 		t.Logf("endpoint change %d: API requests %v", i+1, got)
-		if n := reads(got); n != 0 {
+		if n := framework.Reads(got); n != 0 {
 			t.Errorf("endpoint change %d: %d API reads, want none: %v", i+1, n, got)
 		}
 		writes := maps.Clone(got)
@@ -372,13 +257,13 @@ func TestResyncsOfAConvergedTenantCostNothing(t *testing.T) {
 		a.settle(services, translations, ns, name)
 	}
 
-	before, adds := e.calls.snapshot(), a.translatorAdds()
+	before, adds := e.calls.Snapshot(), a.translatorAdds()
 	start := services.minResyncs(keys)
 	e.waitFor(fmt.Sprintf("%d resyncs of every Service", resyncs), 60*time.Second, func() (bool, error) {
 		return services.minResyncs(keys) >= start+resyncs, nil
 	})
 	a.waitIdle()
-	if got := e.calls.since(before); len(got) != 0 {
+	if got := e.calls.Since(before); len(got) != 0 {
 		t.Errorf("%d resyncs of a converged tenant made API requests: %v", resyncs, got)
 	}
 	if after := a.translatorAdds(); after != adds {

@@ -69,7 +69,7 @@ type env struct {
 	manager   *framework.Manager
 	tenancy   *framework.Tenancy
 	// calls counts the requests of the manager's clients when envOptions.countCalls asked for it.
-	calls *apiCalls
+	calls *framework.APICalls
 }
 
 // envOptions vary what newEnvWith builds.
@@ -106,8 +106,8 @@ func newEnvWith(t testing.TB, opts envOptions) *env {
 	}
 	cfg.QPS, cfg.Burst = 200, 400 // the manager's --kube-api-qps/burst would be set for scale too
 	if opts.countCalls {
-		e.calls = &apiCalls{}
-		cfg.Wrap(e.calls.wrap)
+		e.calls = &framework.APICalls{}
+		cfg.Wrap(e.calls.Wrap)
 	}
 	if e.kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		t.Fatal(err)

@@ -21,13 +21,11 @@ package providerconfig
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,6 +52,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
+	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
 
 // idleTenants is how many tenants BenchmarkIdleTenantsAndRestart runs (IDLE_TENANTS overrides it).
@@ -68,59 +67,17 @@ func idleTenants(b *testing.B) int {
 	return n
 }
 
-// writeCounter counts the mutating requests sent through a rest.Config it wraps, by "<verb> <path without name>".
-type writeCounter struct {
-	on     atomic.Bool
-	mu     sync.Mutex
-	counts map[string]int
-}
-
-func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripper(func(req *http.Request) (*http.Response, error) {
-		if w.on.Load() && req.Method != http.MethodGet {
-			w.mu.Lock()
-			w.counts[req.Method+" "+resourceOf(req.URL.Path)]++
-			w.mu.Unlock()
-		}
-		return rt.RoundTrip(req)
-	})
-}
-
-func (w *writeCounter) total() (int, string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+// apiWrites keeps the write requests (create, update, patch, delete) of counts, by kind, and their total.
+func apiWrites(counts map[string]int) (int, string) {
 	n, parts := 0, []string{}
-	for k, v := range w.counts {
-		n += v
-		parts = append(parts, fmt.Sprintf("%s=%d", k, v))
+	for kind, c := range counts {
+		if verb, _, _ := strings.Cut(kind, " "); verb == "create" || verb == "update" || verb == "patch" || verb == "delete" {
+			n += c
+			parts = append(parts, fmt.Sprintf("%s=%d", kind, c))
+		}
 	}
 	return n, strings.Join(parts, " ")
 }
-
-// resourceOf keeps the resource (and subresource) of an API path: /api/v1/namespaces/ns/events → events,
-// /apis/multiproject.io/v1alpha1/providerconfigs/a/status → providerconfigs/status.
-func resourceOf(path string) string {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	switch {
-	case len(parts) > 2 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) > 3 && parts[0] == "apis":
-		parts = parts[3:]
-	default:
-		return path
-	}
-	if len(parts) > 2 && parts[0] == "namespaces" {
-		parts = parts[2:]
-	}
-	if len(parts) == 3 {
-		return parts[0] + "/" + parts[2]
-	}
-	return parts[0]
-}
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // gathered sums the samples of a metric family of the in-process registry whose labels include every pair of want.
 func gathered(b *testing.B, name string, want map[string]string) float64 {
@@ -193,7 +150,7 @@ func runTenantsAndRestart(b *testing.B, n, services int) {
 	gce := fakegce.New(fakegce.Options{})
 	gce.Start()
 	b.Cleanup(gce.Close)
-	writes := &writeCounter{counts: map[string]int{}}
+	calls := &framework.APICalls{}
 
 	var stop func()
 	start := func() {
@@ -202,7 +159,7 @@ func runTenantsAndRestart(b *testing.B, n, services int) {
 			b.Fatal(err)
 		}
 		restConfig.QPS, restConfig.Burst = 500, 1000
-		restConfig.Wrap(writes.wrap)
+		restConfig.Wrap(calls.Wrap)
 		client := kubernetes.NewForConfigOrDie(restConfig)
 		broadcaster := record.NewBroadcaster()
 		c := &config.Config{
@@ -294,7 +251,7 @@ func runTenantsAndRestart(b *testing.B, n, services int) {
 	stop()
 	mutatingBefore := gceMutations(gce, n)
 	syncsBefore := gathered(b, "multiproject_provider_config_syncs_total", nil)
-	writes.on.Store(true)
+	before := calls.Snapshot()
 	began = time.Now()
 	start()
 	controllers := float64(3 * n)
@@ -309,8 +266,7 @@ func runTenantsAndRestart(b *testing.B, n, services int) {
 	// A measurement window, not a wait for a condition: late writes (conditions flipping once the controllers
 	// report) would land in it.
 	time.Sleep(10 * time.Second)
-	total, detail := writes.total()
-	writes.on.Store(false)
+	total, detail := apiWrites(calls.Since(before))
 	b.ReportMetric(restart.Seconds(), "s-to-running-after-restart")
 	b.ReportMetric(float64(total), "API-writes-after-restart")
 	b.ReportMetric(float64(gceMutations(gce, n)-mutatingBefore), "GCE-mutations-after-restart")
