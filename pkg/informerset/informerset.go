@@ -59,6 +59,9 @@ type Config struct {
 	Indexers cache.Indexers
 	// DiscoveryInterval is how often missing optional APIs are looked up again; DefaultDiscoveryInterval if 0.
 	DiscoveryInterval time.Duration
+	// ProviderConfigSelector, if not empty, limits the ProviderConfigs informer to the tenants it selects (the
+	// ones assigned to this replica's shard).
+	ProviderConfigSelector string
 }
 
 // ResourceDiscoverer is the part of discovery the set needs; client-go's discovery clients implement it.
@@ -121,7 +124,7 @@ func New(cfg Config) (*Set, error) {
 		discovery: cfg.Discovery,
 		optionals: map[schema.GroupVersionResource]*optional{},
 	}
-	clients := Clients{Kube: cfg.Client, Multiproject: cfg.MultiprojectClient}
+	clients := Clients{Kube: cfg.Client, Multiproject: cfg.MultiprojectClient, ProviderConfigSelector: cfg.ProviderConfigSelector}
 	for _, r := range Resources {
 		if r.CRD && cfg.MultiprojectClient == nil {
 			continue

@@ -63,6 +63,9 @@ type Clients struct {
 	Kube kubernetes.Interface
 	// Multiproject serves the CRD-backed resources.
 	Multiproject mpclientset.Interface
+	// ProviderConfigSelector, if not empty, is the label selector of the ProviderConfigs informer: a sharded
+	// replica watches only the tenants assigned to its shard.
+	ProviderConfigSelector string
 }
 
 // Resource is one resource the process watches with a shared informer.
@@ -115,7 +118,8 @@ var Resources = []Resource{
 	// The tenants themselves, read by the ProviderConfig controller.
 	{GVR: ProviderConfigs, CRD: true, Trim: DropLastApplied, Scope: NotRouted,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
-			return mpinformers.NewProviderConfigInformer(c.Multiproject, resync, cache.Indexers{})
+			return mpinformers.NewFilteredProviderConfigInformer(c.Multiproject, resync, cache.Indexers{},
+				func(o *metav1.ListOptions) { o.LabelSelector = c.ProviderConfigSelector })
 		}},
 	// Ingresses (their status), Translations and PangolinResources are written back with Updates of cached copies, so
 	// they are cached whole (but for managedFields).

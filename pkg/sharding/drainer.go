@@ -33,7 +33,6 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
-	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
 	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
 )
 
@@ -45,7 +44,7 @@ type DrainerConfig struct {
 	// ProviderConfigs must be the very informer from which the replica decides which tenants to run (Owns), so
 	// that once the Drainer has seen a drain no later read of the replica starts the tenant again: a cache never
 	// goes back to an older state. Label-selected on ShardLabel=Shard, it holds only this shard's tenants.
-	ProviderConfigs mpinformers.ProviderConfigInformer
+	ProviderConfigs cache.SharedIndexInformer
 	// Stop stops the tenant's controllers and returns once they have all returned. It must be idempotent (a
 	// failed acknowledgement calls it again) and must exclude a concurrent start of the same tenant that decided
 	// on an older read, for example by taking the same per-tenant lock as the start and reading Owns under it.
@@ -72,7 +71,7 @@ func NewDrainer(cfg DrainerConfig) *Drainer {
 	return &Drainer{
 		cfg:   cfg,
 		clock: clk,
-		pcs:   cfg.ProviderConfigs.Lister(),
+		pcs:   mplisters.NewProviderConfigLister(cfg.ProviderConfigs.GetIndexer()),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "shard-drainer", Clock: clk}),
 	}
@@ -87,14 +86,14 @@ func (d *Drainer) Run(ctx context.Context, workers int) error {
 			d.queue.Add(pc.Name)
 		}
 	}
-	reg, err := d.cfg.ProviderConfigs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := d.cfg.ProviderConfigs.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 	})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = d.cfg.ProviderConfigs.Informer().RemoveEventHandler(reg) }()
+	defer func() { _ = d.cfg.ProviderConfigs.RemoveEventHandler(reg) }()
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, reg.HasSynced) {
 		return ctx.Err()
 	}

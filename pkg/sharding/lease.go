@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -75,6 +76,7 @@ type ShardLease struct {
 	mu          sync.Mutex
 	lastRenewal time.Time
 	running     bool
+	lost        bool
 }
 
 // NewShardLease checks cfg and returns the (not yet running) Lease.
@@ -172,6 +174,9 @@ func (l *ShardLease) Run(ctx context.Context) error {
 // lose stops the renewals (a renewal in flight may still land; that only delays the Lease's expiry) and calls OnLost.
 func (l *ShardLease) lose(logger klog.Logger, stopRenewing context.CancelFunc, reason error) error {
 	stopRenewing()
+	l.mu.Lock()
+	l.lost = true
+	l.mu.Unlock()
 	err := fmt.Errorf("%w: %w", errLost, reason)
 	logger.Error(err, "Shard Lease lost; stopping every tenant of this shard")
 	l.cfg.OnLost(err)
@@ -257,6 +262,27 @@ func (l *ShardLease) Release(ctx context.Context) error {
 		RenewTime:            metav1.NewTime(l.clock.Now()),
 		LeaderTransitions:    old.LeaderTransitions,
 	})
+}
+
+// Name and Check make the Lease a /healthz check ("shard-lease"): it fails once the Lease is lost, and while it is
+// held but was last renewed longer ago than the renew deadline, so that a liveness probe restarts a replica that
+// hangs instead of exiting.
+func (l *ShardLease) Name() string { return "shard-lease" }
+
+func (l *ShardLease) Check(*http.Request) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.lost:
+		return errors.New("this replica lost its shard Lease and is exiting")
+	case l.lastRenewal.IsZero():
+		return nil
+	}
+	if since := l.clock.Since(l.lastRenewal); since > l.cfg.RenewDeadline {
+		return fmt.Errorf("the shard Lease was last renewed %s ago, longer than the renew deadline %s",
+			since.Round(time.Millisecond), l.cfg.RenewDeadline)
+	}
+	return nil
 }
 
 func (l *ShardLease) renewed(at time.Time) {

@@ -189,8 +189,14 @@ func TestShardLeaseCallsOnLostAtTheRenewDeadlineBeforeTheLeaseExpires(t *testing
 			if r.lost.Load() != nil {
 				t.Fatalf("OnLost before the renew deadline, at %s", r.lostAt.Load().Sub(lastRenewal))
 			}
+			if err := r.lease.Check(nil); err != nil {
+				t.Errorf("the health check fails within the renew deadline: %v", err)
+			}
 			r.clock.Step(time.Millisecond)
 			eventually(t, "OnLost", func() bool { return r.lost.Load() != nil })
+			if err := r.lease.Check(nil); err == nil {
+				t.Error("the health check passes after the Lease was lost")
+			}
 			if at := *r.lostAt.Load(); !at.Before(lastRenewal.Add(testLeaseDuration)) {
 				t.Errorf("OnLost at %s, not before the Lease expires at %s", at, lastRenewal.Add(testLeaseDuration))
 			}

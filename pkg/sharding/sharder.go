@@ -41,7 +41,6 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
-	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
 	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
 )
 
@@ -60,7 +59,7 @@ type SharderConfig struct {
 	KubeClient kubernetes.Interface
 	Client     mpclientset.Interface
 	// ProviderConfigs is an informer on every ProviderConfig (not label-selected). The caller starts it.
-	ProviderConfigs mpinformers.ProviderConfigInformer
+	ProviderConfigs cache.SharedIndexInformer
 	// Recorder records the Events of every move on the ProviderConfig.
 	Recorder record.EventRecorder
 	// Clock defaults to the real clock.
@@ -102,7 +101,7 @@ func NewSharder(cfg SharderConfig) *Sharder {
 		clock:         clk,
 		leaseInformer: leaseInformer,
 		leases:        coordinationlisters.NewLeaseLister(leaseInformer.GetIndexer()),
-		pcs:           cfg.ProviderConfigs.Lister(),
+		pcs:           mplisters.NewProviderConfigLister(cfg.ProviderConfigs.GetIndexer()),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "sharder", Clock: clk}),
 		leasesChanged: make(chan struct{}, 1),
@@ -122,14 +121,14 @@ func (s *Sharder) Run(ctx context.Context, workers int) error {
 			s.queue.Add(pc.Name)
 		}
 	}
-	pcReg, err := s.cfg.ProviderConfigs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	pcReg, err := s.cfg.ProviderConfigs.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 	})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = s.cfg.ProviderConfigs.Informer().RemoveEventHandler(pcReg) }()
+	defer func() { _ = s.cfg.ProviderConfigs.RemoveEventHandler(pcReg) }()
 	signal := func() {
 		select {
 		case s.leasesChanged <- struct{}{}:

@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
@@ -53,6 +54,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 
 	// Registers the client-go (REST client, leader election) and workqueue metrics with the legacy registry. The
 	// workqueue provider must be set before any queue is created.
@@ -152,6 +154,13 @@ func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Re
 	logger.Info("Per-tenant controllers enabled", "controllers", enabledNames)
 
 	state := &processState{}
+	var shardRun *shard
+	if c.Sharding.Enabled {
+		var err error
+		if shardRun, err = newShard(c); err != nil {
+			return err
+		}
+	}
 	var electionHealth *leaderElectionHealth
 	checks := []healthz.HealthChecker{}
 	if c.LeaderElection.LeaderElect {
@@ -161,6 +170,10 @@ func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Re
 		checks = append(checks, electionHealth)
 	} else {
 		state.leading.Store(true)
+	}
+	if shardRun != nil {
+		// Fails once the shard Lease is lost, and while it goes unrenewed past the renew deadline.
+		checks = append(checks, shardRun.lease)
 	}
 	for _, name := range enabledNames {
 		checks = append(checks, controllerhealthz.NamedPingChecker(name))
@@ -177,13 +190,16 @@ func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Re
 		}
 		defer func() {
 			stopServing()
-			if !errors.Is(err, errLeaderElectionLost) {
+			if !errors.Is(err, errLeaderElectionLost) && !errors.Is(err, errShardLeaseLost) {
 				<-listenerStoppedCh
 				<-stoppedCh
 			}
 		}()
 	}
 
+	if shardRun != nil {
+		return shardRun.run(ctx, c, descriptors, state, electionHealth)
+	}
 	run := func(ctx context.Context) error {
 		return runControllers(ctx, c, descriptors, state)
 	}
@@ -225,6 +241,9 @@ type ControllerContext struct {
 	// Informers holds the shared informers of informerset.Resources (Informers.Set), the Router that splits them
 	// between tenants (Informers.Router), and which optional APIs are served (Informers.Served).
 	Informers *informerset.Tenancy
+	// Shard is this replica's shard name with --sharding, else empty: then its ProviderConfigs informer holds only
+	// the tenants assigned to it, it runs only those it owns, and it gives up those the sharder drains.
+	Shard string
 }
 
 // CreateControllerContext builds the shared informers and the tenancy Router over them. Nothing runs until
@@ -232,15 +251,20 @@ type ControllerContext struct {
 func CreateControllerContext(c config.CompletedConfig) (*ControllerContext, error) {
 	// The router reports, on the object, a tenant label it ignores because the object's namespace names another
 	// tenant (design invariant 4); the process-wide recorder does not block, so it is safe on the dispatch path.
+	var selector string
+	if c.Sharding.Enabled {
+		selector = labels.Set{sharding.ShardLabel: c.Sharding.Shard}.AsSelector().String()
+	}
 	informers, err := informerset.NewTenancy(informerset.TenancyConfig{
-		Config:   informerset.Config{Client: c.Client, MultiprojectClient: c.MultiprojectClient, ResyncPeriod: c.ResyncPeriod},
+		Config: informerset.Config{Client: c.Client, MultiprojectClient: c.MultiprojectClient, ResyncPeriod: c.ResyncPeriod,
+			ProviderConfigSelector: selector},
 		LabelKey: c.ProviderConfigLabelKey,
 		Recorder: c.EventRecorder,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &ControllerContext{ComponentConfig: c, Informers: informers}, nil
+	return &ControllerContext{ComponentConfig: c, Informers: informers, Shard: c.Sharding.Shard}, nil
 }
 
 // StartControllers starts the shared informers on ctx, waits for their caches, then runs the ProviderConfig
@@ -264,8 +288,9 @@ func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *r
 	}
 	logger.Info("Shared informer caches synced")
 
+	pcInformer := cc.Informers.Set.Informer(informerset.ProviderConfigs)
 	_, pcController := providerconfig.NewManagerAndController(managerConfig(cc, descriptors), c.MultiprojectClient,
-		cc.Informers.Set.Informer(informerset.ProviderConfigs), c.EventRecorder)
+		pcInformer, c.EventRecorder)
 
 	// An optional API that appears later is routed to the tenants once its informer has synced, and every tenant
 	// is looked at again, so that controllers waiting for it start.
@@ -274,6 +299,18 @@ func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *r
 	wg.Go(func() {
 		cc.Informers.RouteOptionals(ctx, func(schema.GroupVersionResource) { pcController.EnqueueAll() })
 	})
+	if cc.Shard != "" {
+		pcController.RunOnlyOwned(func(l map[string]string) bool { return sharding.Owns(cc.Shard, l) })
+		// The Drainer reads the informer the controller decides from, and stops a tenant under the same
+		// per-tenant lock as the controller's sync (StopUnowned), so a drained tenant never starts again here.
+		drainer := sharding.NewDrainer(sharding.DrainerConfig{Shard: cc.Shard, Client: c.MultiprojectClient,
+			ProviderConfigs: pcInformer, Stop: pcController.StopUnowned})
+		wg.Go(func() {
+			if err := drainer.Run(ctx, c.ProviderConfigWorkers); err != nil && ctx.Err() == nil {
+				logger.Error(err, "The shard's drainer stopped")
+			}
+		})
+	}
 	return pcController.Run(ctx, c.ProviderConfigWorkers)
 }
 

@@ -26,13 +26,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
 )
 
 // errLeaderElectionLost makes the process exit non-zero: another replica may already be acting, so this one must
@@ -118,12 +118,14 @@ type election struct {
 }
 
 func newElection(ctx context.Context, c config.CompletedConfig, health *leaderElectionHealth, state *processState) (*election, error) {
-	hostname, err := os.Hostname()
-	if err != nil {
-		return nil, fmt.Errorf("leader election identity: %w", err)
+	identity := c.Identity
+	if identity == "" {
+		hostname, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("leader election identity: %w", err)
+		}
+		identity = options.Identity(hostname)
 	}
-	// The UUID keeps two processes on one host from sharing an identity.
-	identity := hostname + "_" + string(uuid.NewUUID())
 	inner, err := resourcelock.New(resourcelock.LeasesResourceLock,
 		c.LeaderElection.ResourceNamespace, c.LeaderElection.ResourceName,
 		c.LeaderElectionClient.CoreV1(), c.LeaderElectionClient.CoordinationV1(),

@@ -37,6 +37,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/keymutex"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
@@ -82,6 +83,11 @@ type Controller struct {
 	// (stale) object; it must not send it again.
 	lastWritesMu sync.Mutex
 	lastWrites   map[string]statusWrite
+
+	// owns, if set (a sharded replica), says which ProviderConfigs this replica may run, from their labels; the
+	// others are stopped and never written. tenantLocks serializes a sync with StopUnowned for the same tenant.
+	owns        func(labels map[string]string) bool
+	tenantLocks keymutex.KeyMutex
 }
 
 type statusWrite struct {
@@ -99,6 +105,8 @@ func NewController(client mpclientset.Interface, informer cache.SharedIndexInfor
 		manager:    manager,
 		recorder:   recorder,
 		lastWrites: map[string]statusWrite{},
+		// Hashed: two tenants may share a lock, which at worst makes one wait for the other's sync.
+		tenantLocks: keymutex.NewHashed(64),
 	}
 	c.workers = tenant.NewWorkers(tenant.WorkerConfig{
 		Controller: "providerconfig",
@@ -128,6 +136,23 @@ func NewManagerAndController(cfg ManagerConfig, client mpclientset.Interface, in
 	m := NewManager(cfg)
 	c = NewController(client, informer, m, recorder)
 	return m, c
+}
+
+// RunOnlyOwned makes the controller run, and write, only the ProviderConfigs whose labels owns accepts; any other
+// is stopped (without cleanup: its new owner carries on) on its next sync. Call it before Run.
+func (c *Controller) RunOnlyOwned(owns func(labels map[string]string) bool) { c.owns = owns }
+
+// StopUnowned stops a tenant this replica no longer owns, and returns once its controllers have returned. It
+// waits for a sync of the tenant in progress and reads the ProviderConfig after it, so a sync that decided on an
+// older read cannot start the tenant again afterwards; it fails if the informer says the tenant is still owned.
+func (c *Controller) StopUnowned(ctx context.Context, name string) error {
+	c.tenantLocks.LockKey(name)
+	defer func() { _ = c.tenantLocks.UnlockKey(name) }()
+	if pc, err := c.lister.Get(name); err == nil && c.owns != nil && c.owns(pc.Labels) {
+		return fmt.Errorf("ProviderConfig %s is still owned by this replica", name)
+	}
+	c.manager.Stop(ctx, name)
+	return nil
 }
 
 // Enqueue schedules a sync of the named ProviderConfig.
@@ -175,9 +200,11 @@ func (c *Controller) enqueueObject(obj any) {
 // tenant waits for something no event announces (cloud cleanup).
 func (c *Controller) sync(ctx context.Context, name string) (time.Duration, error) {
 	logger := klog.FromContext(ctx) // carries the providerConfig key (tenant.Workers)
+	c.tenantLocks.LockKey(name)
+	defer func() { _ = c.tenantLocks.UnlockKey(name) }()
 	pc, err := c.lister.Get(name)
 	if apierrors.IsNotFound(err) {
-		// Deleted without (or after) our finalizer: nothing may keep running for it.
+		// Deleted without (or after) our finalizer, or moved to another shard: nothing may keep running for it.
 		c.manager.Stop(ctx, name)
 		metrics.ForgetProviderConfig(name)
 		apibudget.Forget(name)
@@ -188,6 +215,11 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 	if err != nil {
 		return 0, err
+	}
+	if c.owns != nil && !c.owns(pc.Labels) {
+		// Assigned elsewhere, or draining: the owner writes the status; a drain is acknowledged by the Drainer.
+		c.manager.Stop(ctx, name)
+		return 0, nil
 	}
 	// The status as found: every status this controller writes comes back as an update and is exported then.
 	metrics.ObserveProviderConfig(name, pc.Status.Conditions, pc.DeletionTimestamp)

@@ -63,6 +63,20 @@ type Config struct {
 
 	// TenantControllers are the settings shared by every tenant's controllers.
 	TenantControllers tenant.Options
+
+	// Identity names this process in the leader-election Lease ("<host>_<uuid>"); empty means one is made up.
+	Identity string
+	// Sharding divides the tenants among every replica (--sharding).
+	Sharding Sharding
+}
+
+// Sharding is --sharding and what a sharded replica needs.
+type Sharding struct {
+	Enabled bool
+	// Group is the shard group (--shard-group): the replicas that share the tenants.
+	Group string
+	// Shard is this process's shard name: its host name and a random suffix, never reused by another process.
+	Shard string
 }
 
 type completedConfig struct {

@@ -23,12 +23,15 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
 	apiserveroptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/kubernetes"
@@ -41,6 +44,7 @@ import (
 	componentbaseoptions "k8s.io/component-base/config/options"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/version"
 	cmoptions "k8s.io/controller-manager/options"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
@@ -107,6 +111,11 @@ type Options struct {
 	// Compute Engine endpoint and rate limit).
 	TenantControllers tenant.Options
 
+	// Sharding makes every replica active, each running the tenants of its own shard; ShardGroup names the
+	// replicas that share the tenants.
+	Sharding   bool
+	ShardGroup string
+
 	catalog ControllerCatalog
 }
 
@@ -149,7 +158,8 @@ func NewOptions(catalog ControllerCatalog) *Options {
 			NEGGCPeriod:      2 * time.Minute,
 			GCEBurst:         20,
 		},
-		catalog: catalog,
+		ShardGroup: names.ComponentName,
+		catalog:    catalog,
 	}
 	for _, c := range catalog.Info() {
 		workers := int32(c.DefaultConcurrentSyncs)
@@ -186,6 +196,10 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	generic.DurationVar(&o.CacheSyncTimeout.Duration, "cache-sync-timeout", o.CacheSyncTimeout.Duration, "How long to wait for the shared informer caches to sync after becoming leader before giving up with an error.")
 	generic.DurationVar(&o.ShutdownTimeout.Duration, "controller-shutdown-timeout", o.ShutdownTimeout.Duration, "How long to wait on shutdown for controllers to drain their queues before exiting anyway.")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, generic)
+
+	shfs := fss.FlagSet("sharding")
+	shfs.BoolVar(&o.Sharding, "sharding", o.Sharding, "Divide the tenants among every replica instead of running them all on the leader. Each replica holds a shard Lease <shard-group>-<shard> in --leader-elect-resource-namespace, renewed with the --leader-elect-* timings, and runs the ProviderConfigs labeled multiproject.io/shard=<shard>; the elected replica assigns them. Requires --leader-elect.")
+	shfs.StringVar(&o.ShardGroup, "shard-group", o.ShardGroup, "Name of the group of replicas that share the tenants with --sharding: the label multiproject.io/shard-group on their shard Leases. A DNS label.")
 
 	pcfs := fss.FlagSet("provider-config controller")
 	pcfs.Int32Var(&o.ProviderConfigWorkers, "concurrent-provider-config-syncs", o.ProviderConfigWorkers, "Number of ProviderConfigs that are started, stopped or updated concurrently. Larger means a faster start with many tenants, at more load.")
@@ -274,6 +288,14 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--gce-burst must be at least 1, got %d", tc.GCEBurst))
 	}
 	errs = append(errs, ValidateLeaderElection(&o.LeaderElection)...)
+	if o.Sharding {
+		if !o.LeaderElection.LeaderElect {
+			errs = append(errs, errors.New("--sharding requires --leader-elect: the elected replica assigns the tenants to shards"))
+		}
+		if msgs := validation.IsDNS1123Label(o.ShardGroup); len(msgs) > 0 || len(o.ShardGroup) > maxShardGroupLength {
+			errs = append(errs, fmt.Errorf("--shard-group %q must be a DNS label of at most %d characters", o.ShardGroup, maxShardGroupLength))
+		}
+	}
 	errs = append(errs, o.Debugging.Validate()...)
 	errs = append(errs, o.SecureServing.Validate()...)
 	errs = append(errs, o.Authentication.Validate()...)
@@ -389,6 +411,9 @@ func (o *Options) Config() (*config.Config, error) {
 		LeaderElectionClient:   leaderElectionClient,
 		TenantControllers:      o.TenantControllers,
 	}
+	if err := o.applyIdentity(c); err != nil {
+		return nil, err
+	}
 	for name, workers := range o.ConcurrentSyncs {
 		c.ConcurrentSyncs[name] = int(*workers)
 	}
@@ -402,6 +427,55 @@ func (o *Options) Config() (*config.Config, error) {
 	c.EventRecorder = c.EventBroadcaster.NewRecorder(providerconfig.Scheme, corev1.EventSource{Component: names.ComponentName})
 	c.EventSink = &typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")}
 	return c, nil
+}
+
+// maxShardGroupLength keeps the group a label value with room to spare in the Lease name "<group>-<shard>".
+const maxShardGroupLength = 63
+
+// maxShardHostLength is how much of the host name a shard name keeps, before "-" and a 5-character suffix: a
+// shard name is a label value of at most 63 characters. A Pod's host name is its name, which fits.
+const maxShardHostLength = 57
+
+// applyIdentity names this process: "<host>_<uuid>" in the leader-election Lease, and with --sharding a shard name
+// "<host>-<suffix>" that is a label value. Every Compute Engine call carries the name that says which replica made
+// it (the shard, or the process), in its User-Agent.
+func (o *Options) applyIdentity(c *config.Config) error {
+	hostname, err := os.Hostname()
+	if err != nil {
+		return fmt.Errorf("this process's identity: %w", err)
+	}
+	c.Identity = Identity(hostname)
+	agent := c.Identity
+	if o.Sharding {
+		c.Sharding = config.Sharding{Enabled: true, Group: o.ShardGroup, Shard: ShardName(hostname, utilrand.String(5))}
+		agent = c.Sharding.Shard
+	}
+	_ = names.ComponentName + "/" + version.Get().GitVersion + " (" + agent + ")"
+	return nil
+}
+
+// Identity is a process's name in the leader-election Lease: "<host>_<uuid>". The UUID keeps two processes on one
+// host from sharing it.
+func Identity(hostname string) string { return hostname + "_" + string(uuid.NewUUID()) }
+
+// ShardName makes a shard name from a host name and a random suffix: lower case, at most 63 characters, a label
+// value and a DNS label. A restarted process draws a new suffix, so a shard name is never reused.
+func ShardName(hostname, suffix string) string {
+	host := strings.ToLower(hostname)
+	host = strings.Map(func(r rune) rune {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
+			return r
+		}
+		return '-'
+	}, host)
+	if len(host) > maxShardHostLength {
+		host = host[:maxShardHostLength]
+	}
+	host = strings.Trim(host, "-")
+	if host == "" {
+		return "shard-" + suffix
+	}
+	return host + "-" + suffix
 }
 
 // applyServing sets up the secure port with authentication and authorization delegated to the API server, as

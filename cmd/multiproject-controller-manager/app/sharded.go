@@ -1,0 +1,178 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
+)
+
+// errShardLeaseLost makes the process exit non-zero at once: the sharder may already be moving this shard's
+// tenants, so none of them may go on here.
+var errShardLeaseLost = errors.New("shard lease lost")
+
+// sharderWorkers is how many ProviderConfigs the sharder assigns concurrently: each assignment is one patch.
+const sharderWorkers = 2
+
+// shard is one sharded run of the process: its shard Lease, and the loss of it.
+type shard struct {
+	lease *sharding.ShardLease
+	// lost ends, with the reason as its cause, when the shard Lease is lost.
+	lost context.Context
+}
+
+// newShard builds the shard Lease of c.Sharding.Shard with the leader-election timings and client: the client has
+// a rate limit no tenant can spend and a request timeout of the renew deadline.
+func newShard(c config.CompletedConfig) (*shard, error) {
+	lost, cancelLost := context.WithCancelCause(context.Background())
+	le := c.LeaderElection
+	lease, err := sharding.NewShardLease(sharding.ShardLeaseConfig{
+		Client:        c.LeaderElectionClient.CoordinationV1(),
+		Namespace:     le.ResourceNamespace,
+		Group:         c.Sharding.Group,
+		Identity:      c.Sharding.Shard,
+		LeaseDuration: le.LeaseDuration.Duration,
+		RenewDeadline: le.RenewDeadline.Duration,
+		RetryPeriod:   le.RetryPeriod.Duration,
+		OnLost:        func(err error) { cancelLost(fmt.Errorf("%w: %w", errShardLeaseLost, err)) },
+	})
+	if err != nil {
+		cancelLost(nil)
+		return nil, fmt.Errorf("--sharding: %w", err)
+	}
+	return &shard{lease: lease, lost: lost}, nil
+}
+
+// run is the life of a sharded replica. Every replica is active: it holds its shard Lease and runs the tenants
+// assigned to it, and whichever replica wins the leader election also runs the sharder. It returns:
+//   - at once, with an error wrapping errShardLeaseLost or errLeaderElectionLost, when the shard Lease or the
+//     sharder's leadership is lost (nothing is waited for: the process must exit before its Lease expires);
+//   - after ctx ends, once every tenant has stopped and the shard Lease is released, so that the sharder moves
+//     this shard's tenants at once instead of after the Lease expires;
+//   - with the error of the tenants' run or the sharder's, after the same orderly stop.
+func (s *shard) run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Registry, state *processState, electionHealth *leaderElectionHealth) error {
+	logger := klog.FromContext(ctx).WithValues("shard", c.Sharding.Shard, "shardGroup", c.Sharding.Group)
+	ctx = klog.NewContext(ctx, logger)
+	sharding.Register()
+
+	// The Lease outlives ctx: it is renewed until every tenant has stopped, then released.
+	leaseCtx, stopLease := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLease()
+	leaseDone := make(chan struct{})
+	go func() {
+		defer close(leaseDone)
+		_ = s.lease.Run(leaseCtx)
+	}()
+	logger.Info("Acquiring the shard Lease", "lease", sharding.LeaseName(c.Sharding.Group, c.Sharding.Shard))
+	select {
+	case <-s.lease.Acquired():
+	case <-s.lost.Done():
+		return context.Cause(s.lost)
+	case <-ctx.Done():
+		return nil
+	}
+	// Every replica does its job: it is ready once its caches have synced.
+	state.leading.Store(true)
+
+	workCtx, cancelWork := context.WithCancel(ctx)
+	defer cancelWork()
+	tenantsDone := make(chan error, 1)
+	go func() { tenantsDone <- runControllers(workCtx, c, descriptors, state) }()
+	sharderDone := make(chan error, 1)
+	go func() {
+		// The sharder's term has a readiness of its own that /readyz does not look at: a sharder without synced
+		// caches assigns nothing, and the shards keep running what they have.
+		var sharderState processState
+		sharderDone <- leaderElectAndRun(workCtx, c, electionHealth, &sharderState, func(ctx context.Context) error {
+			return runSharder(ctx, c)
+		})
+	}()
+
+	var tenantsErr, sharderErr error
+	tenantsRunning, sharderRunning := true, true
+	for tenantsRunning {
+		select {
+		case <-s.lost.Done():
+			return context.Cause(s.lost)
+		case tenantsErr = <-tenantsDone:
+			tenantsRunning = false
+		case sharderErr = <-sharderDone:
+			sharderRunning = false
+			if errors.Is(sharderErr, errLeaderElectionLost) {
+				return sharderErr
+			}
+			if sharderErr != nil {
+				logger.Error(sharderErr, "The sharder failed; stopping this replica's tenants")
+			}
+		}
+		cancelWork()
+	}
+	// Every tenant has stopped: the Lease may go, and with it the tenants, to the other shards at once.
+	stopLease()
+	<-leaseDone
+	if s.lost.Err() == nil {
+		releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.LeaderElection.RenewDeadline.Duration)
+		if err := s.lease.Release(releaseCtx); err != nil {
+			logger.Error(err, "Could not release the shard Lease; its tenants move when it expires")
+		} else {
+			logger.Info("Released the shard Lease")
+		}
+		cancel()
+	}
+	if sharderRunning {
+		sharderErr = <-sharderDone
+	}
+	return errors.Join(tenantsErr, sharderErr)
+}
+
+// runSharder runs the sharder on the elected replica until ctx ends, on an informer of every ProviderConfig of its
+// own (a shard's shared informer holds only that shard's tenants).
+func runSharder(ctx context.Context, c config.CompletedConfig) error {
+	pcs := mpinformers.NewProviderConfigInformer(c.MultiprojectClient, 0, cache.Indexers{})
+	// The sharder reads names and labels only (and a UID to record Events on).
+	if err := pcs.SetTransform(func(obj any) (any, error) {
+		if pc, ok := obj.(*mpv1alpha1.ProviderConfig); ok {
+			return &mpv1alpha1.ProviderConfig{TypeMeta: pc.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+				Name: pc.Name, UID: pc.UID, ResourceVersion: pc.ResourceVersion, Labels: pc.Labels}}, nil
+		}
+		return obj, nil
+	}); err != nil {
+		return err
+	}
+	go pcs.Run(ctx.Done())
+	s := sharding.NewSharder(sharding.SharderConfig{
+		Group:           c.Sharding.Group,
+		Namespace:       c.LeaderElection.ResourceNamespace,
+		KubeClient:      c.LeaderElectionClient,
+		Client:          c.MultiprojectClient,
+		ProviderConfigs: pcs,
+		Recorder:        c.EventRecorder,
+	})
+	return s.Run(ctx, sharderWorkers)
+}
