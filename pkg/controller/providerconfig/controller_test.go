@@ -28,8 +28,11 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/component-base/metrics/testutil"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 )
 
 func TestFinalizerThenStartThenReady(t *testing.T) {
@@ -494,5 +497,59 @@ func TestIdleTenantsCostTheirControllersOnly(t *testing.T) {
 	// The probe's Run is its one goroutine; a few more may be passing through the runtime.
 	if got, most := runtime.NumGoroutine()-base, tenants+5; got > most {
 		t.Errorf("%d idle tenants added %d goroutines, want at most %d (one per controller)", tenants, got, most)
+	}
+}
+
+// TestOnlyOwnedTenantsRunAndAreWritten: a sharded replica runs, and writes the finalizer and status of, only the
+// ProviderConfigs it owns; a drained one stops without cleanup (its finalizer stays for the next owner), and
+// StopUnowned refuses a tenant that is still owned.
+func TestOnlyOwnedTenantsRunAndAreWritten(t *testing.T) {
+	owns := func(l map[string]string) bool { return l["shard"] == "me" && l["drain"] != "true" }
+	metrics.Register()
+	f := newFixtureWith(t, fixtureConfig{workers: 2, owns: owns})
+	for name, labels := range map[string]map[string]string{"mine": {"shard": "me"}, "theirs": {"shard": "other"}, "unassigned": nil} {
+		pc := providerConfig(name, "c-1")
+		pc.Labels = labels
+		f.create(pc)
+	}
+	f.waitFor("the owned tenant Ready", f.conditionIs("mine", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionTrue, ReasonAllControllersReady))
+	f.waitFor("a finished sync of each tenant it does not own", func() bool {
+		for _, name := range []string{"theirs", "unassigned"} {
+			if n, err := testutil.GetCounterMetricValue(metrics.ProviderConfigSyncs.WithLabelValues(name, "success")); err != nil || n == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, name := range []string{"theirs", "unassigned"} {
+		if pc := f.get(name); len(pc.Finalizers) > 0 || len(pc.Status.Conditions) > 0 || pc.Status.AppliedSpec != nil {
+			t.Errorf("%s is not owned but was written: finalizers %v, status %+v", name, pc.Finalizers, pc.Status)
+		}
+		if running := f.manager.Running(name); len(running) > 0 {
+			t.Errorf("%s is not owned but runs %v", name, running)
+		}
+	}
+	for _, a := range f.mp.Actions() {
+		if n := objectName(a); a.GetVerb() == "patch" && (n == "theirs" || n == "unassigned") {
+			t.Errorf("wrote a ProviderConfig it does not own: %s %s", a.GetVerb(), n)
+		}
+	}
+	if err := f.controller.StopUnowned(f.ctx, "mine"); err == nil {
+		t.Error("StopUnowned stopped a tenant that is still owned")
+	}
+	if len(f.manager.Running("mine")) == 0 {
+		t.Fatal("the owned tenant stopped")
+	}
+
+	f.update("mine", func(pc *mpv1alpha1.ProviderConfig) { pc.Labels["drain"] = "true" })
+	f.waitFor("the drained tenant to stop", func() bool { return len(f.manager.Running("mine")) == 0 })
+	if err := f.controller.StopUnowned(f.ctx, "mine"); err != nil {
+		t.Errorf("StopUnowned of a drained tenant: %v", err)
+	}
+	if pc := f.get("mine"); !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
+		t.Errorf("a drain removed the finalizer: the next owner could not clean up (%v)", pc.Finalizers)
+	}
+	if n := f.probes.cleanups("mine"); n != 0 {
+		t.Errorf("a drain ran %d cleanups; the tenant only moves", n)
 	}
 }

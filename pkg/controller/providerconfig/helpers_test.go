@@ -150,6 +150,19 @@ func (ps *probes) built(tenantName string) int {
 	return len(ps.byName[tenantName])
 }
 
+// cleanups is how many cleanup probes were built for the tenant.
+func (ps *probes) cleanups(tenantName string) int {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	n := 0
+	for _, p := range ps.byName[tenantName] {
+		if p.cleanup {
+			n++
+		}
+	}
+	return n
+}
+
 func (ps *probes) setPending(tenantName, what string) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -252,6 +265,8 @@ type fixtureConfig struct {
 	objects []*mpv1alpha1.ProviderConfig
 	// probes, if set, is the probe factory's state (to set it up before the manager starts).
 	probes *probes
+	// owns, if set, makes the controller run only the ProviderConfigs it accepts (RunOnlyOwned).
+	owns func(labels map[string]string) bool
 }
 
 func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
@@ -310,6 +325,9 @@ func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
 	}
 	f.events = &tenanttest.Events{}
 	f.manager, f.controller = NewManagerAndController(cfg, f.mp, pcInformer, f.events)
+	if fc.owns != nil {
+		f.controller.RunOnlyOwned(fc.owns)
+	}
 
 	factory.Start(ctx.Done())
 	go pcInformer.RunWithContext(ctx)
