@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/utils/ptr"
 
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
@@ -51,8 +52,9 @@ func TestMain(m *testing.M) {
 // go into are created for real first, since a dry-run Namespace does not exist for the objects in it.
 func TestRenderingsPassServerSideDryRun(t *testing.T) {
 	renderings := map[string][]*unstructured.Unstructured{
-		"kustomize build manifests": kustomizeBuild(t, "manifests"),
-		"helm template (defaults)":  mustHelmTemplate(t, defaultNamespace, nil),
+		"kustomize build manifests":        kustomizeBuild(t, "manifests"),
+		"kustomize build overlays/sharded": kustomizeBuild(t, "overlays/sharded"),
+		"helm template (defaults)":         mustHelmTemplate(t, defaultNamespace, nil),
 		"helm template (non-default values)": mustHelmTemplate(t, "multiproject-system", map[string]any{
 			"image":                map[string]any{"repository": "registry.example.com/mpcm", "tag": "v1.2.3"},
 			"replicas":             3,
@@ -64,12 +66,7 @@ func TestRenderingsPassServerSideDryRun(t *testing.T) {
 			"tolerations":          []any{map[string]any{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}},
 		}),
 	}
-	cfg := controlPlane.AdminConfig()
-	client, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(controlPlane.AdminClient().Discovery()))
+	client, mapper := dynamicClient(t)
 	for name, objects := range renderings {
 		t.Run(name, func(t *testing.T) {
 			if len(objects) == 0 {
@@ -79,7 +76,7 @@ func TestRenderingsPassServerSideDryRun(t *testing.T) {
 				createNamespace(t, ns)
 			}
 			for _, obj := range objects {
-				if err := dryRunApply(t.Context(), client, mapper, obj); err != nil {
+				if err := serverSideApply(t.Context(), client, mapper, obj, true); err != nil {
 					t.Errorf("server-side dry run of %s: %v", key(obj), err)
 				}
 			}
@@ -113,28 +110,47 @@ func createNamespace(t *testing.T, name string) {
 	}
 }
 
-// dryRunApply server-side applies obj with DryRun=All and strict field validation, so an unknown or duplicate field
-// is an error rather than a warning.
-func dryRunApply(ctx context.Context, client dynamic.Interface, mapper meta.RESTMapper, obj *unstructured.Unstructured) error {
+// dynamicClient is the administrator's dynamic client and a REST mapper of the control plane.
+func dynamicClient(t *testing.T) (dynamic.Interface, meta.RESTMapper) {
+	t.Helper()
+	client, err := dynamic.NewForConfig(controlPlane.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(controlPlane.AdminClient().Discovery()))
+}
+
+// resourceFor is the dynamic client of obj's resource (and namespace).
+func resourceFor(client dynamic.Interface, mapper meta.RESTMapper, obj *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
 	gvk := obj.GroupVersionKind()
 	mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var resource dynamic.ResourceInterface = client.Resource(mapping.Resource)
-	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-		if obj.GetNamespace() == "" {
-			return fmt.Errorf("namespaced, but names no namespace")
-		}
-		resource = client.Resource(mapping.Resource).Namespace(obj.GetNamespace())
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		return client.Resource(mapping.Resource), nil
+	}
+	if obj.GetNamespace() == "" {
+		return nil, fmt.Errorf("namespaced, but names no namespace")
+	}
+	return client.Resource(mapping.Resource).Namespace(obj.GetNamespace()), nil
+}
+
+// serverSideApply server-side applies obj with strict field validation, so an unknown or duplicate field is an
+// error rather than a warning; with dryRun, as DryRun=All (validated and admitted, not stored).
+func serverSideApply(ctx context.Context, client dynamic.Interface, mapper meta.RESTMapper, obj *unstructured.Unstructured, dryRun bool) error {
+	resource, err := resourceFor(client, mapper, obj)
+	if err != nil {
+		return err
 	}
 	data, err := json.Marshal(obj.Object)
 	if err != nil {
 		return err
 	}
-	force := true
-	_, err = resource.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{
-		FieldManager: "packaging-dry-run", Force: &force, DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict",
-	})
+	opts := metav1.PatchOptions{FieldManager: "packaging-test", Force: ptr.To(true), FieldValidation: "Strict"}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	_, err = resource.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, opts)
 	return err
 }
