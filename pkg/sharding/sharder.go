@@ -20,9 +20,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -213,7 +215,39 @@ func (s *Sharder) evaluateLeases(ctx context.Context) time.Time {
 		}
 	}
 	s.observeTenants(live, pcs)
+	s.collectDeadLeases(ctx, leases, pcs, now)
 	return next
+}
+
+// collectDeadLeases deletes the Lease of every shard that is dead (expired or released) and that no ProviderConfig
+// names any more: shard names are never reused, so without this each restart of a replica would leave a Lease
+// behind for good. The delete is conditional on the resourceVersion the cache saw expired, so a Lease renewed
+// since (a shard that was only slow) is never deleted; and a shard whose Lease is gone exits at its next renewal.
+func (s *Sharder) collectDeadLeases(ctx context.Context, leases []*coordinationv1.Lease, pcs []*mpv1alpha1.ProviderConfig, now time.Time) {
+	named := make(map[string]bool, len(leases))
+	for _, pc := range pcs {
+		named[pc.Labels[ShardLabel]] = true
+	}
+	prefix := s.cfg.Group + "-"
+	for _, l := range leases {
+		if expiry, held := leaseExpiry(l); held && expiry.After(now) {
+			continue
+		}
+		shard, ok := strings.CutPrefix(l.Name, prefix)
+		if !ok || named[shard] {
+			continue
+		}
+		err := s.cfg.KubeClient.CoordinationV1().Leases(l.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion}})
+		switch {
+		case err == nil:
+			klog.FromContext(ctx).Info("Deleted the Lease of a dead shard that owns no tenant", "lease", l.Name)
+		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			// Gone already, or renewed since the cache saw it: the next evaluation looks again.
+		default:
+			utilruntime.HandleErrorWithContext(ctx, err, "Deleting the Lease of a dead shard", "lease", l.Name)
+		}
+	}
 }
 
 // observeTenants sets ShardTenants for the live shards and drops the series of shards that are gone.

@@ -139,17 +139,23 @@ func TestShardLeasePolicyKeepsTheManagerToItsOwnLeases(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = admin.CoordinationV1().Leases("kube-system").Delete(context.Background(), other.Name, metav1.DeleteOptions{}) })
+			t.Cleanup(func() {
+				_ = admin.CoordinationV1().Leases("kube-system").Delete(context.Background(), other.Name, metav1.DeleteOptions{})
+			})
 			other.Spec.HolderIdentity = ptr.To("multiproject")
-			_, err = manager.Update(ctx, other, metav1.UpdateOptions{})
-			return err
+			if _, err = manager.Update(ctx, other, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
+				return err
+			}
+			return manager.Delete(ctx, other.Name, metav1.DeleteOptions{})
 		},
 		"adopting a Lease by labeling it": func() error {
 			other, err := admin.CoordinationV1().Leases("kube-system").Create(ctx, lease(shardGroup+"-unlabeled", nil), metav1.CreateOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = admin.CoordinationV1().Leases("kube-system").Delete(context.Background(), other.Name, metav1.DeleteOptions{}) })
+			t.Cleanup(func() {
+				_ = admin.CoordinationV1().Leases("kube-system").Delete(context.Background(), other.Name, metav1.DeleteOptions{})
+			})
 			other.Labels = groupLabel
 			_, err = manager.Update(ctx, other, metav1.UpdateOptions{})
 			return err
@@ -166,16 +172,23 @@ func TestShardLeasePolicyKeepsTheManagerToItsOwnLeases(t *testing.T) {
 	if err != nil {
 		t.Fatalf("creating its shard Lease: %v", err)
 	}
-	t.Cleanup(func() { _ = admin.CoordinationV1().Leases("kube-system").Delete(context.Background(), shardName, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = admin.CoordinationV1().Leases("kube-system").Delete(context.Background(), shardName, metav1.DeleteOptions{})
+	})
 	own.Spec.HolderIdentity = nil
 	if _, err := manager.Update(ctx, own, metav1.UpdateOptions{}); err != nil {
 		t.Errorf("releasing its shard Lease: %v", err)
+	}
+	if err := manager.Delete(ctx, shardName, metav1.DeleteOptions{}); err != nil {
+		t.Errorf("deleting a dead shard's Lease: %v", err)
 	}
 	leader, err := manager.Create(ctx, lease(shardGroup, nil), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("creating the leader-election Lease: %v", err)
 	}
-	t.Cleanup(func() { _ = admin.CoordinationV1().Leases("kube-system").Delete(context.Background(), shardGroup, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = admin.CoordinationV1().Leases("kube-system").Delete(context.Background(), shardGroup, metav1.DeleteOptions{})
+	})
 	leader.Spec.HolderIdentity = ptr.To("me")
 	if _, err := manager.Update(ctx, leader, metav1.UpdateOptions{}); err != nil {
 		t.Errorf("renewing the leader-election Lease: %v", err)

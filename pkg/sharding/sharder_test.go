@@ -1,0 +1,99 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sharding
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+// TestSharderDeletesOnlyDeadLeasesThatNoTenantNames: a restarted replica is a new shard, so dead shards' Leases
+// would pile up. The sharder deletes a Lease once it is expired or released and no ProviderConfig names its shard,
+// each delete conditional on the version it saw; live Leases, dead ones that still have tenants, and Leases of
+// another group are kept.
+func TestSharderDeletesOnlyDeadLeasesThatNoTenantNames(t *testing.T) {
+	now := t0.Add(time.Minute)
+	released := shardLease("released", now.Add(-time.Second))
+	released.Spec.HolderIdentity = nil
+	otherGroup := shardLease("elsewhere", t0)
+	otherGroup.Name = "other-group-elsewhere"
+	leases := []*coordinationv1.Lease{
+		shardLease("live", now.Add(-5*time.Second)),
+		shardLease("dead-with-tenant", t0),
+		shardLease("dead", t0),
+		released,
+		otherGroup,
+	}
+	var objs []runtime.Object
+	for i, l := range leases {
+		l.UID = types.UID("uid-" + l.Name)
+		l.ResourceVersion = string(rune('1' + i))
+		objs = append(objs, l)
+	}
+	w := newWorld(t, 0, 1, []string{"dead-with-tenant", "live"}, []string{"live"})
+	client := fake.NewClientset(objs...)
+	w.sharder.cfg.KubeClient = client
+	w.sharder.clock = testingclock.NewFakeClock(now)
+	for _, l := range leases {
+		_ = w.leases.Add(l)
+	}
+
+	w.sharder.evaluateLeases(w.ctx)
+
+	var deleted []string
+	for _, a := range client.Actions() {
+		if d, ok := a.(clienttesting.DeleteActionImpl); ok {
+			deleted = append(deleted, d.Name)
+			if p := d.DeleteOptions.Preconditions; p == nil || p.UID == nil || p.ResourceVersion == nil {
+				t.Errorf("deleted %s without a UID and resourceVersion precondition", d.Name)
+			}
+		}
+	}
+	slices.Sort(deleted)
+	if want := []string{LeaseName("mp", "dead"), LeaseName("mp", "released")}; !slices.Equal(deleted, want) {
+		t.Errorf("deleted %v, want %v", deleted, want)
+	}
+	left, err := client.CoordinationV1().Leases("kube-system").List(w.ctx, metav1.ListOptions{LabelSelector: labels.Everything().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left.Items) != len(leases)-2 {
+		t.Errorf("%d Leases left, want %d", len(left.Items), len(leases)-2)
+	}
+
+	// A Lease renewed since the cache saw it expired: the conditional delete fails with a conflict, and is not retried.
+	client = fake.NewClientset()
+	client.PrependReactor("delete", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), "mp-dead", nil)
+	})
+	w.sharder.cfg.KubeClient = client
+	w.sharder.collectDeadLeases(w.ctx, []*coordinationv1.Lease{shardLease("dead", t0)}, nil, now)
+	if n := len(client.Actions()); n != 1 {
+		t.Errorf("%d calls, want the one conditional delete", n)
+	}
+}
