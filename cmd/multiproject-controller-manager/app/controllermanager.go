@@ -300,7 +300,7 @@ func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *r
 		cc.Informers.RouteOptionals(ctx, func(schema.GroupVersionResource) { pcController.EnqueueAll() })
 	})
 	if cc.Shard != "" {
-		pcController.RunOnlyOwned(func(l map[string]string) bool { return sharding.Owns(cc.Shard, l) })
+		pcController.RunAsShard(cc.Shard)
 		// The Drainer reads the informer the controller decides from, and stops a tenant under the same
 		// per-tenant lock as the controller's sync (StopUnowned), so a drained tenant never starts again here.
 		drainer := sharding.NewDrainer(sharding.DrainerConfig{Shard: cc.Shard, Client: c.MultiprojectClient,

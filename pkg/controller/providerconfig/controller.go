@@ -46,6 +46,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/apibudget"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 )
 
 // Event reasons on ProviderConfigs.
@@ -84,9 +85,10 @@ type Controller struct {
 	lastWritesMu sync.Mutex
 	lastWrites   map[string]statusWrite
 
-	// owns, if set (a sharded replica), says which ProviderConfigs this replica may run, from their labels; the
-	// others are stopped and never written. tenantLocks serializes a sync with StopUnowned for the same tenant.
-	owns        func(labels map[string]string) bool
+	// shard, if set (a sharded replica), is this replica's shard: it runs and writes only the ProviderConfigs the
+	// shard owns, stops the others, and names itself in status.shard. tenantLocks serializes a sync with
+	// StopUnowned for the same tenant.
+	shard       string
 	tenantLocks keymutex.KeyMutex
 }
 
@@ -138,9 +140,14 @@ func NewManagerAndController(cfg ManagerConfig, client mpclientset.Interface, in
 	return m, c
 }
 
-// RunOnlyOwned makes the controller run, and write, only the ProviderConfigs whose labels owns accepts; any other
-// is stopped (without cleanup: its new owner carries on) on its next sync. Call it before Run.
-func (c *Controller) RunOnlyOwned(owns func(labels map[string]string) bool) { c.owns = owns }
+// RunAsShard makes the controller run, and write, only the ProviderConfigs that shard owns (sharding.Owns); any
+// other is stopped (without cleanup: its new owner carries on) on its next sync. Call it before Run.
+func (c *Controller) RunAsShard(shard string) { c.shard = shard }
+
+// owns says whether this replica may run and write the ProviderConfig.
+func (c *Controller) owns(pc *mpv1alpha1.ProviderConfig) bool {
+	return c.shard == "" || sharding.Owns(c.shard, pc.Labels)
+}
 
 // StopUnowned stops a tenant this replica no longer owns, and returns once its controllers have returned. It
 // waits for a sync of the tenant in progress and reads the ProviderConfig after it, so a sync that decided on an
@@ -148,7 +155,7 @@ func (c *Controller) RunOnlyOwned(owns func(labels map[string]string) bool) { c.
 func (c *Controller) StopUnowned(ctx context.Context, name string) error {
 	c.tenantLocks.LockKey(name)
 	defer func() { _ = c.tenantLocks.UnlockKey(name) }()
-	if pc, err := c.lister.Get(name); err == nil && c.owns != nil && c.owns(pc.Labels) {
+	if pc, err := c.lister.Get(name); err == nil && c.owns(pc) {
 		return fmt.Errorf("ProviderConfig %s is still owned by this replica", name)
 	}
 	c.manager.Stop(ctx, name)
@@ -216,7 +223,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	if err != nil {
 		return 0, err
 	}
-	if c.owns != nil && !c.owns(pc.Labels) {
+	if !c.owns(pc) {
 		// Assigned elsewhere, or draining: the owner writes the status; a drain is acknowledged by the Drainer.
 		c.manager.Stop(ctx, name)
 		return 0, nil
@@ -344,6 +351,7 @@ func readyCondition(conds []metav1.Condition) metav1.Condition {
 func (c *Controller) writeStatus(ctx context.Context, pc *mpv1alpha1.ProviderConfig, conds []metav1.Condition, ready metav1.Condition, generation int64, applied *mpv1alpha1.ProviderConfigSpec) (bool, error) {
 	status := pc.Status.DeepCopy()
 	status.AppliedSpec = applied
+	status.Shard = c.shard
 	present := map[string]bool{ready.Type: true}
 	for _, cond := range append(conds, ready) {
 		cond.ObservedGeneration = pc.Generation

@@ -33,6 +33,7 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 )
 
 func TestFinalizerThenStartThenReady(t *testing.T) {
@@ -504,15 +505,17 @@ func TestIdleTenantsCostTheirControllersOnly(t *testing.T) {
 // ProviderConfigs it owns; a drained one stops without cleanup (its finalizer stays for the next owner), and
 // StopUnowned refuses a tenant that is still owned.
 func TestOnlyOwnedTenantsRunAndAreWritten(t *testing.T) {
-	owns := func(l map[string]string) bool { return l["shard"] == "me" && l["drain"] != "true" }
 	metrics.Register()
-	f := newFixtureWith(t, fixtureConfig{workers: 2, owns: owns})
-	for name, labels := range map[string]map[string]string{"mine": {"shard": "me"}, "theirs": {"shard": "other"}, "unassigned": nil} {
+	f := newFixtureWith(t, fixtureConfig{workers: 2, shard: "me"})
+	for name, labels := range map[string]map[string]string{"mine": {sharding.ShardLabel: "me"}, "theirs": {sharding.ShardLabel: "other"}, "unassigned": nil} {
 		pc := providerConfig(name, "c-1")
 		pc.Labels = labels
 		f.create(pc)
 	}
 	f.waitFor("the owned tenant Ready", f.conditionIs("mine", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionTrue, ReasonAllControllersReady))
+	if got := f.get("mine").Status.Shard; got != "me" {
+		t.Errorf("status.shard = %q, want the shard that runs it", got)
+	}
 	f.waitFor("a finished sync of each tenant it does not own", func() bool {
 		for _, name := range []string{"theirs", "unassigned"} {
 			if n, err := testutil.GetCounterMetricValue(metrics.ProviderConfigSyncs.WithLabelValues(name, "success")); err != nil || n == 0 {
@@ -541,7 +544,7 @@ func TestOnlyOwnedTenantsRunAndAreWritten(t *testing.T) {
 		t.Fatal("the owned tenant stopped")
 	}
 
-	f.update("mine", func(pc *mpv1alpha1.ProviderConfig) { pc.Labels["drain"] = "true" })
+	f.update("mine", func(pc *mpv1alpha1.ProviderConfig) { pc.Labels[sharding.DrainLabel] = "true" })
 	f.waitFor("the drained tenant to stop", func() bool { return len(f.manager.Running("mine")) == 0 })
 	if err := f.controller.StopUnowned(f.ctx, "mine"); err != nil {
 		t.Errorf("StopUnowned of a drained tenant: %v", err)

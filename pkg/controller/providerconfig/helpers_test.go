@@ -265,8 +265,8 @@ type fixtureConfig struct {
 	objects []*mpv1alpha1.ProviderConfig
 	// probes, if set, is the probe factory's state (to set it up before the manager starts).
 	probes *probes
-	// owns, if set, makes the controller run only the ProviderConfigs it accepts (RunOnlyOwned).
-	owns func(labels map[string]string) bool
+	// shard, if set, makes the controller run only the ProviderConfigs of that shard (RunAsShard).
+	shard string
 }
 
 func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
@@ -325,8 +325,8 @@ func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
 	}
 	f.events = &tenanttest.Events{}
 	f.manager, f.controller = NewManagerAndController(cfg, f.mp, pcInformer, f.events)
-	if fc.owns != nil {
-		f.controller.RunOnlyOwned(fc.owns)
+	if fc.shard != "" {
+		f.controller.RunAsShard(fc.shard)
 	}
 
 	factory.Start(ctx.Done())

@@ -624,6 +624,13 @@ func schema_multiproject_api_multiproject_v1alpha1_ProviderConfigStatus(ref comm
 							Ref:         ref("github.com/multiproject/api/multiproject/v1alpha1.ProviderConfigSpec"),
 						},
 					},
+					"shard": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Shard names the replica (shard) that runs this tenant when the manager runs with --sharding; empty otherwise. The sharder assigns it with the label multiproject.io/shard; the shard writes it here once it runs the tenant.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"conditions": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{

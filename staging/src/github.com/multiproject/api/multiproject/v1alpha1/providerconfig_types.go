@@ -69,6 +69,7 @@ const (
 // +kubebuilder:printcolumn:name="Rancher Cluster",type=string,JSONPath=`.spec.rancher.clusterID`
 // +kubebuilder:printcolumn:name="Tunnel Namespace",type=string,JSONPath=`.spec.pangolin.tunnelNamespace`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Shard",type=string,JSONPath=`.status.shard`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="the name is used as a label value, so it must be at most 63 characters"
 
@@ -253,6 +254,13 @@ type ProviderConfigStatus struct {
 	// credentials that the old section named.
 	// +optional
 	AppliedSpec *ProviderConfigSpec `json:"appliedSpec,omitempty"`
+
+	// Shard names the replica (shard) that runs this tenant when the manager
+	// runs with --sharding; empty otherwise. The sharder assigns it with the
+	// label multiproject.io/shard; the shard writes it here once it runs the
+	// tenant.
+	// +optional
+	Shard string `json:"shard,omitempty"`
 
 	// Conditions holds Ready and one condition per controller; see the
 	// ProviderConfigCondition* constants.

@@ -373,6 +373,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: observedGeneration
       type:
         scalar: numeric
+    - name: shard
+      type:
+        scalar: string
 - name: com.github.multiproject.api.multiproject.v1alpha1.RancherConfig
   map:
     fields:

@@ -37,6 +37,11 @@ type ProviderConfigStatusApplyConfiguration struct {
 	// controller's cleanup has finished: the cleanup reaches the project and
 	// credentials that the old section named.
 	AppliedSpec *ProviderConfigSpecApplyConfiguration `json:"appliedSpec,omitempty"`
+	// Shard names the replica (shard) that runs this tenant when the manager
+	// runs with --sharding; empty otherwise. The sharder assigns it with the
+	// label multiproject.io/shard; the shard writes it here once it runs the
+	// tenant.
+	Shard *string `json:"shard,omitempty"`
 	// Conditions holds Ready and one condition per controller; see the
 	// ProviderConfigCondition* constants.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
@@ -61,6 +66,14 @@ func (b *ProviderConfigStatusApplyConfiguration) WithObservedGeneration(value in
 // If called multiple times, the AppliedSpec field is set to the value of the last call.
 func (b *ProviderConfigStatusApplyConfiguration) WithAppliedSpec(value *ProviderConfigSpecApplyConfiguration) *ProviderConfigStatusApplyConfiguration {
 	b.AppliedSpec = value
+	return b
+}
+
+// WithShard sets the Shard field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Shard field is set to the value of the last call.
+func (b *ProviderConfigStatusApplyConfiguration) WithShard(value string) *ProviderConfigStatusApplyConfiguration {
+	b.Shard = &value
 	return b
 }
 
