@@ -18,7 +18,9 @@ package sharding
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -287,7 +289,12 @@ func (s *Sharder) processNextWorkItem(ctx context.Context) bool {
 	}
 	defer s.queue.Done(key)
 	if err := s.sync(ctx, key); err != nil {
-		utilruntime.HandleErrorWithContext(ctx, err, "Sharding ProviderConfig; retrying", "providerConfig", key)
+		if errors.Is(err, errStaleLabels) {
+			// Expected after our own write, before the informer has delivered it: the compare-and-swap did its job.
+			klog.FromContext(ctx).V(2).Info("The labels changed since the cache saw them; looking again", "providerConfig", key, "err", err)
+		} else {
+			utilruntime.HandleErrorWithContext(ctx, err, "Sharding ProviderConfig; retrying", "providerConfig", key)
+		}
 		s.queue.AddRateLimited(key)
 		return true
 	}
@@ -333,7 +340,10 @@ func (s *Sharder) sync(ctx context.Context, name string) error {
 		return err
 	}
 	if _, err := s.cfg.Client.MultiprojectV1alpha1().ProviderConfigs().Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
-		// A failed test means the labels changed since our cache saw them; the update event brings the key back.
+		if failedTest(err) {
+			// The labels changed since our cache saw them; the update event brings the key back too.
+			err = fmt.Errorf("%w: %w", errStaleLabels, err)
+		}
 		return fmt.Errorf("%s %s: %w", d.Action, d.Shard, err)
 	}
 	logger := klog.FromContext(ctx)
@@ -354,6 +364,16 @@ func (s *Sharder) sync(ctx context.Context, name string) error {
 		logger.Info("Reassigned ProviderConfig of a dead shard", "providerConfig", name, "from", d.From, "shard", d.Shard)
 	}
 	return nil
+}
+
+// errStaleLabels marks a label patch whose test failed: the labels were not as the cache had them.
+var errStaleLabels = errors.New("labels changed since read")
+
+// failedTest says whether a JSON patch was refused because one of its test operations failed, which the API server
+// answers with 422 Unprocessable Entity.
+func failedTest(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status) && status.Status().Code == http.StatusUnprocessableEntity
 }
 
 func (s *Sharder) liveShards() []string {

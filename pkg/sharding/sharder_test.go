@@ -17,6 +17,8 @@ limitations under the License.
 package sharding
 
 import (
+	"fmt"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -95,5 +97,20 @@ func TestSharderDeletesOnlyDeadLeasesThatNoTenantNames(t *testing.T) {
 	w.sharder.collectDeadLeases(w.ctx, []*coordinationv1.Lease{shardLease("dead", t0)}, nil, now)
 	if n := len(client.Actions()); n != 1 {
 		t.Errorf("%d calls, want the one conditional delete", n)
+	}
+}
+
+// TestFailedTestIsTheAPIServersAnswerToAStaleCompareAndSwap: kube-apiserver answers a JSON patch whose test failed
+// with 422, which the sharder retries quietly; anything else is an error worth a log line.
+func TestFailedTestIsTheAPIServersAnswerToAStaleCompareAndSwap(t *testing.T) {
+	gr := coordinationv1.Resource("leases")
+	stale := apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", gr, "t", "", 0, true)
+	if !failedTest(fmt.Errorf("assign: %w", stale)) {
+		t.Errorf("a 422 is not seen as a failed test: %v", stale)
+	}
+	for _, err := range []error{apierrors.NewConflict(gr, "t", nil), apierrors.NewForbidden(gr, "t", nil), fmt.Errorf("dial tcp: refused")} {
+		if failedTest(err) {
+			t.Errorf("%v is seen as a failed test", err)
+		}
 	}
 }

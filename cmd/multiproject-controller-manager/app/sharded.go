@@ -34,8 +34,8 @@ import (
 )
 
 // errShardLeaseLost makes the process exit non-zero at once: the sharder may already be moving this shard's
-// tenants, so none of them may go on here.
-var errShardLeaseLost = errors.New("shard lease lost")
+// tenants, so none of them may go on here. It wraps the reason, which says that the shard Lease was lost and why.
+var errShardLeaseLost = errors.New("exiting at once")
 
 // sharderWorkers is how many ProviderConfigs the sharder assigns concurrently: each assignment is one patch.
 const sharderWorkers = 2
