@@ -55,6 +55,9 @@ func TestRenderingsPassServerSideDryRun(t *testing.T) {
 		"kustomize build manifests":        kustomizeBuild(t, "manifests"),
 		"kustomize build overlays/sharded": kustomizeBuild(t, "overlays/sharded"),
 		"helm template (defaults)":         mustHelmTemplate(t, defaultNamespace, nil),
+		"helm template (sharded, own namespace)": mustHelmTemplate(t, "multiproject-sharded", map[string]any{
+			"replicas": 3, "sharding": map[string]any{"enabled": true},
+		}),
 		"helm template (non-default values)": mustHelmTemplate(t, "multiproject-system", map[string]any{
 			"image":                map[string]any{"repository": "registry.example.com/mpcm", "tag": "v1.2.3"},
 			"replicas":             3,

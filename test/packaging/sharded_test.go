@@ -73,6 +73,37 @@ func TestShardedOverlay(t *testing.T) {
 	}
 }
 
+// TestChartShardingRendersTheOverlay: sharding.enabled with 3 replicas renders exactly overlays/sharded; in another
+// namespace, the Lease policy names the ServiceAccount and the Leases' namespace there.
+func TestChartShardingRendersTheOverlay(t *testing.T) {
+	values := map[string]any{"replicas": 3, "sharding": map[string]any{"enabled": true}}
+	diffObjects(t, "kustomize build overlays/sharded", kustomizeBuild(t, "overlays/sharded"),
+		"helm template (sharding.enabled)", mustHelmTemplate(t, defaultNamespace, values))
+
+	objects := mustHelmTemplate(t, "multiproject-system", values)
+	policy := find(t, objects, "ValidatingAdmissionPolicy", "multiproject-shard-leases")
+	conditions, _, _ := unstructured.NestedSlice(policy.Object, "spec", "matchConditions")
+	if len(conditions) != 1 || !strings.Contains(conditions[0].(map[string]any)["expression"].(string),
+		"'system:serviceaccount:multiproject-system:multiproject-controller-manager'") {
+		t.Errorf("the Lease policy does not match the release's ServiceAccount: %v", conditions)
+	}
+	binding := find(t, objects, "ValidatingAdmissionPolicyBinding", "multiproject-shard-leases")
+	if ns, _, _ := unstructured.NestedString(binding.Object, "spec", "matchResources", "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name"); ns != "multiproject-system" {
+		t.Errorf("the Lease policy binds namespace %q, want the release namespace", ns)
+	}
+	if role := find(t, objects, "Role", "multiproject-controller-manager:sharding"); role.GetNamespace() != "multiproject-system" {
+		t.Errorf("the sharding Role is in %q, want the release namespace", role.GetNamespace())
+	}
+	if !slices.Contains(containerArgs(t, find(t, objects, "Deployment", chartName)), "--sharding=true") {
+		t.Error("the Deployment does not run --sharding=true")
+	}
+	for _, obj := range mustHelmTemplate(t, defaultNamespace, nil) {
+		if strings.Contains(obj.GetName(), "shard") {
+			t.Errorf("sharding is off by default, but the chart renders %s %s", obj.GetKind(), obj.GetName())
+		}
+	}
+}
+
 func containerArgs(t *testing.T, deployment *unstructured.Unstructured) []string {
 	t.Helper()
 	containers, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
