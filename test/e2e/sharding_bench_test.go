@@ -72,8 +72,14 @@ func BenchmarkShardedReplicas(b *testing.B) {
 	kubeconfig := managerKubeconfig(b)
 	le := leaderElection{leaseDuration: 6 * time.Second, renewDeadline: 4 * time.Second, retryPeriod: time.Second}
 	generation := 0
+	// SHARD_BENCH_PROFILE=DIR writes a CPU profile of each replica over its churn to DIR/<replica>.pprof.
+	profileDir := os.Getenv("SHARD_BENCH_PROFILE")
 	churn := func(managers ...*manager) []usage {
 		before := scrapeUsage(b, managers)
+		if profileDir != "" {
+			stop := profileCPU(b, managers, profileDir)
+			defer stop()
+		}
 		for range rounds {
 			generation++
 			for _, w := range ws {
@@ -175,9 +181,9 @@ type usage struct{ cpu, writes float64 }
 
 func (u usage) minus(v usage) usage { return usage{cpu: u.cpu - v.cpu, writes: u.writes - v.writes} }
 
-// scrapeUsage reads each manager's process_cpu_seconds_total and its client-go write requests from its /metrics, as
-// the administrator (the managers delegate the authorization of /metrics to the API server).
-func scrapeUsage(tb testing.TB, managers []*manager) []usage {
+// adminHTTPClient calls the managers' secure port as the administrator (the managers delegate authentication and
+// the authorization of /metrics and pprof to the API server).
+func adminHTTPClient(tb testing.TB) *http.Client {
 	tb.Helper()
 	cfg := rest.CopyConfig(controlPlane.AdminConfig())
 	// The managers serve a self-signed certificate; the administrator's credentials are what matter.
@@ -187,6 +193,14 @@ func scrapeUsage(tb testing.TB, managers []*manager) []usage {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return client
+}
+
+// scrapeUsage reads each manager's process_cpu_seconds_total and its client-go write requests from its /metrics, as
+// the administrator (the managers delegate the authorization of /metrics to the API server).
+func scrapeUsage(tb testing.TB, managers []*manager) []usage {
+	tb.Helper()
+	client := adminHTTPClient(tb)
 	defer client.CloseIdleConnections()
 	out := make([]usage, len(managers))
 	for i, m := range managers {
@@ -219,6 +233,37 @@ func scrapeUsage(tb testing.TB, managers []*manager) []usage {
 		}
 	}
 	return out
+}
+
+// profileCPU starts a 20 s CPU profile of each manager (its /debug/pprof/profile) and returns the function that
+// waits for them and writes DIR/<name>.pprof. A churn shorter than 20 s leaves idle time in the profile.
+func profileCPU(tb testing.TB, managers []*manager, dir string) func() {
+	tb.Helper()
+	client := adminHTTPClient(tb)
+	ctx := tb.Context()
+	done := make(chan struct{}, len(managers))
+	for _, m := range managers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/profile?seconds=20", m.port), nil)
+			if err != nil {
+				return
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				tb.Logf("profiling %s: %v", m.name, err)
+				return
+			}
+			defer resp.Body.Close()
+			data, _ := io.ReadAll(resp.Body)
+			_ = os.WriteFile(filepath.Join(dir, m.name+".pprof"), data, 0o644)
+		}()
+	}
+	return func() {
+		for range managers {
+			<-done
+		}
+	}
 }
 
 var shardLine = regexp.MustCompile(`"Acquiring the shard Lease" shard="([^"]+)"`)
