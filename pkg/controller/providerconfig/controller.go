@@ -149,9 +149,11 @@ func (c *Controller) owns(pc *mpv1alpha1.ProviderConfig) bool {
 	return c.shard == "" || sharding.Owns(c.shard, pc.Labels)
 }
 
-// StopUnowned stops a tenant this replica no longer owns, and returns once its controllers have returned. It
-// waits for a sync of the tenant in progress and reads the ProviderConfig after it, so a sync that decided on an
-// older read cannot start the tenant again afterwards; it fails if the informer says the tenant is still owned.
+// StopUnowned stops a tenant this replica no longer owns, and returns nil only once every controller instance of
+// the tenant has returned: one that outlives the stop timeout is detached but still acts, so until it returns
+// StopUnowned fails and the caller (the Drainer) must not let another replica start the tenant. It waits for a
+// sync of the tenant in progress and reads the ProviderConfig after it, so a sync that decided on an older read
+// cannot start the tenant again afterwards; it fails if the informer says the tenant is still owned.
 func (c *Controller) StopUnowned(ctx context.Context, name string) error {
 	c.tenantLocks.LockKey(name)
 	defer func() { _ = c.tenantLocks.UnlockKey(name) }()
@@ -159,6 +161,9 @@ func (c *Controller) StopUnowned(ctx context.Context, name string) error {
 		return fmt.Errorf("ProviderConfig %s is still owned by this replica", name)
 	}
 	c.manager.Stop(ctx, name)
+	if !c.manager.Quiet(name) {
+		return fmt.Errorf("a controller of ProviderConfig %s did not return within the stop timeout and still runs", name)
+	}
 	return nil
 }
 

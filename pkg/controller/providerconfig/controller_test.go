@@ -556,3 +556,35 @@ func TestOnlyOwnedTenantsRunAndAreWritten(t *testing.T) {
 		t.Errorf("a drain ran %d cleanups; the tenant only moves", n)
 	}
 }
+
+// TestStopUnownedWaitsForADetachedController: a drained tenant's controller that outlives the stop timeout is
+// detached but still acts, so StopUnowned keeps failing (the Drainer does not acknowledge, and no other shard may
+// start the tenant) until it has returned.
+func TestStopUnownedWaitsForADetachedController(t *testing.T) {
+	probes := newProbes()
+	hold := make(chan struct{})
+	probes.hold = hold
+	f := newFixtureWith(t, fixtureConfig{workers: 1, stopTimeout: 50 * time.Millisecond, probes: probes, shard: "me"})
+	pc := providerConfig("a", "c-1")
+	pc.Labels = map[string]string{sharding.ShardLabel: "me"}
+	f.create(pc)
+	f.waitFor("the probe", func() bool { return len(f.manager.Running("a")) == 1 })
+
+	f.update("a", func(pc *mpv1alpha1.ProviderConfig) { pc.Labels[sharding.DrainLabel] = "true" })
+	f.waitFor("the drain to reach the informer", func() bool {
+		got, err := f.controller.lister.Get("a")
+		return err == nil && got.Labels[sharding.DrainLabel] == "true"
+	})
+	for range 2 {
+		if err := f.controller.StopUnowned(f.ctx, "a"); err == nil {
+			t.Fatal("StopUnowned succeeded while the tenant's controller still runs")
+		}
+	}
+	close(hold)
+	f.waitFor("StopUnowned to succeed once the controller returned", func() bool {
+		return f.controller.StopUnowned(f.ctx, "a") == nil
+	})
+	if got := f.probes.most("a"); got != 1 {
+		t.Errorf("%d instances ran at once, want 1", got)
+	}
+}

@@ -531,6 +531,15 @@ func (m *Manager) Stop(ctx context.Context, name string) {
 	})
 }
 
+// Quiet reports whether no controller instance of the tenant runs any more, including one detached after the stop
+// timeout that has not returned yet.
+func (m *Manager) Quiet(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.tenants[name]
+	return !ok || (len(t.running) == 0 && len(t.stopping) == 0)
+}
+
 // StopAll stops every tenant's controllers concurrently (on shutdown), then the Event broadcaster.
 func (m *Manager) StopAll(ctx context.Context) {
 	var wg sync.WaitGroup
