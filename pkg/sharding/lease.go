@@ -118,8 +118,9 @@ func (l *ShardLease) Acquired() <-chan struct{} { return l.acquired }
 // errLost wraps every reason for OnLost.
 var errLost = errors.New("shard lease lost")
 
-// Run acquires the Lease and renews it until ctx ends (it returns nil and leaves the Lease to expire, or to be
-// released by Release) or until the Lease is lost (it calls OnLost, then returns the reason).
+// Run acquires the Lease and renews it until ctx ends (it returns nil once no renewal is in flight, and leaves the
+// Lease to expire, or to be released by Release) or until the Lease is lost (it calls OnLost, then returns the
+// reason at once).
 func (l *ShardLease) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("lease", l.lock.Describe())
 	l.mu.Lock()
@@ -155,6 +156,10 @@ func (l *ShardLease) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			timer.Stop()
+			// Wait for a renewal in flight (its request ends with renewCtx): one landing after a Release would make
+			// the shard look live again until the Lease expires.
+			stopRenewing()
+			<-fatal
 			return nil
 		case err := <-fatal:
 			timer.Stop()

@@ -189,7 +189,7 @@ func (s *Sharder) watchLeases(ctx context.Context) {
 // the earliest expiry of a live Lease (zero when none is live).
 func (s *Sharder) evaluateLeases(ctx context.Context) time.Time {
 	now := s.clock.Now()
-	leases, err := s.leases.List(labels.Everything())
+	leases, err := s.shardLeases()
 	if err != nil {
 		utilruntime.HandleErrorWithContext(ctx, err, "Listing shard Leases")
 		return time.Time{}
@@ -311,7 +311,7 @@ func (s *Sharder) sync(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	leases, err := s.leases.List(labels.Everything())
+	leases, err := s.shardLeases()
 	if err != nil {
 		return err
 	}
@@ -374,6 +374,19 @@ var errStaleLabels = errors.New("labels changed since read")
 func failedTest(err error) bool {
 	var status apierrors.APIStatus
 	return errors.As(err, &status) && status.Status().Code == http.StatusUnprocessableEntity
+}
+
+// shardLeases lists the group's shard Leases from the informer: labeled with the group and named after their
+// holder, so that no other Lease (one labeled by hand, or one a watch delivered unfiltered) counts as a shard.
+func (s *Sharder) shardLeases() ([]*coordinationv1.Lease, error) {
+	all, err := s.leases.List(labels.SelectorFromSet(labels.Set{ShardGroupLabel: s.cfg.Group}))
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(l *coordinationv1.Lease) bool {
+		shard, ok := strings.CutPrefix(l.Name, s.cfg.Group+"-")
+		return !ok || (l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" && *l.Spec.HolderIdentity != shard)
+	}), nil
 }
 
 func (s *Sharder) liveShards() []string {

@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 )
 
 // TestSharderDeletesOnlyDeadLeasesThatNoTenantNames: a restarted replica is a new shard, so dead shards' Leases
@@ -112,5 +113,26 @@ func TestFailedTestIsTheAPIServersAnswerToAStaleCompareAndSwap(t *testing.T) {
 		if failedTest(err) {
 			t.Errorf("%v is seen as a failed test", err)
 		}
+	}
+}
+
+// TestSharderCountsOnlyTheGroupsShardLeases: a Lease counts as a shard only when it carries the group label and is
+// named after its holder; another component's Lease, or one whose holder is not the shard its name says, does not
+// (a watch that delivered it unfiltered, or a Lease edited by hand, must not make the sharder assign tenants to it).
+func TestSharderCountsOnlyTheGroupsShardLeases(t *testing.T) {
+	w := newWorld(t, 0, 1, []string{"a"}, []string{"a"})
+	impostor := shardLease("b", t0)
+	impostor.Spec.HolderIdentity = ptr.To("someone-else")
+	unlabeled := shardLease("c", t0)
+	unlabeled.Labels = nil
+	leader := shardLease("x", t0)
+	leader.Name = "mp" // the leader-election Lease of a group named like the Leases' prefix, labeled by mistake
+	for _, l := range []*coordinationv1.Lease{impostor, unlabeled, leader} {
+		_ = w.leases.Add(l)
+	}
+	w.sharder.clock = testingclock.NewFakeClock(t0.Add(time.Second))
+	w.sharder.evaluateLeases(w.ctx)
+	if live := w.sharder.liveShards(); !slices.Equal(live, []string{"a"}) {
+		t.Errorf("live shards %v, want only [a]", live)
 	}
 }

@@ -33,6 +33,7 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 )
 
 // errLeaderElectionLost makes the process exit non-zero: another replica may already be acting, so this one must
@@ -178,6 +179,13 @@ func (e *election) lead(ctx, leaderCtx context.Context, run func(context.Context
 		e.endedByUs = true
 	}
 	e.mu.Unlock()
+	if errors.Is(err, providerconfig.ErrControllersStillRunning) {
+		// A tenant's controller outlived the stop timeout and acts until the process exits: the Lease must expire
+		// rather than be handed over.
+		e.logger.Error(err, "Not releasing the Lease; a standby takes over when it expires")
+		e.stop()
+		return
+	}
 	// Nothing the Lease protects runs any more: the Lease may be released.
 	e.lock.allowRelease()
 	e.stop()

@@ -43,6 +43,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 )
 
 // realHealth is the health check Run builds, for tests that call leaderElectAndRun directly.
@@ -404,5 +405,43 @@ func TestLostLeaseIsNotReleased(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "Lease") {
 		t.Errorf("the error %q does not say why", err)
+	}
+}
+
+// TestLeaseIsNotReleasedWhileAControllerStillRuns: a graceful stop whose controllers did not all return within the
+// stop timeout (one is detached and still acts) leaves the Lease to expire instead of handing it to a standby, and
+// says so in its error.
+func TestLeaseIsNotReleasedWhileAControllerStillRuns(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	client := fake.NewClientset()
+	c := testConfig(client, leaderElection(15*time.Second, 10*time.Second, 100*time.Millisecond))
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- leaderElectAndRun(ctx, c, realHealth(c), &processState{}, func(ctx context.Context) error {
+			close(started)
+			<-ctx.Done()
+			return fmt.Errorf("%w: tenants a", providerconfig.ErrControllersStillRunning)
+		})
+	}()
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("never led")
+	}
+	me := holder(getLease(t, client))
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, providerconfig.ErrControllersStillRunning) {
+			t.Errorf("leaderElectAndRun returned %v, want the controllers still running", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("leaderElectAndRun did not return")
+	}
+	if h := holder(getLease(t, client)); h != me || h == "" {
+		t.Errorf("the Lease names %q after the stop, want still %q: released while a controller still runs", h, me)
 	}
 }

@@ -29,6 +29,7 @@ import (
 	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 )
@@ -133,10 +134,13 @@ func (s *shard) run(ctx context.Context, c config.CompletedConfig, descriptors *
 		}
 		cancelWork()
 	}
-	// Every tenant has stopped: the Lease may go, and with it the tenants, to the other shards at once.
+	// Every tenant has stopped: the Lease may go, and with it the tenants, to the other shards at once. Not when a
+	// controller outlived the stop timeout: it still acts until the process exits, so the Lease must expire.
 	stopLease()
 	<-leaseDone
-	if s.lost.Err() == nil {
+	if errors.Is(tenantsErr, providerconfig.ErrControllersStillRunning) {
+		logger.Error(tenantsErr, "Not releasing the shard Lease; its tenants move when it expires")
+	} else if s.lost.Err() == nil {
 		releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.LeaderElection.RenewDeadline.Duration)
 		if err := s.lease.Release(releaseCtx); err != nil {
 			logger.Error(err, "Could not release the shard Lease; its tenants move when it expires")

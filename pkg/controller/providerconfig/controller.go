@@ -19,6 +19,7 @@ package providerconfig
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -182,7 +183,8 @@ func (c *Controller) EnqueueAll() {
 }
 
 // Run processes ProviderConfigs with the given number of workers until ctx ends, then stops every tenant's
-// controllers and returns once they are gone.
+// controllers and returns once they are gone, or with ErrControllersStillRunning once the stop timeout has
+// passed for those that are not.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	if err := c.workers.Watch(c.informer, cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueObject,
@@ -195,9 +197,15 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	logger.Info("Starting ProviderConfig controller", "workers", workers)
 	c.workers.Run(ctx, tenant.RunOptions{Workers: workers})
 	logger.Info("Stopping every tenant's controllers")
-	c.manager.StopAll(ctx)
+	if running := c.manager.StopAll(ctx); len(running) > 0 {
+		return fmt.Errorf("%w: tenants %s", ErrControllersStillRunning, strings.Join(running, ", "))
+	}
 	return nil
 }
+
+// ErrControllersStillRunning is Run's error when a tenant's controller did not return within the stop timeout:
+// it still acts, so the process must not hand its tenants over (release a Lease) before it exits.
+var ErrControllersStillRunning = errors.New("controllers still running after the stop timeout")
 
 func (c *Controller) enqueueObject(obj any) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {

@@ -540,8 +540,9 @@ func (m *Manager) Quiet(name string) bool {
 	return !ok || (len(t.running) == 0 && len(t.stopping) == 0)
 }
 
-// StopAll stops every tenant's controllers concurrently (on shutdown), then the Event broadcaster.
-func (m *Manager) StopAll(ctx context.Context) {
+// StopAll stops every tenant's controllers concurrently (on shutdown), then the Event broadcaster. It returns the
+// tenants with a controller that did not return within the stop timeout and still runs, detached.
+func (m *Manager) StopAll(ctx context.Context) []string {
 	var wg sync.WaitGroup
 	for _, name := range m.Tenants() {
 		wg.Add(1)
@@ -552,11 +553,18 @@ func (m *Manager) StopAll(ctx context.Context) {
 	}
 	wg.Wait()
 	m.eventsMu.Lock()
-	defer m.eventsMu.Unlock()
 	if m.events != nil {
 		m.events.Shutdown()
 		m.events = nil
 	}
+	m.eventsMu.Unlock()
+	var running []string
+	for _, name := range m.Tenants() {
+		if !m.Quiet(name) {
+			running = append(running, name)
+		}
+	}
+	return running
 }
 
 // Tenants lists the tenants the manager knows, sorted.
