@@ -101,6 +101,9 @@ type Options struct {
 	// NEGGCPeriod is how often each tenant's NEG pusher sweeps the tenant's project for NEGs that carry this
 	// cluster's and tenant's ownership marker but that no Translation claims (--neg-gc-period); 0 disables it.
 	NEGGCPeriod time.Duration
+	// GCEUserAgent identifies this process in every Compute Engine call's User-Agent, so GCE audit logs (and the
+	// fake GCE in tests) can tell which replica made a call.
+	GCEUserAgent string
 }
 
 // Context is what a per-tenant controller is built from.

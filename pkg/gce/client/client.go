@@ -73,6 +73,8 @@ type Config struct {
 	RateLimiter flowcontrol.RateLimiter
 	// HTTPClient, if set, carries every call (tests). With it, credentials are not attached.
 	HTTPClient *http.Client
+	// UserAgent, if set, is sent with every call (it names the replica that made it).
+	UserAgent string
 	// OperationTimeout bounds the wait for one operation; DefaultOperationTimeout if 0.
 	OperationTimeout time.Duration
 }
@@ -125,6 +127,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		// Only a service-account key: other credential types (external accounts) make the library read files
 		// and URLs named in the Secret.
 		opts = append(opts, option.WithAuthCredentialsJSON(option.ServiceAccount, cfg.CredentialsJSON))
+	}
+	if cfg.UserAgent != "" {
+		opts = append(opts, option.WithUserAgent(cfg.UserAgent))
 	}
 	svc, err := compute.NewService(ctx, opts...)
 	if err != nil {

@@ -21,6 +21,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 
 	compute "google.golang.org/api/compute/v1"
@@ -137,5 +139,29 @@ func TestNewChecksEndpointAndCredentials(t *testing.T) {
 		if _, err := New(ctx, tc.cfg); err == nil {
 			t.Errorf("%s: accepted", tc.name)
 		}
+	}
+}
+
+// TestUserAgentNamesTheReplica: Config.UserAgent reaches the server with every call, so the fake GCE (and GCE's
+// audit logs) can tell which replica made it.
+func TestUserAgentNamesTheReplica(t *testing.T) {
+	var agents []string
+	var mu sync.Mutex
+	srv := fakegce.New(fakegce.Options{OnCall: func(r fakegce.CallRecord) {
+		mu.Lock()
+		defer mu.Unlock()
+		agents = append(agents, r.UserAgent)
+	}})
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c, err := New(context.Background(), Config{ProjectID: "p-tenant-a", Endpoint: srv.Endpoint(), UserAgent: "mpcm/v1 (shard-a-x1)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = c.GetNEG(context.Background(), "europe-west1-b", "missing")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(agents) != 1 || !strings.Contains(agents[0], "mpcm/v1 (shard-a-x1)") {
+		t.Errorf("user agents %q, want one call carrying the replica's name", agents)
 	}
 }

@@ -111,6 +111,8 @@ type CallRecord struct {
 	// Operation is the name of the operation a mutating call returned.
 	Operation string
 	Duration  time.Duration
+	// UserAgent is the request's User-Agent header: which client (replica) made the call.
+	UserAgent string
 }
 
 // Server is a fake Compute Engine API for zonal NEGs. It is an http.Handler; Start serves it on loopback. All
@@ -301,7 +303,7 @@ const maxRequestBody = 8 << 20
 // ServeHTTP answers one compute/v1 request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	started := time.Now()
-	rec := CallRecord{Time: s.clock.Now()}
+	rec := CallRecord{Time: s.clock.Now(), UserAgent: r.UserAgent()}
 	resp, aerr := s.serve(r, &rec)
 	// Count the error before answering: a test that asserts on Errors right after its call returns must see it.
 	if aerr != nil && rec.Method != "" && s.existingProject(rec.Project) != nil {

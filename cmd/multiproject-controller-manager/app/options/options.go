@@ -450,7 +450,7 @@ func (o *Options) applyIdentity(c *config.Config) error {
 		c.Sharding = config.Sharding{Enabled: true, Group: o.ShardGroup, Shard: ShardName(hostname, utilrand.String(5))}
 		agent = c.Sharding.Shard
 	}
-	_ = names.ComponentName + "/" + version.Get().GitVersion + " (" + agent + ")"
+	c.TenantControllers.GCEUserAgent = names.ComponentName + "/" + version.Get().GitVersion + " (" + agent + ")"
 	return nil
 }
 

@@ -27,10 +27,12 @@ import (
 
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	restclient "k8s.io/client-go/rest"
 	cliflag "k8s.io/component-base/cli/flag"
 	componentbaseconfig "k8s.io/component-base/config"
 
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/pkg/apibudget"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
@@ -176,6 +178,9 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		"bad lease name":                         {[]string{"--leader-elect-resource-name=Not_Valid"}, "--leader-elect-resource-name"},
 		"bad durations ignored without election": {[]string{"--leader-elect=false", "--leader-elect-retry-period=0s"}, ""},
 		"bad secure port":                        {[]string{"--secure-port=70000"}, "--secure-port"},
+		"sharding without election":              {[]string{"--sharding", "--leader-elect=false"}, "--sharding requires --leader-elect"},
+		"bad shard group":                        {[]string{"--sharding", "--shard-group=Not_A_Label"}, `--shard-group "Not_A_Label" must be a DNS label`},
+		"bad shard group ignored unsharded":      {[]string{"--shard-group=Not_A_Label"}, ""},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -219,7 +224,7 @@ func TestFlagSectionsAreNamed(t *testing.T) {
 		"Logs flags:", "Misc flags:",
 		"--controllers", "All controllers: experimental, ingress-tunnel, neg", "Disabled-by-default controllers: experimental",
 		"--concurrent-neg-syncs", "--leader-elect-lease-duration", "--kubeconfig", "--logging-format", "--profiling",
-		"--kube-api-qps-per-tenant", "--kube-api-burst-per-tenant",
+		"--kube-api-qps-per-tenant", "--kube-api-burst-per-tenant", "Sharding flags:", "--sharding", "--shard-group",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q", want)
@@ -278,6 +283,19 @@ current-context: x
 		t.Errorf("concurrent syncs = %v", c.ConcurrentSyncs)
 	}
 
+	if c.Sharding.Enabled || !strings.Contains(c.Identity, "_") ||
+		!strings.HasSuffix(c.TenantControllers.GCEUserAgent, "("+c.Identity+")") {
+		t.Errorf("unsharded identity %q, sharding %+v, GCE user agent %q", c.Identity, c.Sharding, c.TenantControllers.GCEUserAgent)
+	}
+	o, _ = parse(t, "--kubeconfig="+kubeconfig, "--secure-port=0", "--sharding", "--shard-group=blue")
+	if c, err = o.Config(); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Sharding.Enabled || c.Sharding.Group != "blue" || c.Sharding.Shard == "" ||
+		!strings.HasSuffix(c.TenantControllers.GCEUserAgent, "("+c.Sharding.Shard+")") {
+		t.Errorf("sharding %+v, GCE user agent %q", c.Sharding, c.TenantControllers.GCEUserAgent)
+	}
+
 	o, _ = parse(t, "--kubeconfig="+filepath.Join(dir, "missing"), "--secure-port=0")
 	if _, err := o.Config(); err == nil || !strings.Contains(err.Error(), "--kubeconfig") {
 		t.Errorf("missing kubeconfig: error = %v, want one naming --kubeconfig", err)
@@ -285,5 +303,34 @@ current-context: x
 	o, _ = parse(t, "--kubeconfig="+kubeconfig, "--controllers=bogus")
 	if _, err := o.Config(); err == nil {
 		t.Error("Config accepted invalid options")
+	}
+}
+
+func TestShardNameIsALabelValueAndNeverRepeats(t *testing.T) {
+	for host, want := range map[string]string{
+		"multiproject-controller-manager-7d9f8c5b4-x2kqz": "multiproject-controller-manager-7d9f8c5b4-x2kqz-abcde",
+		"Laptop.Example.COM":                              "laptop-example-com-abcde",
+		strings.Repeat("a", 80):                           strings.Repeat("a", 57) + "-abcde",
+		strings.Repeat("a", 56) + "-b":                    strings.Repeat("a", 56) + "-abcde",
+		"_":                                               "shard-abcde",
+	} {
+		got := ShardName(host, "abcde")
+		if got != want {
+			t.Errorf("ShardName(%q) = %q, want %q", host, got, want)
+		}
+		if msgs := validation.IsValidLabelValue(got); len(msgs) > 0 || len(got) > 63 {
+			t.Errorf("ShardName(%q) = %q is not a label value: %v", host, got, msgs)
+		}
+	}
+	o, _ := parse(t, "--sharding")
+	a, b := &config.Config{}, &config.Config{}
+	if err := o.applyIdentity(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.applyIdentity(b); err != nil {
+		t.Fatal(err)
+	}
+	if a.Sharding.Shard == b.Sharding.Shard || a.Identity == b.Identity {
+		t.Errorf("two processes on one host got the same shard %q or identity %q", a.Sharding.Shard, a.Identity)
 	}
 }

@@ -298,6 +298,7 @@ func (p *Pusher) gceClient(ctx context.Context, project string) (*gceclient.Clie
 		Endpoint:        p.options.GCEEndpoint,
 		CredentialsJSON: p.credentials,
 		RateLimiter:     p.limiter,
+		UserAgent:       p.options.GCEUserAgent,
 	})
 	if err != nil {
 		return nil, err
