@@ -588,3 +588,27 @@ func TestStopUnownedWaitsForADetachedController(t *testing.T) {
 		t.Errorf("%d instances ran at once, want 1", got)
 	}
 }
+
+// TestControllersKeepNoManagedFields: the ProviderConfig a tenant controller keeps for its life has neither
+// managedFields nor kubectl's last-applied copy (the manager may hand it the API server's answer to a status
+// write, which carries both), and keeps the rest of its metadata.
+func TestControllersKeepNoManagedFields(t *testing.T) {
+	f := newFixture(t, 1)
+	pc := providerConfig("a", "c-1")
+	pc.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply,
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}}
+	pc.Annotations = map[string]string{corev1.LastAppliedConfigAnnotation: `{"kind":"ProviderConfig"}`, "team": "payments"}
+	f.create(pc)
+
+	f.waitFor("the probe to run", func() bool { return f.probes.latest("a") != nil })
+	kept := f.probes.latest("a").tctx.ProviderConfig
+	if len(kept.ManagedFields) != 0 {
+		t.Errorf("the controller keeps %d managedFields entries, want none", len(kept.ManagedFields))
+	}
+	if _, ok := kept.Annotations[corev1.LastAppliedConfigAnnotation]; ok {
+		t.Errorf("the controller keeps the last-applied annotation")
+	}
+	if kept.Annotations["team"] != "payments" || kept.Spec.Rancher == nil || kept.Spec.Rancher.ClusterID != "c-1" {
+		t.Errorf("the controller's copy lost what it may read: annotations %v, spec %+v", kept.Annotations, kept.Spec)
+	}
+}

@@ -22,7 +22,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -230,16 +232,34 @@ func runTenantsAndRestart(b *testing.B, n, services int) {
 		runtime.ReadMemStats(&ms)
 		return runtime.NumGoroutine(), ms.HeapInuse
 	}
+	// IDLE_HEAP_PROFILE=DIR writes the heap at one tenant and at all of them to DIR/one.pprof and DIR/all.pprof;
+	// `go tool pprof -sample_index=inuse_space -base DIR/one.pprof DIR/all.pprof` shows what the other tenants cost.
+	profileHeap := func(name string) {
+		dir := os.Getenv("IDLE_HEAP_PROFILE")
+		if dir == "" {
+			return
+		}
+		f, err := os.Create(filepath.Join(dir, name+".pprof"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
 
 	start()
 	create(0, 1)
 	allReady("the first tenant Ready", 1)
 	g1, h1 := heap()
+	profileHeap("one")
 	began := time.Now()
 	create(1, n)
 	allReady(fmt.Sprintf("%d tenants Ready", n), n)
 	coldStart := time.Since(began)
 	gN, hN := heap()
+	profileHeap("all")
 	per := "idle-tenant"
 	if services > 0 {
 		per = "tenant"
