@@ -208,6 +208,23 @@ func (h *harness) waitReason(name string, status metav1.ConditionStatus, reason 
 	return tr
 }
 
+// waitQuiet waits until the pusher's Translation cache holds the Translation as the API does and its queue is
+// empty: the pusher's last status write has come back to it, so nothing it has done is still to be seen.
+func (h *harness) waitQuiet(name string) {
+	h.t.Helper()
+	informer, err := h.tctx.Informers.Informer(informerset.Translations)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.waitFor("the pusher's cache and queue to settle on Translation "+name, func() bool {
+		obj, exists, err := informer.GetStore().GetByKey(testNamespace + "/" + name)
+		if err != nil || !exists {
+			return false
+		}
+		return obj.(*mpv1alpha1.Translation).ResourceVersion == h.get(name).ResourceVersion && h.pusher.workers.Len() == 0
+	})
+}
+
 func findCondition(tr *mpv1alpha1.Translation) *metav1.Condition {
 	for i := range tr.Status.Conditions {
 		if tr.Status.Conditions[i].Type == mpv1alpha1.TranslationConditionSynced {

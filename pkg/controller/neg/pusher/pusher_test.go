@@ -72,7 +72,9 @@ func TestCreatesNEGsWithTheirEndpointsInFewestAttachCalls(t *testing.T) {
 		t.Errorf("NEG = %+v, want the spec's description, port 8080 and GCE_VM_IP_PORT", neg)
 	}
 
-	// A converged Translation costs nothing: neither GCE calls nor status writes.
+	// A converged Translation costs nothing: neither GCE calls nor status writes. The resync comes once the pusher
+	// has seen its own last status write (a cache behind it would rightly write the status again).
+	h.waitQuiet("web")
 	h.gce.ResetCalls()
 	writes := len(h.client.Actions())
 	h.pusher.workers.Add("shop/web")
