@@ -94,6 +94,7 @@ func TestLeastPrivilege(t *testing.T) {
 		{verb: "patch", resource: "services", namespace: someNS},
 		{verb: "create", group: "multiproject.io", resource: "translations", namespace: someNS},
 		{verb: "update", group: "multiproject.io", resource: "translations", namespace: someNS},
+		{verb: "patch", group: "multiproject.io", resource: "translations", namespace: someNS},
 		{verb: "delete", group: "multiproject.io", resource: "translations", namespace: someNS},
 		{verb: "update", group: "multiproject.io", resource: "translations", subresource: "status", namespace: someNS},
 		{verb: "get", resource: "secrets", namespace: credentialsNS, name: "tenant-a-key"},

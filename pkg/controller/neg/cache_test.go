@@ -23,7 +23,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 )
 
 // The translator reads only caches: these tests look at every request it makes, reads included.
@@ -36,8 +39,8 @@ func TestAnEndpointChangeReadsNothingAndWritesTheTranslationOnce(t *testing.T) {
 
 	h.updateSlice(slice("web", "web-2", "http", 9090, ep{ip: "10.0.1.2", node: "n3"}, ep{ip: "10.0.1.3", node: "n3"}))
 	h.sync("web")
-	if got := h.requests(); !reflect.DeepEqual(got, []string{"update translations"}) {
-		t.Errorf("requests = %v, want one Translation update and no read", got)
+	if got := h.requests(); !reflect.DeepEqual(got, []string{"patch translations"}) {
+		t.Errorf("requests = %v, want one Translation spec patch and no read", got)
 	}
 	// The update's own event brings the Service back: nothing to do, nothing read.
 	h.sync("web")
@@ -96,8 +99,8 @@ func TestALaggingCacheMakesNoSecondUpdate(t *testing.T) {
 	if err := h.translator.sync(h.ctx, "shop/web"); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.requests(); !reflect.DeepEqual(got, []string{"update translations"}) {
-		t.Fatalf("requests = %v, want one update", got)
+	if got := h.requests(); !reflect.DeepEqual(got, []string{"patch translations"}) {
+		t.Fatalf("requests = %v, want one spec patch", got)
 	}
 	h.updateSlice(slice("web", "web-2", "http", 9090, ep{ip: "10.0.1.2", node: "n3"}, ep{ip: "10.0.1.4", node: "n3"}))
 	if err := h.translator.sync(h.ctx, "shop/web"); !errors.Is(err, errCacheLagging) {
@@ -108,8 +111,8 @@ func TestALaggingCacheMakesNoSecondUpdate(t *testing.T) {
 	}
 	h.thawTranslations()
 	h.sync("web")
-	if got := h.requests(); !reflect.DeepEqual(got, []string{"update translations"}) {
-		t.Errorf("requests once the cache caught up = %v, want one update", got)
+	if got := h.requests(); !reflect.DeepEqual(got, []string{"patch translations"}) {
+		t.Errorf("requests once the cache caught up = %v, want one spec patch", got)
 	}
 	if eps := h.translations()["neg-v1-web-80"].Spec.Resources[1].NetworkEndpointGroup.Endpoints; len(eps) != 3 || eps[2].IPAddress != "10.0.1.4" {
 		t.Errorf("zone c endpoints = %+v, want the last change", eps)
@@ -210,6 +213,64 @@ func TestNodeEventsEnqueueOnlyTheServicesTheyConcern(t *testing.T) {
 		step.event()
 		if got := h.queued(); !reflect.DeepEqual(got, step.want) && (len(got) != 0 || len(step.want) != 0) {
 			t.Errorf("%s: queued %v, want %v", step.what, got, step.want)
+		}
+	}
+}
+
+// TestAStatusWriteTheCacheHasNotSeenCostsNoConflict: the pusher writes a Translation's status all the time, so the
+// cache often holds an older resourceVersion than the API when the next endpoint change comes. The spec patch
+// carries none: one request, no 409, the new spec stored beside the pusher's status.
+func TestAStatusWriteTheCacheHasNotSeenCostsNoConflict(t *testing.T) {
+	h := newHarness(t, webObjects()...)
+	h.sync("web")
+	h.settle()
+	h.freezeTranslations()
+	tr := h.translations()["neg-v1-web-80"].DeepCopy()
+	tr.Status.Conditions = []metav1.Condition{{Type: mpv1alpha1.TranslationConditionSynced, Status: metav1.ConditionTrue,
+		Reason: "Pushed", ObservedGeneration: tr.Generation, LastTransitionTime: metav1.Now()}}
+	if _, err := h.mp.MultiprojectV1alpha1().Translations(testNamespace).UpdateStatus(h.ctx, tr, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.requests()
+
+	h.updateSlice(slice("web", "web-2", "http", 9090, ep{ip: "10.0.1.2", node: "n3"}, ep{ip: "10.0.1.3", node: "n3"}))
+	if err := h.translator.sync(h.ctx, "shop/web"); err != nil {
+		t.Fatalf("sync on a cache without the pusher's status write: %v", err)
+	}
+	if got := h.requests(); !reflect.DeepEqual(got, []string{"patch translations"}) {
+		t.Errorf("requests = %v, want one spec patch", got)
+	}
+	stored, err := h.mp.MultiprojectV1alpha1().Translations(testNamespace).Get(h.ctx, "neg-v1-web-80", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eps := stored.Spec.Resources[1].NetworkEndpointGroup.Endpoints; len(eps) != 3 || eps[2].IPAddress != "10.0.1.3" {
+		t.Errorf("zone c endpoints = %+v, want the change", eps)
+	}
+	if len(stored.Status.Conditions) != 1 || stored.Generation != tr.Generation+1 {
+		t.Errorf("stored status %+v at generation %d, want the pusher's status kept and generation %d", stored.Status, stored.Generation, tr.Generation+1)
+	}
+}
+
+// TestASpecPatchIsShownByItsGenerationOnly: after a spec patch, a cache that shows another writer's later change
+// (a new resourceVersion, the pusher's status) at the old generation still lags; the patch's generation, or a
+// replaced or deleted object, shows it.
+func TestASpecPatchIsShownByItsGenerationOnly(t *testing.T) {
+	w := ownWrite{uid: "u1", generation: 5}
+	for _, tc := range []struct {
+		name  string
+		cache cached
+		want  bool
+	}{
+		{"the version patched, old generation", cached{exists: true, uid: "u1", resourceVersion: "10", generation: 4}, false},
+		{"a status write, old generation", cached{exists: true, uid: "u1", resourceVersion: "11", generation: 4}, false},
+		{"the patch's generation", cached{exists: true, uid: "u1", resourceVersion: "12", generation: 5}, true},
+		{"a later generation", cached{exists: true, uid: "u1", resourceVersion: "13", generation: 6}, true},
+		{"replaced", cached{exists: true, uid: "u2", resourceVersion: "14", generation: 1}, true},
+		{"deleted", cached{}, true},
+	} {
+		if got := w.shows(tc.cache); got != tc.want {
+			t.Errorf("%s: shows = %t, want %t", tc.name, got, tc.want)
 		}
 	}
 }

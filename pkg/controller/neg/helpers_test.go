@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,6 +40,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -337,27 +339,40 @@ func (v *apiVersions) serve(fake *clienttesting.Fake, tracker clienttesting.Obje
 	})
 	fake.PrependReactor("patch", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
 		a := action.(clienttesting.PatchAction)
-		if a.GetPatchType() != types.MergePatchType {
+		if a.GetPatchType() != types.MergePatchType && a.GetPatchType() != types.JSONPatchType {
 			return false, nil, nil
 		}
 		stored, err := tracker.Get(a.GetResource(), a.GetNamespace(), a.GetName())
 		if err != nil {
 			return true, nil, err
 		}
-		var doc, patch any
 		original, err := json.Marshal(stored)
-		if err == nil {
+		if err != nil {
+			return true, nil, err
+		}
+		var patched []byte
+		if a.GetPatchType() == types.JSONPatchType {
+			// The library kube-apiserver applies JSON patches with; a failed test is its 422.
+			p, err := jsonpatch.DecodePatch(a.GetPatch())
+			if err != nil {
+				return true, nil, err
+			}
+			if patched, err = p.Apply(original); err != nil {
+				return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: a.GetResource().Group, Kind: a.GetResource().Resource},
+					a.GetName(), field.ErrorList{field.Invalid(field.NewPath("patch"), string(a.GetPatch()), err.Error())})
+			}
+		} else {
+			var doc, patch any
 			err = json.Unmarshal(original, &doc)
-		}
-		if err == nil {
-			err = json.Unmarshal(a.GetPatch(), &patch)
-		}
-		if err != nil {
-			return true, nil, err
-		}
-		patched, err := json.Marshal(mergePatch(doc, patch))
-		if err != nil {
-			return true, nil, err
+			if err == nil {
+				err = json.Unmarshal(a.GetPatch(), &patch)
+			}
+			if err != nil {
+				return true, nil, err
+			}
+			if patched, err = json.Marshal(mergePatch(doc, patch)); err != nil {
+				return true, nil, err
+			}
 		}
 		if string(patched) == string(original) {
 			// Nothing changed: no new version and no event, as the API server does.
@@ -369,6 +384,9 @@ func (v *apiVersions) serve(fake *clienttesting.Fake, tracker clienttesting.Obje
 		}
 		m, _ := meta.Accessor(obj)
 		m.SetResourceVersion(v.next())
+		if sm, _ := meta.Accessor(stored); a.GetSubresource() == "" && specChanged(stored, obj) {
+			m.SetGeneration(sm.GetGeneration() + 1)
+		}
 		if err := tracker.Update(a.GetResource(), obj, a.GetNamespace()); err != nil {
 			return true, nil, err
 		}

@@ -18,6 +18,7 @@ package neg
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -33,6 +34,7 @@ import (
 	"k8s.io/klog/v2"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpv1alpha1client "github.com/multiproject/client-go/clientset/versioned/typed/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
@@ -174,6 +176,17 @@ func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Serv
 			}
 		case have.DeletionTimestamp != nil || have.Labels[t.labelKey] != t.tenant:
 			waiting = true
+		case onlySpecDiffers(have, want):
+			if !reserve() {
+				continue
+			}
+			err := t.patchSpec(ctx, client, key, have, want)
+			if reserving != "" {
+				t.nameCreated(reserving, object, err == nil)
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
 		case needsUpdate(have, want):
 			if !reserve() {
 				continue
@@ -374,17 +387,17 @@ func (t *translator) cachedTranslationsFor(svc *corev1.Service) []*mpv1alpha1.Tr
 }
 
 // cachedTranslation looks a Translation of the namespace up by name in the unfiltered cache, for ownWrites.
-func (t *translator) cachedTranslation(namespace string) func(name string) (types.UID, string, bool) {
-	return func(name string) (types.UID, string, bool) {
+func (t *translator) cachedTranslation(namespace string) func(name string) cached {
+	return func(name string) cached {
 		obj, exists, err := t.allTranslationStore.GetByKey(namespace + "/" + name)
 		if err != nil || !exists {
-			return "", "", false
+			return cached{}
 		}
 		tr, ok := obj.(*mpv1alpha1.Translation)
 		if !ok {
-			return "", "", false
+			return cached{}
 		}
-		return tr.UID, tr.ResourceVersion, true
+		return cached{exists: true, uid: tr.UID, resourceVersion: tr.ResourceVersion, generation: tr.Generation}
 	}
 }
 
@@ -400,10 +413,42 @@ func (t *translator) leaving(tr *mpv1alpha1.Translation) bool {
 
 // needsUpdate compares what the translator owns: the spec, its labels and the controller reference. Status and
 // finalizers belong to the pusher.
-func needsUpdate(have, want *mpv1alpha1.Translation) bool {
-	if !apiequality.Semantic.DeepEqual(have.Spec, want.Spec) {
-		return true
+// onlySpecDiffers says whether have differs from want in its spec alone (its labels and controller are as
+// wanted): the common change, an endpoint of the Service became ready or went away.
+func onlySpecDiffers(have, want *mpv1alpha1.Translation) bool {
+	return !apiequality.Semantic.DeepEqual(have.Spec, want.Spec) && !metadataDiffers(have, want)
+}
+
+// patchSpec replaces the Translation's spec with want's by a JSON patch that first tests its UID. The patch
+// carries no resourceVersion: the translator is the only writer of a Translation's spec (its Service's key is
+// synced by one worker at a time, and a tenant runs on one replica), and the pusher's status writes change the
+// resourceVersion all the time, so an update bound to the cached version would often be refused (409) and
+// retried. A failed test (422: the Translation was replaced) or a missing one (404) is retried from the cache.
+func (t *translator) patchSpec(ctx context.Context, client mpv1alpha1client.TranslationInterface, key string, have, want *mpv1alpha1.Translation) error {
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/uid", "value": have.UID},
+		{"op": "replace", "path": "/spec", "value": want.Spec},
+	})
+	if err != nil {
+		return err
 	}
+	out, err := client.Patch(ctx, have.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("updating the spec of Translation %s: %w", want.Name, err)
+	}
+	if out.Generation > have.Generation {
+		t.writes.patchedTranslationSpec(key, out.Name, out.UID, out.Generation)
+	}
+	klog.FromContext(ctx).V(2).Info("Updated Translation", "translation", want.Name, "endpoints", endpointCount(want))
+	return nil
+}
+
+func needsUpdate(have, want *mpv1alpha1.Translation) bool {
+	return !apiequality.Semantic.DeepEqual(have.Spec, want.Spec) || metadataDiffers(have, want)
+}
+
+// metadataDiffers says whether have lacks one of want's labels or another controller than want's.
+func metadataDiffers(have, want *mpv1alpha1.Translation) bool {
 	for k, v := range want.Labels {
 		if have.Labels[k] != v {
 			return true

@@ -156,8 +156,8 @@ func TestEndpointChangeUpdatesTheTranslation(t *testing.T) {
 	})
 	h.writes()
 	h.sync("web")
-	if w := h.writes(); !reflect.DeepEqual(w, []string{"update translations"}) {
-		t.Errorf("writes = %v, want one Translation update", w)
+	if w := h.writes(); !reflect.DeepEqual(w, []string{"patch translations"}) {
+		t.Errorf("writes = %v, want one Translation spec patch", w)
 	}
 	tr := h.translations()["neg-v1-web-80"]
 	var got []string

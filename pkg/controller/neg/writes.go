@@ -43,20 +43,37 @@ type ownWrite struct {
 	uid types.UID
 	// created: the write created the object; the cache lags until it shows it.
 	created bool
+	// generation, if set, is the generation a spec patch gave the object: the cache lags as long as it shows an
+	// older one. A patch carries no resourceVersion, so another writer's change (the pusher's status) may reach the
+	// cache before it; generations, unlike resourceVersions, may be compared for order.
+	generation int64
 	// before is the resourceVersion an updated or patched object had: the cache lags as long as it shows the object
 	// at that version (resourceVersions are only compared for equality, as the API asks).
 	before string
 	at     time.Time
 }
 
-// shows says whether an object the cache holds (exists, with uid and resourceVersion) reflects the write. An
-// update's object that is gone or replaced reflects it too: the cache held it when it was updated, and a cache only
-// moves forward.
-func (w ownWrite) shows(exists bool, uid types.UID, resourceVersion string) bool {
-	if w.created {
-		return exists && uid == w.uid
+// cached is what an informer cache holds of an object, for ownWrite.shows.
+type cached struct {
+	exists          bool
+	uid             types.UID
+	resourceVersion string
+	generation      int64
+}
+
+// shows says whether the object the cache holds reflects the write. An update's object that is gone or replaced
+// reflects it too: the cache held it when it was updated, and a cache only moves forward.
+func (w ownWrite) shows(c cached) bool {
+	switch {
+	case w.created:
+		return c.exists && c.uid == w.uid
+	case !c.exists || c.uid != w.uid:
+		return true
+	case w.generation > 0:
+		return c.generation >= w.generation
+	default:
+		return c.resourceVersion != w.before
 	}
-	return !exists || uid != w.uid || resourceVersion != w.before
 }
 
 // ownWrites remembers, per Service, the writes of the translator its caches do not show yet: the Translations it
@@ -87,6 +104,11 @@ func (o *ownWrites) updatedTranslation(service, name string, uid types.UID, befo
 	o.recordTranslation(service, name, ownWrite{uid: uid, before: before})
 }
 
+// patchedTranslationSpec records a spec patch of the Service's Translation name that gave it generation.
+func (o *ownWrites) patchedTranslationSpec(service, name string, uid types.UID, generation int64) {
+	o.recordTranslation(service, name, ownWrite{uid: uid, generation: generation})
+}
+
 func (o *ownWrites) recordTranslation(service, name string, w ownWrite) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -99,13 +121,12 @@ func (o *ownWrites) recordTranslation(service, name string, w ownWrite) {
 
 // translationsPending says whether the cache (lookup: a Translation of the Service's namespace by name) lacks one
 // of the Service's Translation writes. The writes it shows are forgotten.
-func (o *ownWrites) translationsPending(service string, lookup func(name string) (uid types.UID, resourceVersion string, exists bool)) bool {
+func (o *ownWrites) translationsPending(service string, lookup func(name string) cached) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	pending := false
 	for name, w := range o.translations[service] {
-		uid, rv, exists := lookup(name)
-		if w.shows(exists, uid, rv) || o.expired(w) {
+		if w.shows(lookup(name)) || o.expired(w) {
 			delete(o.translations[service], name)
 			continue
 		}
@@ -145,7 +166,7 @@ func (o *ownWrites) statusPending(service string, uid types.UID, resourceVersion
 	if !ok {
 		return false
 	}
-	if w.shows(true, uid, resourceVersion) || o.expired(w) {
+	if w.shows(cached{exists: true, uid: uid, resourceVersion: resourceVersion}) || o.expired(w) {
 		delete(o.status, service)
 		return false
 	}

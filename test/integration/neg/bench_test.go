@@ -252,7 +252,7 @@ func BenchmarkEndpointChurn(b *testing.B) {
 	b.ReportMetric(float64(converge)/float64(input), "converge/input")
 	b.ReportMetric(float64(framework.Reads(totals))/changes, "reads/change")
 	b.ReportMetric(float64(totals["list translations"])/changes, "translation-lists/change")
-	b.ReportMetric(float64(totals["update translations"])/changes, "translation-puts/change")
+	b.ReportMetric(float64(totals["update translations"]+totals["patch translations"])/changes, "translation-writes/change")
 	b.ReportMetric(float64(totals["update translations/status"])/changes, "status-puts/change")
 	b.ReportMetric(float64(conflicts)/changes, "conflicts/change")
 }
