@@ -360,21 +360,28 @@ func leaseHolder(ctx context.Context) (string, error) {
 // resetLease deletes the Lease now and when the test ends, so no test waits for a lease an earlier one left.
 func resetLease(t testing.TB) {
 	t.Helper()
-	del := func(ctx context.Context) error {
-		err := controlPlane.AdminClient().CoordinationV1().Leases(leaseNamespace).Delete(ctx, leaseName, metav1.DeleteOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
+	deleteNowAndAtEnd(t, "the Lease", func(ctx context.Context) error {
+		return controlPlane.AdminClient().CoordinationV1().Leases(leaseNamespace).Delete(ctx, leaseName, metav1.DeleteOptions{})
+	})
+}
+
+// deleteNowAndAtEnd runs del now (failing the test if it fails) and again when the test ends; NotFound is no error.
+func deleteNowAndAtEnd(t testing.TB, what string, del func(ctx context.Context) error) {
+	t.Helper()
+	run := func(ctx context.Context) error {
+		if err := del(ctx); err != nil && !apierrors.IsNotFound(err) {
+			return err
 		}
-		return err
+		return nil
 	}
-	if err := del(t.Context()); err != nil {
-		t.Fatal(err)
+	if err := run(t.Context()); err != nil {
+		t.Fatalf("deleting %s: %v", what, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := del(ctx); err != nil {
-			t.Errorf("deleting the Lease: %v", err)
+		if err := run(ctx); err != nil {
+			t.Errorf("deleting %s: %v", what, err)
 		}
 	})
 }

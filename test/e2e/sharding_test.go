@@ -32,7 +32,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -462,23 +461,9 @@ func (c *churn) stop() int {
 // the test's end leave theirs behind.
 func cleanupShardLeases(t *testing.T) {
 	t.Helper()
-	del := func(ctx context.Context) error {
-		err := controlPlane.AdminClient().CoordinationV1().Leases(leaseNamespace).DeleteCollection(ctx, metav1.DeleteOptions{},
+	deleteNowAndAtEnd(t, "the shard Leases", func(ctx context.Context) error {
+		return controlPlane.AdminClient().CoordinationV1().Leases(leaseNamespace).DeleteCollection(ctx, metav1.DeleteOptions{},
 			metav1.ListOptions{LabelSelector: sharding.ShardGroupLabel + "=" + shardGroup})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return err
-	}
-	if err := del(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := del(ctx); err != nil {
-			t.Errorf("deleting the shard Leases: %v", err)
-		}
 	})
 }
 
