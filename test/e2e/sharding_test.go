@@ -57,7 +57,8 @@ const shardGroup = "multiproject-controller-manager"
 //     the kill, and every tenant converges with the changes made meanwhile;
 //   - a rolling restart of all three replicas (a new one started, then an old one stopped with SIGTERM, three
 //     times) under continuous endpoint churn ends with the fake GCE and the API exactly converged: no NEG, endpoint,
-//     Translation, PangolinResource or namespace assignment missing or extra, and no NEG recreated.
+//     Translation, PangolinResource or namespace assignment missing or extra, and no NEG recreated;
+//   - a tenant deleted while sharded is cleaned up by its shard: nothing of it is left in GCE or the API.
 //
 // Over the whole test it proves that no two replicas ever mutated one tenant's GCE project at once: the fake GCE
 // records which replica made every mutating call (its User-Agent names the shard), and per project the replicas'
@@ -190,6 +191,10 @@ func TestShardedReplicas(t *testing.T) {
 			}
 		}
 	}
+
+	// A tenant's exit on a shard: its Services deleted, its Ingress moved to another class, then the ProviderConfig
+	// deleted; its shard cleans up (NEGs deleted from GCE) and removes the finalizer.
+	ws[0].teardown()
 
 	// The proof of no overlap, over everything above.
 	calls.mu.Lock()
