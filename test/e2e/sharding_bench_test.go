@@ -34,14 +34,11 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/component-base/metrics/testutil"
-
-	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
@@ -295,27 +292,7 @@ func shardNames(tb testing.TB, managers []*manager) []string {
 // labeled with it, not draining, and with status.shard naming it.
 func waitShardsRun(tb testing.TB, ws []*workload, shards []string) {
 	tb.Helper()
-	pcs := ws[0].mp.MultiprojectV1alpha1().ProviderConfigs()
-	var why string
-	err := wait.PollUntilContextTimeout(tb.Context(), 100*time.Millisecond, convergeTimeout, true, func(ctx context.Context) (bool, error) {
-		for _, w := range ws {
-			pc, err := pcs.Get(ctx, w.tenant, metav1.GetOptions{})
-			if err != nil {
-				why = err.Error()
-				return false, nil
-			}
-			want := sharding.Rendezvous(w.tenant, shards)
-			ready := meta.FindStatusCondition(pc.Status.Conditions, mpv1alpha1.ProviderConfigConditionReady)
-			if !sharding.Owns(want, pc.Labels) || pc.Status.Shard != want || ready == nil || ready.Status != metav1.ConditionTrue {
-				why = fmt.Sprintf("%s: labels %v, status.shard %q, Ready %v; want it on %s", w.tenant, pc.Labels, pc.Status.Shard, ready, want)
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		tb.Fatalf("tenants not on their shards %v: %s", shards, why)
-	}
+	waitTenantsRun(tb, ws, shards, convergeTimeout)
 }
 
 // installShardedRBAC applies what overlays/sharded adds to the base's RBAC (its Role and binding, and the Lease

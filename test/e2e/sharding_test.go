@@ -382,7 +382,7 @@ func logShares(t *testing.T, ws []*workload, shards []string) {
 // waitTenantsRun polls the ProviderConfigs every 50 ms until each of ws runs on the shard rendezvous hashing over
 // shards gives it (labeled with it, not draining, status.shard written by it, Ready) and returns when it first saw
 // that; it fails the test after timeout. Polling from the kill measures the move without the test's own work.
-func waitTenantsRun(t *testing.T, ws []*workload, shards []string, timeout time.Duration) time.Time {
+func waitTenantsRun(t testing.TB, ws []*workload, shards []string, timeout time.Duration) time.Time {
 	t.Helper()
 	pcs := ws[0].mp.MultiprojectV1alpha1().ProviderConfigs()
 	var at time.Time
