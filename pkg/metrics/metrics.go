@@ -22,7 +22,6 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 )
@@ -92,35 +91,6 @@ var (
 		Buckets:        []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"provider_config", "method"})
-
-	// ProviderConfigCondition mirrors each condition of a ProviderConfig's status the way kube-state-metrics does:
-	// one series per status, 1 for the status the condition has and 0 for the other two.
-	ProviderConfigCondition = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Subsystem:      subsystem,
-		Name:           "provider_config_condition",
-		Help:           "The conditions of a ProviderConfig's status: 1 for the status (True, False, Unknown) the condition of that type has, 0 for the others.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"provider_config", "type", "status"})
-
-	// ProviderConfigDeletionTimestamp is set while a ProviderConfig waits for its cleanup, so that an alert can say
-	// how long a deletion has been pending.
-	ProviderConfigDeletionTimestamp = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Subsystem:      subsystem,
-		Name:           "provider_config_deletion_timestamp_seconds",
-		Help:           "Unix time of a ProviderConfig's deletionTimestamp, while it is being deleted (its cleanup has not finished).",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"provider_config"})
-)
-
-// conditionStatuses are the statuses a condition series exists for; every condition has all three.
-var conditionStatuses = []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown}
-
-// conditionTypes remembers which condition types have series per ProviderConfig, so that a condition dropped from
-// the status (a section removed from the spec) loses its series without deleting and recreating the others, which
-// a scrape in between would see missing.
-var (
-	conditionTypesMu sync.Mutex
-	conditionTypes   = map[string]map[string]bool{}
 )
 
 var registerOnce sync.Once
@@ -129,7 +99,8 @@ var registerOnce sync.Once
 func Register() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(ControllersRunning, Syncs, QueueDepth, ProviderConfigSyncs, NEGsCollected,
-			GCERequests, GCERequestDuration, ProviderConfigCondition, ProviderConfigDeletionTimestamp)
+			GCERequests, GCERequestDuration)
+		legacyregistry.CustomMustRegister(statusCollector)
 	})
 }
 
@@ -170,47 +141,8 @@ func ObserveGCERequest(providerConfig, method, result string, took time.Duration
 	GCERequestDuration.WithLabelValues(providerConfig, method).Observe(took.Seconds())
 }
 
-// ObserveProviderConfig sets the condition and deletion series of a ProviderConfig from its status as the
-// ProviderConfig controller finds it, and removes the series of conditions the status no longer has.
-func ObserveProviderConfig(providerConfig string, conditions []metav1.Condition, deletionTimestamp *metav1.Time) {
-	if !ProviderConfigCondition.IsCreated() {
-		return
-	}
-	present := make(map[string]bool, len(conditions))
-	for _, cond := range conditions {
-		present[cond.Type] = true
-		for _, status := range conditionStatuses {
-			value := 0.0
-			if cond.Status == status {
-				value = 1
-			}
-			ProviderConfigCondition.WithLabelValues(providerConfig, cond.Type, string(status)).Set(value)
-		}
-	}
-	conditionTypesMu.Lock()
-	for t := range conditionTypes[providerConfig] {
-		if !present[t] {
-			deleteCondition(providerConfig, t)
-		}
-	}
-	conditionTypes[providerConfig] = present
-	conditionTypesMu.Unlock()
-
-	if deletionTimestamp != nil {
-		ProviderConfigDeletionTimestamp.WithLabelValues(providerConfig).Set(float64(deletionTimestamp.Unix()))
-	} else {
-		ProviderConfigDeletionTimestamp.DeleteLabelValues(providerConfig)
-	}
-}
-
-func deleteCondition(providerConfig, conditionType string) {
-	for _, status := range conditionStatuses {
-		ProviderConfigCondition.DeleteLabelValues(providerConfig, conditionType, string(status))
-	}
-}
-
-// ForgetProviderConfig removes every series of a tenant that no longer exists: the ProviderConfig controller's,
-// its status's, and those of its GCE calls.
+// ForgetProviderConfig removes every series of a tenant that no longer exists: the ProviderConfig controller's and
+// those of its GCE calls. Its status series go with the ProviderConfig, at the next scrape (status.go).
 func ForgetProviderConfig(providerConfig string) {
 	if !ProviderConfigSyncs.IsCreated() {
 		return
@@ -222,9 +154,4 @@ func ForgetProviderConfig(providerConfig string) {
 	tenant := map[string]string{"provider_config": providerConfig}
 	GCERequests.DeletePartialMatch(tenant)
 	GCERequestDuration.DeletePartialMatch(tenant)
-	ProviderConfigCondition.DeletePartialMatch(tenant)
-	ProviderConfigDeletionTimestamp.DeleteLabelValues(providerConfig)
-	conditionTypesMu.Lock()
-	delete(conditionTypes, providerConfig)
-	conditionTypesMu.Unlock()
 }

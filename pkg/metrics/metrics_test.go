@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,18 +58,36 @@ func series(t *testing.T, tenant string) (conditions []string, deletion string) 
 	return conditions, deletion
 }
 
-// TestObserveProviderConfig: one series per condition type and status, 1 for the status the condition has; a
-// condition dropped from the status loses its series; the deletion timestamp is there only while deleting; a
-// forgotten tenant has none left, and another tenant's stay.
-func TestObserveProviderConfig(t *testing.T) {
+// TestStatusSeriesFollowTheSources: at every scrape, one series per condition type and status of every
+// ProviderConfig a source lists, 1 for the status the condition has; a condition dropped from the status has no
+// series; the deletion timestamp is there only while deleting; a ProviderConfig no longer listed, and every one of
+// a removed source, has none left, while another source's stay.
+func TestStatusSeriesFollowTheSources(t *testing.T) {
 	Register()
 	const tenant = "tenant-status-metrics"
-	ObserveProviderConfig("tenant-other", []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}}, nil)
+	other := AddStatusSource(func() []ProviderConfigStatus {
+		return []ProviderConfigStatus{{Name: "tenant-other", Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}}}}
+	})
+	defer other()
 
-	ObserveProviderConfig(tenant, []metav1.Condition{
+	var mu sync.Mutex
+	var listed []ProviderConfigStatus
+	set := func(pcs ...ProviderConfigStatus) {
+		mu.Lock()
+		defer mu.Unlock()
+		listed = pcs
+	}
+	remove := AddStatusSource(func() []ProviderConfigStatus {
+		mu.Lock()
+		defer mu.Unlock()
+		return listed
+	})
+	defer remove()
+
+	set(ProviderConfigStatus{Name: tenant, Conditions: []metav1.Condition{
 		{Type: "Ready", Status: metav1.ConditionFalse},
 		{Type: "NEGReady", Status: metav1.ConditionUnknown},
-	}, nil)
+	}})
 	conds, deletion := series(t, tenant)
 	want := "NEGReady/False=0 NEGReady/True=0 NEGReady/Unknown=1 Ready/False=1 Ready/True=0 Ready/Unknown=0"
 	if got := strings.Join(conds, " "); got != want || deletion != "" {
@@ -76,18 +95,22 @@ func TestObserveProviderConfig(t *testing.T) {
 	}
 
 	deleted := metav1.NewTime(time.Unix(1_800_000_000, 0))
-	ObserveProviderConfig(tenant, []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}}, &deleted)
+	set(ProviderConfigStatus{Name: tenant, Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}}, DeletionTimestamp: &deleted})
 	conds, deletion = series(t, tenant)
 	want = "Ready/False=0 Ready/True=1 Ready/Unknown=0"
 	if got := strings.Join(conds, " "); got != want || deletion != "1.8e+09" {
 		t.Errorf("series = %s, deletion %q; want %s and deletion 1.8e+09", got, deletion, want)
 	}
 
-	ForgetProviderConfig(tenant)
+	set()
 	if conds, deletion = series(t, tenant); len(conds) != 0 || deletion != "" {
-		t.Errorf("a forgotten tenant keeps %v, deletion %q", conds, deletion)
+		t.Errorf("a ProviderConfig no longer listed keeps %v, deletion %q", conds, deletion)
 	}
 	if conds, _ = series(t, "tenant-other"); len(conds) != 3 {
-		t.Errorf("forgetting a tenant left another with %v", conds)
+		t.Errorf("another source's ProviderConfig has %v, want its three Ready series", conds)
+	}
+	other()
+	if conds, _ = series(t, "tenant-other"); len(conds) != 0 {
+		t.Errorf("a removed source's ProviderConfig keeps %v", conds)
 	}
 }

@@ -195,12 +195,29 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	}
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting ProviderConfig controller", "workers", workers)
+	defer metrics.AddStatusSource(c.statuses)()
 	c.workers.Run(ctx, tenant.RunOptions{Workers: workers})
 	logger.Info("Stopping every tenant's controllers")
 	if running := c.manager.StopAll(ctx); len(running) > 0 {
 		return fmt.Errorf("%w: tenants %s", ErrControllersStillRunning, strings.Join(running, ", "))
 	}
 	return nil
+}
+
+// statuses lists, for the status series, the ProviderConfigs this replica runs, with their status as the cache holds
+// it: every status this controller writes comes back as an update.
+func (c *Controller) statuses() []metrics.ProviderConfigStatus {
+	pcs, err := c.lister.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	out := make([]metrics.ProviderConfigStatus, 0, len(pcs))
+	for _, pc := range pcs {
+		if c.owns(pc) {
+			out = append(out, metrics.ProviderConfigStatus{Name: pc.Name, Conditions: pc.Status.Conditions, DeletionTimestamp: pc.DeletionTimestamp})
+		}
+	}
+	return out
 }
 
 // ErrControllersStillRunning is Run's error when a tenant's controller did not return within the stop timeout:
@@ -241,9 +258,6 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		c.manager.Stop(ctx, name)
 		return 0, nil
 	}
-	// The status as found: every status this controller writes comes back as an update and is exported then.
-	metrics.ObserveProviderConfig(name, pc.Status.Conditions, pc.DeletionTimestamp)
-
 	if pc.DeletionTimestamp != nil && !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
 		c.manager.Stop(ctx, name)
 		return 0, nil
