@@ -95,7 +95,9 @@ func gatherExported() (map[string]dto.MetricType, error) {
 	metrics.NEGsCollected.WithLabelValues("probe").Add(0)
 	metrics.ObserveGCERequest("probe", "probe", "success", 0)
 	deleting := metav1.Now()
-	metrics.ObserveProviderConfig("probe", []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}}, &deleting)
+	defer metrics.AddStatusSource(func() []metrics.ProviderConfigStatus {
+		return []metrics.ProviderConfigStatus{{Name: "probe", Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}}, DeletionTimestamp: &deleting}}
+	})()
 
 	// A queue as tenant.NewWorkers makes one: every workqueue_* series of its name exists from construction on.
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),

@@ -589,9 +589,9 @@ func TestStopUnownedWaitsForADetachedController(t *testing.T) {
 	}
 }
 
-// TestControllersKeepNoManagedFields: the ProviderConfig a tenant controller keeps for its life has neither
-// managedFields nor kubectl's last-applied copy (the manager may hand it the API server's answer to a status
-// write, which carries both), and keeps the rest of its metadata.
+// TestControllersKeepNoManagedFields: the ProviderConfig a tenant controller keeps for its life has no status, no
+// managedFields and no kubectl last-applied copy (the manager may hand it the API server's answer to a status
+// write, which carries all three), and keeps the rest of its metadata and its spec.
 func TestControllersKeepNoManagedFields(t *testing.T) {
 	f := newFixture(t, 1)
 	pc := providerConfig("a", "c-1")
@@ -607,6 +607,9 @@ func TestControllersKeepNoManagedFields(t *testing.T) {
 	}
 	if _, ok := kept.Annotations[corev1.LastAppliedConfigAnnotation]; ok {
 		t.Errorf("the controller keeps the last-applied annotation")
+	}
+	if !apiequality.Semantic.DeepEqual(kept.Status, mpv1alpha1.ProviderConfigStatus{}) {
+		t.Errorf("the controller keeps the status %+v, want none", kept.Status)
 	}
 	if kept.Annotations["team"] != "payments" || kept.Spec.Rancher == nil || kept.Spec.Rancher.ClusterID != "c-1" {
 		t.Errorf("the controller's copy lost what it may read: annotations %v, spec %+v", kept.Annotations, kept.Spec)
