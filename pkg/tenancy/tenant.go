@@ -89,7 +89,6 @@ func (t *Tenant) addRegistration(res *routedResource, handler cache.ResourceEven
 		wantsResync: wantsResync,
 		removedCh:   make(chan struct{}),
 		syncedCh:    make(chan struct{}),
-		shutdownCh:  make(chan struct{}),
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -212,7 +211,9 @@ func (g *registration) HasSyncedChecker() cache.DoneChecker {
 // ShutdownChan is closed once the registration has been removed and no call to its handler is in progress, so
 // client-go's cache.ShutDownEventHandler works on views. Like there, do not wait on it from the handler itself.
 func (g *registration) ShutdownChan() <-chan struct{} {
+	// Made on first use: few callers ask, and every tenant has a registration per handler.
 	g.shutdownOnce.Do(func() {
+		g.shutdownCh = make(chan struct{})
 		go func() {
 			<-g.removedCh
 			// Every call happens under dispatchMu and checks removed first; once the lock has been taken after the

@@ -44,8 +44,10 @@ type controllerInformers struct {
 	views  *tenancy.Tenant
 	shared SharedInformerGetter
 
-	mu        sync.Mutex
-	wrapped   map[schema.GroupVersionResource]*trackedInformer
+	mu sync.Mutex
+	// wrapped is a slice, not a map: a controller wraps one or two informers, and a map of them cost about 450 bytes
+	// per controller of every tenant.
+	wrapped   []*trackedInformer
 	interests []*tenancy.Interest
 	closed    bool
 }
@@ -60,18 +62,17 @@ func (i *controllerInformers) Shared(resource schema.GroupVersionResource) (cach
 	if i.closed {
 		return nil, errors.New("the controller's informers are closed")
 	}
-	if t, ok := i.wrapped[resource]; ok {
-		return t, nil
+	for _, t := range i.wrapped {
+		if t.resource == resource {
+			return t, nil
+		}
 	}
 	inf, ok := i.shared(resource)
 	if !ok {
 		return nil, fmt.Errorf("no shared informer for %s (is the API served?)", resource)
 	}
-	t := &trackedInformer{SharedIndexInformer: inf}
-	if i.wrapped == nil {
-		i.wrapped = map[schema.GroupVersionResource]*trackedInformer{}
-	}
-	i.wrapped[resource] = t
+	t := &trackedInformer{SharedIndexInformer: inf, resource: resource}
+	i.wrapped = append(i.wrapped, t)
 	return t, nil
 }
 
@@ -139,6 +140,7 @@ func (i *controllerInformers) registrations() int {
 // reconfigure it for every tenant is allowed.
 type trackedInformer struct {
 	cache.SharedIndexInformer
+	resource schema.GroupVersionResource
 
 	mu     sync.Mutex
 	regs   []cache.ResourceEventHandlerRegistration
