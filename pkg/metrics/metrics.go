@@ -29,14 +29,6 @@ import (
 const subsystem = "multiproject"
 
 var (
-	// ControllersRunning is 1 while a tenant's controller runs.
-	ControllersRunning = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Subsystem:      subsystem,
-		Name:           "controllers_running",
-		Help:           "1 while the named per-tenant controller runs for the ProviderConfig.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"provider_config", "controller"})
-
 	// Syncs counts a tenant's controller syncs by result (success or error).
 	Syncs = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      subsystem,
@@ -98,7 +90,7 @@ var registerOnce sync.Once
 // Register adds the series to the legacy registry served on /metrics. It is idempotent.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(ControllersRunning, Syncs, QueueDepth, ProviderConfigSyncs, NEGsCollected,
+		legacyregistry.MustRegister(Syncs, QueueDepth, ProviderConfigSyncs, NEGsCollected,
 			GCERequests, GCERequestDuration)
 		legacyregistry.CustomMustRegister(statusCollector)
 	})
@@ -126,10 +118,9 @@ func ForgetQueue(providerConfig, controller, queue string) {
 // are removed by their workers (ForgetQueue), which know their names.
 func ForgetController(providerConfig, controller string) {
 	// Series of an unregistered (lazy) vector do not exist, and deleting from one would dereference nil.
-	if !ControllersRunning.IsCreated() {
+	if !Syncs.IsCreated() {
 		return
 	}
-	ControllersRunning.DeleteLabelValues(providerConfig, controller)
 	for _, result := range []string{"success", "error"} {
 		Syncs.DeleteLabelValues(providerConfig, controller, result)
 	}

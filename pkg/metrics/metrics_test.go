@@ -65,9 +65,9 @@ func series(t *testing.T, tenant string) (conditions []string, deletion string) 
 func TestStatusSeriesFollowTheSources(t *testing.T) {
 	Register()
 	const tenant = "tenant-status-metrics"
-	other := AddStatusSource(func() []ProviderConfigStatus {
+	other := AddTenantSource(TenantSource{Statuses: func() []ProviderConfigStatus {
 		return []ProviderConfigStatus{{Name: "tenant-other", Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}}}}
-	})
+	}})
 	defer other()
 
 	var mu sync.Mutex
@@ -77,11 +77,11 @@ func TestStatusSeriesFollowTheSources(t *testing.T) {
 		defer mu.Unlock()
 		listed = pcs
 	}
-	remove := AddStatusSource(func() []ProviderConfigStatus {
+	remove := AddTenantSource(TenantSource{Statuses: func() []ProviderConfigStatus {
 		mu.Lock()
 		defer mu.Unlock()
 		return listed
-	})
+	}})
 	defer remove()
 
 	set(ProviderConfigStatus{Name: tenant, Conditions: []metav1.Condition{

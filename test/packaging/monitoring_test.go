@@ -89,14 +89,16 @@ func exportedMetrics(t testing.TB) map[string]dto.MetricType {
 
 func gatherExported() (map[string]dto.MetricType, error) {
 	metrics.Register()
-	metrics.ControllersRunning.WithLabelValues("probe", "probe").Set(1)
 	metrics.ObserveSync("probe", "probe", "probe-probe", nil, 0)
 	metrics.ProviderConfigSyncs.WithLabelValues("probe", "success").Inc()
 	metrics.NEGsCollected.WithLabelValues("probe").Add(0)
 	metrics.ObserveGCERequest("probe", "probe", "success", 0)
 	deleting := metav1.Now()
-	defer metrics.AddStatusSource(func() []metrics.ProviderConfigStatus {
-		return []metrics.ProviderConfigStatus{{Name: "probe", Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}}, DeletionTimestamp: &deleting}}
+	defer metrics.AddTenantSource(metrics.TenantSource{
+		Statuses: func() []metrics.ProviderConfigStatus {
+			return []metrics.ProviderConfigStatus{{Name: "probe", Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}}, DeletionTimestamp: &deleting}}
+		},
+		Running: func() map[string][]string { return map[string][]string{"probe": {"probe"}} },
 	})()
 
 	// A queue as tenant.NewWorkers makes one: every workqueue_* series of its name exists from construction on.

@@ -195,7 +195,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	}
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting ProviderConfig controller", "workers", workers)
-	defer metrics.AddStatusSource(c.statuses)()
+	defer metrics.AddTenantSource(metrics.TenantSource{Statuses: c.statuses, Running: c.manager.AllRunning})()
 	c.workers.Run(ctx, tenant.RunOptions{Workers: workers})
 	logger.Info("Stopping every tenant's controllers")
 	if running := c.manager.StopAll(ctx); len(running) > 0 {

@@ -609,6 +609,19 @@ func (m *Manager) Running(name string) []string {
 	return out
 }
 
+// AllRunning returns the names of the running controllers of every tenant that has one, for the metrics.
+func (m *Manager) AllRunning() map[string][]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string][]string, len(m.tenants))
+	for name, t := range m.tenants {
+		for c := range t.running {
+			out[name] = append(out[name], c)
+		}
+	}
+	return out
+}
+
 // Registrations counts the informer handlers held by every running controller, for leak tests.
 func (m *Manager) Registrations() int {
 	m.mu.Lock()
@@ -659,7 +672,6 @@ func (m *Manager) startRun(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f
 	}
 	run := &controllerRun{factory: f, cleanup: cleanup, section: section, tctx: tctx, cancel: cancel, done: make(chan struct{}),
 		informers: informers, condition: condition, generation: pc.Generation}
-	metrics.ControllersRunning.WithLabelValues(pc.Name, f.Name).Set(1)
 	if starter, ok := controller.(tenant.Starter); ok {
 		// No goroutine waits on an idle controller: it calls back once it has stopped.
 		starter.Start(runCtx, func() { close(run.done) })

@@ -17,6 +17,7 @@ limitations under the License.
 package providerconfig
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -60,6 +61,33 @@ func statusSeries(t *testing.T, tenant string) (map[string]float64, *float64) {
 	return conditions, deletion
 }
 
+// runningSeries returns the controllers the tenant's controllers_running series name, sorted, each with its value.
+func runningSeries(t *testing.T, tenant string) []string {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range families {
+		if f.GetName() != "multiproject_controllers_running" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if !testutil.LabelsMatch(m, map[string]string{"provider_config": tenant}) {
+				continue
+			}
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" {
+					out = append(out, fmt.Sprintf("%s=%g", l.GetValue(), m.GetGauge().GetValue()))
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // readyIs says whether the Ready series of the tenant say status, as kube-state-metrics would: 1 for it, 0 for
 // the other two.
 func readyIs(conditions map[string]float64, status metav1.ConditionStatus) bool {
@@ -76,8 +104,8 @@ func readyIs(conditions map[string]float64, status metav1.ConditionStatus) bool 
 }
 
 // TestStatusMetricsFollowTheProviderConfig: the condition gauge says Ready True once the tenant converged and
-// Ready False while its deletion waits for cleanup, the deletion gauge holds the deletionTimestamp meanwhile, and
-// every series of the tenant is gone once the ProviderConfig is.
+// Ready False while its deletion waits for cleanup, the deletion gauge holds the deletionTimestamp meanwhile, the
+// running gauge names the running controller, and every series of the tenant is gone once the ProviderConfig is.
 func TestStatusMetricsFollowTheProviderConfig(t *testing.T) {
 	metrics.Register()
 	const name = "status-metrics-a" // the registry is the process's: a name no other test uses
@@ -90,6 +118,9 @@ func TestStatusMetricsFollowTheProviderConfig(t *testing.T) {
 	// The probe's own condition is exported too, not only Ready.
 	if conditions, _ := statusSeries(t, name); conditions[mpv1alpha1.ProviderConfigConditionNamespaceProjectReady+"/True"] != 1 {
 		t.Errorf("condition series %v lack the probe's %s True", conditions, mpv1alpha1.ProviderConfigConditionNamespaceProjectReady)
+	}
+	if running := runningSeries(t, name); !slices.Equal(running, []string{"probe=1"}) {
+		t.Errorf("controllers_running series %v, want probe=1", running)
 	}
 
 	f.probes.setPending(name, "2 NEGs not deleted yet")
@@ -110,6 +141,6 @@ func TestStatusMetricsFollowTheProviderConfig(t *testing.T) {
 	}
 	f.waitFor("the tenant's series to go", func() bool {
 		conditions, deletion := statusSeries(t, name)
-		return len(conditions) == 0 && deletion == nil
+		return len(conditions) == 0 && deletion == nil && len(runningSeries(t, name)) == 0
 	})
 }
