@@ -87,8 +87,6 @@ func (t *Tenant) addRegistration(res *routedResource, handler cache.ResourceEven
 		res:         res,
 		handler:     handler,
 		wantsResync: wantsResync,
-		removedCh:   make(chan struct{}),
-		syncedCh:    make(chan struct{}),
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -105,7 +103,7 @@ func (r *Router) removeRegistration(g *registration) {
 	if !g.res.remove(g) {
 		return
 	}
-	close(g.removedCh)
+	g.removedSignal.fire()
 	g.tenant.mu.Lock()
 	delete(g.tenant.registrations, g)
 	g.tenant.mu.Unlock()
@@ -125,7 +123,12 @@ func (r *Router) deliverInitialList(g *registration) {
 	for _, checker := range waitFor {
 		select {
 		case <-checker.Done():
-		case <-g.removedCh:
+			continue // the usual case once the process runs, and it makes no channel for the removal
+		default:
+		}
+		select {
+		case <-checker.Done():
+		case <-g.removedSignal.done():
 			return
 		}
 	}
@@ -139,7 +142,7 @@ func (r *Router) deliverInitialList(g *registration) {
 		g.handler.OnAdd(obj, true)
 	}
 	if g.res.goLive(g) {
-		close(g.syncedCh)
+		g.synced.fire()
 	}
 }
 
@@ -179,10 +182,10 @@ type registration struct {
 	wantsResync bool
 
 	// removed is checked before every call, so a handler removed in the middle of a dispatch is not called again.
-	removed   atomic.Bool
-	removedCh chan struct{}
-	// syncedCh is closed once the initial list has been delivered and the handler is live.
-	syncedCh chan struct{}
+	removed       atomic.Bool
+	removedSignal signal
+	// synced fires once the initial list has been delivered and the handler is live.
+	synced signal
 
 	shutdownOnce sync.Once
 	shutdownCh   chan struct{}
@@ -191,20 +194,13 @@ type registration struct {
 var _ cache.ResourceEventHandlerRegistration = &registration{}
 
 // HasSynced reports whether the shared informers have synced and the tenant's initial list has been delivered.
-func (g *registration) HasSynced() bool {
-	select {
-	case <-g.syncedCh:
-		return true
-	default:
-		return false
-	}
-}
+func (g *registration) HasSynced() bool { return g.synced.hasFired() }
 
 // HasSyncedChecker is HasSynced as a channel, for cache.WaitFor.
 func (g *registration) HasSyncedChecker() cache.DoneChecker {
 	return doneChecker{
 		name: fmt.Sprintf("tenancy: tenant %q handler on %s", g.tenant.name, g.res.resource),
-		done: g.syncedCh,
+		done: g.synced.done(),
 	}
 }
 
@@ -215,7 +211,7 @@ func (g *registration) ShutdownChan() <-chan struct{} {
 	g.shutdownOnce.Do(func() {
 		g.shutdownCh = make(chan struct{})
 		go func() {
-			<-g.removedCh
+			<-g.removedSignal.done()
 			// Every call happens under dispatchMu and checks removed first; once the lock has been taken after the
 			// removal, no call is in progress and none will start.
 			g.tenant.router.dispatchMu.Lock()
