@@ -135,6 +135,8 @@ type tenantControllers struct {
 	stopping map[string]*controllerRun
 	// waiting holds the manager's own condition of a configured controller that is not running.
 	waiting map[string]metav1.Condition
+	// copy is the last controllerCopy handed to the tenant's controllers.
+	copy *mpv1alpha1.ProviderConfig
 	// forgotten is set when the tenant was stopped while an instance had not returned yet; it is dropped from the
 	// manager once that instance returns, unless the tenant is synced again meanwhile.
 	forgotten bool
@@ -457,7 +459,7 @@ func (m *Manager) context(pc *mpv1alpha1.ProviderConfig, f NamedFactory, informe
 	return &tenant.Context{
 		CloudResourcesAbandoned: t.abandoned.Load,
 		Controller:              f.Name,
-		ProviderConfig:          controllerCopy(pc),
+		ProviderConfig:          m.controllerCopy(t, pc),
 		ProviderConfigLabelKey:  m.cfg.LabelKey,
 		KubeClient:              m.cfg.KubeClient,
 		MultiprojectClient:      m.cfg.MultiprojectClient,
@@ -470,6 +472,17 @@ func (m *Manager) context(pc *mpv1alpha1.ProviderConfig, f NamedFactory, informe
 		// gives up waiting.
 		DrainGrace: m.cfg.StopTimeout * 2 / 3,
 	}
+}
+
+// controllerCopy returns the tenant's controllerCopy of pc, made once for all the controllers a sync starts: they
+// only read it (tenant.Context).
+func (m *Manager) controllerCopy(t *tenantControllers, pc *mpv1alpha1.ProviderConfig) *mpv1alpha1.ProviderConfig {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c := t.copy; c == nil || c.UID != pc.UID || c.ResourceVersion != pc.ResourceVersion || c.ResourceVersion == "" {
+		t.copy = controllerCopy(pc)
+	}
+	return t.copy
 }
 
 // controllerCopy is the copy of pc a controller keeps while it runs: its metadata and spec, without managedFields,

@@ -92,7 +92,7 @@ type Workers struct {
 	active, starting, reserved int
 	// run holds what Run set up; nil before Run and after it returned (keys wait in the queue, or are dropped).
 	run *runState
-	// timers hold the keys to add later, each with the earliest time asked for.
+	// timers hold the keys to add later, each with the earliest time asked for; nil until there is one.
 	timers  map[string]*delayed
 	stopped bool
 
@@ -121,7 +121,7 @@ type registration struct {
 // has started.
 func NewWorkers(cfg WorkerConfig) *Workers {
 	cfg.Workers = max(cfg.Workers, 1)
-	return &Workers{cfg: cfg, timers: map[string]*delayed{}}
+	return &Workers{cfg: cfg}
 }
 
 func (c WorkerConfig) queueName() string {
@@ -177,6 +177,9 @@ func (w *Workers) AddAfter(key string, delay time.Duration) {
 		w.mu.Unlock()
 		w.Add(key)
 	})
+	if w.timers == nil {
+		w.timers = map[string]*delayed{}
+	}
 	w.timers[key] = d
 }
 
@@ -354,6 +357,7 @@ func (w *Workers) Start(ctx context.Context, opts RunOptions, done func()) {
 			return
 		}
 		w.run = run
+		w.synced = nil // waited for; kept, the checks cost every idle controller a few hundred bytes
 		w.startWorkersLocked()
 		w.mu.Unlock()
 		if opts.Started != nil {
