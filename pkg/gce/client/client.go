@@ -77,8 +77,6 @@ type Config struct {
 	// RateLimiter, if set, is used instead of a bucket sized by QPS and Burst, so that several clients of one
 	// tenant (one per project, or rebuilt after a credentials change) share the tenant's budget.
 	RateLimiter flowcontrol.RateLimiter
-	// HTTPClient, if set, carries every call (tests). With it, credentials are not attached.
-	HTTPClient *http.Client
 	// UserAgent, if set, is sent with every call (it names the replica that made it).
 	UserAgent string
 	// OperationTimeout bounds the wait for one operation; DefaultOperationTimeout if 0.
@@ -90,6 +88,9 @@ type Client struct {
 	tenant           string
 	project          string
 	svc              *compute.Service
+	// transport carries the client's calls: the shared base, with the tenant's credentials on top. svc is
+	// shared with other tenants; each call takes this transport along in its context (withTransport).
+	transport        http.RoundTripper
 	limiter          flowcontrol.RateLimiter
 	operationTimeout time.Duration
 
@@ -111,8 +112,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			return nil, err
 		}
 	}
-	var opts []option.ClientOption
-	plaintext := false
+	endpoint, plaintext := "", false
 	if cfg.Endpoint != "" {
 		u, err := url.Parse(cfg.Endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -121,26 +121,17 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		if !strings.HasSuffix(u.Path, "/compute/v1/") {
 			return nil, fmt.Errorf("gce client: endpoint %q must end in /compute/v1/", cfg.Endpoint)
 		}
-		plaintext = u.Scheme == "http"
-		opts = append(opts, option.WithEndpoint(cfg.Endpoint))
+		endpoint, plaintext = cfg.Endpoint, u.Scheme == "http"
 	}
-	httpClient := cfg.HTTPClient
-	if httpClient == nil {
-		rt, err := tenantTransport(ctx, cfg.CredentialsJSON, plaintext)
-		if err != nil {
-			return nil, fmt.Errorf("gce client: %w", err)
-		}
-		httpClient = &http.Client{Transport: rt}
-	}
-	opts = append(opts, option.WithHTTPClient(httpClient))
-	svc, err := compute.NewService(ctx, opts...)
+	rt, err := tenantTransport(ctx, cfg.CredentialsJSON, plaintext)
 	if err != nil {
 		return nil, fmt.Errorf("gce client: %w", err)
 	}
-	// With WithHTTPClient the library ignores option.WithUserAgent; the Service appends this to its own
-	// User-Agent on every call.
-	svc.UserAgent = cfg.UserAgent
-	c := &Client{tenant: cfg.ProviderConfig, project: cfg.ProjectID, svc: svc, operationTimeout: cfg.OperationTimeout}
+	svc, err := sharedService(ctx, endpoint, cfg.UserAgent)
+	if err != nil {
+		return nil, fmt.Errorf("gce client: %w", err)
+	}
+	c := &Client{tenant: cfg.ProviderConfig, project: cfg.ProjectID, svc: svc, transport: rt, operationTimeout: cfg.OperationTimeout}
 	if c.operationTimeout <= 0 {
 		c.operationTimeout = DefaultOperationTimeout
 	}
@@ -177,6 +168,64 @@ func tenantTransport(ctx context.Context, credentialsJSON []byte, plaintext bool
 		opts = append(opts, option.WithAuthCredentials(creds))
 	}
 	return htransport.NewTransport(ctx, base, opts...)
+}
+
+// A compute.Service holds a struct for each of Compute Engine's resources, about 2 KB, of which a client uses two;
+// one per tenant was a twelfth of an idle tenant's heap. Every client of one endpoint and User-Agent shares one
+// Service, whose HTTP client sends each call through the transport the call's context names: what differs
+// between tenants, their credentials, rides on every call and never on the Service.
+var services = struct {
+	sync.Mutex
+	byKey map[serviceKey]*compute.Service
+}{byKey: map[serviceKey]*compute.Service{}}
+
+type serviceKey struct{ endpoint, userAgent string }
+
+// sharedService returns the Service of endpoint ("" for the real API) and userAgent, made on first use.
+func sharedService(ctx context.Context, endpoint, userAgent string) (*compute.Service, error) {
+	services.Lock()
+	defer services.Unlock()
+	key := serviceKey{endpoint: endpoint, userAgent: userAgent}
+	if svc, ok := services.byKey[key]; ok {
+		return svc, nil
+	}
+	opts := []option.ClientOption{option.WithHTTPClient(&http.Client{Transport: callTransport{}})}
+	if endpoint != "" {
+		opts = append(opts, option.WithEndpoint(endpoint))
+	}
+	// Not the request's ctx: the Service outlives it. With WithHTTPClient, NewService makes no call.
+	svc, err := compute.NewService(context.WithoutCancel(ctx), opts...)
+	if err != nil {
+		return nil, err
+	}
+	// With WithHTTPClient the library ignores option.WithUserAgent; the Service appends this to its own
+	// User-Agent on every call.
+	svc.UserAgent = userAgent
+	services.byKey[key] = svc
+	return svc, nil
+}
+
+// transportKey is the context key of the transport a call goes through.
+type transportKey struct{}
+
+// withTransport returns ctx carrying the client's transport, for a call made with it.
+func (c *Client) withTransport(ctx context.Context) context.Context {
+	return context.WithValue(ctx, transportKey{}, c.transport)
+}
+
+// callTransport sends a request through the transport its context names. A request without one fails: it would
+// otherwise go out without the tenant's credentials.
+type callTransport struct{}
+
+func (callTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	rt, ok := req.Context().Value(transportKey{}).(http.RoundTripper)
+	if !ok || rt == nil {
+		if req.Body != nil {
+			_ = req.Body.Close() // a RoundTripper closes the body, also on error
+		}
+		return nil, errors.New("gce client: a call without its tenant's transport")
+	}
+	return rt.RoundTrip(req)
 }
 
 // tokenRequestTimeout bounds one request for a tenant's access token.
@@ -276,7 +325,7 @@ func (c *Client) GetNEG(ctx context.Context, zone, name string) (*compute.Networ
 		return nil, err
 	}
 	start := time.Now()
-	neg, err := c.svc.NetworkEndpointGroups.Get(c.project, zone, name).Context(ctx).Do()
+	neg, err := c.svc.NetworkEndpointGroups.Get(c.project, zone, name).Context(c.withTransport(ctx)).Do()
 	c.observe(MethodGet, start, err)
 	return neg, err
 }
@@ -287,7 +336,7 @@ func (c *Client) InsertNEG(ctx context.Context, zone string, neg *compute.Networ
 		return err
 	}
 	start := time.Now()
-	op, err := c.svc.NetworkEndpointGroups.Insert(c.project, zone, neg).RequestId(uuid.NewString()).Context(ctx).Do()
+	op, err := c.svc.NetworkEndpointGroups.Insert(c.project, zone, neg).RequestId(uuid.NewString()).Context(c.withTransport(ctx)).Do()
 	c.observeOperation(MethodInsert, start, op, err)
 	if err != nil {
 		return err
@@ -301,7 +350,7 @@ func (c *Client) DeleteNEG(ctx context.Context, zone, name string) error {
 		return err
 	}
 	start := time.Now()
-	op, err := c.svc.NetworkEndpointGroups.Delete(c.project, zone, name).RequestId(uuid.NewString()).Context(ctx).Do()
+	op, err := c.svc.NetworkEndpointGroups.Delete(c.project, zone, name).RequestId(uuid.NewString()).Context(c.withTransport(ctx)).Do()
 	c.observeOperation(MethodDelete, start, op, err)
 	if err != nil {
 		return err
@@ -320,7 +369,7 @@ func (c *Client) AttachEndpoints(ctx context.Context, zone, name string, endpoin
 	req := &compute.NetworkEndpointGroupsAttachEndpointsRequest{NetworkEndpoints: endpoints}
 	start := time.Now()
 	op, err := c.svc.NetworkEndpointGroups.AttachNetworkEndpoints(c.project, zone, name, req).
-		RequestId(uuid.NewString()).Context(ctx).Do()
+		RequestId(uuid.NewString()).Context(c.withTransport(ctx)).Do()
 	c.observeOperation(MethodAttach, start, op, err)
 	if err != nil {
 		return err
@@ -339,7 +388,7 @@ func (c *Client) DetachEndpoints(ctx context.Context, zone, name string, endpoin
 	req := &compute.NetworkEndpointGroupsDetachEndpointsRequest{NetworkEndpoints: endpoints}
 	start := time.Now()
 	op, err := c.svc.NetworkEndpointGroups.DetachNetworkEndpoints(c.project, zone, name, req).
-		RequestId(uuid.NewString()).Context(ctx).Do()
+		RequestId(uuid.NewString()).Context(c.withTransport(ctx)).Do()
 	c.observeOperation(MethodDetach, start, op, err)
 	if err != nil {
 		return err
@@ -357,7 +406,7 @@ func checkBatch(endpoints []*compute.NetworkEndpoint) error {
 // ListEndpoints returns every endpoint of the NEG, following pages (500 per call).
 func (c *Client) ListEndpoints(ctx context.Context, zone, name string) ([]*compute.NetworkEndpoint, error) {
 	req := &compute.NetworkEndpointGroupsListEndpointsRequest{HealthStatus: "SKIP"}
-	call := c.svc.NetworkEndpointGroups.ListNetworkEndpoints(c.project, zone, name, req).Context(ctx)
+	call := c.svc.NetworkEndpointGroups.ListNetworkEndpoints(c.project, zone, name, req).Context(c.withTransport(ctx))
 	var out []*compute.NetworkEndpoint
 	token := ""
 	for {
@@ -385,7 +434,7 @@ func (c *Client) ListEndpoints(ctx context.Context, zone, name string) ([]*compu
 // ListNEGs returns every zonal NEG of the project (networkEndpointGroups.aggregatedList), following pages. Each NEG's
 // Zone is GCE's zone URL.
 func (c *Client) ListNEGs(ctx context.Context) ([]*compute.NetworkEndpointGroup, error) {
-	call := c.svc.NetworkEndpointGroups.AggregatedList(c.project).Context(ctx)
+	call := c.svc.NetworkEndpointGroups.AggregatedList(c.project).Context(c.withTransport(ctx))
 	var out []*compute.NetworkEndpointGroup
 	token := ""
 	for {
@@ -438,7 +487,7 @@ func (c *Client) wait(ctx context.Context, zone string, op *compute.Operation) e
 			return &OperationWaitError{Zone: zone, Operation: op.Name, Err: err}
 		}
 		start := time.Now()
-		next, err := c.svc.ZoneOperations.Wait(c.project, zone, op.Name).Context(ctx).Do()
+		next, err := c.svc.ZoneOperations.Wait(c.project, zone, op.Name).Context(c.withTransport(ctx)).Do()
 		c.observeOperation(MethodOperationWait, start, next, err)
 		if err != nil {
 			return &OperationWaitError{Zone: zone, Operation: op.Name, Err: err}

@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -133,9 +134,9 @@ func TestIdleTenantsHoldNoGoroutines(t *testing.T) {
 	}
 }
 
-// TestEachTenantsTokenOverTheSharedTransport: with service-account keys and an https endpoint, every call carries
-// its own tenant's token, and both tenants' calls, and their token requests, travel over one connection each of the
-// shared base transport.
+// TestEachTenantsTokenOverTheSharedTransport: with service-account keys and an https endpoint, both tenants'
+// clients share one compute.Service, every call carries its own tenant's token, and both tenants' calls, and their
+// token requests, travel over one connection each of the shared base transport.
 func TestEachTenantsTokenOverTheSharedTransport(t *testing.T) {
 	tokens := startTokenServer(t)
 	var mu sync.Mutex
@@ -154,6 +155,9 @@ func TestEachTenantsTokenOverTheSharedTransport(t *testing.T) {
 	clients := map[string]*Client{}
 	for _, tenant := range []string{"a", "b"} {
 		clients[tenant] = newTenantClient(t, tenant, api.endpoint(), serviceAccountJSON(t, key, tenant, tokens.URL+"/token/"+tenant))
+	}
+	if clients["a"].svc != clients["b"].svc {
+		t.Error("two tenants' clients of one endpoint have a compute.Service each, want one shared")
 	}
 	for range 2 {
 		for _, tenant := range []string{"a", "b"} {
@@ -283,4 +287,31 @@ func serviceAccountJSON(t *testing.T, keyPEM []byte, tenant, tokenURL string) []
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestCallWithoutItsTenantsTransportFails: the shared Service's HTTP client refuses a request whose context names
+// no tenant transport, rather than sending it without credentials, and closes its body as a RoundTripper must.
+func TestCallWithoutItsTenantsTransportFails(t *testing.T) {
+	body := &closeRecorder{Reader: strings.NewReader("{}")}
+	req, err := http.NewRequest(http.MethodPost, "https://compute.googleapis.com/compute/v1/projects/p/zones/z/networkEndpointGroups", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := (callTransport{}).RoundTrip(req); err == nil {
+		_ = resp.Body.Close()
+		t.Fatal("a request without a tenant transport was sent")
+	}
+	if !body.closed {
+		t.Error("the refused request's body was not closed")
+	}
+}
+
+type closeRecorder struct {
+	io.Reader
+	closed bool
+}
+
+func (c *closeRecorder) Close() error {
+	c.closed = true
+	return nil
 }
