@@ -85,9 +85,9 @@ type Config struct {
 
 // Client makes one tenant's zonal NEG calls. It is safe for concurrent use.
 type Client struct {
-	tenant           string
-	project          string
-	svc              *compute.Service
+	tenant  string
+	project string
+	svc     *compute.Service
 	// transport carries the client's calls: the shared base, with the tenant's credentials on top. svc is
 	// shared with other tenants; each call takes this transport along in its context (withTransport).
 	transport        http.RoundTripper
