@@ -251,7 +251,7 @@ func (r *Router) Tenant(name string) (*Tenant, error) {
 	if name == "" {
 		return nil, errors.New("tenancy: a tenant needs a name")
 	}
-	return &Tenant{router: r, name: name, registrations: map[*registration]struct{}{}}, nil
+	return &Tenant{router: r, name: name}, nil
 }
 
 func (r *Router) resource(gvr schema.GroupVersionResource) (*routedResource, bool) {

@@ -120,9 +120,11 @@ type Manager struct {
 
 	// events is one Event broadcaster for every tenant's controllers, started with the first controller and shut
 	// down by StopAll: a broadcaster per controller cost three goroutines for each controller of each tenant, idle
-	// or not. Each controller still gets its own recorder (its own event source). Guarded by eventsMu.
-	eventsMu sync.Mutex
-	events   record.EventBroadcaster
+	// or not. Each controller (neg, ...) has its own recorder (its own event source), shared by every tenant.
+	// Guarded by eventsMu.
+	eventsMu  sync.Mutex
+	events    record.EventBroadcaster
+	recorders map[string]record.EventRecorder
 }
 
 type tenantControllers struct {
@@ -175,7 +177,16 @@ func (m *Manager) recorder(ctx context.Context, controller string) record.EventR
 		m.events = record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
 		m.events.StartRecordingToSink(m.cfg.EventSink)
 	}
-	return m.events.NewRecorder(Scheme, corev1.EventSource{Component: "multiproject-" + controller})
+	// One recorder per controller, shared by every tenant: a recorder holds nothing of a tenant's.
+	if r, ok := m.recorders[controller]; ok {
+		return r
+	}
+	if m.recorders == nil {
+		m.recorders = map[string]record.EventRecorder{}
+	}
+	r := m.events.NewRecorder(Scheme, corev1.EventSource{Component: "multiproject-" + controller})
+	m.recorders[controller] = r
+	return r
 }
 
 // locked runs fn under the manager's lock, which guards the tenants map and every tenant's maps. Starting and
@@ -582,7 +593,7 @@ func (m *Manager) StopAll(ctx context.Context) []string {
 	m.eventsMu.Lock()
 	if m.events != nil {
 		m.events.Shutdown()
-		m.events = nil
+		m.events, m.recorders = nil, nil
 	}
 	m.eventsMu.Unlock()
 	var running []string
