@@ -24,6 +24,9 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	// Imported for its init too: it is the process's workqueue metrics provider.
+	workqueuemetrics "github.com/multiproject/multiproject-controller-manager/pkg/metrics/workqueue"
 )
 
 const subsystem = "multiproject"
@@ -106,8 +109,10 @@ func ObserveSync(providerConfig, controller, queue string, err error, queueDepth
 	QueueDepth.WithLabelValues(providerConfig, controller, queue).Set(float64(queueDepth))
 }
 
-// ForgetQueue removes the depth series of one queue of a tenant's controller; called when its workers stop.
+// ForgetQueue removes the series of one queue of a controller, its depth and the workqueue's own (named queue);
+// called when its workers stop, so a stopped controller, and a deleted tenant, leaves none.
 func ForgetQueue(providerConfig, controller, queue string) {
+	workqueuemetrics.Forget(queue)
 	if !QueueDepth.IsCreated() {
 		return
 	}

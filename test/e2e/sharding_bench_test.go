@@ -29,6 +29,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -201,23 +202,7 @@ func scrapeUsage(tb testing.TB, managers []*manager) []usage {
 	defer client.CloseIdleConnections()
 	out := make([]usage, len(managers))
 	for i, m := range managers {
-		req, err := http.NewRequestWithContext(tb.Context(), http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", m.port), nil)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			tb.Fatalf("scraping manager %s: %v", m.name, err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			tb.Fatalf("scraping manager %s: %s %v", m.name, resp.Status, err)
-		}
-		metrics := testutil.NewMetrics()
-		if err := testutil.ParseMetrics(string(body), &metrics); err != nil {
-			tb.Fatal(err)
-		}
+		metrics := scrape(tb, client, m)
 		cpu := metrics["process_cpu_seconds_total"]
 		if len(cpu) != 1 {
 			tb.Fatalf("manager %s exports %d process_cpu_seconds_total series", m.name, len(cpu))
@@ -226,6 +211,45 @@ func scrapeUsage(tb testing.TB, managers []*manager) []usage {
 		for _, s := range metrics["rest_client_requests_total"] {
 			if slices.Contains([]string{"POST", "PUT", "PATCH", "DELETE"}, string(s.Metric["method"])) {
 				out[i].writes += float64(s.Value)
+			}
+		}
+	}
+	return out
+}
+
+// scrape reads a manager's /metrics with client (adminHTTPClient).
+func scrape(tb testing.TB, client *http.Client, m *manager) testutil.Metrics {
+	tb.Helper()
+	req, err := http.NewRequestWithContext(tb.Context(), http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", m.port), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		tb.Fatalf("scraping manager %s: %v", m.name, err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		tb.Fatalf("scraping manager %s: %s %v", m.name, resp.Status, err)
+	}
+	metrics := testutil.NewMetrics()
+	if err := testutil.ParseMetrics(string(body), &metrics); err != nil {
+		tb.Fatal(err)
+	}
+	return metrics
+}
+
+// tenantSeries lists the series of a manager's /metrics that describe tenant: labeled with it as provider_config,
+// or a workqueue named after it (<tenant>-<controller>[-<queue>]).
+func tenantSeries(tb testing.TB, client *http.Client, m *manager, tenant string) []string {
+	tb.Helper()
+	var out []string
+	for name, samples := range scrape(tb, client, m) {
+		for _, s := range samples {
+			if string(s.Metric["provider_config"]) == tenant ||
+				(strings.HasPrefix(name, "workqueue_") && strings.HasPrefix(string(s.Metric["name"]), tenant+"-")) {
+				out = append(out, s.Metric.String())
 			}
 		}
 	}

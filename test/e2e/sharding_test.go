@@ -193,8 +193,28 @@ func TestShardedReplicas(t *testing.T) {
 	}
 
 	// A tenant's exit on a shard: its Services deleted, its Ingress moved to another class, then the ProviderConfig
-	// deleted; its shard cleans up (NEGs deleted from GCE) and removes the finalizer.
+	// deleted; its shard cleans up (NEGs deleted from GCE) and removes the finalizer. No replica keeps a series of
+	// it, its workqueues' included: not its last owner, nor those it moved away from.
+	metricsClient := adminHTTPClient(t)
+	defer metricsClient.CloseIdleConnections()
+	gone := ws[0].tenant
+	owner := live[slices.Index(names, sharding.Rendezvous(gone, names))]
+	if series := tenantSeries(t, metricsClient, owner, gone); !slices.ContainsFunc(series, func(s string) bool { return strings.HasPrefix(s, "workqueue_") }) {
+		t.Errorf("the owner of %s exports no workqueue series of it before its exit: %v", gone, series)
+	}
 	ws[0].teardown()
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		for _, m := range live {
+			if len(tenantSeries(t, metricsClient, m, gone)) > 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		for _, m := range live {
+			t.Errorf("replica %s still exports series of the deleted tenant %s: %v", m.name, gone, tenantSeries(t, metricsClient, m, gone))
+		}
+	}
 
 	// The proof of no overlap, over everything above.
 	calls.mu.Lock()

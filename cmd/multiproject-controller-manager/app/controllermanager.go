@@ -56,12 +56,11 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 
-	// Registers the client-go (REST client, leader election) and workqueue metrics with the legacy registry. The
-	// workqueue provider must be set before any queue is created.
+	// Registers the client-go (REST client, leader election) metrics with the legacy registry. The workqueue
+	// metrics provider is pkg/metrics/workqueue, which pkg/metrics imports.
 	_ "k8s.io/component-base/logs/json/register"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
-	_ "k8s.io/component-base/metrics/prometheus/workqueue"
 )
 
 func init() {

@@ -120,6 +120,11 @@ func NewController(client mpclientset.Interface, informer cache.SharedIndexInfor
 		},
 		// The ProviderConfig controller is process-wide: its syncs have their own series.
 		Observe: func(name string, err error) {
+			// The sync of a tenant that is gone (or moved to another shard) forgot its series; counting it
+			// would make one again, for good.
+			if _, getErr := c.lister.Get(name); apierrors.IsNotFound(getErr) {
+				return
+			}
 			result := "success"
 			if err != nil {
 				result = "error"

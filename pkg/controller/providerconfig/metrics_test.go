@@ -88,6 +88,24 @@ func runningSeries(t *testing.T, tenant string) []string {
 	return out
 }
 
+// tenantSeries returns the names of the metrics that have a series of the tenant.
+func tenantSeries(t *testing.T, tenant string) []string {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			if testutil.LabelsMatch(m, map[string]string{"provider_config": tenant}) {
+				out = append(out, f.GetName())
+			}
+		}
+	}
+	return out
+}
+
 // readyIs says whether the Ready series of the tenant say status, as kube-state-metrics would: 1 for it, 0 for
 // the other two.
 func readyIs(conditions map[string]float64, status metav1.ConditionStatus) bool {
@@ -105,7 +123,8 @@ func readyIs(conditions map[string]float64, status metav1.ConditionStatus) bool 
 
 // TestStatusMetricsFollowTheProviderConfig: the condition gauge says Ready True once the tenant converged and
 // Ready False while its deletion waits for cleanup, the deletion gauge holds the deletionTimestamp meanwhile, the
-// running gauge names the running controller, and every series of the tenant is gone once the ProviderConfig is.
+// running gauge names the running controller, and every series of the tenant is gone once the ProviderConfig is,
+// for good.
 func TestStatusMetricsFollowTheProviderConfig(t *testing.T) {
 	metrics.Register()
 	const name = "status-metrics-a" // the registry is the process's: a name no other test uses
@@ -143,4 +162,9 @@ func TestStatusMetricsFollowTheProviderConfig(t *testing.T) {
 		conditions, deletion := statusSeries(t, name)
 		return len(conditions) == 0 && deletion == nil && len(runningSeries(t, name)) == 0
 	})
+	// Once the controller has returned, every sync has been counted: none may have made a series again.
+	f.stop()
+	if series := tenantSeries(t, name); len(series) > 0 {
+		t.Errorf("the deleted tenant keeps series of %v", series)
+	}
 }

@@ -32,9 +32,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/legacyregistry"
-	// The workqueue metrics, which tell when a controller's queue has processed every key it was given; the
-	// binary imports them too.
-	_ "k8s.io/component-base/metrics/prometheus/workqueue"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
