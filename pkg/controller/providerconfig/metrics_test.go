@@ -30,32 +30,48 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 )
 
-// statusSeries returns the tenant's condition series as "type/status" → value, and its deletion timestamp series
-// (nil without one).
-func statusSeries(t *testing.T, tenant string) (map[string]float64, *float64) {
+// tenantSample is one series of a tenant: its metric, its labels and its value (gauges and counters).
+type tenantSample struct {
+	metric string
+	labels map[string]string
+	value  float64
+}
+
+// tenantSamples gathers every series of the registry labeled with the tenant as provider_config.
+func tenantSamples(t *testing.T, tenant string) []tenantSample {
 	t.Helper()
 	families, err := legacyregistry.DefaultGatherer.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	conditions := map[string]float64{}
-	var deletion *float64
+	var out []tenantSample
 	for _, f := range families {
 		for _, m := range f.GetMetric() {
 			if !testutil.LabelsMatch(m, map[string]string{"provider_config": tenant}) {
 				continue
 			}
-			switch f.GetName() {
-			case "multiproject_provider_config_condition":
-				labels := map[string]string{}
-				for _, l := range m.GetLabel() {
-					labels[l.GetName()] = l.GetValue()
-				}
-				conditions[labels["type"]+"/"+labels["status"]] = m.GetGauge().GetValue()
-			case "multiproject_provider_config_deletion_timestamp_seconds":
-				v := m.GetGauge().GetValue()
-				deletion = &v
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
 			}
+			out = append(out, tenantSample{metric: f.GetName(), labels: labels, value: m.GetGauge().GetValue() + m.GetCounter().GetValue()})
+		}
+	}
+	return out
+}
+
+// statusSeries returns the tenant's condition series as "type/status" → value, and its deletion timestamp series
+// (nil without one).
+func statusSeries(t *testing.T, tenant string) (map[string]float64, *float64) {
+	t.Helper()
+	conditions := map[string]float64{}
+	var deletion *float64
+	for _, s := range tenantSamples(t, tenant) {
+		switch s.metric {
+		case "multiproject_provider_config_condition":
+			conditions[s.labels["type"]+"/"+s.labels["status"]] = s.value
+		case "multiproject_provider_config_deletion_timestamp_seconds":
+			deletion = &s.value
 		}
 	}
 	return conditions, deletion
@@ -64,24 +80,10 @@ func statusSeries(t *testing.T, tenant string) (map[string]float64, *float64) {
 // runningSeries returns the controllers the tenant's controllers_running series name, sorted, each with its value.
 func runningSeries(t *testing.T, tenant string) []string {
 	t.Helper()
-	families, err := legacyregistry.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, f := range families {
-		if f.GetName() != "multiproject_controllers_running" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if !testutil.LabelsMatch(m, map[string]string{"provider_config": tenant}) {
-				continue
-			}
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" {
-					out = append(out, fmt.Sprintf("%s=%g", l.GetValue(), m.GetGauge().GetValue()))
-				}
-			}
+	for _, s := range tenantSamples(t, tenant) {
+		if s.metric == "multiproject_controllers_running" {
+			out = append(out, fmt.Sprintf("%s=%g", s.labels["controller"], s.value))
 		}
 	}
 	slices.Sort(out)
@@ -91,17 +93,9 @@ func runningSeries(t *testing.T, tenant string) []string {
 // tenantSeries returns the names of the metrics that have a series of the tenant.
 func tenantSeries(t *testing.T, tenant string) []string {
 	t.Helper()
-	families, err := legacyregistry.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			if testutil.LabelsMatch(m, map[string]string{"provider_config": tenant}) {
-				out = append(out, f.GetName())
-			}
-		}
+	for _, s := range tenantSamples(t, tenant) {
+		out = append(out, s.metric)
 	}
 	return out
 }
