@@ -499,7 +499,7 @@ func (m *Manager) controllerCopy(t *tenantControllers, pc *mpv1alpha1.ProviderCo
 // controllerCopy is the copy of pc a controller keeps while it runs: its metadata and spec, without managedFields,
 // kubectl's last-applied annotation and the status, which no controller reads (the manager reports conditions,
 // and the applied spec is the manager's record). pc may be the API server's answer to a status write, so it can
-// carry all three: kept, they cost an idle tenant about 6 KB (one copy per controller).
+// carry all three: kept in a copy per controller, they cost an idle tenant about 6 KB.
 func controllerCopy(pc *mpv1alpha1.ProviderConfig) *mpv1alpha1.ProviderConfig {
 	out := &mpv1alpha1.ProviderConfig{TypeMeta: pc.TypeMeta}
 	pc.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
