@@ -75,7 +75,7 @@ func (p *project) fireFault(m Method) *Fault {
 			if fs.EveryNth > 1 && fs.matched%fs.EveryNth != 0 {
 				continue
 			}
-			if fs.Probability > 0 && p.rng.Float64() >= fs.Probability {
+			if fs.Probability > 0 && p.random().Float64() >= fs.Probability {
 				continue
 			}
 			fs.fired++
@@ -98,7 +98,7 @@ func (s *Server) InjectFault(project string, method Method, f Fault) {
 	p := s.project(project)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.faults[method] = append(p.faults[method], &faultState{Fault: f})
+	initMap(&p.faults)[method] = append(p.faults[method], &faultState{Fault: f})
 }
 
 // ClearFaults removes every fault and every injected latency of the project.
@@ -106,8 +106,7 @@ func (s *Server) ClearFaults(project string) {
 	p := s.project(project)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.faults = map[Method][]*faultState{}
-	p.latency = map[Method]time.Duration{}
+	p.faults, p.latency = nil, nil
 }
 
 // SetLatency delays every call of method (or, with AnyMethod, of any method without a latency of its own) in the
@@ -121,7 +120,7 @@ func (s *Server) SetLatency(project string, method Method, d time.Duration) {
 		delete(p.latency, method)
 		return
 	}
-	p.latency[method] = d
+	initMap(&p.latency)[method] = d
 }
 
 // Quota is a per-project rate quota over synchronized one-minute windows, the way Compute Engine counts API rate
@@ -175,7 +174,11 @@ func (s *Server) Calls(project string) map[Method]int {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return maps.Clone(p.calls)
+	out := map[Method]int{}
+	for k, n := range p.calls {
+		out[k.method] += n
+	}
+	return out
 }
 
 // ZoneCalls returns how many requests of each method the project received for one zone, including those that
@@ -187,9 +190,11 @@ func (s *Server) ZoneCalls(project, zone string) map[Method]int {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := maps.Clone(p.zoneCalls[zone])
-	if out == nil {
-		out = map[Method]int{}
+	out := map[Method]int{}
+	for k, n := range p.calls {
+		if k.zone == zone {
+			out[k.method] += n
+		}
 	}
 	return out
 }
@@ -226,9 +231,7 @@ func (s *Server) ResetCalls() {
 	s.mu.Unlock()
 	for _, p := range projects {
 		p.mu.Lock()
-		p.calls = map[Method]int{}
-		p.zoneCalls = map[string]map[Method]int{}
-		p.errors = map[Method]int{}
+		p.calls, p.errors = nil, nil
 		p.mu.Unlock()
 	}
 }

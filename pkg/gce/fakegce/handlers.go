@@ -113,9 +113,9 @@ func (c *call) insert() (any, *apiError) {
 		return nil, errAlreadyExists(c.p.negPath(c.rt.zone, in.Name))
 	}
 	p := c.p
-	p.pendingInserts[key] = true
+	initMap(&p.pendingInserts)[key] = true
 	return c.startOperation("insert", stored.Id, func() *apiError {
-		p.negs[key] = newNegState(key.zone, *stored)
+		initMap(&p.negs)[key] = newNegState(key.zone, *stored)
 		return nil
 	}, func() { delete(p.pendingInserts, key) }), nil
 }

@@ -108,11 +108,11 @@ func (c *call) startOperation(opType string, targetID uint64, apply func() *apiE
 	if c.fault != nil {
 		o.apply, o.fail = nil, c.fault.apiError()
 	}
-	p.ops[opKey{c.rt.zone, name}] = o
-	p.opsByID[id] = o
+	initMap(&p.ops)[opKey{c.rt.zone, name}] = o
+	initMap(&p.opsByID)[id] = o
 	p.opOrder = append(p.opOrder, o)
 	if o.requestID != "" {
-		p.requestIDs[o.requestID] = o
+		initMap(&p.requestIDs)[o.requestID] = o
 	}
 	c.rec.Operation = name
 	if o.due(c.now) {

@@ -51,14 +51,14 @@ type project struct {
 	opsByID    map[uint64]*operation
 	requestIDs map[string]*operation
 
-	calls map[Method]int
-	// zoneCalls counts calls per zone and method ("" for the project-wide aggregatedList), for assertions such as
+	// calls counts calls per zone and method (zone "" for the project-wide aggregatedList), for assertions such as
 	// "at most one attach call per zone and 500 endpoints".
-	zoneCalls map[string]map[Method]int
-	errors    map[Method]int
-	faults    map[Method][]*faultState
-	latency   map[Method]time.Duration
-	rng       *rand.Rand
+	calls   map[zoneMethod]int
+	errors  map[Method]int
+	faults  map[Method][]*faultState
+	latency map[Method]time.Duration
+	// rng decides the faults that fire with a probability; made by the first one.
+	rng *rand.Rand
 
 	quota       *Quota // nil: the server's Options.Quota
 	quotaWindow time.Time
@@ -67,6 +67,11 @@ type project struct {
 }
 
 type negKey struct{ zone, name string }
+
+type zoneMethod struct {
+	zone   string
+	method Method
+}
 
 type opKey struct{ zone, name string }
 
@@ -86,26 +91,30 @@ type negState struct {
 	inUseBy []string
 }
 
+// newProject returns an empty project. Its maps are made by their first write (initMap): most projects a test's
+// manager touches are only listed by the NEG garbage sweep, and the fake's record of each must not weigh in a
+// benchmark of the manager's heap per tenant.
 func newProject(s *Server, id string) *project {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(id))
-	return &project{
-		s:              s,
-		id:             id,
-		negs:           map[negKey]*negState{},
-		pendingInserts: map[negKey]bool{},
-		instances:      map[string]map[string]instance{},
-		ops:            map[opKey]*operation{},
-		opsByID:        map[uint64]*operation{},
-		requestIDs:     map[string]*operation{},
-		calls:          map[Method]int{},
-		zoneCalls:      map[string]map[Method]int{},
-		errors:         map[Method]int{},
-		faults:         map[Method][]*faultState{},
-		latency:        map[Method]time.Duration{},
-		// Seeded per project so that one project's traffic does not change which calls of another fail.
-		rng: rand.New(rand.NewPCG(s.opts.Seed, h.Sum64())),
+	return &project{s: s, id: id}
+}
+
+// initMap returns *m, made first if it is nil.
+func initMap[K comparable, V any](m *map[K]V) map[K]V {
+	if *m == nil {
+		*m = map[K]V{}
 	}
+	return *m
+}
+
+// random returns the project's random source, seeded per project so that one project's traffic does not change
+// which calls of another fail.
+func (p *project) random() *rand.Rand {
+	if p.rng == nil {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(p.id))
+		p.rng = rand.New(rand.NewPCG(p.s.opts.Seed, h.Sum64()))
+	}
+	return p.rng
 }
 
 // countCall records a call to method in zone and returns the latency to inject before answering it. Operations that
@@ -114,11 +123,7 @@ func (p *project) countCall(now time.Time, m Method, zone string) time.Duration 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.completeDue(now)
-	p.calls[m]++
-	if p.zoneCalls[zone] == nil {
-		p.zoneCalls[zone] = map[Method]int{}
-	}
-	p.zoneCalls[zone][m]++
+	initMap(&p.calls)[zoneMethod{zone, m}]++
 	if d, ok := p.latency[m]; ok {
 		return d
 	}

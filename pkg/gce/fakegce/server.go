@@ -309,7 +309,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if aerr != nil && rec.Method != "" && s.existingProject(rec.Project) != nil {
 		p := s.project(rec.Project)
 		p.mu.Lock()
-		p.errors[rec.Method]++
+		initMap(&p.errors)[rec.Method]++
 		p.mu.Unlock()
 	}
 	if aerr != nil {

@@ -121,7 +121,7 @@ func (s *Server) SeedNEG(project, zone string, neg *compute.NetworkEndpointGroup
 	if len(n.endpoints) > s.opts.MaxEndpointsPerNEG {
 		return nil, fmt.Errorf("fakegce: %d endpoints exceed the limit of %d per NEG", len(n.endpoints), s.opts.MaxEndpointsPerNEG)
 	}
-	p.negs[key] = n
+	initMap(&p.negs)[key] = n
 	return n.snapshot(), nil
 }
 
@@ -173,10 +173,9 @@ func (s *Server) AddInstance(project, zone, name, primaryIP string) error {
 	p := s.project(project)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.instances[zone] == nil {
-		p.instances[zone] = map[string]instance{}
-	}
-	p.instances[zone][name] = inst
+	zoneInstances := p.instances[zone]
+	initMap(&zoneInstances)[name] = inst
+	initMap(&p.instances)[zone] = zoneInstances
 	return nil
 }
 
