@@ -152,6 +152,20 @@ type runningTenant struct {
 	done      chan struct{}
 }
 
+// waitCached waits until the tenant's controller has seen in its cache the PangolinResource of each host its Ingress
+// web publishes.
+func (rt *runningTenant) waitCached(hosts ...string) {
+	rt.cl.t.Helper()
+	rt.cl.waitFor(rt.name+"'s cache to hold its resources", func() bool {
+		for _, host := range hosts {
+			if _, err := rt.ctrl.resources.PangolinResources(rt.namespace).Get(ResourceName(rt.namespace, "web", host)); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // viewsAndShared gives a controller the tenant's namespace-scoped informers as its views and the cluster's
 // unfiltered ones as shared.
 type viewsAndShared struct {
@@ -311,7 +325,10 @@ func TestAHostIsPublishedOnceAcrossTenants(t *testing.T) {
 		t.Errorf("the holder got %d HostConflict Warnings", n)
 	}
 
-	// More syncs of the later Ingress: the conflict is not reported again, and nothing is written.
+	// More syncs of the later Ingress: the conflict is not reported again, and nothing is written. Converged means
+	// also that tenant b's cache holds the resource it created: before, a sync would try to create it again, as it
+	// would against an API server.
+	b.waitCached("b.example.com")
 	writes := countWrites(cl.mp)
 	synced := b.syncs.successes("ns-b/web")
 	cl.updateIngress("ns-b", "web", func(ing *networkingv1.Ingress) { ing.Labels = map[string]string{"touched": "yes"} })
