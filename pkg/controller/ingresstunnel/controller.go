@@ -117,6 +117,7 @@ func newController(c *tenant.Context, afterSync func(key string, err error)) (*C
 		informers[i] = inf
 	}
 	name := c.Name()
+	views := c.Informers // not c: the controller keeps nothing else of the Context
 	config := c.ProviderConfig.Spec.Pangolin.DeepCopy()
 	ctrl := &Controller{
 		tenant:           name,
@@ -134,7 +135,7 @@ func newController(c *tenant.Context, afterSync func(key string, err error)) (*C
 		services:         corelisters.NewServiceLister(informers[1].GetIndexer()),
 		resources:        tunnellisters.NewPangolinResourceLister(informers[2].GetIndexer()),
 		tunnels:          tunnellisters.NewPangolinTunnelLister(informers[3].GetIndexer()),
-		tunnelInterest:   func() (*tenancy.Interest, error) { return c.Interest(informerset.PangolinTunnels) },
+		tunnelInterest:   func() (*tenancy.Interest, error) { return tenant.InterestOf(views, informerset.PangolinTunnels) },
 		deps:             newDependencies(),
 		warnings:         tenant.NewWarnings(c.EventRecorder),
 	}

@@ -115,7 +115,8 @@ func New(c *tenant.Context) (*Controller, error) {
 		}
 		ctrl.projects = projects
 		ctrl.prLister = rancherlisters.NewProjectLister(projects.GetIndexer())
-		ctrl.interest = func() (*tenancy.Interest, error) { return c.Interest(informerset.Projects) }
+		informers := c.Informers // not c: the controller keeps nothing else of the Context
+		ctrl.interest = func() (*tenancy.Interest, error) { return tenant.InterestOf(informers, informerset.Projects) }
 	}
 	ctrl.workers = tenant.NewWorkers(tenant.WorkerConfig{
 		Tenant:     c.Name(),

@@ -145,16 +145,19 @@ type tenantControllers struct {
 }
 
 type controllerRun struct {
-	factory NamedFactory
+	// controller is the --controllers name of what runs.
+	controller string
 	// cleanup is true for an instance built by Factory.Cleanup.
-	cleanup    bool
-	section    any
-	tctx       *tenant.Context
-	cancel     context.CancelFunc
-	done       chan struct{}
-	informers  *controllerInformers
-	condition  *conditionState
-	generation int64
+	cleanup bool
+	section any
+	// cleanupContext is the Context a cleanup was built from, for Factory.Pending; nil for a controller, whose
+	// Context is not kept once built (about 250 bytes per controller of every tenant).
+	cleanupContext *tenant.Context
+	cancel         context.CancelFunc
+	done           chan struct{}
+	informers      *controllerInformers
+	condition      *conditionState
+	generation     int64
 }
 
 // NewManager returns a Manager with no tenant running.
@@ -396,7 +399,7 @@ func (m *Manager) syncController(ctx context.Context, pc *mpv1alpha1.ProviderCon
 			return what, "", err
 		}
 	}
-	left, err := f.Pending(ctx, run.tctx)
+	left, err := f.Pending(ctx, run.cleanupContext)
 	if err != nil {
 		return "checking what is left: " + err.Error(), "", err
 	}
@@ -552,7 +555,7 @@ func (m *Manager) Stop(ctx context.Context, name string) {
 		return
 	}
 	for _, run := range runs {
-		klog.FromContext(ctx).Info("Stopping tenant controller", "providerConfig", name, "controller", run.factory.Name)
+		klog.FromContext(ctx).Info("Stopping tenant controller", "providerConfig", name, "controller", run.controller)
 		m.stopRun(ctx, name, t, run)
 	}
 	m.locked(func() {
@@ -694,8 +697,11 @@ func (m *Manager) startRun(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f
 		informers.close()
 		return nil, err
 	}
-	run := &controllerRun{factory: f, cleanup: cleanup, section: section, tctx: tctx, cancel: cancel, done: make(chan struct{}),
+	run := &controllerRun{controller: f.Name, cleanup: cleanup, section: section, cancel: cancel, done: make(chan struct{}),
 		informers: informers, condition: condition, generation: pc.Generation}
+	if cleanup {
+		run.cleanupContext = tctx
+	}
 	if starter, ok := controller.(tenant.Starter); ok {
 		// No goroutine waits on an idle controller: it calls back once it has stopped.
 		starter.Start(runCtx, func() { close(run.done) })
@@ -715,8 +721,8 @@ func (m *Manager) startRun(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f
 // controller starts for the tenant before, so two never act at once.
 func (m *Manager) stopRun(ctx context.Context, tenantName string, t *tenantControllers, run *controllerRun) {
 	m.locked(func() {
-		if t.running[run.factory.Name] == run {
-			delete(t.running, run.factory.Name)
+		if t.running[run.controller] == run {
+			delete(t.running, run.controller)
 		}
 	})
 	run.cancel()
@@ -726,24 +732,24 @@ func (m *Manager) stopRun(ctx context.Context, tenantName string, t *tenantContr
 	case <-run.done:
 	case <-timer.C:
 		klog.FromContext(ctx).Error(nil, "Tenant controller did not stop in time; detaching it, and starting no new instance until it returns",
-			"providerConfig", tenantName, "controller", run.factory.Name, "timeout", m.cfg.StopTimeout)
-		m.locked(func() { t.stopping[run.factory.Name] = run })
+			"providerConfig", tenantName, "controller", run.controller, "timeout", m.cfg.StopTimeout)
+		m.locked(func() { t.stopping[run.controller] = run })
 		go func() {
 			<-run.done
 			m.locked(func() {
-				if t.stopping[run.factory.Name] == run {
-					delete(t.stopping, run.factory.Name)
+				if t.stopping[run.controller] == run {
+					delete(t.stopping, run.controller)
 				}
 				if t.forgotten && len(t.stopping) == 0 && m.tenants[tenantName] == t {
 					delete(m.tenants, tenantName)
 				}
 			})
-			klog.FromContext(ctx).Info("Detached tenant controller returned", "providerConfig", tenantName, "controller", run.factory.Name)
+			klog.FromContext(ctx).Info("Detached tenant controller returned", "providerConfig", tenantName, "controller", run.controller)
 			m.cfg.OnConditionChange(tenantName)
 		}()
 	}
 	run.informers.close()
-	metrics.ForgetController(tenantName, run.factory.Name)
+	metrics.ForgetController(tenantName, run.controller)
 }
 
 // conditions returns the conditions of every configured controller of the tenant, sorted by type.

@@ -147,12 +147,18 @@ func (c *Context) Name() string { return c.ProviderConfig.Name }
 // and an event costs O(the tenants interested in it), not O(tenants). The controller closes the Interest when it
 // stops; the manager's Informers close it too.
 func (c *Context) Interest(resource schema.GroupVersionResource) (*tenancy.Interest, error) {
-	if r, ok := c.Informers.(InterestRegistrar); ok {
+	return InterestOf(c.Informers, resource)
+}
+
+// InterestOf is Context.Interest for a controller that takes its Interest when it starts and keeps only its
+// Informers from the Context, not the whole Context.
+func InterestOf(informers Informers, resource schema.GroupVersionResource) (*tenancy.Interest, error) {
+	if r, ok := informers.(InterestRegistrar); ok {
 		return r.Interest(resource)
 	}
 	// Informers without Interests of their own (a test's plain informers): the shared informer's Fanout, or one
 	// for this Interest alone.
-	inf, err := c.Informers.Shared(resource)
+	inf, err := informers.Shared(resource)
 	if err != nil {
 		return nil, err
 	}
