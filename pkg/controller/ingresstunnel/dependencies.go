@@ -40,11 +40,7 @@ type ingressDependencies struct {
 }
 
 func newDependencies() *dependencies {
-	return &dependencies{
-		byTunnel:  map[string]sets.Set[string]{},
-		byService: map[string]sets.Set[string]{},
-		ingresses: map[string]ingressDependencies{},
-	}
+	return &dependencies{}
 }
 
 // set records the dependencies of an Ingress, replacing earlier ones. A sync calls it before it looks the tunnel and
@@ -53,6 +49,10 @@ func (d *dependencies) set(ingress, tunnel string, services sets.Set[string]) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.forgetLocked(ingress)
+	if d.ingresses == nil {
+		// Made by the first Ingress: most tenants have none.
+		d.byTunnel, d.byService, d.ingresses = map[string]sets.Set[string]{}, map[string]sets.Set[string]{}, map[string]ingressDependencies{}
+	}
 	d.ingresses[ingress] = ingressDependencies{tunnel: tunnel, services: services}
 	if tunnel != "" && add(d.byTunnel, tunnel, ingress) && d.watchTunnel != nil {
 		d.watchTunnel(tunnel, true)

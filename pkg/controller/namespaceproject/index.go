@@ -69,7 +69,7 @@ type ownerIndex struct {
 }
 
 func newOwnerIndex(watch func(owner string, watched bool)) *ownerIndex {
-	return &ownerIndex{byOwner: map[string]sets.Set[string]{}, ownerOf: map[string]string{}, watch: watch}
+	return &ownerIndex{watch: watch}
 }
 
 // watchWith sets watch; the owners already indexed are reported to it at once.
@@ -95,6 +95,10 @@ func (x *ownerIndex) set(namespace, owner string) {
 	}
 	if owner == "" {
 		return
+	}
+	if x.ownerOf == nil {
+		// Made by the first labeled Namespace: most tenants have few or none.
+		x.ownerOf, x.byOwner = map[string]string{}, map[string]sets.Set[string]{}
 	}
 	x.ownerOf[namespace] = owner
 	if x.byOwner[owner] == nil {

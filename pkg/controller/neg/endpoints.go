@@ -65,6 +65,9 @@ type zoneCounts struct {
 func (z *zoneCounts) add(zone string) bool {
 	z.mu.Lock()
 	defer z.mu.Unlock()
+	if z.nodes == nil {
+		z.nodes = map[string]int{}
+	}
 	z.nodes[zone]++
 	return z.nodes[zone] == 1
 }

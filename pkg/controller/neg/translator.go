@@ -117,7 +117,6 @@ func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
 		concurrency: max(c.Workers, 1),
 		warnings:    tenant.NewWarnings(c.EventRecorder),
 		writes:      newOwnWrites(clock.RealClock{}),
-		zones:       zoneCounts{nodes: map[string]int{}},
 	}
 	var err error
 	if t.services, err = c.Informers.Informer(informerset.Services); err != nil {

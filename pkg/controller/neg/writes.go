@@ -91,7 +91,7 @@ type ownWrites struct {
 }
 
 func newOwnWrites(c clock.PassiveClock) *ownWrites {
-	return &ownWrites{clock: c, translations: map[string]map[string]ownWrite{}, status: map[string]ownWrite{}}
+	return &ownWrites{clock: c}
 }
 
 // createdTranslation records the create of the Service's Translation name.
@@ -112,6 +112,9 @@ func (o *ownWrites) patchedTranslationSpec(service, name string, uid types.UID, 
 func (o *ownWrites) recordTranslation(service, name string, w ownWrite) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.translations == nil {
+		o.translations = map[string]map[string]ownWrite{}
+	}
 	if o.translations[service] == nil {
 		o.translations[service] = map[string]ownWrite{}
 	}
@@ -154,6 +157,9 @@ func (o *ownWrites) translationGone(service, name string, uid types.UID) {
 func (o *ownWrites) patchedStatus(service string, uid types.UID, before string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.status == nil {
+		o.status = map[string]ownWrite{}
+	}
 	o.status[service] = ownWrite{uid: uid, before: before, at: o.clock.Now()}
 }
 

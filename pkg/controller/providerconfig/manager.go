@@ -201,7 +201,12 @@ func (m *Manager) locked(fn func()) {
 }
 
 func (m *Manager) setWaiting(t *tenantControllers, name string, c metav1.Condition) {
-	m.locked(func() { t.waiting[name] = c })
+	m.locked(func() {
+		if t.waiting == nil {
+			t.waiting = map[string]metav1.Condition{}
+		}
+		t.waiting[name] = c
+	})
 }
 
 func (m *Manager) tenant(name string) *tenantControllers {
@@ -209,7 +214,8 @@ func (m *Manager) tenant(name string) *tenantControllers {
 	defer m.mu.Unlock()
 	t, ok := m.tenants[name]
 	if !ok {
-		t = &tenantControllers{running: map[string]*controllerRun{}, stopping: map[string]*controllerRun{}, waiting: map[string]metav1.Condition{}}
+		// stopping and waiting are made by their first entry: most tenants never have one.
+		t = &tenantControllers{running: map[string]*controllerRun{}}
 		m.tenants[name] = t
 	}
 	t.forgotten = false
@@ -733,7 +739,12 @@ func (m *Manager) stopRun(ctx context.Context, tenantName string, t *tenantContr
 	case <-timer.C:
 		klog.FromContext(ctx).Error(nil, "Tenant controller did not stop in time; detaching it, and starting no new instance until it returns",
 			"providerConfig", tenantName, "controller", run.controller, "timeout", m.cfg.StopTimeout)
-		m.locked(func() { t.stopping[run.controller] = run })
+		m.locked(func() {
+			if t.stopping == nil {
+				t.stopping = map[string]*controllerRun{}
+			}
+			t.stopping[run.controller] = run
+		})
 		go func() {
 			<-run.done
 			m.locked(func() {

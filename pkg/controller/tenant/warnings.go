@@ -41,7 +41,7 @@ type Warnings struct {
 
 // NewWarnings returns a Warnings that records through recorder.
 func NewWarnings(recorder record.EventRecorder) *Warnings {
-	return &Warnings{recorder: recorder, last: map[string]sets.Set[Warning]{}}
+	return &Warnings{recorder: recorder}
 }
 
 // Report states the warnings obj (whose queue key is key) has now: each one not reported by the previous Report
@@ -61,6 +61,9 @@ func (w *Warnings) Report(key string, obj runtime.Object, warnings ...Warning) {
 	if current.Len() == 0 {
 		delete(w.last, key)
 		return
+	}
+	if w.last == nil {
+		w.last = map[string]sets.Set[Warning]{}
 	}
 	w.last[key] = current
 }

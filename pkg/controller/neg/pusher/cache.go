@@ -76,12 +76,16 @@ type negCache struct {
 }
 
 func newNEGCache() *negCache {
-	return &negCache{entries: map[negKey]*negEntry{}, byOwner: map[string]map[negKey]struct{}{}}
+	return &negCache{}
 }
 
 // lock returns the NEG's entry, locked, recording owner as its user.
 func (c *negCache) lock(owner string, k negKey) *negEntry {
 	c.mu.Lock()
+	if c.entries == nil {
+		// Made by the first NEG: most tenants have none.
+		c.entries, c.byOwner = map[negKey]*negEntry{}, map[string]map[negKey]struct{}{}
+	}
 	e, ok := c.entries[k]
 	if !ok {
 		e = &negEntry{}

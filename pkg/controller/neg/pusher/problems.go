@@ -37,7 +37,7 @@ type problemSet struct {
 	m  map[string]problem
 }
 
-func newProblemSet() *problemSet { return &problemSet{m: map[string]problem{}} }
+func newProblemSet() *problemSet { return &problemSet{} }
 
 // set records key's problem (nil: none) and reports whether the set changed.
 func (s *problemSet) set(key string, pr *problem) bool {
@@ -47,6 +47,9 @@ func (s *problemSet) set(key string, pr *problem) bool {
 	if pr == nil {
 		delete(s.m, key)
 		return had
+	}
+	if s.m == nil {
+		s.m = map[string]problem{}
 	}
 	s.m[key] = *pr
 	return !had || old != *pr

@@ -148,7 +148,6 @@ func newPusher(c *tenant.Context) (*Pusher, error) {
 		abandoned:          c.CloudResourcesAbandoned,
 		gcPeriod:           c.Options.NEGGCPeriod,
 		gcGrace:            defaultGCGrace,
-		clients:            map[string]*gceclient.Client{},
 		limiter:            gceclient.NewRateLimiter(c.Options.GCEQPS, c.Options.GCEBurst),
 		credentialsRefresh: defaultCredentialsRefresh,
 		now:                time.Now,
@@ -302,6 +301,9 @@ func (p *Pusher) gceClient(ctx context.Context, project string) (*gceclient.Clie
 	})
 	if err != nil {
 		return nil, err
+	}
+	if p.clients == nil {
+		p.clients = map[string]*gceclient.Client{}
 	}
 	p.clients[project] = c
 	return c, nil
