@@ -82,7 +82,7 @@ type Controller struct {
 
 	// lastWrites remembers, per ProviderConfig, the status last written and the resourceVersion it was computed
 	// from. A sync that runs before the informer has seen that write computes the same status from the same
-	// (stale) object; it must not send it again.
+	// (stale) object; it must not send it again. An entry goes once the cache shows the status it holds.
 	lastWritesMu sync.Mutex
 	lastWrites   map[string]statusWrite
 
@@ -397,6 +397,10 @@ func (c *Controller) writeStatus(ctx context.Context, pc *mpv1alpha1.ProviderCon
 	}
 	status.ObservedGeneration = generation
 	if apiequality.Semantic.DeepEqual(*status, pc.Status) {
+		// The cache shows the status wanted: a write of ours it lagged behind is in it, and need not be kept.
+		c.lastWritesMu.Lock()
+		delete(c.lastWrites, pc.Name)
+		c.lastWritesMu.Unlock()
 		return false, nil
 	}
 	c.lastWritesMu.Lock()

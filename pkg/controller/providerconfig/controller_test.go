@@ -326,6 +326,12 @@ func TestConvergedTenantWritesNothing(t *testing.T) {
 			t.Errorf("a converged ProviderConfig was written: %s %s", a.GetVerb(), a.GetSubresource())
 		}
 	}
+	// The last status write is kept only until the cache shows it: a converged tenant keeps none.
+	f.waitFor("the last status writes to be forgotten", func() bool {
+		f.controller.lastWritesMu.Lock()
+		defer f.controller.lastWritesMu.Unlock()
+		return len(f.controller.lastWrites) == 0
+	})
 }
 
 // TestCreateDeleteCyclesLeaveNothingBehind is the leak test of invariant 2: after many tenant lifecycles,
