@@ -20,7 +20,6 @@ package metrics
 
 import (
 	"sync"
-	"time"
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -65,27 +64,6 @@ var (
 		Help:           "NEGs deleted by a tenant's garbage sweep: ours by their marker, claimed by no Translation.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"provider_config"})
-
-	// GCERequests counts the HTTP calls of a tenant's Compute Engine client. method is the compute/v1 method
-	// (networkEndpointGroups.insert, zoneOperations.wait, ...) and result a small fixed set derived from the error
-	// (pkg/gce/client), never the error's text, so that the series stay bounded.
-	GCERequests = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      subsystem,
-		Name:           "gce_requests_total",
-		Help:           "HTTP calls to the Compute Engine API, by ProviderConfig, compute/v1 method and result (success, not_found, conflict, rate_limited, quota_exceeded, forbidden, client_error, server_error, canceled, timeout, transport_error).",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"provider_config", "method", "result"})
-
-	// GCERequestDuration is the latency of one HTTP call to the Compute Engine API, without the time spent waiting
-	// for the tenant's client-side rate limiter. zoneOperations.wait blocks until the operation is done (GCE caps a
-	// wait at about two minutes), so its latency is the operation's.
-	GCERequestDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
-		Subsystem:      subsystem,
-		Name:           "gce_request_duration_seconds",
-		Help:           "Latency of HTTP calls to the Compute Engine API, by ProviderConfig and compute/v1 method; rate-limiter waits excluded.",
-		Buckets:        []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"provider_config", "method"})
 )
 
 var registerOnce sync.Once
@@ -93,9 +71,8 @@ var registerOnce sync.Once
 // Register adds the series to the legacy registry served on /metrics. It is idempotent.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(Syncs, QueueDepth, ProviderConfigSyncs, NEGsCollected,
-			GCERequests, GCERequestDuration)
-		legacyregistry.CustomMustRegister(statusCollector)
+		legacyregistry.MustRegister(Syncs, QueueDepth, ProviderConfigSyncs, NEGsCollected)
+		legacyregistry.CustomMustRegister(statusCollector, gceCollector)
 	})
 }
 
@@ -131,15 +108,10 @@ func ForgetController(providerConfig, controller string) {
 	}
 }
 
-// ObserveGCERequest records one HTTP call of a tenant's Compute Engine client: its result and how long it took.
-func ObserveGCERequest(providerConfig, method, result string, took time.Duration) {
-	GCERequests.WithLabelValues(providerConfig, method, result).Inc()
-	GCERequestDuration.WithLabelValues(providerConfig, method).Observe(took.Seconds())
-}
-
 // ForgetProviderConfig removes every series of a tenant that no longer exists: the ProviderConfig controller's and
 // those of its GCE calls. Its status series go with the ProviderConfig, at the next scrape (status.go).
 func ForgetProviderConfig(providerConfig string) {
+	gceCollector.forget(providerConfig)
 	if !ProviderConfigSyncs.IsCreated() {
 		return
 	}
@@ -147,7 +119,4 @@ func ForgetProviderConfig(providerConfig string) {
 		ProviderConfigSyncs.DeleteLabelValues(providerConfig, result)
 	}
 	NEGsCollected.DeleteLabelValues(providerConfig)
-	tenant := map[string]string{"provider_config": providerConfig}
-	GCERequests.DeletePartialMatch(tenant)
-	GCERequestDuration.DeletePartialMatch(tenant)
 }

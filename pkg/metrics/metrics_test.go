@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
@@ -113,4 +114,74 @@ func TestStatusSeriesFollowTheSources(t *testing.T) {
 	if conds, _ = series(t, "tenant-other"); len(conds) != 0 {
 		t.Errorf("a removed source's ProviderConfig keeps %v", conds)
 	}
+}
+
+// TestGCESeriesCountCallsAndLatency: the counter has a series per result seen; the histogram puts a call on a
+// bucket's bound in that bucket (le is inclusive) and one above every bound only in +Inf, with the count and the
+// sum of every call; another tenant's calls are apart; a forgotten tenant has no series left, the other keeps its.
+func TestGCESeriesCountCallsAndLatency(t *testing.T) {
+	Register()
+	const tenant, other, method = "tenant-gce-series", "tenant-gce-series-other", "networkEndpointGroups.get"
+	ObserveGCERequest(tenant, method, "success", 5*time.Millisecond)
+	ObserveGCERequest(tenant, method, "success", 200*time.Millisecond)
+	ObserveGCERequest(tenant, method, "not_found", 2*time.Minute)
+	ObserveGCERequest(other, method, "success", time.Second)
+
+	results, err := testutil.GetCounterValuesFromGatherer(legacyregistry.DefaultGatherer, "multiproject_gce_requests_total",
+		map[string]string{"provider_config": tenant, "method": method}, "result")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(results) != "map[not_found:1 success:2]" {
+		t.Errorf("calls by result = %v, want 2 success and 1 not_found", results)
+	}
+	h := latencySeries(t, tenant)
+	if h == nil {
+		t.Fatal("no latency series")
+	}
+	if h.GetSampleCount() != 3 || h.GetSampleSum() != 0.005+0.2+120 {
+		t.Errorf("count %d, sum %g; want 3 and %g", h.GetSampleCount(), h.GetSampleSum(), 0.005+0.2+120)
+	}
+	buckets := map[float64]uint64{}
+	for _, b := range h.GetBucket() {
+		buckets[b.GetUpperBound()] = b.GetCumulativeCount()
+	}
+	for bound, want := range map[float64]uint64{0.005: 1, 0.1: 1, 0.25: 2, 60: 2} {
+		if buckets[bound] != want {
+			t.Errorf("le=%g holds %d calls, want %d", bound, buckets[bound], want)
+		}
+	}
+
+	ForgetProviderConfig(tenant)
+	if h := latencySeries(t, tenant); h != nil {
+		t.Error("a forgotten tenant still has a latency series")
+	}
+	if left, _ := testutil.GetCounterValuesFromGatherer(legacyregistry.DefaultGatherer, "multiproject_gce_requests_total",
+		map[string]string{"provider_config": tenant}, "result"); len(left) != 0 {
+		t.Errorf("a forgotten tenant still has call series %v", left)
+	}
+	if h := latencySeries(t, other); h.GetSampleCount() != 1 {
+		t.Errorf("the other tenant's latency series: %v; want one call", h)
+	}
+	ForgetProviderConfig(other)
+}
+
+// latencySeries returns the tenant's one GCE latency histogram, or nil.
+func latencySeries(t *testing.T, tenant string) *dto.Histogram {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "multiproject_gce_request_duration_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if testutil.LabelsMatch(m, map[string]string{"provider_config": tenant}) {
+				return m.GetHistogram()
+			}
+		}
+	}
+	return nil
 }
