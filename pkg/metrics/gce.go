@@ -42,13 +42,20 @@ var (
 	GCERequestBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 )
 
-// gceMethodCalls is what the series of one tenant's method count.
+// gceMethodCalls is what the series of one tenant's method count. A tenant calls a handful of methods with a
+// handful of results, so both are slices searched in order, smaller than maps.
 type gceMethodCalls struct {
-	results map[string]uint64
+	method  string
+	results []gceResultCount
 	// inBucket counts the calls per latency bucket (not cumulated; the last is above every bound).
 	inBucket [14]uint64
 	count    uint64
 	seconds  float64
+}
+
+type gceResultCount struct {
+	result string
+	n      uint64
 }
 
 // gceSeries holds the counts of every tenant's calls and exports them on each scrape.
@@ -56,7 +63,7 @@ type gceSeries struct {
 	metrics.BaseStableCollector
 
 	mu       sync.Mutex
-	byTenant map[string]map[string]*gceMethodCalls
+	byTenant map[string][]*gceMethodCalls
 }
 
 var gceCollector = &gceSeries{}
@@ -81,19 +88,30 @@ func (c *gceSeries) observe(providerConfig, method, result string, seconds float
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.byTenant == nil {
-		c.byTenant = map[string]map[string]*gceMethodCalls{}
+		c.byTenant = map[string][]*gceMethodCalls{}
 	}
-	methods := c.byTenant[providerConfig]
-	if methods == nil {
-		methods = map[string]*gceMethodCalls{}
-		c.byTenant[providerConfig] = methods
+	var calls *gceMethodCalls
+	for _, m := range c.byTenant[providerConfig] {
+		if m.method == method {
+			calls = m
+			break
+		}
 	}
-	calls := methods[method]
 	if calls == nil {
-		calls = &gceMethodCalls{results: map[string]uint64{}}
-		methods[method] = calls
+		calls = &gceMethodCalls{method: method}
+		c.byTenant[providerConfig] = append(c.byTenant[providerConfig], calls)
 	}
-	calls.results[result]++
+	counted := false
+	for i := range calls.results {
+		if calls.results[i].result == result {
+			calls.results[i].n++
+			counted = true
+			break
+		}
+	}
+	if !counted {
+		calls.results = append(calls.results, gceResultCount{result: result, n: 1})
+	}
 	calls.inBucket[bucket]++
 	calls.count++
 	calls.seconds += seconds
@@ -113,18 +131,15 @@ func (c *gceSeries) DescribeWithStability(ch chan<- *metrics.Desc) {
 
 func (c *gceSeries) CollectWithStability(ch chan<- metrics.Metric) {
 	type series struct {
-		tenant, method string
-		calls          gceMethodCalls
+		tenant string
+		calls  gceMethodCalls
 	}
 	c.mu.Lock()
 	var all []series
 	for tenant, methods := range c.byTenant {
-		for method, calls := range methods {
-			s := series{tenant: tenant, method: method, calls: *calls}
-			s.calls.results = make(map[string]uint64, len(calls.results))
-			for result, n := range calls.results {
-				s.calls.results[result] = n
-			}
+		for _, calls := range methods {
+			s := series{tenant: tenant, calls: *calls}
+			s.calls.results = append([]gceResultCount(nil), calls.results...)
 			all = append(all, s)
 		}
 	}
@@ -132,8 +147,8 @@ func (c *gceSeries) CollectWithStability(ch chan<- metrics.Metric) {
 
 	histogramDesc := promDesc(gceRequestDurationDesc, 2)
 	for _, s := range all {
-		for result, n := range s.calls.results {
-			ch <- metrics.NewLazyConstMetric(gceRequestsDesc, metrics.CounterValue, float64(n), s.tenant, s.method, result)
+		for _, r := range s.calls.results {
+			ch <- metrics.NewLazyConstMetric(gceRequestsDesc, metrics.CounterValue, float64(r.n), s.tenant, s.calls.method, r.result)
 		}
 		if histogramDesc == nil {
 			continue
@@ -144,7 +159,7 @@ func (c *gceSeries) CollectWithStability(ch chan<- metrics.Metric) {
 			below += s.calls.inBucket[i]
 			cumulative[bound] = below
 		}
-		ch <- prometheus.MustNewConstHistogram(histogramDesc, s.calls.count, s.calls.seconds, cumulative, s.tenant, s.method)
+		ch <- prometheus.MustNewConstHistogram(histogramDesc, s.calls.count, s.calls.seconds, cumulative, s.tenant, s.calls.method)
 	}
 }
 

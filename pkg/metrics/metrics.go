@@ -21,7 +21,6 @@ package metrics
 import (
 	"sync"
 
-	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	// Imported for its init too: it is the process's workqueue metrics provider.
@@ -30,40 +29,30 @@ import (
 
 const subsystem = "multiproject"
 
+// The per-tenant series are CompactVecs (compact.go) and collectors that make them at scrape time (gce.go,
+// status.go): a tenant's series cost a map entry each, not a Prometheus metric object.
 var (
 	// Syncs counts a tenant's controller syncs by result (success or error).
-	Syncs = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      subsystem,
-		Name:           "controller_syncs_total",
-		Help:           "Syncs of per-tenant controllers, by ProviderConfig, controller and result (success, error).",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"provider_config", "controller", "result"})
+	Syncs = NewCompactCounterVec("controller_syncs_total",
+		"Syncs of per-tenant controllers, by ProviderConfig, controller and result (success, error).",
+		"provider_config", "controller", "result")
 
 	// QueueDepth is the length of a tenant's controller workqueue, sampled on every item. A controller with two
 	// queues (neg: translator and pusher) has a series for each, told apart by the queue's name.
-	QueueDepth = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Subsystem:      subsystem,
-		Name:           "controller_queue_depth",
-		Help:           "Items waiting in a per-tenant controller's workqueue, by ProviderConfig, controller and queue name.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"provider_config", "controller", "queue"})
+	QueueDepth = NewCompactGaugeVec("controller_queue_depth",
+		"Items waiting in a per-tenant controller's workqueue, by ProviderConfig, controller and queue name.",
+		"provider_config", "controller", "queue")
 
 	// ProviderConfigSyncs counts the ProviderConfig controller's syncs by result.
-	ProviderConfigSyncs = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      subsystem,
-		Name:           "provider_config_syncs_total",
-		Help:           "Syncs of the ProviderConfig controller (start, update or stop of a tenant), by ProviderConfig and result.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"provider_config", "result"})
+	ProviderConfigSyncs = NewCompactCounterVec("provider_config_syncs_total",
+		"Syncs of the ProviderConfig controller (start, update or stop of a tenant), by ProviderConfig and result.",
+		"provider_config", "result")
 
 	// NEGsCollected counts the NEGs a tenant's garbage sweep deleted: they carried the tenant's ownership marker but
 	// no Translation claimed them.
-	NEGsCollected = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      subsystem,
-		Name:           "neg_garbage_collected_total",
-		Help:           "NEGs deleted by a tenant's garbage sweep: ours by their marker, claimed by no Translation.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"provider_config"})
+	NEGsCollected = NewCompactCounterVec("neg_garbage_collected_total",
+		"NEGs deleted by a tenant's garbage sweep: ours by their marker, claimed by no Translation.",
+		"provider_config")
 )
 
 var registerOnce sync.Once
@@ -71,8 +60,7 @@ var registerOnce sync.Once
 // Register adds the series to the legacy registry served on /metrics. It is idempotent.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(Syncs, QueueDepth, ProviderConfigSyncs, NEGsCollected)
-		legacyregistry.CustomMustRegister(statusCollector, gceCollector)
+		legacyregistry.CustomMustRegister(Syncs, QueueDepth, ProviderConfigSyncs, NEGsCollected, statusCollector, gceCollector)
 	})
 }
 
@@ -82,29 +70,22 @@ func ObserveSync(providerConfig, controller, queue string, err error, queueDepth
 	if err != nil {
 		result = "error"
 	}
-	Syncs.WithLabelValues(providerConfig, controller, result).Inc()
-	QueueDepth.WithLabelValues(providerConfig, controller, queue).Set(float64(queueDepth))
+	Syncs.Inc(providerConfig, controller, result)
+	QueueDepth.Set(float64(queueDepth), providerConfig, controller, queue)
 }
 
 // ForgetQueue removes the series of one queue of a controller, its depth and the workqueue's own (named queue);
 // called when its workers stop, so a stopped controller, and a deleted tenant, leaves none.
 func ForgetQueue(providerConfig, controller, queue string) {
 	workqueuemetrics.Forget(queue)
-	if !QueueDepth.IsCreated() {
-		return
-	}
-	QueueDepth.DeleteLabelValues(providerConfig, controller, queue)
+	QueueDepth.Delete(providerConfig, controller, queue)
 }
 
 // ForgetController removes the series of one tenant's controller; called when it stops. Its queues' depth series
 // are removed by their workers (ForgetQueue), which know their names.
 func ForgetController(providerConfig, controller string) {
-	// Series of an unregistered (lazy) vector do not exist, and deleting from one would dereference nil.
-	if !Syncs.IsCreated() {
-		return
-	}
 	for _, result := range []string{"success", "error"} {
-		Syncs.DeleteLabelValues(providerConfig, controller, result)
+		Syncs.Delete(providerConfig, controller, result)
 	}
 }
 
@@ -112,11 +93,6 @@ func ForgetController(providerConfig, controller string) {
 // those of its GCE calls. Its status series go with the ProviderConfig, at the next scrape (status.go).
 func ForgetProviderConfig(providerConfig string) {
 	gceCollector.forget(providerConfig)
-	if !ProviderConfigSyncs.IsCreated() {
-		return
-	}
-	for _, result := range []string{"success", "error"} {
-		ProviderConfigSyncs.DeleteLabelValues(providerConfig, result)
-	}
-	NEGsCollected.DeleteLabelValues(providerConfig)
+	ProviderConfigSyncs.DeleteTenant(providerConfig)
+	NEGsCollected.DeleteTenant(providerConfig)
 }

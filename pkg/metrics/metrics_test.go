@@ -185,3 +185,67 @@ func latencySeries(t *testing.T, tenant string) *dto.Histogram {
 	}
 	return nil
 }
+
+// TestCompactVecsExportWhatTheyHold: a CompactVec's series are gathered with their labels, type and value; a
+// deleted series, and every series of a deleted tenant, is gone while another tenant's stays.
+func TestCompactVecsExportWhatTheyHold(t *testing.T) {
+	Register()
+	const tenant, other = "tenant-compact", "tenant-compact-other"
+	Syncs.Inc(tenant, "neg", "success")
+	Syncs.Add(2, tenant, "neg", "success")
+	Syncs.Inc(tenant, "neg", "error")
+	QueueDepth.Set(7, tenant, "neg", "translator")
+	ProviderConfigSyncs.Inc(tenant, "success")
+	ProviderConfigSyncs.Inc(other, "success")
+
+	gathered := func(name, tenant string) map[string]string {
+		families, err := legacyregistry.DefaultGatherer.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, f := range families {
+			if f.GetName() != name {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				if !testutil.LabelsMatch(m, map[string]string{"provider_config": tenant}) {
+					continue
+				}
+				var labels []string
+				for _, l := range m.GetLabel() {
+					labels = append(labels, l.GetName()+"="+l.GetValue())
+				}
+				value := m.GetCounter().GetValue()
+				if f.GetType() == dto.MetricType_GAUGE {
+					value = m.GetGauge().GetValue()
+				}
+				out[strings.Join(labels, ",")] = fmt.Sprintf("%s %g", f.GetType(), value)
+			}
+		}
+		return out
+	}
+	want := map[string]string{
+		"controller=neg,provider_config=tenant-compact,result=success": "COUNTER 3",
+		"controller=neg,provider_config=tenant-compact,result=error":   "COUNTER 1",
+	}
+	if got := gathered("multiproject_controller_syncs_total", tenant); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("syncs = %v, want %v", got, want)
+	}
+	if got := gathered("multiproject_controller_queue_depth", tenant); fmt.Sprint(got) != "map[controller=neg,provider_config=tenant-compact,queue=translator:GAUGE 7]" {
+		t.Errorf("queue depth = %v, want the gauge at 7", got)
+	}
+
+	ForgetQueue(tenant, "neg", "translator")
+	ForgetController(tenant, "neg")
+	ForgetProviderConfig(tenant)
+	for _, name := range []string{"multiproject_controller_syncs_total", "multiproject_controller_queue_depth", "multiproject_provider_config_syncs_total"} {
+		if got := gathered(name, tenant); len(got) != 0 {
+			t.Errorf("%s of a forgotten tenant: %v", name, got)
+		}
+	}
+	if got := gathered("multiproject_provider_config_syncs_total", other); len(got) != 1 {
+		t.Errorf("the other tenant's ProviderConfig syncs: %v, want its one series", got)
+	}
+	ForgetProviderConfig(other)
+}

@@ -129,7 +129,7 @@ func NewController(client mpclientset.Interface, informer cache.SharedIndexInfor
 			if err != nil {
 				result = "error"
 			}
-			metrics.ProviderConfigSyncs.WithLabelValues(name, result).Inc()
+			metrics.ProviderConfigSyncs.Inc(name, result)
 		},
 	})
 	return c

@@ -34,7 +34,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
@@ -98,7 +97,7 @@ func startConfigMaps(t *testing.T, ctx context.Context, names ...string) *counti
 func TestWorkersSyncRetryRequeueAndStop(t *testing.T) {
 	metrics.Register()
 	// The series outlives the test (a -count run repeats it): count from what it holds now.
-	errorsBefore, _ := testutil.GetCounterMetricValue(metrics.Syncs.WithLabelValues("tenant-a", "test-controller", "error"))
+	errorsBefore, _ := metrics.Syncs.Value("tenant-a", "test-controller", "error")
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -155,9 +154,8 @@ func TestWorkersSyncRetryRequeueAndStop(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("queue still holds %d keys", w.Len())
 	}
-	errorsCounted, err := testutil.GetCounterMetricValue(metrics.Syncs.WithLabelValues("tenant-a", "test-controller", "error"))
-	if err != nil || errorsCounted-errorsBefore != 1 {
-		t.Errorf("error syncs counted: %v (err %v), want 1", errorsCounted-errorsBefore, err)
+	if errorsCounted, _ := metrics.Syncs.Value("tenant-a", "test-controller", "error"); errorsCounted-errorsBefore != 1 {
+		t.Errorf("error syncs counted: %v, want 1", errorsCounted-errorsBefore)
 	}
 	if informer.handlers() != 1 {
 		t.Fatalf("handlers while running: %d, want 1", informer.handlers())
@@ -175,8 +173,8 @@ func TestWorkersSyncRetryRequeueAndStop(t *testing.T) {
 	if informer.handlers() != 0 {
 		t.Errorf("handlers after Run returned: %d, want 0", informer.handlers())
 	}
-	if n, _ := testutil.GetGaugeMetricValue(metrics.QueueDepth.WithLabelValues("tenant-a", "test-controller", "tenant-a-test-controller")); n != 0 {
-		t.Errorf("queue depth series still %v after stop", n)
+	if n, ok := metrics.QueueDepth.Value("tenant-a", "test-controller", "tenant-a-test-controller"); ok {
+		t.Errorf("queue depth series still there (%v) after stop", n)
 	}
 }
 

@@ -117,7 +117,7 @@ func (p *Pusher) sweep(ctx context.Context) {
 		return
 	}
 	slices.Sort(collected)
-	metrics.NEGsCollected.WithLabelValues(p.tenant).Add(float64(len(collected)))
+	metrics.NEGsCollected.Add(float64(len(collected)), p.tenant)
 	logger.Info("Deleted NEGs no Translation claims", "project", project, "negs", collected)
 	if p.providerConfig != nil {
 		p.recorder.Eventf(p.providerConfig, corev1.EventTypeNormal, ReasonNEGsCollected,
