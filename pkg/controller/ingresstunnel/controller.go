@@ -160,6 +160,31 @@ func newController(c *tenant.Context, afterSync func(key string, err error)) (*C
 	return ctrl, nil
 }
 
+// The controller's event handlers, one type per resource. Each is a single pointer, which an interface holds
+// without an allocation: a ResourceEventHandlerFuncs of three method values costs about 80 bytes, for each handler
+// of every tenant.
+type (
+	ingressEvents  struct{ c *Controller }
+	serviceEvents  struct{ c *Controller }
+	resourceEvents struct{ c *Controller }
+	tunnelEvents   struct{ c *Controller }
+)
+
+func (e ingressEvents) OnAdd(obj any, _ bool)        { e.c.onIngress(obj) }
+func (e ingressEvents) OnUpdate(oldObj, newObj any)  { e.c.onIngressUpdate(oldObj, newObj) }
+func (e ingressEvents) OnDelete(obj any)             { e.c.onIngressDelete(obj) }
+func (e serviceEvents) OnAdd(obj any, _ bool)        { e.c.onService(obj) }
+func (e serviceEvents) OnUpdate(oldObj, newObj any)  { e.c.onServiceUpdate(oldObj, newObj) }
+func (e serviceEvents) OnDelete(obj any)             { e.c.onService(obj) }
+func (e resourceEvents) OnAdd(obj any, _ bool)       { e.c.onResource(obj) }
+func (e resourceEvents) OnUpdate(oldObj, newObj any) { e.c.onResourceUpdate(oldObj, newObj) }
+func (e resourceEvents) OnDelete(obj any)            { e.c.onResource(obj) }
+
+// A tunnel's changes do not matter, only whether it exists.
+func (e tunnelEvents) OnAdd(obj any, _ bool) { e.c.onTunnel(obj) }
+func (e tunnelEvents) OnUpdate(_, _ any)     {}
+func (e tunnelEvents) OnDelete(obj any)      { e.c.onTunnel(obj) }
+
 // Run watches the tenant's Ingresses, Services and PangolinResources and the PangolinTunnels of its tunnel
 // namespace, and reconciles until ctx ends. On return its handlers are removed, its queue is shut down and its
 // workers are gone.
@@ -212,10 +237,10 @@ func (c *Controller) Start(ctx context.Context, done func()) {
 		informer cache.SharedIndexInformer
 		handler  cache.ResourceEventHandler
 	}{
-		{"Ingresses", c.ingressInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.onIngress, UpdateFunc: c.onIngressUpdate, DeleteFunc: c.onIngressDelete}},
-		{"Services", c.serviceInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.onService, UpdateFunc: c.onServiceUpdate, DeleteFunc: c.onService}},
-		{"PangolinResources", c.resourceInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.onResource, UpdateFunc: c.onResourceUpdate, DeleteFunc: c.onResource}},
-		{"PangolinTunnels", tunnels, cache.ResourceEventHandlerFuncs{AddFunc: c.onTunnel, DeleteFunc: c.onTunnel}},
+		{"Ingresses", c.ingressInformer, ingressEvents{c}},
+		{"Services", c.serviceInformer, serviceEvents{c}},
+		{"PangolinResources", c.resourceInformer, resourceEvents{c}},
+		{"PangolinTunnels", tunnels, tunnelEvents{c}},
 	} {
 		if err := c.workers.Watch(h.informer, h.handler); err != nil {
 			logger.Error(err, "Could not watch", "resource", h.what)

@@ -201,10 +201,10 @@ func (t *translator) Start(ctx context.Context, done func()) {
 		informer cache.SharedIndexInformer
 		handler  cache.ResourceEventHandler
 	}{
-		{"Service", t.services, cache.ResourceEventHandlerFuncs{AddFunc: t.onService, UpdateFunc: t.onServiceUpdate, DeleteFunc: t.onServiceDelete}},
-		{"EndpointSlice", t.slices, cache.ResourceEventHandlerFuncs{AddFunc: t.onSlice, UpdateFunc: t.onSliceUpdate, DeleteFunc: t.onSlice}},
-		{"Node", t.nodes, cache.ResourceEventHandlerDetailedFuncs{AddFunc: t.onNodeAdd, UpdateFunc: t.onNodeUpdate, DeleteFunc: t.onNodeDelete}},
-		{"Translation", t.translations, cache.ResourceEventHandlerFuncs{AddFunc: t.onTranslation, UpdateFunc: t.onTranslationUpdate, DeleteFunc: t.onTranslationDelete}},
+		{"Service", t.services, serviceEvents{t}},
+		{"EndpointSlice", t.slices, sliceEvents{t}},
+		{"Node", t.nodes, nodeEvents{t}},
+		{"Translation", t.translations, translationEvents{t}},
 	} {
 		if err := t.workers.Watch(w.informer, w.handler); err != nil {
 			logger.Error(err, "Could not watch", "kind", w.kind)
@@ -218,6 +218,29 @@ func (t *translator) Start(ctx context.Context, done func()) {
 	logger.Info("Starting NEG translator", "workers", t.concurrency, "cluster", t.cluster)
 	t.workers.Start(ctx, tenant.RunOptions{Started: t.onSynced}, stop)
 }
+
+// The translator's event handlers, one type per resource. Each is a single pointer, which an interface holds
+// without an allocation: a ResourceEventHandlerFuncs of three method values costs about 80 bytes, for each handler
+// of every tenant.
+type (
+	serviceEvents     struct{ t *translator }
+	sliceEvents       struct{ t *translator }
+	nodeEvents        struct{ t *translator }
+	translationEvents struct{ t *translator }
+)
+
+func (e serviceEvents) OnAdd(obj any, _ bool)           { e.t.onService(obj) }
+func (e serviceEvents) OnUpdate(oldObj, newObj any)     { e.t.onServiceUpdate(oldObj, newObj) }
+func (e serviceEvents) OnDelete(obj any)                { e.t.onServiceDelete(obj) }
+func (e sliceEvents) OnAdd(obj any, _ bool)             { e.t.onSlice(obj) }
+func (e sliceEvents) OnUpdate(oldObj, newObj any)       { e.t.onSliceUpdate(oldObj, newObj) }
+func (e sliceEvents) OnDelete(obj any)                  { e.t.onSlice(obj) }
+func (e nodeEvents) OnAdd(obj any, initialList bool)    { e.t.onNodeAdd(obj, initialList) }
+func (e nodeEvents) OnUpdate(oldObj, newObj any)        { e.t.onNodeUpdate(oldObj, newObj) }
+func (e nodeEvents) OnDelete(obj any)                   { e.t.onNodeDelete(obj) }
+func (e translationEvents) OnAdd(obj any, _ bool)       { e.t.onTranslation(obj) }
+func (e translationEvents) OnUpdate(oldObj, newObj any) { e.t.onTranslationUpdate(oldObj, newObj) }
+func (e translationEvents) OnDelete(obj any)            { e.t.onTranslationDelete(obj) }
 
 // wantsNEGs says whether a Service is this controller's business: it asks for NEGs, or it carries a status from
 // when it did (which must be removed).
