@@ -50,7 +50,7 @@ func (t *Tenant) Informer(resource schema.GroupVersionResource) (*View, error) {
 	if !ok {
 		return nil, fmt.Errorf("tenancy: resource %s is not routed", resource)
 	}
-	return &View{tenant: t, res: res, indexer: &tenantIndexer{router: t.router, res: res, tenant: t.name}}, nil
+	return &View{tenant: t, res: res, indexer: tenantIndexer{router: t.router, res: res, tenant: t.name}}, nil
 }
 
 // Close removes every handler registered through this handle's views and refuses new ones. It does not wait for the

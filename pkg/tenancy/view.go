@@ -34,9 +34,10 @@ import (
 // honestly on a view says so: SetTransform, SetWatchErrorHandler, SetWatchErrorHandlerWithContext and AddIndexers
 // return errors, the indexer's mutating methods return errors, and Run only waits for its stop signal.
 type View struct {
-	tenant  *Tenant
-	res     *routedResource
-	indexer *tenantIndexer
+	tenant *Tenant
+	res    *routedResource
+	// indexer is held by value: one allocation per view, not two.
+	indexer tenantIndexer
 }
 
 var (
@@ -95,10 +96,10 @@ func (v *View) RemoveEventHandler(handle cache.ResourceEventHandlerRegistration)
 }
 
 // GetStore returns the tenant's read-only, filtered store.
-func (v *View) GetStore() cache.Store { return v.indexer }
+func (v *View) GetStore() cache.Store { return &v.indexer }
 
 // GetIndexer returns the tenant's read-only, filtered indexer, for listers.
-func (v *View) GetIndexer() cache.Indexer { return v.indexer }
+func (v *View) GetIndexer() cache.Indexer { return &v.indexer }
 
 // GetController returns the view itself: like client-go's, the controller of a shared informer is of no use to its
 // users, and running it must not run the shared informer.
