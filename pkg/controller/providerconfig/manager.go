@@ -19,7 +19,6 @@ package providerconfig
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -131,8 +130,9 @@ type tenantControllers struct {
 	// abandoned mirrors the abandon annotation of the ProviderConfig last synced, for
 	// tenant.Context.CloudResourcesAbandoned.
 	abandoned atomic.Bool
-	// running holds, per controller name, the instance that runs: the controller, or its cleanup.
-	running map[string]*controllerRun
+	// running holds the instance of each controller that runs: the controller, or its cleanup. A slice, not a map
+	// by name: a tenant runs at most one instance of each of a few controllers.
+	running []*controllerRun
 	// stopping holds instances told to stop that did not return within the stop timeout.
 	stopping map[string]*controllerRun
 	// waiting holds the manager's own condition of a configured controller that is not running.
@@ -142,6 +142,27 @@ type tenantControllers struct {
 	// forgotten is set when the tenant was stopped while an instance had not returned yet; it is dropped from the
 	// manager once that instance returns, unless the tenant is synced again meanwhile.
 	forgotten bool
+}
+
+// runningInstance returns the instance of the controller that runs, or nil.
+func (t *tenantControllers) runningInstance(controller string) *controllerRun {
+	for _, run := range t.running {
+		if run.controller == controller {
+			return run
+		}
+	}
+	return nil
+}
+
+// setRunning records run as the instance of its controller that runs, in place of any other.
+func (t *tenantControllers) setRunning(run *controllerRun) {
+	for i, r := range t.running {
+		if r.controller == run.controller {
+			t.running[i] = run
+			return
+		}
+	}
+	t.running = append(t.running, run)
 }
 
 type controllerRun struct {
@@ -215,7 +236,7 @@ func (m *Manager) tenant(name string) *tenantControllers {
 	t, ok := m.tenants[name]
 	if !ok {
 		// stopping and waiting are made by their first entry: most tenants never have one.
-		t = &tenantControllers{running: map[string]*controllerRun{}}
+		t = &tenantControllers{}
 		m.tenants[name] = t
 	}
 	t.forgotten = false
@@ -313,7 +334,7 @@ func (m *Manager) syncController(ctx context.Context, pc *mpv1alpha1.ProviderCon
 	deleting := pc.DeletionTimestamp != nil
 	section := f.Section(&pc.Spec)
 	var run *controllerRun
-	m.locked(func() { run = t.running[f.Name] })
+	m.locked(func() { run = t.runningInstance(f.Name) })
 
 	if section != nil && !deleting {
 		if !enabled {
@@ -543,7 +564,7 @@ func (m *Manager) start(ctx context.Context, pc *mpv1alpha1.ProviderConfig, t *t
 		return nil, err
 	}
 	logger.Info("Started tenant controller", "workers", f.Workers, "cleanup", cleanup)
-	m.locked(func() { t.running[f.Name] = run })
+	m.locked(func() { t.setRunning(run) })
 	return run, nil
 }
 
@@ -554,7 +575,7 @@ func (m *Manager) Stop(ctx context.Context, name string) {
 	delete(m.tenants, name)
 	var runs []*controllerRun
 	if ok {
-		runs = slices.Collect(maps.Values(t.running))
+		runs = slices.Clone(t.running)
 	}
 	m.mu.Unlock()
 	if !ok {
@@ -635,8 +656,8 @@ func (m *Manager) Running(name string) []string {
 		return nil
 	}
 	out := make([]string, 0, len(t.running))
-	for c := range t.running {
-		out = append(out, c)
+	for _, run := range t.running {
+		out = append(out, run.controller)
 	}
 	sort.Strings(out)
 	return out
@@ -648,8 +669,8 @@ func (m *Manager) AllRunning() map[string][]string {
 	defer m.mu.Unlock()
 	out := make(map[string][]string, len(m.tenants))
 	for name, t := range m.tenants {
-		for c := range t.running {
-			out[name] = append(out[name], c)
+		for _, run := range t.running {
+			out[name] = append(out[name], run.controller)
 		}
 	}
 	return out
@@ -727,9 +748,7 @@ func (m *Manager) startRun(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f
 // controller starts for the tenant before, so two never act at once.
 func (m *Manager) stopRun(ctx context.Context, tenantName string, t *tenantControllers, run *controllerRun) {
 	m.locked(func() {
-		if t.running[run.controller] == run {
-			delete(t.running, run.controller)
-		}
+		t.running = slices.DeleteFunc(t.running, func(r *controllerRun) bool { return r == run })
 	})
 	run.cancel()
 	timer := time.NewTimer(m.cfg.StopTimeout)

@@ -175,8 +175,8 @@ func (s *Server) Calls(project string) map[Method]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := map[Method]int{}
-	for k, n := range p.calls {
-		out[k.method] += n
+	for _, c := range p.calls {
+		out[c.method] += c.n
 	}
 	return out
 }
@@ -191,9 +191,9 @@ func (s *Server) ZoneCalls(project, zone string) map[Method]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := map[Method]int{}
-	for k, n := range p.calls {
-		if k.zone == zone {
-			out[k.method] += n
+	for _, c := range p.calls {
+		if c.zone == zone {
+			out[c.method] += c.n
 		}
 	}
 	return out

@@ -52,8 +52,9 @@ type project struct {
 	requestIDs map[string]*operation
 
 	// calls counts calls per zone and method (zone "" for the project-wide aggregatedList), for assertions such as
-	// "at most one attach call per zone and 500 endpoints".
-	calls   map[zoneMethod]int
+	// "at most one attach call per zone and 500 endpoints". A slice searched in order: a project sees a few dozen
+	// pairs at most, most only the sweep's lists.
+	calls   []zoneMethodCount
 	errors  map[Method]int
 	faults  map[Method][]*faultState
 	latency map[Method]time.Duration
@@ -68,9 +69,10 @@ type project struct {
 
 type negKey struct{ zone, name string }
 
-type zoneMethod struct {
+type zoneMethodCount struct {
 	zone   string
 	method Method
+	n      int
 }
 
 type opKey struct{ zone, name string }
@@ -123,7 +125,17 @@ func (p *project) countCall(now time.Time, m Method, zone string) time.Duration 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.completeDue(now)
-	initMap(&p.calls)[zoneMethod{zone, m}]++
+	counted := false
+	for i := range p.calls {
+		if c := &p.calls[i]; c.zone == zone && c.method == m {
+			c.n++
+			counted = true
+			break
+		}
+	}
+	if !counted {
+		p.calls = append(p.calls, zoneMethodCount{zone: zone, method: m, n: 1})
+	}
 	if d, ok := p.latency[m]; ok {
 		return d
 	}
