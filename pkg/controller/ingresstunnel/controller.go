@@ -84,6 +84,8 @@ type Controller struct {
 	hosts *claims.Member
 	// warnings reports an Ingress's problems once while they persist, not on every sync.
 	warnings *tenant.Warnings
+	// stop is the run's StopSignal (tenant.Context.Stop), nil when ctx's end is the signal.
+	stop *tenant.StopSignal
 	// written is what this process last wrote to each Ingress's status.
 	written writtenHosts
 }
@@ -138,6 +140,7 @@ func newController(c *tenant.Context, afterSync func(key string, err error)) (*C
 		tunnelInterest:   func() (*tenancy.Interest, error) { return tenant.InterestOf(views, informerset.PangolinTunnels) },
 		deps:             newDependencies(),
 		warnings:         tenant.NewWarnings(c.EventRecorder),
+		stop:             c.Stop,
 	}
 	ctrl.workers = tenant.NewWorkers(tenant.WorkerConfig{
 		Tenant:     name,
@@ -252,7 +255,7 @@ func (c *Controller) Start(ctx context.Context, done func()) {
 	c.workers.WaitFor(hosts.HasSynced)
 
 	logger.Info("Starting ingress-tunnel controller", "tunnelNamespace", c.config.TunnelNamespace)
-	c.workers.Start(ctx, tenant.RunOptions{Started: func() {
+	c.workers.Start(ctx, tenant.RunOptions{Stop: c.stop, Started: func() {
 		c.condition.Report(metav1.ConditionTrue, reasonRunning, fmt.Sprintf("Exposing the tenant's Pangolin-class Ingresses through the tunnels of namespace %s", c.config.TunnelNamespace))
 	}}, stop)
 }

@@ -71,6 +71,8 @@ type Controller struct {
 	owners *ownerIndex
 	// warnings reports a persisting problem (a missing or ambiguous Project) once per change, not on every sync.
 	warnings *tenant.Warnings
+	// stop is the run's StopSignal (tenant.Context.Stop), nil when ctx's end is the signal.
+	stop *tenant.StopSignal
 
 	// reportMu orders condition reports, so the last one reported is the latest state.
 	reportMu sync.Mutex
@@ -103,6 +105,7 @@ func New(c *tenant.Context) (*Controller, error) {
 		condition:   c.Condition,
 		owners:      newOwnerIndex(nil),
 		warnings:    tenant.NewWarnings(c.EventRecorder),
+		stop:        c.Stop,
 	}
 	if ref := c.ProviderConfig.Spec.Rancher.ManagementClusterKubeconfigSecretRef; ref != nil {
 		// Rancher keeps the Projects in its management cluster; this cluster (downstream) need not serve them.
@@ -202,7 +205,7 @@ func (c *Controller) Start(ctx context.Context, done func()) {
 	}
 
 	logger.Info("Starting namespace-project controller", "appOwnerLabel", c.appOwnerKey, "managementCluster", c.remote != nil)
-	c.workers.Start(ctx, tenant.RunOptions{Started: func() {
+	c.workers.Start(ctx, tenant.RunOptions{Stop: c.stop, Started: func() {
 		c.reportMu.Lock()
 		c.started = true
 		c.reportMu.Unlock()

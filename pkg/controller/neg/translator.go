@@ -85,6 +85,8 @@ type translator struct {
 	recorder record.EventRecorder
 	// onSynced is called once the caches have synced and the workers run.
 	onSynced func()
+	// stop is the run's StopSignal (tenant.Context.Stop), nil when ctx's end is the signal.
+	stop *tenant.StopSignal
 
 	warnings *tenant.Warnings
 	// names is the translator's membership in the process's claims of custom NEG names, from Run on.
@@ -114,6 +116,7 @@ func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
 		mp:          c.MultiprojectClient,
 		recorder:    c.EventRecorder,
 		onSynced:    onSynced,
+		stop:        c.Stop,
 		concurrency: max(c.Workers, 1),
 		warnings:    tenant.NewWarnings(c.EventRecorder),
 		writes:      newOwnWrites(clock.RealClock{}),
@@ -216,7 +219,7 @@ func (t *translator) Start(ctx context.Context, done func()) {
 	t.workers.WaitFor(names.HasSynced)
 
 	logger.Info("Starting NEG translator", "workers", t.concurrency, "cluster", t.cluster)
-	t.workers.Start(ctx, tenant.RunOptions{Started: t.onSynced}, stop)
+	t.workers.Start(ctx, tenant.RunOptions{Started: t.onSynced, Stop: t.stop}, stop)
 }
 
 // The translator's event handlers, one type per resource. Each is a single pointer, which an interface holds

@@ -191,6 +191,7 @@ func (c *Controller) EnqueueAll() {
 // controllers and returns once they are gone, or with ErrControllersStillRunning once the stop timeout has
 // passed for those that are not.
 func (c *Controller) Run(ctx context.Context, workers int) error {
+	defer c.manager.StopRunsWhenDone(ctx)()
 	if err := c.workers.Watch(c.informer, cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueObject,
 		UpdateFunc: func(_, obj any) { c.enqueueObject(obj) },

@@ -116,6 +116,9 @@ type Manager struct {
 
 	mu      sync.Mutex
 	tenants map[string]*tenantControllers
+	// runsParent is the Done channel of the context whose end fires every run's StopSignal (StopRunsWhenDone); nil
+	// when none is bound, and each run's signal watches its parent itself.
+	runsParent <-chan struct{}
 
 	// events is one Event broadcaster for every tenant's controllers, started with the first controller and shut
 	// down by StopAll: a broadcaster per controller cost three goroutines for each controller of each tenant, idle
@@ -175,6 +178,10 @@ type controllerRun struct {
 	// Context is not kept once built (about 250 bytes per controller of every tenant).
 	cleanupContext *tenant.Context
 	cancel         context.CancelFunc
+	// stop fires right after cancel, or when the parent context ends (tenant.StopSignal): the bound context's,
+	// through fireStopSignals, when stopsWithBound is set.
+	stop           *tenant.StopSignal
+	stopsWithBound bool
 	done           chan struct{}
 	informers      *controllerInformers
 	condition      *conditionState
@@ -714,6 +721,10 @@ func (m *Manager) startRun(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f
 	tctx := m.context(pc, f, informers, m.recorder(ctx, f.Name), condition)
 	// The tenant in runCtx charges every API request of the controller to the tenant's client-side budget.
 	runCtx, cancel := context.WithCancel(klog.NewContext(apibudget.WithTenant(ctx, pc.Name), klog.FromContext(ctx).WithValues("providerConfig", pc.Name, "controller", f.Name)))
+	// The controller's parts stop on the run's StopSignal, not on runCtx: a context with children keeps a map of
+	// them (tenant.StopSignal).
+	stop, stopsWithBound := m.stopSignal(ctx)
+	tctx.Stop = stop
 	build := f.New
 	if cleanup {
 		build = f.Cleanup
@@ -721,10 +732,11 @@ func (m *Manager) startRun(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f
 	controller, err := build(runCtx, tctx)
 	if err != nil {
 		cancel()
+		stop.Fire()
 		informers.close()
 		return nil, err
 	}
-	run := &controllerRun{controller: f.Name, cleanup: cleanup, section: section, cancel: cancel, done: make(chan struct{}),
+	run := &controllerRun{controller: f.Name, cleanup: cleanup, section: section, cancel: cancel, stop: stop, stopsWithBound: stopsWithBound, done: make(chan struct{}),
 		informers: informers, condition: condition, generation: pc.Generation}
 	if cleanup {
 		run.cleanupContext = tctx
@@ -742,6 +754,58 @@ func (m *Manager) startRun(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f
 	return run, nil
 }
 
+// StopRunsWhenDone fires the StopSignal of every run, present and future, once ctx ends: one registration on ctx
+// for all the runs the manager starts from contexts derived from it, where each run's signal would otherwise
+// register its own (about 0.2 KiB per run). The ProviderConfig controller binds its own context for as long as it
+// runs; the returned function undoes it.
+func (m *Manager) StopRunsWhenDone(ctx context.Context) (undo func()) {
+	m.mu.Lock()
+	m.runsParent = ctx.Done()
+	m.mu.Unlock()
+	unregister := context.AfterFunc(ctx, m.fireStopSignals)
+	return func() {
+		unregister()
+		m.mu.Lock()
+		m.runsParent = nil
+		m.mu.Unlock()
+	}
+}
+
+// fireStopSignals fires the StopSignal of every run started from the bound context. A run started as this runs
+// may be missed; its context has ended all the same, and StopAll, which follows the end of the bound context, fires
+// it.
+func (m *Manager) fireStopSignals() {
+	m.mu.Lock()
+	var signals []*tenant.StopSignal
+	for _, t := range m.tenants {
+		for _, run := range t.running {
+			if run.stopsWithBound {
+				signals = append(signals, run.stop)
+			}
+		}
+	}
+	m.mu.Unlock()
+	for _, s := range signals {
+		s.Fire()
+	}
+}
+
+// stopSignal returns the StopSignal of a run started from ctx, fired by stopRun, and by the bound context's end
+// (fireStopSignals) when ctx derives from it, which it reports, or else by ctx's own.
+func (m *Manager) stopSignal(ctx context.Context) (*tenant.StopSignal, bool) {
+	m.mu.Lock()
+	bound := m.runsParent != nil && ctx.Done() == m.runsParent
+	m.mu.Unlock()
+	if !bound {
+		return tenant.NewStopSignal(ctx), false
+	}
+	s := &tenant.StopSignal{}
+	if ctx.Err() != nil {
+		s.Fire()
+	}
+	return s, true
+}
+
 // stopRun ends one controller: cancel its context (the tenant's own stop), wait for Run to return, then remove its
 // handlers and drop its metric series. An instance that does not return within the
 // stop timeout is detached, but kept in the tenant's stopping set until it does: no other instance of that
@@ -751,6 +815,7 @@ func (m *Manager) stopRun(ctx context.Context, tenantName string, t *tenantContr
 		t.running = slices.DeleteFunc(t.running, func(r *controllerRun) bool { return r == run })
 	})
 	run.cancel()
+	run.stop.Fire()
 	timer := time.NewTimer(m.cfg.StopTimeout)
 	defer timer.Stop()
 	select {

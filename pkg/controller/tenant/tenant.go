@@ -131,6 +131,10 @@ type Context struct {
 	// cloud resources (annotation multiproject.io/abandon-cloud-resources=true on the ProviderConfig): what a
 	// controller cannot remove (a NEG in a project it can no longer reach) may then be given up. nil means never.
 	CloudResourcesAbandoned func() bool
+	// Stop, if set, fires when the controller's run is over, right after its context is cancelled: the controller
+	// registers what must happen then with it (RunOptions.Stop, AfterStop) rather than with context.AfterFunc on
+	// its context, which costs a map per context. nil: the context's end is the signal.
+	Stop *StopSignal
 	// DrainGrace is how long the controller may go on finishing work after its context ends (a pusher's calls
 	// under way). It is shorter than the manager's stop timeout, so a controller that honours it has returned
 	// before the manager gives up waiting; zero means a default of the controller's choosing.

@@ -309,6 +309,9 @@ type RunOptions struct {
 	WorkContext context.Context
 	// Started, if set, is called once the caches have synced and the workers run.
 	Started func()
+	// Stop, if set, is the run's StopSignal: the workers stop when it fires rather than by watching ctx (the
+	// manager fires it right after it cancels ctx). See StopSignal.
+	Stop *StopSignal
 }
 
 // Run waits for the caches, syncs keys with up to N workers started as keys arrive until ctx ends, and returns once
@@ -363,8 +366,8 @@ func (w *Workers) Start(ctx context.Context, opts RunOptions, done func()) {
 		if opts.Started != nil {
 			opts.Started()
 		}
-		// The stop runs on a goroutine of its own once ctx ends; until then nothing waits.
-		context.AfterFunc(ctx, finish)
+		// The stop runs on a goroutine of its own once the run is over; until then nothing waits.
+		AfterStop(ctx, opts.Stop, finish)
 	}()
 }
 

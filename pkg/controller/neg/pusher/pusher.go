@@ -79,6 +79,8 @@ type Pusher struct {
 	// pushes under way finish and the Translations already queued are pushed, so GCE is never left ahead of what
 	// the cluster records. Past it, calls are cancelled and what is left waits for the next pusher.
 	drainGrace time.Duration
+	// stop is the run's StopSignal (tenant.Context.Stop), nil when ctx's end is the signal.
+	stop *tenant.StopSignal
 	// providerConfig is the tenant, for Events about the tenant as a whole (the garbage sweep).
 	providerConfig *mpv1alpha1.ProviderConfig
 	// gcPeriod is how often the garbage sweep runs (0: never); gcGrace how long a NEG found unclaimed waits before
@@ -144,6 +146,7 @@ func newPusher(c *tenant.Context) (*Pusher, error) {
 		verifyPeriod:       defaultVerifyPeriod,
 		permanentRetry:     defaultPermanentRetry,
 		drainGrace:         c.DrainGrace,
+		stop:               c.Stop,
 		providerConfig:     c.ProviderConfig,
 		abandoned:          c.CloudResourcesAbandoned,
 		gcPeriod:           c.Options.NEGGCPeriod,
@@ -189,7 +192,7 @@ func (p *Pusher) Start(ctx context.Context, done func()) {
 	// Workers push on a context the stop does not cancel until drainGrace after it; past it, calls are cancelled and
 	// what is left waits for the next pusher.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
-	stopDraining := context.AfterFunc(ctx, func() {
+	stopDraining := tenant.AfterStop(ctx, p.stop, func() {
 		logger.Info("Stopping NEG pusher: finishing the pushes under way and those queued", "grace", p.drainGrace)
 		time.AfterFunc(p.drainGrace, cancelWork)
 	})
@@ -203,7 +206,7 @@ func (p *Pusher) Start(ctx context.Context, done func()) {
 		}
 	}
 	logger.Info("Starting NEG pusher", "project", p.gcp.ProjectID, "workers", p.concurrency, "cleanupOnly", p.cleanupOnly)
-	p.workers.Start(ctx, tenant.RunOptions{WorkContext: workCtx, Started: startSweep}, func() {
+	p.workers.Start(ctx, tenant.RunOptions{WorkContext: workCtx, Started: startSweep, Stop: p.stop}, func() {
 		stopSweep()
 		stopDraining()
 		cancelWork()
