@@ -25,7 +25,9 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -91,6 +93,7 @@ import (
 // --gce-burst), so that neither limiter is the bound unless asked; the load generator writes as the cluster admin
 // (exempt from API Priority and Fairness) with a client of its own at 5,000 QPS and CHURN_WRITERS goroutines
 // (default 64). The controllers log at verbosity 2, as the binary would in production, not ktesting's 5.
+// CHURN_PROFILE_DIR=DIR keeps a CPU profile of this process and one of kube-apiserver for each rate's writing.
 //
 //	CHURN_TENANTS=10 CHURN_SERVICES=1000 WHAT=./test/integration/neg hack/test-integration.sh -run '^$' -bench BenchmarkChurn -benchtime 1x
 func BenchmarkChurn(b *testing.B) {
@@ -639,6 +642,7 @@ func (c *churn) window(b *testing.B, w, rate int) churnResult {
 	c.latMu.Unlock()
 	before := c.snapshot(b, true)
 
+	stopProfiles := c.profile(b, rate)
 	jobs := make(chan *churnService, 4*s.writers)
 	var wg sync.WaitGroup
 	var errMu sync.Mutex
@@ -674,6 +678,7 @@ func (c *churn) window(b *testing.B, w, rate int) churnResult {
 	ticker.Stop()
 	close(jobs)
 	wg.Wait()
+	stopProfiles()
 	mid := c.snapshot(b, false)
 	writing := mid.at.Sub(start)
 
@@ -892,6 +897,43 @@ func (c *churn) queueWaits(b *testing.B) map[string]churnHist {
 
 // apiServerMetrics reads kube-apiserver's CPU seconds, the APF queue wait (sum and count) of the manager's priority
 // level (its ServiceAccount falls under the service-accounts flow schema: workload-low) and APF's rejections.
+// profile, when CHURN_PROFILE_DIR is set, records CPU profiles of this process (manager, fake GCE and load
+// generator) and of kube-apiserver over a window's writing time, as DIR/{process,kube-apiserver}-<rate>.pprof, to
+// show where a rate's CPU goes. The returned func ends both and waits for kube-apiserver's.
+func (c *churn) profile(b *testing.B, rate int) func() {
+	dir := os.Getenv("CHURN_PROFILE_DIR")
+	if dir == "" {
+		return func() {}
+	}
+	own, err := os.Create(filepath.Join(dir, fmt.Sprintf("process-%d.pprof", rate)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(own); err != nil {
+		b.Fatal(err)
+	}
+	// kube-apiserver profiles for a fixed time: the window's, which the writing takes at a sustained rate.
+	seconds := strconv.Itoa(max(1, int(c.s.window.Seconds())))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		body, err := c.writer.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", seconds).DoRaw(c.e.ctx)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("kube-apiserver-%d.pprof", rate)), body, 0o644)
+		}
+		if err != nil {
+			b.Errorf("profiling kube-apiserver: %v", err)
+		}
+	}()
+	return func() {
+		pprof.StopCPUProfile()
+		if err := own.Close(); err != nil {
+			b.Error(err)
+		}
+		<-done
+	}
+}
+
 func (c *churn) apiServerMetrics(b *testing.B) (cpu, apfSum, apfCount, rejected float64) {
 	body, err := c.writer.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(c.e.ctx)
 	if err != nil {
