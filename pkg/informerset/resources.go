@@ -99,7 +99,7 @@ var Resources = []Resource{
 		}},
 	{GVR: EndpointSlices, Trim: DropLastApplied, Scope: tenancy.Namespaced,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
-			return discoveryinformers.NewEndpointSliceInformer(c.Kube, metav1.NamespaceAll, resync, namespaceIndex())
+			return discoveryinformers.NewEndpointSliceInformer(c.Kube, metav1.NamespaceAll, resync, EndpointSliceIndexers())
 		}},
 	{GVR: Ingresses, Scope: tenancy.Namespaced,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
@@ -129,7 +129,7 @@ var Resources = []Resource{
 	// every controller but neg.
 	{GVR: Translations, Optional: true, CRD: true, Scope: tenancy.ManagerWritten,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
-			return mpinformers.NewTranslationInformer(c.Multiproject, metav1.NamespaceAll, resync, namespaceIndex())
+			return mpinformers.NewTranslationInformer(c.Multiproject, metav1.NamespaceAll, resync, TranslationIndexers())
 		}},
 	{GVR: PangolinResources, Optional: true, CRD: true, Scope: tenancy.ManagerWritten,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {

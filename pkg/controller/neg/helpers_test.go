@@ -53,7 +53,6 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
 	mpinformers "github.com/multiproject/client-go/informers/externalversions"
-	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
@@ -102,7 +101,7 @@ func (c *countingInformer) counts() (int, int) {
 // harness is one tenant's translator on fake clientsets, with informers that see everything (the tenancy filter is
 // tested in pkg/tenancy and in the integration tests).
 type harness struct {
-	t          *testing.T
+	t          testing.TB
 	ctx        context.Context
 	kube       *kubefake.Clientset
 	mp         *mpfake.Clientset
@@ -117,7 +116,7 @@ type harness struct {
 	enqueued map[string]bool
 }
 
-func newHarness(t *testing.T, objects ...runtime.Object) *harness {
+func newHarness(t testing.TB, objects ...runtime.Object) *harness {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
@@ -142,6 +141,8 @@ func newHarness(t *testing.T, objects ...runtime.Object) *harness {
 	h.informers["slices"] = &countingInformer{SharedIndexInformer: kubeFactory.Discovery().V1().EndpointSlices().Informer()}
 	h.informers["nodes"] = &countingInformer{SharedIndexInformer: kubeFactory.Core().V1().Nodes().Informer()}
 	h.informers["translations"] = &countingInformer{SharedIndexInformer: mpFactory.Multiproject().V1alpha1().Translations().Informer()}
+	indexed(t, h.informers["slices"], informerset.EndpointSliceIndexers())
+	indexed(t, h.informers["translations"], informerset.TranslationIndexers())
 	kubeFactory.Start(ctx.Done())
 	mpFactory.Start(ctx.Done())
 	t.Cleanup(func() {
@@ -582,7 +583,7 @@ func (h *harness) requests() []string {
 func (h *harness) freezeTranslations() {
 	h.t.Helper()
 	h.settle()
-	frozen := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	frozen := cache.NewIndexer(cache.MetaNamespaceKeyFunc, informerset.TranslationIndexers())
 	for _, obj := range h.informers["translations"].GetStore().List() {
 		if err := frozen.Add(obj); err != nil {
 			h.t.Fatal(err)
@@ -598,17 +599,28 @@ func (h *harness) thawTranslations() {
 	h.useTranslationStore(h.informers["translations"].GetIndexer())
 }
 
+// indexed gives an informer that has not started the indexes the process's shared informer of its resource has
+// (informerset.Resources), and returns it.
+func indexed(t testing.TB, informer cache.SharedIndexInformer, indexers cache.Indexers) cache.SharedIndexInformer {
+	t.Helper()
+	existing := informer.GetIndexer().GetIndexers()
+	indexers = maps.Clone(indexers)
+	maps.DeleteFunc(indexers, func(index string, _ cache.IndexFunc) bool { _, ok := existing[index]; return ok })
+	if err := informer.AddIndexers(indexers); err != nil {
+		t.Fatal(err)
+	}
+	return informer
+}
+
 func (h *harness) useTranslationStore(indexer cache.Indexer) {
-	h.translator.translationLister = mplisters.NewTranslationLister(indexer)
-	h.translator.allTranslationLister = mplisters.NewTranslationLister(indexer)
-	h.translator.allTranslationStore = indexer
+	h.translator.translationIndex, h.translator.allTranslationIndex = indexer, indexer
 }
 
 // freezeServices makes the translator read Services from a copy of the Service cache as it is now.
 func (h *harness) freezeServices() {
 	h.t.Helper()
 	h.settle()
-	frozen := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	frozen := cache.NewIndexer(cache.MetaNamespaceKeyFunc, informerset.TranslationIndexers())
 	for _, obj := range h.informers["services"].GetStore().List() {
 		if err := frozen.Add(obj); err != nil {
 			h.t.Fatal(err)

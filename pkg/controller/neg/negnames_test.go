@@ -88,7 +88,7 @@ func newNEGCluster(t *testing.T, objects ...runtimeObject) *negCluster {
 	mpFactory := mpinformers.NewSharedInformerFactory(c.mp, 0)
 	c.shared = map[schema.GroupVersionResource]cache.SharedIndexInformer{
 		informerset.Nodes:        kubeFactory.Core().V1().Nodes().Informer(),
-		informerset.Translations: mpFactory.Multiproject().V1alpha1().Translations().Informer(),
+		informerset.Translations: indexed(t, mpFactory.Multiproject().V1alpha1().Translations().Informer(), informerset.TranslationIndexers()),
 	}
 	kubeFactory.Start(ctx.Done())
 	mpFactory.Start(ctx.Done())
@@ -166,9 +166,9 @@ func (c *negCluster) start(name, namespace string) *negTenant {
 		MultiprojectClient:     c.mp,
 		Informers: viewsAndShared{shared: c.shared, views: map[schema.GroupVersionResource]cache.SharedIndexInformer{
 			informerset.Services:       kubeFactory.Core().V1().Services().Informer(),
-			informerset.EndpointSlices: kubeFactory.Discovery().V1().EndpointSlices().Informer(),
+			informerset.EndpointSlices: indexed(c.t, kubeFactory.Discovery().V1().EndpointSlices().Informer(), informerset.EndpointSliceIndexers()),
 			informerset.Nodes:          c.shared[informerset.Nodes],
-			informerset.Translations:   mpFactory.Multiproject().V1alpha1().Translations().Informer(),
+			informerset.Translations:   indexed(c.t, mpFactory.Multiproject().V1alpha1().Translations().Informer(), informerset.TranslationIndexers()),
 		}},
 		EventRecorder: nt.events,
 		Condition:     &tenanttest.Conditions{},

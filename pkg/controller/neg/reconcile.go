@@ -29,14 +29,15 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpv1alpha1client "github.com/multiproject/client-go/clientset/versioned/typed/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
 
 // errWaiting says a sync must be retried because a Translation it wants to write still exists in another form (being
@@ -349,16 +350,12 @@ func (t *translator) releaseDeparted(ctx context.Context, namespace, name string
 	return errors.Join(errs...)
 }
 
-// translationsNaming returns the Translations of ours in the tenant's view, labeled for the tenant, that were made
-// for a Service of that namespace and name, whatever its UID. It reads the cache only.
+// translationsNaming returns the Translations of ours in the tenant's view (labeled for the tenant) that were made
+// for a Service of that namespace and name, whatever its UID. It reads the cache's owner index only.
 func (t *translator) translationsNaming(namespace, service string) []*mpv1alpha1.Translation {
-	list, err := t.translationLister.Translations(namespace).List(labels.SelectorFromSet(labels.Set{t.labelKey: t.tenant}))
-	if err != nil {
-		return nil
-	}
 	var out []*mpv1alpha1.Translation
-	for _, tr := range list {
-		if s, ok := serviceOf(tr); ok && s == service && isOurs(tr) {
+	for _, tr := range translationsByOwner(t.translationIndex, serviceKeys(namespace, service)...) {
+		if s, ok := serviceOf(tr); ok && s == service && isOurs(tr) && tr.Labels[t.labelKey] == t.tenant {
 			out = append(out, tr)
 		}
 	}
@@ -366,15 +363,11 @@ func (t *translator) translationsNaming(namespace, service string) []*mpv1alpha1
 }
 
 // cachedTranslationsFor returns, sorted by name, the Translations of ours of any tenant in the Service's namespace
-// that were made for it (its UID) or for a Service of its name. It reads the unfiltered cache through its namespace
-// index.
+// that were made for it (its UID) or for a Service of its name. It reads the unfiltered cache's owner index only.
 func (t *translator) cachedTranslationsFor(svc *corev1.Service) []*mpv1alpha1.Translation {
-	list, err := t.allTranslationLister.Translations(svc.Namespace).List(labels.Everything())
-	if err != nil {
-		return nil
-	}
+	keys := append(serviceKeys(svc.Namespace, svc.Name), informerset.TranslationOwnerUIDKey(svc.Namespace, svc.UID))
 	var out []*mpv1alpha1.Translation
-	for _, tr := range list {
+	for _, tr := range translationsByOwner(t.allTranslationIndex, keys...) {
 		if !isOurs(tr) {
 			continue
 		}
@@ -386,10 +379,35 @@ func (t *translator) cachedTranslationsFor(svc *corev1.Service) []*mpv1alpha1.Tr
 	return out
 }
 
+// serviceKeys are the owner-index values under which a Translation made for a Service of that name may be filed:
+// controlled by it, or left without a controller (its name then says which Service it was for; see serviceOf). A
+// Translation controlled by anything but a Service was not made by this controller.
+func serviceKeys(namespace, service string) []string {
+	return []string{
+		informerset.TranslationControllerKey(namespace, "v1", "Service", service),
+		informerset.TranslationUncontrolledKey(namespace),
+	}
+}
+
+// translationsByOwner returns the Translations that indexer's owner index files under any of keys, each once.
+// newTranslator made sure the index exists, so a lookup cannot fail.
+func translationsByOwner(indexer cache.Indexer, keys ...string) []*mpv1alpha1.Translation {
+	var out []*mpv1alpha1.Translation
+	for _, key := range keys {
+		objs, _ := indexer.ByIndex(informerset.TranslationsByOwner, key)
+		for _, obj := range objs {
+			if tr, ok := obj.(*mpv1alpha1.Translation); ok && !slices.Contains(out, tr) {
+				out = append(out, tr)
+			}
+		}
+	}
+	return out
+}
+
 // cachedTranslation looks a Translation of the namespace up by name in the unfiltered cache, for ownWrites.
 func (t *translator) cachedTranslation(namespace string) func(name string) cached {
 	return func(name string) cached {
-		obj, exists, err := t.allTranslationStore.GetByKey(namespace + "/" + name)
+		obj, exists, err := t.allTranslationIndex.GetByKey(namespace + "/" + name)
 		if err != nil || !exists {
 			return cached{}
 		}

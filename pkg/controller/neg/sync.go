@@ -32,6 +32,7 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
 
 // Event reasons on Services. Translation updates (every endpoint change) are logged, not recorded as Events.
@@ -142,11 +143,25 @@ func negNameFor(t *translator, svc *corev1.Service, p exposedPort) string {
 	return negName(translationVersion, t.cluster, t.tenant, svc.Namespace, svc.Name, p.Port)
 }
 
+// endpointSlicesOf returns the tenant's EndpointSlices of the Service, from the cache's index by Service.
+func (t *translator) endpointSlicesOf(svc *corev1.Service) ([]*discoveryv1.EndpointSlice, error) {
+	objs, err := t.sliceIndex.ByIndex(informerset.EndpointSlicesByService, informerset.ServiceKey(svc.Namespace, svc.Name))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, obj := range objs {
+		if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
+			out = append(out, slice)
+		}
+	}
+	return out, nil
+}
+
 // translation builds the desired Translation of one Service port: one NEG per zone of the tenant's Nodes, in zone
 // order, each with the ready endpoints of that zone.
 func (t *translator) translation(svc *corev1.Service, servicePort *corev1.ServicePort, p exposedPort, topo *topology) (*mpv1alpha1.Translation, int, error) {
-	selector := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: svc.Name})
-	endpointSlices, err := t.sliceLister.EndpointSlices(svc.Namespace).List(selector)
+	endpointSlices, err := t.endpointSlicesOf(svc)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -41,7 +41,6 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
-	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
@@ -60,22 +59,23 @@ type translator struct {
 	kube kubernetes.Interface
 	mp   mpclientset.Interface
 
-	services          cache.SharedIndexInformer
-	slices            cache.SharedIndexInformer
-	nodes             cache.SharedIndexInformer
-	translations      cache.SharedIndexInformer
-	serviceLister     corelisters.ServiceLister
-	sliceLister       discoverylisters.EndpointSliceLister
-	nodeLister        corelisters.NodeLister
-	translationLister mplisters.TranslationLister
+	services      cache.SharedIndexInformer
+	slices        cache.SharedIndexInformer
+	nodes         cache.SharedIndexInformer
+	translations  cache.SharedIndexInformer
+	serviceLister corelisters.ServiceLister
+	sliceLister   discoverylisters.EndpointSliceLister
+	// sliceIndex is where a sync reads its Service's EndpointSlices (informerset.EndpointSlicesByService).
+	sliceIndex cache.Indexer
+	nodeLister corelisters.NodeLister
 
 	// allTranslations is the unfiltered Translation informer: a custom NEG name is used once in the cluster, so
 	// every tenant's Translations count when a name is taken over; and a Service's Translations may be labeled for
-	// another tenant (made before the Service moved here, or by a former Service of its name). Its store is where a
-	// sync reads the Service's Translations: allTranslationLister by namespace, allTranslationStore by key.
-	allTranslations      cache.SharedIndexInformer
-	allTranslationLister mplisters.TranslationLister
-	allTranslationStore  cache.Store
+	// another tenant (made before the Service moved here, or by a former Service of its name).
+	allTranslations cache.SharedIndexInformer
+	// A sync reads Translations from these, by key or by owner (informerset.TranslationsByOwner): the tenant's
+	// (translations') and every tenant's (allTranslations').
+	translationIndex, allTranslationIndex cache.Indexer
 
 	workers *tenant.Workers
 	// concurrency is how many workers sync at once (--concurrent-neg-syncs), for the start log.
@@ -138,11 +138,19 @@ func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
 		return nil, fmt.Errorf("neg: %w", err)
 	}
 	t.serviceLister = corelisters.NewServiceLister(t.services.GetIndexer())
-	t.sliceLister = discoverylisters.NewEndpointSliceLister(t.slices.GetIndexer())
+	t.sliceIndex = t.slices.GetIndexer()
+	t.sliceLister = discoverylisters.NewEndpointSliceLister(t.sliceIndex)
 	t.nodeLister = corelisters.NewNodeLister(t.nodes.GetIndexer())
-	t.translationLister = mplisters.NewTranslationLister(t.translations.GetIndexer())
-	t.allTranslationLister = mplisters.NewTranslationLister(t.allTranslations.GetIndexer())
-	t.allTranslationStore = t.allTranslations.GetIndexer()
+	t.translationIndex, t.allTranslationIndex = t.translations.GetIndexer(), t.allTranslations.GetIndexer()
+	// A sync reads a Service's slices and Translations through these indexes, never by listing its namespace.
+	for _, need := range []struct {
+		informer cache.SharedIndexInformer
+		index    string
+	}{{t.slices, informerset.EndpointSlicesByService}, {t.translations, informerset.TranslationsByOwner}, {t.allTranslations, informerset.TranslationsByOwner}} {
+		if _, ok := need.informer.GetIndexer().GetIndexers()[need.index]; !ok {
+			return nil, fmt.Errorf("neg: the shared informer lacks the index %s (informerset.Resources installs it)", need.index)
+		}
+	}
 	t.workers = tenant.NewWorkers(tenant.WorkerConfig{
 		Tenant:     t.tenant,
 		Controller: c.Controller,

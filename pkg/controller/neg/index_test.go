@@ -1,0 +1,155 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package neg
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"sync/atomic"
+	"testing"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// namespaceScans counts the reads of an indexer that walk more than one Service's objects: List, ListKeys, and
+// lookups in the namespace index (what a lister's List of a namespace does).
+type namespaceScans struct {
+	cache.Indexer
+	n atomic.Int32
+}
+
+func (s *namespaceScans) List() []any {
+	s.n.Add(1)
+	return s.Indexer.List()
+}
+
+func (s *namespaceScans) ListKeys() []string {
+	s.n.Add(1)
+	return s.Indexer.ListKeys()
+}
+
+func (s *namespaceScans) Index(name string, obj any) ([]any, error) {
+	if name == cache.NamespaceIndex {
+		s.n.Add(1)
+	}
+	return s.Indexer.Index(name, obj)
+}
+
+func (s *namespaceScans) ByIndex(name, value string) ([]any, error) {
+	if name == cache.NamespaceIndex {
+		s.n.Add(1)
+	}
+	return s.Indexer.ByIndex(name, value)
+}
+
+// withOtherServices adds n annotated Services with a slice and an endpoint each to objects.
+func withOtherServices(objects []runtimeObject, n int) []runtimeObject {
+	for i := range n {
+		name := fmt.Sprintf("other%d", i)
+		objects = append(objects, service(name, `{"exposed_ports":{"80":{}}}`, servicePort("http", 80, "web")),
+			slice(name, name+"-1", "http", 8080, ep{ip: fmt.Sprintf("10.9.%d.%d", i/250, i%250+1), node: "n1"}))
+	}
+	return objects
+}
+
+// TestAnEndpointChangeReadsItsServicesObjectsOnly: in a namespace of many annotated Services, the sync of one
+// Service's endpoint change finds its EndpointSlices and Translations through the indexes by Service and by owner:
+// it never lists the namespace, so its cost does not grow with the namespace (issue 15: no O(namespace) reads in the
+// hot path).
+func TestAnEndpointChangeReadsItsServicesObjectsOnly(t *testing.T) {
+	const others = 20
+	h := newHarness(t, withOtherServices(webObjects(), others)...)
+	for i := range others {
+		h.sync(fmt.Sprintf("other%d", i))
+	}
+	h.sync("web")
+	if got := len(h.translations()); got != others+1 {
+		t.Fatalf("%d Translations before the change, want %d", got, others+1)
+	}
+	scans := map[string]*namespaceScans{
+		"the tenant's EndpointSlices": {Indexer: h.translator.sliceIndex},
+		"the tenant's Translations":   {Indexer: h.translator.translationIndex},
+		"every tenant's Translations": {Indexer: h.translator.allTranslationIndex},
+	}
+	h.translator.sliceIndex = scans["the tenant's EndpointSlices"]
+	h.translator.sliceLister = discoverylisters.NewEndpointSliceLister(h.translator.sliceIndex)
+	h.translator.translationIndex = scans["the tenant's Translations"]
+	h.translator.allTranslationIndex = scans["every tenant's Translations"]
+
+	s := slice("web", "web-2", "http", 9090, ep{ip: "10.0.1.2", node: "n3"}, ep{ip: "10.0.1.3", node: "n3"})
+	if _, err := h.kube.DiscoveryV1().EndpointSlices(testNamespace).Update(h.ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitCached("slices", "shop/web-2", func(obj any) bool { return len(obj.(*discoveryv1.EndpointSlice).Endpoints) == 2 })
+	h.writes()
+	h.sync("web")
+	if w := h.writes(); !reflect.DeepEqual(w, []string{"patch translations"}) {
+		t.Errorf("writes = %v, want one Translation spec patch", w)
+	}
+	var got []string
+	for _, r := range h.translations()["neg-v1-web-80"].Spec.Resources {
+		for _, e := range r.NetworkEndpointGroup.Endpoints {
+			got = append(got, r.Zone+"/"+e.IPAddress)
+		}
+	}
+	want := []string{zoneB + "/10.0.0.1", zoneB + "/10.0.0.2", zoneC + "/10.0.1.1", zoneC + "/10.0.1.2", zoneC + "/10.0.1.3"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("endpoints = %v, want %v", got, want)
+	}
+	for what, s := range scans {
+		if n := s.n.Load(); n != 0 {
+			t.Errorf("the sync read %s by namespace or whole %d times, want only by Service", what, n)
+		}
+	}
+}
+
+// BenchmarkConvergedSync is the translator's sync of one converged Service (it reads the Service's EndpointSlices and
+// Translations, builds the desired ones and finds nothing to write) in a namespace of 10 and of 1,000 annotated
+// Services. It prints the ratio of the two: what a sync costs per Service in its namespace (1.0: nothing).
+func BenchmarkConvergedSync(b *testing.B) {
+	perOp := map[int]float64{}
+	for _, others := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("services=%d", others), func(b *testing.B) {
+			h := newHarness(b, withOtherServices(webObjects(), others)...)
+			for i := range others {
+				h.sync(fmt.Sprintf("other%d", i))
+			}
+			h.sync("web")
+			h.settle()
+			h.writes()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if err := h.translator.sync(h.ctx, testNamespace+"/web"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if w := h.writes(); len(w) != 0 {
+				b.Fatalf("a converged sync wrote %v", w)
+			}
+			perOp[others] = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+		})
+	}
+	if perOp[10] > 0 && perOp[1000] > 0 {
+		fmt.Fprintf(os.Stderr, "BenchmarkConvergedSync: a sync in a namespace of 1,000 Services / of 10: %.2f\n", perOp[1000]/perOp[10])
+	}
+}
