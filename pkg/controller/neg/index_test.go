@@ -20,13 +20,24 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeinformers "k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
+	mpinformers "github.com/multiproject/client-go/informers/externalversions"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
 
 // namespaceScans counts the reads of an indexer that walk more than one Service's objects: List, ListKeys, and
@@ -118,6 +129,42 @@ func TestAnEndpointChangeReadsItsServicesObjectsOnly(t *testing.T) {
 		if n := s.n.Load(); n != 0 {
 			t.Errorf("the sync read %s by namespace or whole %d times, want only by Service", what, n)
 		}
+	}
+}
+
+// TestTranslatorNeedsTheIndexes: on shared informers built without the indexes by Service and by owner, the
+// translator refuses to start rather than fall back to reading whole namespaces.
+func TestTranslatorNeedsTheIndexes(t *testing.T) {
+	kubeFactory := kubeinformers.NewSharedInformerFactory(kubefake.NewClientset(), 0)
+	mpFactory := mpinformers.NewSharedInformerFactory(mpfake.NewClientset(), 0)
+	slices := kubeFactory.Discovery().V1().EndpointSlices().Informer()
+	translations := mpFactory.Multiproject().V1alpha1().Translations().Informer()
+	c := &tenant.Context{
+		Controller: "neg",
+		ProviderConfig: &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: testTenant},
+			Spec: mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{ProjectID: "p", Network: "vpc"}}},
+		ProviderConfigLabelKey: testLabelKey,
+		Informers: tenanttest.Informers{
+			informerset.Services:       kubeFactory.Core().V1().Services().Informer(),
+			informerset.EndpointSlices: slices,
+			informerset.Nodes:          kubeFactory.Core().V1().Nodes().Informer(),
+			informerset.Translations:   translations,
+		},
+		EventRecorder: &recorder{},
+		Condition:     &tenanttest.Conditions{},
+	}
+	for _, missing := range []string{informerset.EndpointSlicesByService, informerset.TranslationsByOwner} {
+		_, err := newTranslator(c, nil)
+		if err == nil || !strings.Contains(err.Error(), missing) {
+			t.Fatalf("without %s: newTranslator = %v, want an error naming it", missing, err)
+		}
+		if missing == informerset.EndpointSlicesByService {
+			indexed(t, slices, informerset.EndpointSliceIndexers())
+		}
+	}
+	indexed(t, translations, informerset.TranslationIndexers())
+	if _, err := newTranslator(c, nil); err != nil {
+		t.Fatalf("with both indexes: %v", err)
 	}
 }
 
