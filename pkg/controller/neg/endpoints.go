@@ -23,6 +23,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
@@ -53,6 +54,30 @@ func newTopology(nodes []*corev1.Node) *topology {
 	slices.Sort(t.zones)
 	t.zones = slices.Compact(t.zones)
 	return t
+}
+
+// topologyAt is a topology and the Node generation (translator.nodeGeneration) it was built at.
+type topologyAt struct {
+	generation uint64
+	*topology
+}
+
+// currentTopology returns the tenant's topology: the last one built, while no Node event that can change it came
+// since; else one built from the Node cache now. A sync then reads the Nodes once per topology change, not once per
+// sync. The generation is read before the cache: an event whose handler runs during the build makes the next sync
+// build again, and one whose handler has not run yet enqueues the Services it concerns once it does.
+func (t *translator) currentTopology() (*topology, error) {
+	generation := t.nodeGeneration.Load()
+	if known := t.topology.Load(); known != nil && known.generation == generation {
+		return known.topology, nil
+	}
+	nodes, err := t.nodeLister.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	topo := newTopology(nodes)
+	t.topology.Store(&topologyAt{generation: generation, topology: topo})
+	return topo, nil
 }
 
 // zoneCounts counts the tenant's Nodes per zone, from the Node events, to tell when its set of zones changes.

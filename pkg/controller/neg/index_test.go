@@ -24,10 +24,12 @@ import (
 	"sync/atomic"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -168,15 +170,68 @@ func TestTranslatorNeedsTheIndexes(t *testing.T) {
 	}
 }
 
+// TestSyncsReuseTheTopologyUntilANodeEventChangesIt: the syncs of a tenant read its Nodes once per topology
+// change, not once per sync: a Node's status update keeps the topology, a new zoned Node makes the next sync read
+// the Nodes again and declare the new zone.
+func TestSyncsReuseTheTopologyUntilANodeEventChangesIt(t *testing.T) {
+	h := newHarness(t, webObjects()...)
+	nodes := &namespaceScans{Indexer: h.informers["nodes"].GetIndexer()}
+	h.translator.nodeLister = corelisters.NewNodeLister(nodes)
+	for range 3 {
+		h.sync("web")
+	}
+	if n := nodes.n.Load(); n != 1 {
+		t.Errorf("three syncs read the Nodes %d times, want once", n)
+	}
+
+	n1 := h.informers["nodes"].GetIndexer().List()[0].(*corev1.Node)
+	heartbeat := n1.DeepCopy()
+	heartbeat.Status.Conditions = append(heartbeat.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue})
+	h.translator.onNodeUpdate(n1, heartbeat)
+	h.sync("web")
+	if n := nodes.n.Load(); n != 1 {
+		t.Errorf("after a Node's status update the syncs read the Nodes %d times, want once", n)
+	}
+
+	n5, err := h.kube.CoreV1().Nodes().Create(h.ctx, node("n5", "europe-west1-d"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.kube.DiscoveryV1().EndpointSlices(testNamespace).Create(h.ctx,
+		slice("web", "web-5", "http", 8080, ep{ip: "10.0.5.5", node: "n5"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.settle()
+	h.translator.onNodeAdd(n5, false) // as the informer calls it, once its cache holds the Node
+	h.sync("web")
+	if n := nodes.n.Load(); n != 2 {
+		t.Errorf("after a new zoned Node the syncs read the Nodes %d times in all, want twice", n)
+	}
+	var zones []string
+	for _, r := range h.translations()["neg-v1-web-80"].Spec.Resources {
+		zones = append(zones, r.Zone)
+	}
+	if want := []string{zoneB, zoneC, "europe-west1-d"}; !reflect.DeepEqual(zones, want) {
+		t.Errorf("NEG zones after the new Node = %v, want %v", zones, want)
+	}
+}
+
 // BenchmarkConvergedSync is the translator's sync of one converged Service (it reads the Service's EndpointSlices and
-// Translations, builds the desired ones and finds nothing to write) in a namespace of 10 and of 1,000 annotated
-// Services. It prints the ratio of the two: what a sync costs per Service in its namespace (1.0: nothing).
+// Translations and the tenant's topology, builds the desired Translations and finds nothing to write): in a
+// namespace of 10 annotated Services, of 1,000, and of 10 with 1,000 more Nodes. It prints the ratios of the last
+// two to the first: what a sync costs per Service in its namespace and per Node of the tenant (1.0: nothing).
 func BenchmarkConvergedSync(b *testing.B) {
-	perOp := map[int]float64{}
-	for _, others := range []int{10, 1000} {
-		b.Run(fmt.Sprintf("services=%d", others), func(b *testing.B) {
-			h := newHarness(b, withOtherServices(webObjects(), others)...)
-			for i := range others {
+	type world struct{ services, nodes int }
+	worlds := []world{{10, 0}, {1000, 0}, {10, 1000}}
+	perOp := map[world]float64{}
+	for _, w := range worlds {
+		b.Run(fmt.Sprintf("services=%d,nodes=%d", w.services, w.nodes), func(b *testing.B) {
+			objects := withOtherServices(webObjects(), w.services)
+			for i := range w.nodes {
+				objects = append(objects, node(fmt.Sprintf("extra%d", i), []string{zoneB, zoneC}[i%2]))
+			}
+			h := newHarness(b, objects...)
+			for i := range w.services {
 				h.sync(fmt.Sprintf("other%d", i))
 			}
 			h.sync("web")
@@ -193,10 +248,11 @@ func BenchmarkConvergedSync(b *testing.B) {
 			if w := h.writes(); len(w) != 0 {
 				b.Fatalf("a converged sync wrote %v", w)
 			}
-			perOp[others] = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			perOp[w] = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 		})
 	}
-	if perOp[10] > 0 && perOp[1000] > 0 {
-		fmt.Fprintf(os.Stderr, "BenchmarkConvergedSync: a sync in a namespace of 1,000 Services / of 10: %.2f\n", perOp[1000]/perOp[10])
+	if base := perOp[worlds[0]]; base > 0 {
+		fmt.Fprintf(os.Stderr, "BenchmarkConvergedSync: a sync beside 1,000 Services / beside 10: %.2f; with 1,000 more Nodes / without: %.2f\n",
+			perOp[worlds[1]]/base, perOp[worlds[2]]/base)
 	}
 }

@@ -25,7 +25,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
@@ -77,11 +76,10 @@ func (t *translator) sync(ctx context.Context, key string) error {
 		}
 	}
 
-	nodes, err := t.nodeLister.List(labels.Everything())
+	topo, err := t.currentTopology()
 	if err != nil {
 		return err
 	}
-	topo := newTopology(nodes)
 	var warnings []tenant.Warning
 	var desired []*mpv1alpha1.Translation
 	negs := map[int32]string{}

@@ -23,6 +23,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -101,6 +102,10 @@ type translator struct {
 	// zones counts the tenant's Nodes per zone, from the Node events, so that a Node event enqueues every Service
 	// only when the set of zones changes.
 	zones zoneCounts
+	// nodeGeneration counts the Node events that can change the topology (a zoned Node added or deleted, a zone
+	// changed); topology is the one built from the Node cache at a generation, reused while no such event came.
+	nodeGeneration atomic.Uint64
+	topology       atomic.Pointer[topologyAt]
 }
 
 func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
@@ -351,6 +356,7 @@ func (t *translator) onNodeAdd(obj any, isInInitialList bool) {
 	if zone == "" {
 		return
 	}
+	t.nodeGeneration.Add(1)
 	newZone := t.zones.add(zone)
 	if !isInInitialList {
 		t.nodeChanged(n.Name, newZone)
@@ -368,6 +374,7 @@ func (t *translator) onNodeUpdate(oldObj, newObj any) {
 	if oldZone == newZone {
 		return
 	}
+	t.nodeGeneration.Add(1)
 	zonesChanged := oldZone != "" && t.zones.remove(oldZone)
 	if newZone != "" && t.zones.add(newZone) {
 		zonesChanged = true
@@ -382,10 +389,12 @@ func (t *translator) onNodeDelete(obj any) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		// Which zone it was in is unknown: every Service looks again.
+		t.nodeGeneration.Add(1)
 		t.enqueueAllServices()
 		return
 	}
 	if zone := nodeZone(n); zone != "" {
+		t.nodeGeneration.Add(1)
 		t.nodeChanged(n.Name, t.zones.remove(zone))
 	}
 }
