@@ -52,7 +52,8 @@ func newTopology(nodes []*corev1.Node) *topology {
 		t.zones = append(t.zones, zone)
 	}
 	slices.Sort(t.zones)
-	t.zones = slices.Compact(t.zones)
+	// A copy of the few zones: the translator keeps its topology, not the one-per-Node array they were sorted in.
+	t.zones = slices.Clone(slices.Compact(t.zones))
 	return t
 }
 

@@ -216,6 +216,20 @@ func TestSyncsReuseTheTopologyUntilANodeEventChangesIt(t *testing.T) {
 	}
 }
 
+// TestATenantWithoutNEGsKeepsNoTopology: the syncs of Services that ask for no NEG neither read the Nodes nor keep
+// a topology, so an idle tenant holds no map of the Nodes it sees.
+func TestATenantWithoutNEGsKeepsNoTopology(t *testing.T) {
+	objects := webObjects()
+	objects[4] = service("web", "", servicePort("http", 80, "web"))
+	h := newHarness(t, objects...)
+	nodes := &namespaceScans{Indexer: h.informers["nodes"].GetIndexer()}
+	h.translator.nodeLister = corelisters.NewNodeLister(nodes)
+	h.sync("web")
+	if n, kept := nodes.n.Load(), h.translator.topology.Load(); n != 0 || kept != nil {
+		t.Errorf("the sync of a Service without NEGs read the Nodes %d times and kept a topology %v; want neither", n, kept != nil)
+	}
+}
+
 // BenchmarkConvergedSync is the translator's sync of one converged Service (it reads the Service's EndpointSlices and
 // Translations and the tenant's topology, builds the desired Translations and finds nothing to write): in a
 // namespace of 10 annotated Services, of 1,000, and of 10 with 1,000 more Nodes. It prints the ratios of the last

@@ -76,9 +76,12 @@ func (t *translator) sync(ctx context.Context, key string) error {
 		}
 	}
 
-	topo, err := t.currentTopology()
-	if err != nil {
-		return err
+	// Only a Service that asks for NEGs needs the topology: a tenant without one never builds or keeps it.
+	var topo *topology
+	if len(ports) > 0 {
+		if topo, err = t.currentTopology(); err != nil {
+			return err
+		}
 	}
 	var warnings []tenant.Warning
 	var desired []*mpv1alpha1.Translation
