@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/clusterid"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
 
@@ -109,6 +110,10 @@ func TestLeastPrivilege(t *testing.T) {
 		{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: leaseNamespace, name: leaseName},
 		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: leaseNamespace, name: leaseName},
 		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: leaseNamespace},
+		// The cluster's identity: its ConfigMap, seeded from the kube-system Namespace's UID.
+		{verb: "get", resource: "configmaps", namespace: "kube-system", name: clusterid.ConfigMapName},
+		{verb: "create", resource: "configmaps", namespace: "kube-system"},
+		{verb: "get", resource: "namespaces", name: clusterid.SeedNamespace},
 		// Delegated authentication and authorization of the secure port.
 		{verb: "create", group: "authentication.k8s.io", resource: "tokenreviews"},
 		{verb: "create", group: "authorization.k8s.io", resource: "subjectaccessreviews"},
@@ -144,6 +149,11 @@ func TestLeastPrivilege(t *testing.T) {
 		{verb: "patch", group: "apps", resource: "deployments", namespace: "kube-system"},
 		{verb: "get", resource: "configmaps", namespace: someNS, name: "extension-apiserver-authentication"},
 		{verb: "list", resource: "configmaps", namespace: "kube-system"},
+		// The identity is never changed by the manager; other ConfigMaps are not its to read or make.
+		{verb: "update", resource: "configmaps", namespace: "kube-system", name: clusterid.ConfigMapName},
+		{verb: "delete", resource: "configmaps", namespace: "kube-system", name: clusterid.ConfigMapName},
+		{verb: "get", resource: "configmaps", namespace: "kube-system", name: "kube-proxy"},
+		{verb: "create", resource: "configmaps", namespace: someNS},
 		// ProviderConfigs: the tenants' spec is the admins'; only the finalizer (patch) and the status.
 		{verb: "update", group: "multiproject.io", resource: "providerconfigs"},
 		{verb: "create", group: "multiproject.io", resource: "providerconfigs"},

@@ -22,14 +22,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -50,6 +53,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
 	"github.com/multiproject/multiproject-controller-manager/pkg/apibudget"
+	"github.com/multiproject/multiproject-controller-manager/pkg/clusterid"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
@@ -271,6 +275,14 @@ func CreateControllerContext(c config.CompletedConfig) (*ControllerContext, erro
 // the moment the caches have synced until StartControllers returns (for /readyz).
 func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *registry.Registry, synced *atomic.Bool) error {
 	logger := klog.FromContext(ctx)
+	if cc.ComponentConfig.TenantControllers.ClusterUID == "" {
+		uid, err := resolveClusterUID(ctx, cc.ComponentConfig)
+		if err != nil {
+			// Only ctx's end stops the retries.
+			return nil
+		}
+		cc.ComponentConfig.TenantControllers.ClusterUID = uid
+	}
 	c := cc.ComponentConfig
 	if err := cc.Informers.Set.Start(ctx); err != nil {
 		return err
@@ -311,6 +323,29 @@ func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *r
 		})
 	}
 	return pcController.Run(ctx, c.ProviderConfigWorkers)
+}
+
+// resolveClusterUID reads (or, the first time, records) the cluster's identity in the cloud (pkg/clusterid), retrying
+// with backoff while the API server cannot answer or the ConfigMap is invalid: no tenant may start without it, since
+// it is in every NEG name and marker. It fails only when ctx ends.
+func resolveClusterUID(ctx context.Context, c config.CompletedConfig) (string, error) {
+	logger := klog.FromContext(ctx)
+	namespace := c.LeaderElection.ResourceNamespace
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 30 * time.Second}
+	var uid string
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		var err error
+		if uid, err = clusterid.Resolve(ctx, c.Client, namespace); err != nil {
+			logger.Error(err, "Cannot resolve the cluster's identity; no tenant starts until it is known", "configMap", namespace+"/"+clusterid.ConfigMapName)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	logger.Info("Cluster identity", "clusterName", c.TenantControllers.ClusterName, "clusterUID", uid, "configMap", namespace+"/"+clusterid.ConfigMapName)
+	return uid, nil
 }
 
 // managerConfig tells the ProviderConfig manager where tenants' informers come from and which controllers

@@ -49,6 +49,7 @@ import (
 	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
+	"github.com/multiproject/multiproject-controller-manager/pkg/clusterid"
 )
 
 func TestControllerDescriptorTableIsValid(t *testing.T) {
@@ -76,6 +77,8 @@ func leaderElection(lease, renew, retry time.Duration) componentbaseconfig.Leade
 }
 
 func testConfig(client *fake.Clientset, le componentbaseconfig.LeaderElectionConfiguration) config.CompletedConfig {
+	// Every cluster has kube-system, whose UID seeds the cluster's identity (pkg/clusterid).
+	_ = client.Tracker().Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusterid.SeedNamespace, UID: "kube-system-uid"}})
 	broadcaster := record.NewBroadcaster()
 	c := &config.Config{
 		LeaderElection:         le,

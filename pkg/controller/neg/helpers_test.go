@@ -59,13 +59,18 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
 
+// testIdentity is the cluster the tests' translators run in.
+var testIdentity = clusterIdentity{name: testCluster, uid: testClusterUID}
+
 const (
-	testTenant    = "tenant-a"
-	testCluster   = "prod-eu"
-	testNamespace = "shop"
-	testLabelKey  = mpv1alpha1.DefaultProviderConfigLabelKey
-	zoneB         = "europe-west1-b"
-	zoneC         = "europe-west1-c"
+	testTenant  = "tenant-a"
+	testCluster = "prod-eu"
+	// testClusterUID stands for the kube-system Namespace's UID that pkg/clusterid records.
+	testClusterUID = "6a1f4c1e-2d3b-4c5d-8e9f-0a1b2c3d4e5f"
+	testNamespace  = "shop"
+	testLabelKey   = mpv1alpha1.DefaultProviderConfigLabelKey
+	zoneB          = "europe-west1-b"
+	zoneC          = "europe-west1-c"
 )
 
 // recorder remembers events without ever blocking.
@@ -168,7 +173,7 @@ func newHarness(t testing.TB, objects ...runtime.Object) *harness {
 		},
 		EventRecorder: h.events,
 		Condition:     h.conditions,
-		Options:       tenant.Options{ClusterName: testCluster},
+		Options:       tenant.Options{ClusterName: testCluster, ClusterUID: testClusterUID},
 		Workers:       2,
 	}
 	tr, err := newTranslator(h.tctx, nil)
@@ -519,7 +524,7 @@ func translationOf(name, service, uid, tenantName string, withOwner bool, negNam
 	if withOwner {
 		tr.OwnerReferences = []metav1.OwnerReference{ownerReference(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: service, UID: types.UID(uid)}})}
 	}
-	marker := negDescription(testCluster, tenantName, testNamespace, service, uid, 80)
+	marker := negDescription(testIdentity, tenantName, testNamespace, service, uid, 80)
 	for _, zone := range []string{zoneB, zoneC} {
 		tr.Spec.Resources = append(tr.Spec.Resources, mpv1alpha1.BackendResource{Kind: mpv1alpha1.BackendResourceKindNetworkEndpointGroup,
 			Name: negName, Zone: zone, Description: marker,

@@ -154,6 +154,7 @@ func TestTranslatorNeedsTheIndexes(t *testing.T) {
 		},
 		EventRecorder: &recorder{},
 		Condition:     &tenanttest.Conditions{},
+		Options:       tenant.Options{ClusterName: testCluster, ClusterUID: testClusterUID},
 	}
 	for _, missing := range []string{informerset.EndpointSlicesByService, informerset.TranslationsByOwner} {
 		_, err := newTranslator(c, nil)
@@ -268,5 +269,18 @@ func BenchmarkConvergedSync(b *testing.B) {
 	if base := perOp[worlds[0]]; base > 0 {
 		fmt.Fprintf(os.Stderr, "BenchmarkConvergedSync: a sync beside 1,000 Services / beside 10: %.2f; with 1,000 more Nodes / without: %.2f\n",
 			perOp[worlds[1]]/base, perOp[worlds[2]]/base)
+	}
+}
+
+// Without the cluster's UID a translator would name and mark NEGs as every other cluster of its --cluster-name does.
+func TestTranslatorNeedsTheClusterIdentity(t *testing.T) {
+	c := &tenant.Context{
+		Controller: "neg",
+		ProviderConfig: &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: testTenant},
+			Spec: mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{ProjectID: "p", Network: "vpc"}}},
+		Options: tenant.Options{ClusterName: testCluster},
+	}
+	if _, err := newTranslator(c, nil); err == nil || !strings.Contains(err.Error(), "ClusterUID") {
+		t.Fatalf("newTranslator without a cluster UID = %v, want an error naming it", err)
 	}
 }

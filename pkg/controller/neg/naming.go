@@ -76,20 +76,34 @@ func negNamePrefix(version string) string {
 // maxNEGNameLength is GCE's limit on resource names.
 const maxNEGNameLength = 63
 
+// clusterIdentity names this cluster in the cloud: the readable --cluster-name, and the UID that two clusters never
+// share (pkg/clusterid). Before the UID existed, NEGs were named and marked by the readable name alone; the zero
+// uid is that legacy identity, kept only for NEGs made then (see legacyIdentity).
+type clusterIdentity struct{ name, uid string }
+
+// legacy is the identity this cluster's NEGs had before the UID entered their names and markers.
+func (c clusterIdentity) legacy() clusterIdentity { return clusterIdentity{name: c.name} }
+
 // negName is the GCE name of the NEGs (one per zone, all with the same name) of one Service port of one tenant in
 // one cluster, for a translation version: mp1-<cluster>-<namespace>-<service>-<port>-<hash>, where the readable parts
-// are shortened evenly to fit 63 characters and the hash (of all of them, unshortened) keeps shortened names apart.
-// Two clusters or two tenants sharing a GCP project therefore never pick the same name for different Service ports,
-// and two translation versions never pick the same name (the prefix differs). The hash input does not include the
-// version, so the names of v1 are those it had before the version entered the name.
-func negName(version, cluster, tenant, namespace, service string, port int32) string {
-	sum := sha256.Sum256([]byte(strings.Join([]string{cluster, tenant, namespace, service, strconv.Itoa(int(port))}, "\x00")))
+// are shortened evenly to fit 63 characters and the hash (of the cluster UID and of all the readable parts,
+// unshortened) keeps shortened names apart. Two clusters (the UID differs even where --cluster-name is the same
+// default), or two tenants sharing a GCP project, therefore never pick the same name for different Service ports, and
+// two translation versions never pick the same name (the prefix differs). The hash input does not include the
+// version, and the legacy identity (no UID) hashes what it always did, so the names of NEGs made before either entered
+// the name are unchanged.
+func negName(version string, cluster clusterIdentity, tenant, namespace, service string, port int32) string {
+	parts := []string{cluster.name, tenant, namespace, service, strconv.Itoa(int(port))}
+	if cluster.uid != "" {
+		parts = append([]string{cluster.uid}, parts...)
+	}
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	hash := hex.EncodeToString(sum[:])[:10]
 	portStr := strconv.Itoa(int(port))
 	prefix := negNamePrefix(version)
 	// Fixed parts: prefix, port, hash and the five hyphens between the six parts.
 	budget := maxNEGNameLength - len(prefix) - len(portStr) - len(hash) - 5
-	fields := trimEvenly([]string{sanitize(cluster), namespace, service}, budget)
+	fields := trimEvenly([]string{sanitize(cluster.name), namespace, service}, budget)
 	return strings.Join([]string{prefix, fields[0], fields[1], fields[2], portStr, hash}, "-")
 }
 
@@ -128,24 +142,27 @@ func trimEvenly(fields []string, budget int) []string {
 }
 
 // negDescription is the ownership marker written to every NEG: the pusher changes or deletes a NEG only when its
-// description is exactly this. It names the cluster, tenant and Service port (the UID makes a re-created Service
+// description is exactly this. It names the cluster (its readable name and its UID, which the garbage sweep compares),
+// tenant and Service port (the UID makes a re-created Service
 // with the same name a different owner, so a NEG left behind by the old one is not silently adopted), in
 // ingress-gce's JSON style so that people reading the GCE console recognise it. It does not name the translation
 // version: the NEG name does, and the NEGs made before the version entered the name keep their marker.
-func negDescription(cluster, tenant, namespace, service string, uid string, port int32) string {
+func negDescription(cluster clusterIdentity, tenant, namespace, service string, uid string, port int32) string {
 	b, _ := json.Marshal(negDescriptionFields{
-		Cluster: cluster, Tenant: tenant, Namespace: namespace, Service: service, UID: uid, Port: strconv.Itoa(int(port)),
+		Cluster: cluster.name, ClusterUID: cluster.uid, Tenant: tenant, Namespace: namespace, Service: service, UID: uid, Port: strconv.Itoa(int(port)),
 		ManagedBy: "multiproject-controller-manager",
 	})
 	return string(b)
 }
 
 type negDescriptionFields struct {
-	Cluster   string `json:"cluster-name"`
-	Tenant    string `json:"provider-config"`
-	Namespace string `json:"namespace"`
-	Service   string `json:"service-name"`
-	UID       string `json:"service-uid"`
-	Port      string `json:"port"`
-	ManagedBy string `json:"managed-by"`
+	Cluster string `json:"cluster-name"`
+	// ClusterUID is absent from the markers of NEGs made before the cluster's UID existed.
+	ClusterUID string `json:"cluster-uid,omitempty"`
+	Tenant     string `json:"provider-config"`
+	Namespace  string `json:"namespace"`
+	Service    string `json:"service-name"`
+	UID        string `json:"service-uid"`
+	Port       string `json:"port"`
+	ManagedBy  string `json:"managed-by"`
 }

@@ -34,26 +34,54 @@ func TestNEGNameIsAValidDeterministicGCEName(t *testing.T) {
 	} {
 		for _, version := range []string{translationVersion, "v0", "v2", "v10"} {
 			for _, port := range []int32{1, 80, 65535} {
-				name := negName(version, tc.cluster, tc.tenant, tc.namespace, tc.service, port)
+				name := negName(version, clusterIdentity{name: tc.cluster, uid: testClusterUID}, tc.tenant, tc.namespace, tc.service, port)
 				if len(name) > 63 || !gceName.MatchString(name) {
 					t.Errorf("negName(%s, %+v, %d) = %q (%d characters) is not a valid GCE name", version, tc, port, name, len(name))
 				}
-				if again := negName(version, tc.cluster, tc.tenant, tc.namespace, tc.service, port); again != name {
+				if again := negName(version, clusterIdentity{name: tc.cluster, uid: testClusterUID}, tc.tenant, tc.namespace, tc.service, port); again != name {
 					t.Errorf("not deterministic: %q then %q", name, again)
 				}
 			}
 		}
 	}
-	if got := negName("v1", "prod-eu", "tenant-a", "shop", "web", 80); !strings.HasPrefix(got, "mp1-prod-eu-shop-web-80-") {
+	if got := negName("v1", clusterIdentity{"prod-eu", testClusterUID}, "tenant-a", "shop", "web", 80); !strings.HasPrefix(got, "mp1-prod-eu-shop-web-80-") {
 		t.Errorf("a short name should keep every readable part: %q", got)
 	}
 }
 
-// TestNEGNamesOfV1AreUnchanged pins v1's names to those made before the version entered the name (prefix mp1, the
-// hash without the version), so that upgrading renames no NEG.
-func TestNEGNamesOfV1AreUnchanged(t *testing.T) {
-	if got, want := negName("v1", "prod-eu", "tenant-a", "shop", "web", 80), "mp1-prod-eu-shop-web-80-3481242501"; got != want {
+// TestLegacyNEGNamesAreUnchanged pins the names of the legacy identity (no cluster UID) to those made before the
+// version and the UID entered the name (prefix mp1, the hash of the readable parts only): the translator keeps them
+// for the NEGs made then (negIdentity), so upgrading renames no NEG.
+func TestLegacyNEGNamesAreUnchanged(t *testing.T) {
+	if got, want := negName("v1", clusterIdentity{name: "prod-eu"}, "tenant-a", "shop", "web", 80), "mp1-prod-eu-shop-web-80-3481242501"; got != want {
 		t.Errorf("negName = %q, want %q", got, want)
+	}
+}
+
+// Two clusters with the same --cluster-name (the default, say) and the same tenant, namespace, Service and port
+// share a GCP project: their NEG names and markers differ, because their UIDs do.
+func TestTwoClustersOfOneNameNeverShareANEGNameOrMarker(t *testing.T) {
+	one := clusterIdentity{name: "default", uid: "11111111-aaaa-4aaa-8aaa-aaaaaaaaaaaa"}
+	two := clusterIdentity{name: "default", uid: "22222222-bbbb-4bbb-8bbb-bbbbbbbbbbbb"}
+	for _, c := range []clusterIdentity{one, two} {
+		if got := negName("v1", c, "team", "web", "app", 80); got == negName("v1", c.legacy(), "team", "web", "app", 80) {
+			t.Errorf("cluster %s names its NEG %q, the legacy name", c.uid, got)
+		}
+	}
+	if a, b := negName("v1", one, "team", "web", "app", 80), negName("v1", two, "team", "web", "app", 80); a == b {
+		t.Errorf("both clusters name the NEG %q", a)
+	}
+	if a, b := negDescription(one, "team", "web", "app", "svc-uid", 80), negDescription(two, "team", "web", "app", "svc-uid", 80); a == b {
+		t.Errorf("both clusters mark their NEGs %s", a)
+	}
+	var marker struct {
+		UID string `json:"cluster-uid"`
+	}
+	if err := json.Unmarshal([]byte(negDescription(one, "team", "web", "app", "svc-uid", 80)), &marker); err != nil || marker.UID != one.uid {
+		t.Errorf("the marker's cluster-uid = %q, %v; want %q", marker.UID, err, one.uid)
+	}
+	if strings.Contains(negDescription(one.legacy(), "team", "web", "app", "svc-uid", 80), "cluster-uid") {
+		t.Error("the legacy marker names a cluster UID")
 	}
 }
 
@@ -75,7 +103,7 @@ func TestNEGNameIsUniqueAcrossVersions(t *testing.T) {
 	} {
 		seen := map[string]string{}
 		for _, version := range []string{"v0", "v1", "v2", "v10", "v11"} {
-			name := negName(version, tc.cluster, tc.tenant, tc.namespace, tc.service, 80)
+			name := negName(version, clusterIdentity{name: tc.cluster, uid: testClusterUID}, tc.tenant, tc.namespace, tc.service, 80)
 			if other, dup := seen[name]; dup {
 				t.Errorf("versions %s and %s share NEG name %q", other, version, name)
 			}
@@ -98,12 +126,13 @@ func TestNEGNameIsUniquePerClusterTenantNamespaceServiceAndPort(t *testing.T) {
 		{"prod-eu", "tenant-a", long + "a", "web"},
 		{"prod-eu", "tenant-a", long + "b", "web"},
 	}
-	seen := map[string][]string{negName(translationVersion, base[0], base[1], base[2], base[3], 80): base}
-	if n := negName(translationVersion, base[0], base[1], base[2], base[3], 81); seen[n] != nil {
+	id := func(name string) clusterIdentity { return clusterIdentity{name: name, uid: testClusterUID} }
+	seen := map[string][]string{negName(translationVersion, id(base[0]), base[1], base[2], base[3], 80): base}
+	if n := negName(translationVersion, id(base[0]), base[1], base[2], base[3], 81); seen[n] != nil {
 		t.Errorf("ports 80 and 81 share %q", n)
 	}
 	for _, v := range variants {
-		n := negName(translationVersion, v[0], v[1], v[2], v[3], 80)
+		n := negName(translationVersion, id(v[0]), v[1], v[2], v[3], 80)
 		if other, dup := seen[n]; dup {
 			t.Errorf("%v and %v share NEG name %q", v, other, n)
 		}
@@ -146,12 +175,12 @@ func TestParseTranslationNameFindsTheServiceOfAnyVersion(t *testing.T) {
 }
 
 func TestDescriptionIdentifiesClusterTenantAndServicePort(t *testing.T) {
-	d := negDescription("prod-eu", "tenant-a", "shop", "web", "uid-1", 80)
+	d := negDescription(testIdentity, "tenant-a", "shop", "web", "uid-1", 80)
 	var fields map[string]string
 	if err := json.Unmarshal([]byte(d), &fields); err != nil {
 		t.Fatalf("description %q is not JSON: %v", d, err)
 	}
-	want := map[string]string{"cluster-name": "prod-eu", "provider-config": "tenant-a", "namespace": "shop",
+	want := map[string]string{"cluster-name": "prod-eu", "cluster-uid": testClusterUID, "provider-config": "tenant-a", "namespace": "shop",
 		"service-name": "web", "service-uid": "uid-1", "port": "80", "managed-by": "multiproject-controller-manager"}
 	for k, v := range want {
 		if fields[k] != v {
@@ -162,9 +191,11 @@ func TestDescriptionIdentifiesClusterTenantAndServicePort(t *testing.T) {
 		t.Errorf("description longer than the Translation schema allows: %d", len(d))
 	}
 	for _, other := range []string{
-		negDescription("prod-us", "tenant-a", "shop", "web", "uid-1", 80),
-		negDescription("prod-eu", "tenant-a", "shop", "web", "uid-2", 80),
-		negDescription("prod-eu", "tenant-a", "shop", "web", "uid-1", 81),
+		negDescription(clusterIdentity{"prod-us", testClusterUID}, "tenant-a", "shop", "web", "uid-1", 80),
+		negDescription(clusterIdentity{"prod-eu", "another-uid"}, "tenant-a", "shop", "web", "uid-1", 80),
+		negDescription(testIdentity.legacy(), "tenant-a", "shop", "web", "uid-1", 80),
+		negDescription(testIdentity, "tenant-a", "shop", "web", "uid-2", 80),
+		negDescription(testIdentity, "tenant-a", "shop", "web", "uid-1", 81),
 	} {
 		if other == d {
 			t.Errorf("two different owners share the marker %s", d)

@@ -172,7 +172,7 @@ func (c *negCluster) start(name, namespace string) *negTenant {
 		}},
 		EventRecorder: nt.events,
 		Condition:     &tenanttest.Conditions{},
-		Options:       tenant.Options{ClusterName: testCluster},
+		Options:       tenant.Options{ClusterName: testCluster, ClusterUID: testClusterUID},
 		Workers:       2,
 	}, nil)
 	if err != nil {

@@ -114,7 +114,7 @@ func (t *translator) sync(ctx context.Context, key string) error {
 					"they are left out of the NEGs", p.Port)})
 		}
 		desired = append(desired, tr)
-		negs[p.Port] = negNameFor(t, svc, p)
+		negs[p.Port], _ = t.negIdentity(svc, p)
 	}
 	blocked, err := t.reconcileTranslations(ctx, svc, desired, custom)
 	t.warnings.Report(key, svc, append(warnings, blocked...)...)
@@ -137,11 +137,40 @@ func findServicePort(svc *corev1.Service, port int32) *corev1.ServicePort {
 	return &svc.Spec.Ports[i]
 }
 
-func negNameFor(t *translator, svc *corev1.Service, p exposedPort) string {
-	if p.CustomName != "" {
-		return p.CustomName
+// negIdentity returns the name and ownership marker of the NEGs of one Service port: the custom name or the
+// generated one, and the marker of this cluster, tenant and Service. A Translation made before the cluster's UID
+// entered names and markers keeps the legacy name and marker it declares: GCE can neither rename a NEG nor change its
+// description, and users attach standalone NEGs to their own backend services, so an upgrade renames nothing. The
+// legacy marker names this Service's UID, which no other cluster's Service has, so keeping it adopts only this
+// cluster's NEGs.
+func (t *translator) negIdentity(svc *corev1.Service, p exposedPort) (name, description string) {
+	name, description = p.CustomName, negDescription(t.cluster, t.tenant, svc.Namespace, svc.Name, string(svc.UID), p.Port)
+	legacyDescription := negDescription(t.cluster.legacy(), t.tenant, svc.Namespace, svc.Name, string(svc.UID), p.Port)
+	legacyName := p.CustomName
+	if p.CustomName == "" {
+		name = negName(translationVersion, t.cluster, t.tenant, svc.Namespace, svc.Name, p.Port)
+		legacyName = negName(translationVersion, t.cluster.legacy(), t.tenant, svc.Namespace, svc.Name, p.Port)
 	}
-	return negName(translationVersion, t.cluster, t.tenant, svc.Namespace, svc.Name, p.Port)
+	if t.declaresLegacy(svc, translationName(svc.Name, p.Port), legacyName, legacyDescription) {
+		return legacyName, legacyDescription
+	}
+	return name, description
+}
+
+// declaresLegacy says whether the Service's cached Translation of that name declares a NEG of the legacy name and
+// marker.
+func (t *translator) declaresLegacy(svc *corev1.Service, translation, name, description string) bool {
+	obj, exists, err := t.allTranslationIndex.GetByKey(svc.Namespace + "/" + translation)
+	if err != nil || !exists {
+		return false
+	}
+	tr, ok := obj.(*mpv1alpha1.Translation)
+	if !ok || ownerUID(tr) != svc.UID {
+		return false
+	}
+	return slices.ContainsFunc(tr.Spec.Resources, func(r mpv1alpha1.BackendResource) bool {
+		return r.Name == name && r.Description == description
+	})
 }
 
 // endpointSlicesOf returns the tenant's EndpointSlices of the Service, from the cache's index by Service.
@@ -167,8 +196,7 @@ func (t *translator) translation(svc *corev1.Service, servicePort *corev1.Servic
 		return nil, 0, err
 	}
 	byZone, skipped := endpointsByZone(endpointSlices, servicePort, topo)
-	name := negNameFor(t, svc, p)
-	description := negDescription(t.cluster, t.tenant, svc.Namespace, svc.Name, string(svc.UID), p.Port)
+	name, description := t.negIdentity(svc, p)
 	tr := &mpv1alpha1.Translation{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: svc.Namespace,

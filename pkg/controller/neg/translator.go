@@ -54,7 +54,7 @@ import (
 type translator struct {
 	tenant   string
 	labelKey string
-	cluster  string
+	cluster  clusterIdentity
 	gcp      mpv1alpha1.GCPConfig
 
 	kube kubernetes.Interface
@@ -112,10 +112,14 @@ func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
 	if c.ProviderConfig == nil || c.ProviderConfig.Spec.GCP == nil {
 		return nil, errors.New("neg: the ProviderConfig has no spec.gcp")
 	}
+	if c.Options.ClusterUID == "" {
+		// Without it, NEG names and markers would be those another cluster with the same --cluster-name makes.
+		return nil, errors.New("neg: the cluster's identity (tenant.Options.ClusterUID) is not known")
+	}
 	t := &translator{
 		tenant:      c.Name(),
 		labelKey:    c.ProviderConfigLabelKey,
-		cluster:     c.Options.ClusterName,
+		cluster:     clusterIdentity{name: c.Options.ClusterName, uid: c.Options.ClusterUID},
 		gcp:         *c.ProviderConfig.Spec.GCP.DeepCopy(),
 		kube:        c.KubeClient,
 		mp:          c.MultiprojectClient,

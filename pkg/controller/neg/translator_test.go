@@ -82,8 +82,8 @@ func TestSyncDeclaresOneTranslationPerExposedPort(t *testing.T) {
 		t.Errorf("controller reference = %+v", ref)
 	}
 
-	name := negName(translationVersion, testCluster, testTenant, testNamespace, "web", 80)
-	marker := negDescription(testCluster, testTenant, testNamespace, "web", "uid-web", 80)
+	name := negName(translationVersion, testIdentity, testTenant, testNamespace, "web", 80)
+	marker := negDescription(testIdentity, testTenant, testNamespace, "web", "uid-web", 80)
 	want := []mpv1alpha1.BackendResource{
 		{Kind: mpv1alpha1.BackendResourceKindNetworkEndpointGroup, Name: name, Zone: zoneB, Description: marker,
 			NetworkEndpointGroup: &mpv1alpha1.NetworkEndpointGroupParameters{Network: "vpc-a", Subnetwork: "sub-a",
@@ -311,7 +311,7 @@ func TestStaleAndForeignTranslationsAreDeleted(t *testing.T) {
 // current one, and it is deleted (so the pusher deletes its NEGs) only once the current one is synced (its NEGs
 // exist).
 func TestVersionBumpDeclaresNewNEGsBeforeTheOldOnesGo(t *testing.T) {
-	oldName := negName("v0", testCluster, testTenant, testNamespace, "web", 80)
+	oldName := negName("v0", testIdentity, testTenant, testNamespace, "web", 80)
 	old := translationOf("neg-v0-web-80", "web", "uid-web", testTenant, true, oldName)
 	h := newHarness(t, append(webObjects(), old)...)
 	h.sync("web")
@@ -368,7 +368,7 @@ func TestVersionBumpWithACustomNameHandsTheNEGOver(t *testing.T) {
 // with the same name (a new UID) finds the Translations of its predecessor, without owner reference; they are
 // deleted (their NEGs carry the old UID's marker) and its own takes the name once the old one is gone.
 func TestRecreatedServiceReplacesItsPredecessorsTranslations(t *testing.T) {
-	name := negName(translationVersion, testCluster, testTenant, testNamespace, "web", 80)
+	name := negName(translationVersion, testIdentity, testTenant, testNamespace, "web", 80)
 	objects := append(webObjects(),
 		translationOf("neg-v1-web-80", "web", "uid-old", testTenant, false, name),
 		translationOf("neg-v1-web-443", "web", "uid-old", testTenant, false, "custom-https"), // a port the new one does not expose
@@ -395,7 +395,7 @@ func TestRecreatedServiceReplacesItsPredecessorsTranslations(t *testing.T) {
 	if tr == nil || tr.Labels[mpv1alpha1.TranslationOwnerUIDLabelKey] != "uid-web" || metav1.GetControllerOf(tr).UID != "uid-web" {
 		t.Fatalf("the new Service's Translation = %+v", tr)
 	}
-	if got := tr.Spec.Resources[0].Description; got != negDescription(testCluster, testTenant, testNamespace, "web", "uid-web", 80) {
+	if got := tr.Spec.Resources[0].Description; got != negDescription(testIdentity, testTenant, testNamespace, "web", "uid-web", 80) {
 		t.Errorf("marker = %s, want the new UID's", got)
 	}
 	if got := h.events.With("Normal " + ReasonStaleTranslationDeleted); len(got) != 2 {
@@ -407,7 +407,7 @@ func TestRecreatedServiceReplacesItsPredecessorsTranslations(t *testing.T) {
 // is labeled for another tenant (the Service moved before it was deleted): the tenant's view does not show it, the
 // unfiltered cache does.
 func TestRecreatedServiceReplacesAPredecessorsTranslationOutsideTheView(t *testing.T) {
-	name := negName(translationVersion, testCluster, "tenant-b", testNamespace, "web", 80)
+	name := negName(translationVersion, testIdentity, "tenant-b", testNamespace, "web", 80)
 	h := newHarness(t, append(webObjects(), translationOf("neg-v1-web-80", "web", "uid-old", "tenant-b", false, name))...)
 	h.syncWaiting("web")
 	if tr := h.translations()["neg-v1-web-80"]; tr != nil {
@@ -597,5 +597,50 @@ func TestEndpointsIgnoreOtherAddressTypesAndProtocols(t *testing.T) {
 	want := map[string][]mpv1alpha1.NetworkEndpoint{zoneB: {{Instance: "n1", IPAddress: "10.0.0.5", Port: 80}}}
 	if !reflect.DeepEqual(got, want) || skipped != 0 {
 		t.Errorf("got %v (skipped %d), want %v", got, skipped, want)
+	}
+}
+
+// TestAnUpgradeKeepsTheLegacyNEGsOfItsOwnServices: a Translation made before the cluster's UID entered NEG names and
+// markers keeps its NEG's name and marker (GCE cannot rename a NEG or change its description, and users attach NEGs
+// to their own backend services), while a Service port without such a Translation gets the UID-bearing name; a
+// legacy-looking Translation of another Service (another UID) adopts nothing.
+func TestAnUpgradeKeepsTheLegacyNEGsOfItsOwnServices(t *testing.T) {
+	legacyName := negName(translationVersion, testIdentity.legacy(), testTenant, testNamespace, "web", 80)
+	legacy := translationOf(translationName("web", 80), "web", "uid-web", testTenant, true, legacyName)
+	legacyMarker := negDescription(testIdentity.legacy(), testTenant, testNamespace, "web", "uid-web", 80)
+	for i := range legacy.Spec.Resources {
+		legacy.Spec.Resources[i].Description = legacyMarker
+	}
+	h := newHarness(t, append(webObjects(), legacy)...)
+	h.sync("web")
+	tr := h.translations()[translationName("web", 80)]
+	if tr == nil || len(tr.Spec.Resources) == 0 {
+		t.Fatalf("no Translation after the sync: %v", keys(h.translations()))
+	}
+	for _, r := range tr.Spec.Resources {
+		if r.Name != legacyName || r.Description != legacyMarker {
+			t.Errorf("after the upgrade the Translation declares %s with marker %s; want the legacy %s and %s", r.Name, r.Description, legacyName, legacyMarker)
+		}
+	}
+	var status negStatus
+	if err := json.Unmarshal([]byte(h.service("web").Annotations[NEGStatusAnnotationKey]), &status); err != nil || status.NetworkEndpointGroups["80"] != legacyName {
+		t.Errorf("neg-status names %v (%v); want the legacy NEG %s", status.NetworkEndpointGroups, err, legacyName)
+	}
+
+	// The same legacy name and marker in a Translation owned by another Service UID (a Service re-created under
+	// the same name) are not this Service's: it gets the UID-bearing name.
+	stranger := translationOf(translationName("web", 80), "web", "uid-old-web", testTenant, true, legacyName)
+	for i := range stranger.Spec.Resources {
+		stranger.Spec.Resources[i].Description = negDescription(testIdentity.legacy(), testTenant, testNamespace, "web", "uid-old-web", 80)
+	}
+	h2 := newHarness(t, webObjects()...)
+	if name, marker := h2.translator.negIdentity(h2.service("web"), exposedPort{Port: 80}); name == legacyName || !strings.Contains(marker, `"cluster-uid"`) {
+		t.Errorf("without a legacy Translation the NEG is %s marked %s; want the UID-bearing name and marker", name, marker)
+	}
+	if err := h2.translator.allTranslationIndex.Add(stranger); err != nil {
+		t.Fatal(err)
+	}
+	if name, _ := h2.translator.negIdentity(h2.service("web"), exposedPort{Port: 80}); name == legacyName {
+		t.Errorf("another Service's legacy Translation made this one adopt %s", name)
 	}
 }

@@ -91,6 +91,10 @@ type Options struct {
 	// ClusterName identifies this Kubernetes cluster in the names and descriptions of cloud resources, so that two
 	// clusters sharing a GCP project never touch each other's NEGs (--cluster-name).
 	ClusterName string
+	// ClusterUID is the identity of this cluster that two clusters never share (pkg/clusterid: the kube-system
+	// Namespace's UID unless an operator recorded another); it enters every NEG name and ownership marker, and the
+	// garbage sweep touches only NEGs that carry it. Resolved at start, not a flag.
+	ClusterUID string
 	// AppOwnerLabelKey is the Namespace label whose value names a Rancher Project (--app-owner-label-key).
 	AppOwnerLabelKey string
 	// GCEEndpoint overrides the Compute Engine API base URL, for tests and local runs (--gce-endpoint).

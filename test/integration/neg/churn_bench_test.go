@@ -225,7 +225,7 @@ func newChurnEnv(b *testing.B, s churnSettings, onCall func(fakegce.CallRecord))
 	e.manager = framework.StartManager(b, ctx, framework.ManagerOptions{
 		Tenancy: e.tenancy, KubeClient: e.kube, MultiprojectClient: e.mp, Admin: e.admin, LabelKey: labelKey,
 		Controllers: []providerconfig.NamedFactory{framework.Enable(framework.Descriptor(names.NEGController), 5)},
-		Options: tenant.Options{ClusterName: clusterName, GCEEndpoint: e.gce.Endpoint(),
+		Options: tenant.Options{ClusterName: clusterName, ClusterUID: clusterUID, GCEEndpoint: e.gce.Endpoint(),
 			GCEQPS: s.gceQPS, GCEBurst: int(s.gceQPS)},
 	})
 	return e, limiter

@@ -52,6 +52,8 @@ import (
 const (
 	labelKey    = mpv1alpha1.DefaultProviderConfigLabelKey
 	clusterName = "it-cluster"
+	// clusterUID stands for the identity pkg/clusterid resolves in the binary.
+	clusterUID = "it-cluster-uid"
 )
 
 var zones = []string{"europe-west1-b", "europe-west1-c", "europe-west1-d"}
@@ -122,7 +124,7 @@ func newEnvWith(t testing.TB, opts envOptions) *env {
 	e.manager = framework.StartManager(t, ctx, framework.ManagerOptions{
 		Tenancy: e.tenancy, KubeClient: e.kube, MultiprojectClient: e.mp, Admin: e.admin, LabelKey: labelKey,
 		Controllers: []providerconfig.NamedFactory{framework.Enable(framework.Descriptor(names.NEGController), 5)},
-		Options:     tenant.Options{ClusterName: clusterName, GCEEndpoint: e.gce.Endpoint(), GCEQPS: 500, GCEBurst: 500},
+		Options:     tenant.Options{ClusterName: clusterName, ClusterUID: clusterUID, GCEEndpoint: e.gce.Endpoint(), GCEQPS: 500, GCEBurst: 500},
 	})
 	return e
 }

@@ -215,14 +215,15 @@ func (e *env) orphanDelete(ns, name string) {
 // ownershipMarker is the NEG description the translator writes (docs/neg.md, "Names"), its fields in that order.
 func ownershipMarker(tenant, ns, service string, uid types.UID, port int) string {
 	b, err := json.Marshal(struct {
-		Cluster   string `json:"cluster-name"`
-		Tenant    string `json:"provider-config"`
-		Namespace string `json:"namespace"`
-		Service   string `json:"service-name"`
-		UID       string `json:"service-uid"`
-		Port      string `json:"port"`
-		ManagedBy string `json:"managed-by"`
-	}{clusterName, tenant, ns, service, string(uid), strconv.Itoa(port), "multiproject-controller-manager"})
+		Cluster    string `json:"cluster-name"`
+		ClusterUID string `json:"cluster-uid"`
+		Tenant     string `json:"provider-config"`
+		Namespace  string `json:"namespace"`
+		Service    string `json:"service-name"`
+		UID        string `json:"service-uid"`
+		Port       string `json:"port"`
+		ManagedBy  string `json:"managed-by"`
+	}{clusterName, clusterUID, tenant, ns, service, string(uid), strconv.Itoa(port), "multiproject-controller-manager"})
 	if err != nil {
 		panic(err)
 	}

@@ -222,7 +222,7 @@ func newBudgetEnv(tb testing.TB, budget apibudget.Options) *env {
 	e.manager = framework.StartManager(tb, ctx, framework.ManagerOptions{
 		Tenancy: e.tenancy, KubeClient: e.kube, MultiprojectClient: e.mp, Admin: e.admin, LabelKey: labelKey,
 		Controllers: []providerconfig.NamedFactory{framework.Enable(framework.Descriptor(names.NEGController), 5)},
-		Options:     tenant.Options{ClusterName: clusterName, GCEEndpoint: e.gce.Endpoint(), GCEQPS: 500, GCEBurst: 500},
+		Options:     tenant.Options{ClusterName: clusterName, ClusterUID: clusterUID, GCEEndpoint: e.gce.Endpoint(), GCEQPS: 500, GCEBurst: 500},
 	})
 	return e
 }

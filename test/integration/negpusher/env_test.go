@@ -101,7 +101,7 @@ func newEnvWith(t *testing.T, gceOptions fakegce.Options) *env {
 	e.manager = framework.StartManager(t, ctx, framework.ManagerOptions{
 		Tenancy: tn, KubeClient: e.kube, MultiprojectClient: e.mp, Admin: e.admin, LabelKey: labelKey,
 		Controllers: []providerconfig.NamedFactory{pusherOnly},
-		Options:     tenant.Options{GCEEndpoint: e.gce.Endpoint(), GCEQPS: 200, GCEBurst: 200},
+		Options:     tenant.Options{ClusterName: "it-cluster", ClusterUID: "it-cluster-uid", GCEEndpoint: e.gce.Endpoint(), GCEQPS: 200, GCEBurst: 200},
 	})
 	return e
 }

@@ -40,18 +40,21 @@ const managedBy = "multiproject-controller-manager"
 
 // marker is the part of a NEG's ownership marker the sweep reads: who made it.
 type marker struct {
-	Cluster   string `json:"cluster-name"`
-	Tenant    string `json:"provider-config"`
-	ManagedBy string `json:"managed-by"`
+	ClusterUID string `json:"cluster-uid"`
+	Tenant     string `json:"provider-config"`
+	ManagedBy  string `json:"managed-by"`
 }
 
-// ours says whether a NEG's description is the ownership marker of this cluster and tenant.
+// ours says whether a NEG's description is the ownership marker of this cluster and tenant. The cluster is its UID,
+// never the readable --cluster-name, whose default every cluster shares. A NEG marked before the UID existed (a
+// legacy marker) is never ours to sweep: nothing in it tells this cluster from another of the same name, and the
+// sweep deletes nothing on a guess; its Translation, which names its Service's UID, still deletes it.
 func (p *Pusher) ours(description string) bool {
 	var m marker
 	if json.Unmarshal([]byte(description), &m) != nil {
 		return false
 	}
-	return m.ManagedBy == managedBy && m.Tenant == p.tenant && m.Cluster == p.options.ClusterName
+	return m.ManagedBy == managedBy && m.Tenant == p.tenant && m.ClusterUID != "" && m.ClusterUID == p.options.ClusterUID
 }
 
 // claimed are the NEGs of project that some Translation of the tenant declares, in its spec or its status.

@@ -41,9 +41,10 @@ import (
 )
 
 const (
-	testProject   = "tenant-a-project"
-	testNamespace = "shop"
-	testMarker    = `{"cluster":"test","service":"shop/web","port":"80"}`
+	testProject    = "tenant-a-project"
+	testNamespace  = "shop"
+	testClusterUID = "5c0ffee0-1234-4abc-8def-0123456789ab"
+	testMarker     = `{"cluster":"test","service":"shop/web","port":"80"}`
 )
 
 // recorder remembers events without ever blocking.
@@ -84,7 +85,7 @@ func newHarness(t testing.TB, gcp *mpv1alpha1.GCPConfig, objects ...runtime.Obje
 		Informers:              tenanttest.Informers{informerset.Translations: informer},
 		EventRecorder:          h.events,
 		Condition:              h.conditions,
-		Options:                tenant.Options{GCEEndpoint: h.gce.Endpoint(), GCEQPS: 1000, GCEBurst: 1000},
+		Options:                tenant.Options{ClusterName: "default", ClusterUID: testClusterUID, GCEEndpoint: h.gce.Endpoint(), GCEQPS: 1000, GCEBurst: 1000},
 		Workers:                2,
 	}
 	_, ctx := ktesting.NewTestContext(t)

@@ -195,14 +195,17 @@ func TestSweepDeletesOnlyOurUnclaimedNEGs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	marker := func(cluster, tenant string) string {
-		return fmt.Sprintf(`{"cluster-name":%q,"provider-config":%q,"managed-by":"multiproject-controller-manager"}`, cluster, tenant)
+	marker := func(uid, tenant string) string {
+		return fmt.Sprintf(`{"cluster-name":"default","cluster-uid":%q,"provider-config":%q,"managed-by":"multiproject-controller-manager"}`, uid, tenant)
 	}
 	for name, description := range map[string]string{
-		"leaked":        marker("", "tenant-a"),
-		"other-tenant":  marker("", "tenant-b"),
-		"other-cluster": marker("elsewhere", "tenant-a"),
-		"hand-made":     "made by a person",
+		"leaked":       marker(testClusterUID, "tenant-a"),
+		"other-tenant": marker(testClusterUID, "tenant-b"),
+		// Another cluster of the same --cluster-name: only the UID tells it apart.
+		"other-cluster": marker("uid-of-another-cluster", "tenant-a"),
+		// Made before the cluster's UID entered markers: nothing proves it is this cluster's.
+		"legacy":    `{"cluster-name":"default","provider-config":"tenant-a","managed-by":"multiproject-controller-manager"}`,
+		"hand-made": "made by a person",
 	} {
 		neg := &compute.NetworkEndpointGroup{Name: name, Description: description, Network: "default", NetworkEndpointType: "GCE_VM_IP_PORT"}
 		if err := gce.InsertNEG(context.Background(), "us-central1-a", neg); err != nil {
@@ -218,7 +221,7 @@ func TestSweepDeletesOnlyOurUnclaimedNEGs(t *testing.T) {
 		_, ok := h.gce.NEG(testProject, "us-central1-a", "leaked")
 		return !ok
 	})
-	for _, name := range []string{"other-tenant", "other-cluster", "hand-made", "k8s1-web"} {
+	for _, name := range []string{"other-tenant", "other-cluster", "legacy", "hand-made", "k8s1-web"} {
 		if _, ok := h.gce.NEG(testProject, "us-central1-a", name); !ok {
 			t.Errorf("the sweep deleted NEG %s, which is not ours to collect", name)
 		}
