@@ -103,7 +103,8 @@ func (t *translator) sync(ctx context.Context, key string) error {
 			}
 			custom[translationName(svc.Name, p.Port)] = p.CustomName
 		}
-		tr, skipped, err := t.translation(svc, servicePort, p, topo)
+		name, description := t.negIdentity(svc, p)
+		tr, skipped, err := t.translation(svc, servicePort, name, description, topo)
 		if err != nil {
 			return err
 		}
@@ -114,7 +115,7 @@ func (t *translator) sync(ctx context.Context, key string) error {
 					"they are left out of the NEGs", p.Port)})
 		}
 		desired = append(desired, tr)
-		negs[p.Port], _ = t.negIdentity(svc, p)
+		negs[p.Port] = name
 	}
 	blocked, err := t.reconcileTranslations(ctx, svc, desired, custom)
 	t.warnings.Report(key, svc, append(warnings, blocked...)...)
@@ -189,18 +190,17 @@ func (t *translator) endpointSlicesOf(svc *corev1.Service) ([]*discoveryv1.Endpo
 }
 
 // translation builds the desired Translation of one Service port: one NEG per zone of the tenant's Nodes, in zone
-// order, each with the ready endpoints of that zone.
-func (t *translator) translation(svc *corev1.Service, servicePort *corev1.ServicePort, p exposedPort, topo *topology) (*mpv1alpha1.Translation, int, error) {
+// order, each named name, marked with description, and holding the ready endpoints of that zone.
+func (t *translator) translation(svc *corev1.Service, servicePort *corev1.ServicePort, name, description string, topo *topology) (*mpv1alpha1.Translation, int, error) {
 	endpointSlices, err := t.endpointSlicesOf(svc)
 	if err != nil {
 		return nil, 0, err
 	}
 	byZone, skipped := endpointsByZone(endpointSlices, servicePort, topo)
-	name, description := t.negIdentity(svc, p)
 	tr := &mpv1alpha1.Translation{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: svc.Namespace,
-			Name:      translationName(svc.Name, p.Port),
+			Name:      translationName(svc.Name, servicePort.Port),
 			Labels: map[string]string{
 				t.labelKey:                             t.tenant,
 				mpv1alpha1.TranslationOwnerUIDLabelKey: string(svc.UID),
