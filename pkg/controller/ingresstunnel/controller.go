@@ -264,7 +264,7 @@ func (c *Controller) Start(ctx context.Context, done func()) {
 // see the claim.
 func (c *Controller) onIngress(obj any) {
 	if ing, ok := obj.(*networkingv1.Ingress); ok {
-		c.hosts.Claim(claimantOf(ing), claimedHosts(ing))
+		c.hosts.Claim(claimantOf(ing), claimedNames(ing))
 	}
 	c.workers.AddObject(obj)
 }
