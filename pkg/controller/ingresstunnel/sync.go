@@ -36,6 +36,7 @@ import (
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
 
 // sync brings the PangolinResources of one Ingress in line with it, and reports what it found wrong with the
@@ -47,9 +48,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	ing, err := c.ingresses.Ingresses(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
-		// Deleted, or moved to another tenant: garbage collection deletes the resources it owns.
+		// Deleted (garbage collection deletes the resources it owns), or gone from the tenant's view while it still
+		// exists: its namespace left the tenant.
 		c.forget(key)
-		return nil
+		return c.withdraw(ctx, key)
 	}
 	if err != nil {
 		return err
@@ -137,6 +139,55 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	return utilerrors.NewAggregate(errs)
 }
 
+// withdraw deletes the PangolinResources the tenant made for an Ingress that still exists but is no longer the
+// tenant's: its namespace was relabeled to another tenant or to none. They publish its hosts through this tenant's
+// tunnels, in this tenant's Pangolin organization, so only this tenant may undo them, and nobody else would: the
+// Ingress is not deleted, so the garbage collector leaves them. The tenant that gains the namespace publishes the
+// Ingress afresh once they are gone (apply). An Ingress that is gone, or being deleted, is left to the garbage
+// collector.
+func (c *Controller) withdraw(ctx context.Context, key string) error {
+	obj, exists, err := c.allIngresses.GetIndexer().GetByKey(key)
+	if err != nil || !exists {
+		return err
+	}
+	ing, ok := obj.(*networkingv1.Ingress)
+	if !ok || ing.DeletionTimestamp != nil {
+		return nil
+	}
+	owned, err := c.ownedResources(ing)
+	if err != nil {
+		return err
+	}
+	logger := klog.FromContext(ctx)
+	var errs []error
+	for _, res := range owned {
+		if res.DeletionTimestamp != nil {
+			continue
+		}
+		// Before the resource goes: afterwards nothing names the entry as this controller's, and this tenant does
+		// not see the Ingress any more.
+		if err := removeFromIngressStatus(ctx, c.kube, res); apierrors.IsForbidden(err) {
+			logger.Error(err, "Could not remove the host from the Ingress status", "resource", klog.KObj(res))
+		} else if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		err := c.client.TunnelV1alpha1().PangolinResources(res.Namespace).Delete(ctx, res.Name,
+			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &res.UID}})
+		switch {
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+			continue
+		case err != nil:
+			errs = append(errs, fmt.Errorf("delete PangolinResource %s/%s: %w", res.Namespace, res.Name, err))
+			continue
+		}
+		logger.V(2).Info("Deleted PangolinResource of an Ingress that left the tenant", "resource", klog.KObj(res), "host", hostOf(res))
+		c.recorder.Eventf(ing, corev1.EventTypeNormal, ReasonDeleted, "Deleted PangolinResource %s for host %s: namespace %s no longer belongs to tenant %s",
+			res.Name, hostOf(res), ing.Namespace, c.tenant)
+	}
+	return utilerrors.NewAggregate(errs)
+}
+
 // forget drops what the controller remembers of an Ingress that is gone from the tenant's view or being deleted.
 func (c *Controller) forget(key string) {
 	c.deps.forget(key)
@@ -171,7 +222,7 @@ func (c *Controller) apply(ctx context.Context, ing *networkingv1.Ingress, self 
 			return "", false, writeFailed(found, ing, "create", want.Name, err)
 		}
 		// Not in the tenant's view: the cache is behind, or the resource still carries another tenant's label (the
-		// Ingress moved). Read it to adopt it.
+		// Ingress moved here).
 		existing, err = client.Get(ctx, want.Name, metav1.GetOptions{})
 		if err != nil {
 			return "", false, err
@@ -183,6 +234,13 @@ func (c *Controller) apply(ctx context.Context, ing *networkingv1.Ingress, self 
 		found.add(ReasonResourceConflict,
 			"PangolinResource %s for host %s exists but is not controlled by this Ingress; it is left alone", want.Name, hostOf(want))
 		return "", false, fmt.Errorf("PangolinResource %s/%s is not controlled by Ingress %s (uid %s)", want.Namespace, want.Name, ing.Name, ing.UID)
+	}
+	if owner := existing.Labels[c.planner.labelKey]; owner != "" && owner != c.tenant {
+		// Made by the tenant the Ingress moved here from, which withdraws it: it publishes through that tenant's
+		// tunnel and organization, so this tenant never adopts it but publishes the host afresh once it is gone.
+		// Its deletion reaches that tenant's view, not this one's, so the Ingress is retried with backoff.
+		return "", false, fmt.Errorf("PangolinResource %s/%s still belongs to tenant %s, which withdraws it: %w",
+			existing.Namespace, existing.Name, owner, tenant.ErrWaiting)
 	}
 	if existing.DeletionTimestamp != nil {
 		// Deleted by someone; once it is gone its deletion event brings the Ingress back to create it again.
