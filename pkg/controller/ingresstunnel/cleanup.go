@@ -22,13 +22,16 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 	tunnellisters "github.com/multiproject/client-go/listers/tunnel/v1alpha1"
@@ -37,14 +40,18 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
 
-// cleanup deletes the PangolinResources the controller made for a tenant that no longer configures spec.pangolin or
-// is being deleted: otherwise the Pangolin operator would go on publishing the tenant's Ingresses through the
-// tenant's tunnels. The Ingresses themselves are the users' and stay; the entries the controller wrote to their
-// status go with the resources.
+// cleanup deletes every PangolinResource of a tenant that no longer configures spec.pangolin or is being deleted:
+// otherwise the Pangolin operator would go on publishing the tenant's Ingresses through the tenant's tunnels. The
+// tenant's are those its view holds, the ones that carry its label: those the controller made and any other given
+// the label (only the manager may write PangolinResources, see docs/tenancy.md). The Ingresses themselves are the
+// users' and stay; the entries the controller wrote to their status go with the resources. Each deletion is an
+// Event: on the Ingress the resource was made for, or on the ProviderConfig for one made for none.
 type cleanup struct {
-	client mpclientset.Interface
-	kube   kubernetes.Interface
-	lister tunnellisters.PangolinResourceLister
+	client   mpclientset.Interface
+	kube     kubernetes.Interface
+	lister   tunnellisters.PangolinResourceLister
+	recorder record.EventRecorder
+	pc       *mpv1alpha1.ProviderConfig
 }
 
 // NewCleanup builds the cleanup of the tenant c describes.
@@ -53,14 +60,16 @@ func NewCleanup(_ context.Context, c *tenant.Context) (tenant.Controller, error)
 	if err != nil {
 		return nil, fmt.Errorf("ingress-tunnel cleanup: %w", err)
 	}
-	cl := &cleanup{client: c.MultiprojectClient, kube: c.KubeClient, lister: tunnellisters.NewPangolinResourceLister(informer.GetIndexer())}
+	cl := &cleanup{client: c.MultiprojectClient, kube: c.KubeClient, lister: tunnellisters.NewPangolinResourceLister(informer.GetIndexer()),
+		recorder: c.EventRecorder, pc: c.ProviderConfig}
 	return &tenant.Retirer{
 		Name:     c.Name() + "-" + c.Controller + "-cleanup",
 		Informer: informer,
 		Select: func(obj any) (string, bool) {
-			// Also those being deleted: their host may still be listed in their Ingress's status.
+			// Every one of the tenant's, also those being deleted: their host may still be listed in their Ingress's
+			// status.
 			res, ok := obj.(*tunnelv1alpha1.PangolinResource)
-			if !ok || !made(res) {
+			if !ok {
 				return "", false
 			}
 			return res.Namespace + "/" + res.Name, true
@@ -104,11 +113,24 @@ func (c *cleanup) delete(ctx context.Context, key string) error {
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return err
 	}
+	if err != nil {
+		// Already gone, or re-created under the same name since the cache saw it (its own add brings it back).
+		return nil
+	}
 	klog.FromContext(ctx).V(2).Info("Deleted PangolinResource of a departed tenant", "resource", key, "host", hostOf(res))
+	if made(res) {
+		ref := metav1.GetControllerOf(res)
+		c.recorder.Eventf(&corev1.ObjectReference{Kind: ref.Kind, APIVersion: ref.APIVersion, Namespace: res.Namespace, Name: ref.Name, UID: ref.UID},
+			corev1.EventTypeNormal, ReasonDeleted, "Deleted PangolinResource %s for host %s: tenant %s no longer publishes through Pangolin",
+			res.Name, hostOf(res), c.pc.Name)
+	} else {
+		c.recorder.Eventf(c.pc, corev1.EventTypeNormal, ReasonDeleted, "Deleted PangolinResource %s (name %q), which carried the tenant's label: "+
+			"the tenant no longer publishes through Pangolin", key, publishedName(res))
+	}
 	return nil
 }
 
-// Pending lists the PangolinResources the controller made for the tenant that still exist.
+// Pending lists the tenant's PangolinResources that still exist.
 func Pending(_ context.Context, c *tenant.Context) (string, error) {
 	informer, err := c.Informers.Informer(informerset.PangolinResources)
 	if err != nil {
@@ -116,7 +138,7 @@ func Pending(_ context.Context, c *tenant.Context) (string, error) {
 	}
 	var names []string
 	if err := cache.ListAll(informer.GetIndexer(), labels.Everything(), func(obj any) {
-		if res, ok := obj.(*tunnelv1alpha1.PangolinResource); ok && made(res) {
+		if res, ok := obj.(*tunnelv1alpha1.PangolinResource); ok {
 			names = append(names, res.Namespace+"/"+res.Name)
 		}
 	}); err != nil {

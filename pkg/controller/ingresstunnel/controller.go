@@ -72,6 +72,9 @@ type Controller struct {
 	// allResources is the unfiltered PangolinResource informer: a host is published once in the whole cluster, so
 	// every tenant's resources count when a host is taken over.
 	allResources cache.SharedIndexInformer
+	// allIngresses is the unfiltered Ingress informer, only read: an Ingress gone from the tenant's view that is
+	// still there has left the tenant, whose resources for it are withdrawn.
+	allIngresses cache.SharedIndexInformer
 
 	ingresses networkinglisters.IngressLister
 	services  corelisters.ServiceLister
@@ -106,12 +109,12 @@ func newController(c *tenant.Context, afterSync func(key string, err error)) (*C
 		}
 		return c.Informers.Informer(gvr)
 	}
-	var informers [5]cache.SharedIndexInformer
+	var informers [6]cache.SharedIndexInformer
 	for i, r := range []struct {
 		gvr    schema.GroupVersionResource
 		shared bool
 	}{{informerset.Ingresses, false}, {informerset.Services, false}, {informerset.PangolinResources, false}, {informerset.PangolinTunnels, true},
-		{informerset.PangolinResources, true}} {
+		{informerset.PangolinResources, true}, {informerset.Ingresses, true}} {
 		inf, err := get(r.gvr, r.shared)
 		if err != nil {
 			return nil, fmt.Errorf("ingress-tunnel: %w", err)
@@ -133,6 +136,7 @@ func newController(c *tenant.Context, afterSync func(key string, err error)) (*C
 		resourceInformer: informers[2],
 		tunnelInformer:   informers[3],
 		allResources:     informers[4],
+		allIngresses:     informers[5],
 		ingresses:        networkinglisters.NewIngressLister(informers[0].GetIndexer()),
 		services:         corelisters.NewServiceLister(informers[1].GetIndexer()),
 		resources:        tunnellisters.NewPangolinResourceLister(informers[2].GetIndexer()),
@@ -264,7 +268,7 @@ func (c *Controller) Start(ctx context.Context, done func()) {
 // see the claim.
 func (c *Controller) onIngress(obj any) {
 	if ing, ok := obj.(*networkingv1.Ingress); ok {
-		c.hosts.Claim(claimantOf(ing), claimedHosts(ing))
+		c.hosts.Claim(claimantOf(ing), claimedNames(ing))
 	}
 	c.workers.AddObject(obj)
 }

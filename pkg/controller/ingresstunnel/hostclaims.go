@@ -41,9 +41,16 @@ func claimantOf(ing *networkingv1.Ingress) claims.Claimant {
 	return claims.Claimant{Key: ing.Namespace + "/" + ing.Name, UID: ing.UID, Created: ing.CreationTimestamp}
 }
 
-// claimedHosts are the hosts an Ingress claims: every rule host of a managed Ingress that is not being deleted,
-// whether or not it can be published now (a missing tunnel or Service does not give the host away).
-func claimedHosts(ing *networkingv1.Ingress) []string {
+// claimedHost is one rule host of an Ingress and the name it claims: the name it is published under.
+type claimedHost struct {
+	host, name string
+}
+
+// claimedHosts are the hosts an Ingress claims, sorted by host: every rule host of a managed Ingress that is not
+// being deleted, whether or not it can be published now (a missing tunnel or Service does not give the host away).
+// Each claims the name Pangolin would publish it under (publishedAs), so an Ingress whose subdomain annotation
+// renames its host to another Ingress's host is ordered against that Ingress like any other claimant.
+func claimedHosts(ing *networkingv1.Ingress) []claimedHost {
 	if ing.DeletionTimestamp != nil || !isManaged(ing) {
 		return nil
 	}
@@ -54,7 +61,39 @@ func claimedHosts(ing *networkingv1.Ingress) []string {
 		}
 	}
 	slices.Sort(hosts)
-	return hosts
+	out := make([]claimedHost, 0, len(hosts))
+	for _, host := range hosts {
+		out = append(out, claimedHost{host: host, name: publishedAs(ing, host, len(hosts))})
+	}
+	return out
+}
+
+// claimedNames are the names of claimedHosts, sorted, each once, as the claims registry takes them.
+func claimedNames(ing *networkingv1.Ingress) []string {
+	var names []string
+	for _, h := range claimedHosts(ing) {
+		names = append(names, h.name)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// publishedAs is the name a host of an Ingress of n hosts is published under: the host itself, or under a valid
+// subdomain annotation of a single-host Ingress, <subdomain>.<domain> as the planner builds it. A host that cannot
+// be split claims itself.
+func publishedAs(ing *networkingv1.Ingress, host string, n int) string {
+	var s hostSettings
+	if value, set := ing.Annotations[AnnotationSubdomain]; set && n == 1 && validSubdomain(value) {
+		s.subdomain = value
+	}
+	if value, set := ing.Annotations[AnnotationDomainName]; set && validDomainName(value) {
+		s.domainName = value
+	}
+	subdomain, domain, err := splitWithSettings(host, s)
+	if err != nil {
+		return host
+	}
+	return strings.ToLower(subdomain + "." + domain)
 }
 
 // publishedName is the name Pangolin publishes a resource under, <subdomain>.<domain>: what the operator's 409
@@ -85,8 +124,13 @@ func resourceHolding(obj any) (claims.Holding, bool) {
 }
 
 // conflictMessage is the same whether the holder claimed the host first or is letting it go while its
-// PangolinResource is deleted, so one conflict is one Event.
-func conflictMessage(host, holder string) string {
-	return fmt.Sprintf("Host %s is already published by %s; this Ingress gets no PangolinResource for it until that "+
-		"one lets it go", host, holder)
+// PangolinResource is deleted, so one conflict is one Event. name is the name the host is published under, which
+// the message names when the subdomain annotation makes it another.
+func conflictMessage(host, name, holder string) string {
+	if name == host {
+		return fmt.Sprintf("Host %s is already published by %s; this Ingress gets no PangolinResource for it until that "+
+			"one lets it go", host, holder)
+	}
+	return fmt.Sprintf("Host %s is published as %s (annotation %s), which is already published by %s; this Ingress "+
+		"gets no PangolinResource for it until that one lets it go", host, name, AnnotationSubdomain, holder)
 }

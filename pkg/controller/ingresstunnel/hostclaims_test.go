@@ -177,6 +177,12 @@ func (i viewsAndShared) Informer(gvr schema.GroupVersionResource) (cache.SharedI
 }
 
 func (i viewsAndShared) Shared(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, error) {
+	if gvr == informerset.Ingresses {
+		// The manager's views are filters of its shared informers, so an Ingress's delete reaches a view after the
+		// shared store dropped it. A tenant here never leaves its namespace, so the view's informer, which holds
+		// every Ingress of the namespace, is the shared one as far as the tenant can tell.
+		return tenanttest.Informers(i.views).Informer(gvr)
+	}
 	return tenanttest.Informers(i.shared).Informer(gvr)
 }
 
@@ -458,6 +464,88 @@ func TestManyTakeOversNeverPublishTwice(t *testing.T) {
 	}
 	cl.waitFor("a HostConflict on each later claimant", func() bool {
 		return a.events.Count(corev1.EventTypeWarning, ReasonHostConflict) == len(hosts)
+	})
+	cl.neverTwo()
+}
+
+// TestASubdomainRenameToAnotherIngressesHostLoses: tenant b's published Ingress is annotated to publish its host
+// as tenant a's (earlier) host. The rename claims that name, a holds it, so b's resource is not changed to publish
+// it: it is deleted, with one HostConflict naming a's Ingress, and a's resource stays the only one.
+func TestASubdomainRenameToAnotherIngressesHostLoses(t *testing.T) {
+	cl := newCluster(t, tunnel(testTunnelNS, "main"),
+		hostIngress("ns-a", "web", "uid-a", 0, "a.example.com"),
+		hostIngress("ns-b", "web", "uid-b", 1, "b.example.com"))
+	a, b := cl.start("tenant-a", "ns-a"), cl.start("tenant-b", "ns-b")
+	cl.waitPublishedBy("a.example.com", "ns-a", "web")
+	cl.waitPublishedBy("b.example.com", "ns-b", "web")
+	b.waitCached("b.example.com")
+
+	cl.updateIngress("ns-b", "web", func(ing *networkingv1.Ingress) {
+		ing.Annotations = map[string]string{AnnotationSubdomain: "a"}
+	})
+	cl.waitFor("a HostConflict naming tenant a's Ingress", func() bool { return conflictsNaming(b.events, "Ingress ns-a/web") == 1 })
+	if got := b.events.With(corev1.EventTypeWarning + " " + ReasonHostConflict + " "); !strings.Contains(got[0], "Host b.example.com is published as a.example.com") {
+		t.Errorf("HostConflict %q does not say which name the host is published as", got[0])
+	}
+	cl.waitFor("b's resource to go", func() bool { return len(cl.resourcesFor("b.example.com")) == 0 })
+	cl.waitPublishedBy("a.example.com", "ns-a", "web")
+	cl.waitFor("the renamed Ingress's Deleted Event", func() bool {
+		return len(b.events.With(corev1.EventTypeNormal+" "+ReasonDeleted+" ")) > 0
+	})
+	if got := b.events.With(corev1.EventTypeNormal + " " + ReasonDeleted + " "); len(got) != 1 || !strings.Contains(got[0], "another Ingress claimed its host first") {
+		t.Errorf("Deleted Events of the renamed Ingress: %q", got)
+	}
+	if n := a.events.Count(corev1.EventTypeWarning, ReasonHostConflict); n != 0 {
+		t.Errorf("the holder got %d HostConflict Warnings", n)
+	}
+
+	// Renamed back, it publishes its own host again.
+	cl.updateIngress("ns-b", "web", func(ing *networkingv1.Ingress) { ing.Annotations = nil })
+	cl.waitPublishedBy("b.example.com", "ns-b", "web")
+	cl.waitPublishedBy("a.example.com", "ns-a", "web")
+	cl.neverTwo()
+}
+
+// TestARenameWaitsForTheNamesPublisher: an update that changes the name a resource publishes passes the check a
+// create passes. A PangolinResource made by hand publishes x.example.com; the Ingress that holds the claim to that
+// name renames its resource to it only once the hand-made one is gone: meanwhile its resource is deleted (it would
+// publish a name the Ingress no longer asks for) and a HostConflict names the hand-made one.
+func TestARenameWaitsForTheNamesPublisher(t *testing.T) {
+	byHand := &tunnelv1alpha1.PangolinResource{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns-x", Name: "by-hand"},
+		Spec: tunnelv1alpha1.PangolinResourceSpec{Name: "by-hand", Protocol: tunnelv1alpha1.ProtocolHTTP,
+			HTTPConfig: &tunnelv1alpha1.HTTPConfig{Subdomain: "x", DomainName: "example.com"}},
+	}
+	cl := newCluster(t, tunnel(testTunnelNS, "main"), byHand, hostIngress("ns-b", "web", "uid-b", 1, "b.example.com"))
+	b := cl.start("tenant-b", "ns-b")
+	cl.waitPublishedBy("b.example.com", "ns-b", "web")
+	b.waitCached("b.example.com")
+
+	cl.updateIngress("ns-b", "web", func(ing *networkingv1.Ingress) {
+		ing.Annotations = map[string]string{AnnotationSubdomain: "x"}
+	})
+	cl.waitFor("a HostConflict naming the hand-made resource", func() bool {
+		return conflictsNaming(b.events, "PangolinResource ns-x/by-hand") == 1
+	})
+	cl.waitFor("b's resource to go", func() bool { return len(cl.resourcesFor("b.example.com")) == 0 })
+	if got := cl.resourcesFor("x.example.com"); len(got) != 1 || got[0] != "ns-x/by-hand" {
+		t.Fatalf("resources for x.example.com while the hand-made one exists: %v", got)
+	}
+	cl.waitFor("the renamed Ingress's Deleted Event", func() bool {
+		return len(b.events.With(corev1.EventTypeNormal+" "+ReasonDeleted+" ")) > 0
+	})
+	if got := b.events.With(corev1.EventTypeNormal + " " + ReasonDeleted + " "); len(got) != 1 ||
+		!strings.Contains(got[0], "its new name x.example.com is published by another PangolinResource") {
+		t.Errorf("Deleted Events of the renamed Ingress: %q", got)
+	}
+
+	if err := cl.mp.TunnelV1alpha1().PangolinResources("ns-x").Delete(cl.ctx, "by-hand", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := "ns-b/" + ResourceName("ns-b", "web", "b.example.com")
+	cl.waitFor("x.example.com published by tenant b's Ingress", func() bool {
+		got := cl.resourcesFor("x.example.com")
+		return len(got) == 1 && got[0] == want
 	})
 	cl.neverTwo()
 }

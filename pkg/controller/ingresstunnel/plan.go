@@ -193,20 +193,30 @@ func (pl *planner) settings(ing *networkingv1.Ingress, p *plan) (hostSettings, b
 		}
 	}
 	if value, set := ing.Annotations[AnnotationDomainName]; set {
-		if errs := validation.IsDNS1123Subdomain(value); len(errs) > 0 || !strings.Contains(value, ".") {
+		if !validDomainName(value) {
 			p.warn(ReasonInvalidAnnotation, "Annotation %s=%q is not a domain name; nothing is changed until it is fixed", AnnotationDomainName, value)
 			ok = false
 		}
 		s.domainName = value
 	}
 	if value, set := ing.Annotations[AnnotationSubdomain]; set {
-		if errs := validation.IsDNS1123Subdomain(value); len(errs) > 0 || strings.Contains(value, "*") {
+		if !validSubdomain(value) {
 			p.warn(ReasonInvalidAnnotation, "Annotation %s=%q is not a DNS name; nothing is changed until it is fixed", AnnotationSubdomain, value)
 			ok = false
 		}
 		s.subdomain = value
 	}
 	return s, ok
+}
+
+// validDomainName says whether a domain-name annotation's value is valid.
+func validDomainName(value string) bool {
+	return len(validation.IsDNS1123Subdomain(value)) == 0 && strings.Contains(value, ".")
+}
+
+// validSubdomain says whether a subdomain annotation's value is valid.
+func validSubdomain(value string) bool {
+	return len(validation.IsDNS1123Subdomain(value)) == 0 && !strings.Contains(value, "*")
 }
 
 // plan computes the desired PangolinResources of a managed Ingress that uses tunnel.

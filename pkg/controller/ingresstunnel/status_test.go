@@ -37,6 +37,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
 	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
 	tunnellisters "github.com/multiproject/client-go/listers/tunnel/v1alpha1"
@@ -530,7 +531,8 @@ func TestCleanupRemovesTheHostFromTheIngressStatus(t *testing.T) {
 	if err := indexer.Add(res); err != nil {
 		t.Fatal(err)
 	}
-	cl := &cleanup{client: mp, kube: kube, lister: tunnellisters.NewPangolinResourceLister(indexer)}
+	cl := &cleanup{client: mp, kube: kube, lister: tunnellisters.NewPangolinResourceLister(indexer), recorder: &recorder{},
+		pc: &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: testTenant}}}
 	if err := cl.delete(ctx, testNamespace+"/"+res.Name); err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,7 @@ import (
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
 
 // sync brings the PangolinResources of one Ingress in line with it, and reports what it found wrong with the
@@ -47,9 +48,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	ing, err := c.ingresses.Ingresses(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
-		// Deleted, or moved to another tenant: garbage collection deletes the resources it owns.
+		// Deleted (garbage collection deletes the resources it owns), or gone from the tenant's view while it still
+		// exists: its namespace left the tenant.
 		c.forget(key)
-		return nil
+		return c.withdraw(ctx, key)
 	}
 	if err != nil {
 		return err
@@ -98,14 +100,14 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	// A host another Ingress claimed first is not this Ingress's to publish: its resource of that host, if any, goes
 	// (the holder waits for that), whatever the plan would keep.
 	self := claimantOf(ing)
-	lost, taken := map[string]bool{}, sets.New[string]()
-	for _, host := range claimedHosts(ing) {
-		if holder, isSelf := c.hosts.Holder(host, self); !isSelf {
-			lost[host] = true
-			name := ResourceName(ing.Namespace, ing.Name, host)
+	lost, taken := map[string]bool{}, map[string]string{}
+	for _, h := range claimedHosts(ing) {
+		if holder, isSelf := c.hosts.Holder(h.name, self); !isSelf {
+			lost[h.host] = true
+			name := ResourceName(ing.Namespace, ing.Name, h.host)
 			p.keep.Delete(name)
-			taken.Insert(name)
-			found.add(ReasonHostConflict, "%s", conflictMessage(host, c.hosts.Describe(holder)))
+			taken[name] = "another Ingress claimed its host first"
+			found.add(ReasonHostConflict, "%s", conflictMessage(h.host, h.name, c.hosts.Describe(holder)))
 		}
 	}
 	var errs []error
@@ -113,12 +115,18 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		if lost[hostOf(want)] {
 			continue
 		}
-		blockedBy, err := c.apply(ctx, ing, self, want, &found)
+		blockedBy, renameRefused, err := c.apply(ctx, ing, self, want, &found)
 		if err != nil {
 			errs = append(errs, err)
 		}
+		if renameRefused {
+			// The resource must not go on publishing a name the Ingress no longer asks for: it goes, and the
+			// Ingress gets its new name as a create once the name is free.
+			p.keep.Delete(want.Name)
+			taken[want.Name] = fmt.Sprintf("its new name %s is published by another PangolinResource", publishedName(want))
+		}
 		if blockedBy != "" {
-			found.add(ReasonHostConflict, "%s", conflictMessage(hostOf(want), blockedBy))
+			found.add(ReasonHostConflict, "%s", conflictMessage(hostOf(want), publishedName(want), blockedBy))
 		}
 	}
 	// Cleanup runs even when a write failed: a host that is gone must not stay exposed.
@@ -131,6 +139,55 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	return utilerrors.NewAggregate(errs)
 }
 
+// withdraw deletes the PangolinResources the tenant made for an Ingress that still exists but is no longer the
+// tenant's: its namespace was relabeled to another tenant or to none. They publish its hosts through this tenant's
+// tunnels, in this tenant's Pangolin organization, so only this tenant may undo them, and nobody else would: the
+// Ingress is not deleted, so the garbage collector leaves them. The tenant that gains the namespace publishes the
+// Ingress afresh once they are gone (apply). An Ingress that is gone, or being deleted, is left to the garbage
+// collector.
+func (c *Controller) withdraw(ctx context.Context, key string) error {
+	obj, exists, err := c.allIngresses.GetIndexer().GetByKey(key)
+	if err != nil || !exists {
+		return err
+	}
+	ing, ok := obj.(*networkingv1.Ingress)
+	if !ok || ing.DeletionTimestamp != nil {
+		return nil
+	}
+	owned, err := c.ownedResources(ing)
+	if err != nil {
+		return err
+	}
+	logger := klog.FromContext(ctx)
+	var errs []error
+	for _, res := range owned {
+		if res.DeletionTimestamp != nil {
+			continue
+		}
+		// Before the resource goes: afterwards nothing names the entry as this controller's, and this tenant does
+		// not see the Ingress any more.
+		if err := removeFromIngressStatus(ctx, c.kube, res); apierrors.IsForbidden(err) {
+			logger.Error(err, "Could not remove the host from the Ingress status", "resource", klog.KObj(res))
+		} else if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		err := c.client.TunnelV1alpha1().PangolinResources(res.Namespace).Delete(ctx, res.Name,
+			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &res.UID}})
+		switch {
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+			continue
+		case err != nil:
+			errs = append(errs, fmt.Errorf("delete PangolinResource %s/%s: %w", res.Namespace, res.Name, err))
+			continue
+		}
+		logger.V(2).Info("Deleted PangolinResource of an Ingress that left the tenant", "resource", klog.KObj(res), "host", hostOf(res))
+		c.recorder.Eventf(ing, corev1.EventTypeNormal, ReasonDeleted, "Deleted PangolinResource %s for host %s: namespace %s no longer belongs to tenant %s",
+			res.Name, hostOf(res), ing.Namespace, c.tenant)
+	}
+	return utilerrors.NewAggregate(errs)
+}
+
 // forget drops what the controller remembers of an Ingress that is gone from the tenant's view or being deleted.
 func (c *Controller) forget(key string) {
 	c.deps.forget(key)
@@ -139,18 +196,20 @@ func (c *Controller) forget(key string) {
 }
 
 // apply creates or updates one desired PangolinResource; it sends nothing when the stored one already matches. A
-// resource is created only while no other Ingress's resource publishes its name; blockedBy then says whose does,
-// and the Ingress is enqueued again once that one is gone. Problems the user must fix are added to found.
+// resource is created, or changed to publish another name, only while no other Ingress's resource publishes the
+// name; blockedBy then says whose does, and the Ingress is enqueued again once that one is gone. renameRefused says
+// that an existing resource was refused its new name: it still publishes the old one, which the Ingress no longer
+// asks for. Problems the user must fix are added to found.
 func (c *Controller) apply(ctx context.Context, ing *networkingv1.Ingress, self claims.Claimant, want *tunnelv1alpha1.PangolinResource,
-	found *problems) (blockedBy string, err error) {
+	found *problems) (blockedBy string, renameRefused bool, err error) {
 	logger := klog.FromContext(ctx)
 	client := c.client.TunnelV1alpha1().PangolinResources(want.Namespace)
+	name, object := publishedName(want), want.Namespace+"/"+want.Name
 	existing, err := c.resources.PangolinResources(want.Namespace).Get(want.Name)
 	if apierrors.IsNotFound(err) {
-		name, object := publishedName(want), want.Namespace+"/"+want.Name
 		if holder, ok := c.hosts.Reserve(name, self, object); !ok {
 			logger.V(2).Info("Waiting for another PangolinResource of the host to be deleted", "host", hostOf(want), "publishedBy", holder)
-			return holder, nil
+			return holder, false, nil
 		}
 		created, err := client.Create(ctx, want, metav1.CreateOptions{})
 		c.hosts.Created(name, object, err == nil)
@@ -158,28 +217,54 @@ func (c *Controller) apply(ctx context.Context, ing *networkingv1.Ingress, self 
 		case err == nil:
 			logger.V(2).Info("Created PangolinResource", "resource", klog.KObj(created), "host", hostOf(want))
 			c.recorder.Eventf(ing, corev1.EventTypeNormal, ReasonCreated, "Created PangolinResource %s for host %s", want.Name, hostOf(want))
-			return "", nil
+			return "", false, nil
 		case !apierrors.IsAlreadyExists(err):
-			return "", writeFailed(found, ing, "create", want.Name, err)
+			return "", false, writeFailed(found, ing, "create", want.Name, err)
 		}
 		// Not in the tenant's view: the cache is behind, or the resource still carries another tenant's label (the
-		// Ingress moved). Read it to adopt it.
+		// Ingress moved here).
 		existing, err = client.Get(ctx, want.Name, metav1.GetOptions{})
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
 	} else if err != nil {
-		return "", err
+		return "", false, err
 	}
 	if !metav1.IsControlledBy(existing, ing) {
 		found.add(ReasonResourceConflict,
 			"PangolinResource %s for host %s exists but is not controlled by this Ingress; it is left alone", want.Name, hostOf(want))
-		return "", fmt.Errorf("PangolinResource %s/%s is not controlled by Ingress %s (uid %s)", want.Namespace, want.Name, ing.Name, ing.UID)
+		return "", false, fmt.Errorf("PangolinResource %s/%s is not controlled by Ingress %s (uid %s)", want.Namespace, want.Name, ing.Name, ing.UID)
+	}
+	if owner := existing.Labels[c.planner.labelKey]; owner != "" && owner != c.tenant {
+		// Made by the tenant the Ingress moved here from, which withdraws it: it publishes through that tenant's
+		// tunnel and organization, so this tenant never adopts it but publishes the host afresh once it is gone.
+		// Its deletion reaches that tenant's view, not this one's, so the Ingress is retried with backoff.
+		return "", false, fmt.Errorf("PangolinResource %s/%s still belongs to tenant %s, which withdraws it: %w",
+			existing.Namespace, existing.Name, owner, tenant.ErrWaiting)
 	}
 	if existing.DeletionTimestamp != nil {
 		// Deleted by someone; once it is gone its deletion event brings the Ingress back to create it again.
-		return "", nil
+		return "", false, nil
 	}
+	if renamed := publishedName(existing) != name; renamed {
+		// A change of the published name (the subdomain or domain-name annotation) publishes a name as a create
+		// does, so it passes the same check.
+		if holder, ok := c.hosts.Reserve(name, self, object); !ok {
+			logger.V(2).Info("Not renaming a PangolinResource: another one publishes the new name", "resource", klog.KObj(existing),
+				"from", publishedName(existing), "to", name, "publishedBy", holder)
+			return holder, true, nil
+		}
+		err := c.update(ctx, ing, existing, want, found)
+		c.hosts.Created(name, object, err == nil)
+		return "", false, err
+	}
+	return "", false, c.update(ctx, ing, existing, want, found)
+}
+
+// update changes existing to match want, when it does not already.
+func (c *Controller) update(ctx context.Context, ing *networkingv1.Ingress, existing, want *tunnelv1alpha1.PangolinResource,
+	found *problems) error {
+	client := c.client.TunnelV1alpha1().PangolinResources(want.Namespace)
 	updated := existing.DeepCopy()
 	updated.Spec = want.Spec
 	if updated.Labels == nil {
@@ -187,17 +272,17 @@ func (c *Controller) apply(ctx context.Context, ing *networkingv1.Ingress, self 
 	}
 	maps.Copy(updated.Labels, want.Labels)
 	if equality.Semantic.DeepEqual(existing.Spec, updated.Spec) && maps.Equal(existing.Labels, updated.Labels) {
-		return "", nil
+		return nil
 	}
 	if _, err := client.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
 		if apierrors.IsConflict(err) {
-			return "", err
+			return err
 		}
-		return "", writeFailed(found, ing, "update", want.Name, err)
+		return writeFailed(found, ing, "update", want.Name, err)
 	}
-	logger.V(2).Info("Updated PangolinResource", "resource", klog.KObj(updated), "host", hostOf(want))
+	klog.FromContext(ctx).V(2).Info("Updated PangolinResource", "resource", klog.KObj(updated), "host", hostOf(want))
 	c.recorder.Eventf(ing, corev1.EventTypeNormal, ReasonUpdated, "Updated PangolinResource %s for host %s", want.Name, hostOf(want))
-	return "", nil
+	return nil
 }
 
 // writeFailed adds to found a write the API server refused for a reason a user may have to act on (validation,
@@ -210,9 +295,9 @@ func writeFailed(found *problems, ing *networkingv1.Ingress, verb, name string, 
 }
 
 // deleteUnwanted deletes the PangolinResources of owned (those this Ingress controls) whose names are not in keep
-// (nil: all of them); taken names those of hosts another Ingress holds.
+// (nil: all of them); taken says why of those whose names another Ingress's resource holds.
 func (c *Controller) deleteUnwanted(ctx context.Context, ing *networkingv1.Ingress, owned []*tunnelv1alpha1.PangolinResource,
-	keep, taken sets.Set[string], found *problems) error {
+	keep sets.Set[string], taken map[string]string, found *problems) error {
 	var errs []error
 	for _, res := range owned {
 		if keep.Has(res.Name) || !metav1.IsControlledBy(res, ing) || res.DeletionTimestamp != nil {
@@ -229,11 +314,10 @@ func (c *Controller) deleteUnwanted(ctx context.Context, ing *networkingv1.Ingre
 			continue
 		}
 		why := "its host is no longer in the Ingress"
-		switch {
-		case keep == nil:
+		if keep == nil {
 			why = "the Ingress is no longer exposed through Pangolin"
-		case taken.Has(res.Name):
-			why = "another Ingress claimed its host first"
+		} else if w, ok := taken[res.Name]; ok {
+			why = w
 		}
 		klog.FromContext(ctx).V(2).Info("Deleted PangolinResource", "resource", klog.KObj(res), "host", hostOf(res))
 		c.recorder.Eventf(ing, corev1.EventTypeNormal, ReasonDeleted, "Deleted PangolinResource %s for host %s: %s", res.Name, hostOf(res), why)

@@ -27,6 +27,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
@@ -254,5 +255,60 @@ func TestHostClaimedByTwoTenants(t *testing.T) {
 		t.Errorf("HostConflict Warnings on the other Ingress after the takeover: %q; want the first one only", got)
 	}
 	e.waitEvent(other.Namespace, other.Name, corev1.EventTypeNormal, ingresstunnel.ReasonCreated, 1)
+	hw.check()
+}
+
+// TestSubdomainRenameToAnotherTenantsHost: tenant b's published Ingress is annotated to publish its host as tenant
+// a's host (pangolin.ingress.k8s.io/subdomain). a's Ingress claimed that name first, so b's resource is not changed
+// to publish it: after convergence exactly one PangolinResource publishes the host, a's, b's Ingress has a
+// HostConflict naming a's, and at no moment did two publish it (the watch runs through the whole test).
+func TestSubdomainRenameToAnotherTenantsHost(t *testing.T) {
+	e := newEnv(t, 50, 100)
+	tunnels := controlPlane.CreateNamespace(t)
+	e.createTunnel(tunnels, "main")
+	tenantA, tenantB := e.tenantName("a"), e.tenantName("b")
+	nsA, nsB := e.tenantNamespace(tenantA), e.tenantNamespace(tenantB)
+	suffix := nsA[strings.LastIndex(nsA, "-")+1:]
+	hostA, hostB := "a-"+suffix+".example.com", "b-"+suffix+".example.com"
+	hw := e.watchHost(t, hostA)
+	config := &mpv1alpha1.PangolinConfig{TunnelNamespace: tunnels, DefaultTunnel: "main"}
+	e.startTenant(tenantA, config, 2)
+	e.startTenant(tenantB, config, 2)
+
+	first, err := e.adminKube.NetworkingV1().Ingresses(nsA).Create(e.ctx, hostIngress(nsA, "web", hostA), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitPublishedBy(hostA, first, 30*time.Second)
+	// b's Ingress must come after a's in claim order; one created in the same second may have the smaller UID, so it
+	// is created again until it comes after.
+	var second *networkingv1.Ingress
+	e.waitFor("tenant b's Ingress to come after tenant a's", 30*time.Second, func() (bool, error) {
+		if second != nil {
+			if err := e.adminKube.NetworkingV1().Ingresses(nsB).Delete(e.ctx, "web", metav1.DeleteOptions{}); err != nil {
+				return false, err
+			}
+			e.waitFor("the deleted Ingress to go", 30*time.Second, func() (bool, error) {
+				_, err := e.adminKube.NetworkingV1().Ingresses(nsB).Get(e.ctx, "web", metav1.GetOptions{})
+				return apierrors.IsNotFound(err), nil
+			})
+		}
+		second, err = e.adminKube.NetworkingV1().Ingresses(nsB).Create(e.ctx, hostIngress(nsB, "web", hostB), metav1.CreateOptions{})
+		return err == nil && claimsFirst(first, second), err
+	})
+	e.waitPublishedBy(hostB, second, gcTimeout)
+
+	e.updateIngress(nsB, "web", func(ing *networkingv1.Ingress) {
+		ing.Annotations = map[string]string{ingresstunnel.AnnotationSubdomain: "a-" + suffix}
+	})
+	holderName := fmt.Sprintf("Ingress %s/%s", nsA, first.Name)
+	e.waitFor("a HostConflict Warning on tenant b's Ingress", 30*time.Second, func() (bool, error) {
+		return len(e.hostConflicts(nsB, "web")) > 0, nil
+	})
+	if got := e.hostConflicts(nsB, "web"); len(got) != 1 || !strings.Contains(got[0], hostA) || !strings.Contains(got[0], holderName) {
+		t.Errorf("HostConflict Warnings on tenant b's Ingress: %q; want one naming %s and %s", got, hostA, holderName)
+	}
+	e.waitFor("tenant b's resource to go", 30*time.Second, func() (bool, error) { return len(e.resourcesByHost(nsB)) == 0, nil })
+	e.waitPublishedBy(hostA, first, 30*time.Second)
 	hw.check()
 }
