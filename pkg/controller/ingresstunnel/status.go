@@ -176,6 +176,10 @@ type writtenHosts struct {
 type written struct {
 	uid   types.UID
 	hosts sets.Set[string]
+	// from is the resourceVersion of the Ingress this process last wrote the status of, "" when it found the
+	// status as it wanted it: while the cache still shows that version, the write is not yet in the cache, and a
+	// sync would send it again (to a conflict).
+	from string
 }
 
 func (w *writtenHosts) get(key string, uid types.UID) sets.Set[string] {
@@ -187,10 +191,21 @@ func (w *writtenHosts) get(key string, uid types.UID) sets.Set[string] {
 	return nil
 }
 
-func (w *writtenHosts) set(key string, uid types.UID, hosts []string) {
+// awaiting says whether the cache still shows the version of the Ingress that this process last wrote the status of.
+// The write's own update event re-enqueues the Ingress, so the sync that sees it writes what is then wanted.
+func (w *writtenHosts) awaiting(key string, uid types.UID, resourceVersion string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(hosts) == 0 {
+	rec, ok := w.m[key]
+	return ok && rec.uid == uid && rec.from != "" && rec.from == resourceVersion
+}
+
+// set records the controller's hosts in the Ingress's status; from is the resourceVersion the status was written
+// from, "" when nothing was written.
+func (w *writtenHosts) set(key string, uid types.UID, hosts []string, from string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(hosts) == 0 && from == "" {
 		// Nothing of the controller's is listed: nothing to recognise later (and no record per unmanaged Ingress).
 		delete(w.m, key)
 		return
@@ -198,7 +213,7 @@ func (w *writtenHosts) set(key string, uid types.UID, hosts []string) {
 	if w.m == nil {
 		w.m = map[string]written{}
 	}
-	w.m[key] = written{uid: uid, hosts: sets.New(hosts...)}
+	w.m[key] = written{uid: uid, hosts: sets.New(hosts...), from: from}
 }
 
 func (w *writtenHosts) forget(key string) {
@@ -244,6 +259,9 @@ func (c *Controller) finish(ctx context.Context, key string, ing *networkingv1.I
 // difference.
 func (c *Controller) writeStatus(ctx context.Context, key string, ing *networkingv1.Ingress, owned []*tunnelv1alpha1.PangolinResource,
 	want []string, found *problems) error {
+	if c.written.awaiting(key, ing.UID, ing.ResourceVersion) {
+		return nil
+	}
 	mine := c.written.get(key, ing.UID).Clone()
 	if mine == nil {
 		mine = sets.New[string]()
@@ -259,7 +277,7 @@ func (c *Controller) writeStatus(ctx context.Context, key string, ing *networkin
 	if sameEntries(current, next) {
 		// The status holds want as the controller's entries, also when an earlier process wrote them: a domain that
 		// changes from now on is recognised as the controller's.
-		c.written.set(key, ing.UID, want)
+		c.written.set(key, ing.UID, want, "")
 		return nil
 	}
 	updated := ing.DeepCopy()
@@ -276,7 +294,7 @@ func (c *Controller) writeStatus(ctx context.Context, key string, ing *networkin
 		}
 		return fmt.Errorf("update the status of Ingress %s: %w", key, err)
 	}
-	c.written.set(key, ing.UID, want)
+	c.written.set(key, ing.UID, want, ing.ResourceVersion)
 	klog.FromContext(ctx).V(2).Info("Updated the Ingress status", "ingress", klog.KObj(ing), "hosts", slices.Sorted(slices.Values(want)))
 	return nil
 }

@@ -548,3 +548,44 @@ func TestCleanupRemovesTheHostFromTheIngressStatus(t *testing.T) {
 		t.Errorf("the resource was not deleted: %v", err)
 	}
 }
+
+// A sync whose cache still shows the version of the Ingress that the controller last wrote the status of sends
+// nothing: the API server has the newer version, so the write would only conflict, and the write's own update
+// event brings the Ingress back to be synced.
+func TestNoStatusWriteFromTheVersionAlreadyWritten(t *testing.T) {
+	ing := seedIngress()
+	ing.ResourceVersion = "1" // the API server's are never empty
+	h := newHarness(t, nil, []runtime.Object{ing, seedService()}, tunnel(testTunnelNS, "main"))
+	h.waitHosts("app.example.com", "api.example.com", "admin.example.com")
+	h.shutdown()
+	cached, err := h.kube.NetworkingV1().Ingresses(testNamespace).Get(h.ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := h.statusWrites("web")
+	want := []string{"app.example.com"}
+	if err := h.ctrl.writeStatus(h.ctx, testNamespace+"/web", cached, nil, want, &problems{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.statusWrites("web") - before; n != 1 {
+		t.Fatalf("the first write sent %d status writes, want 1", n)
+	}
+	// The cache has not caught up: the same version comes back, with the status as it was before the write.
+	if err := h.ctrl.writeStatus(h.ctx, testNamespace+"/web", cached, nil, want, &problems{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.statusWrites("web") - before; n != 1 {
+		t.Errorf("a sync from the version already written sent %d more status writes", n-1)
+	}
+	// The newer version, as the informer delivers it: a change is written again.
+	current, err := h.kube.NetworkingV1().Ingresses(testNamespace).Get(h.ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.ctrl.writeStatus(h.ctx, testNamespace+"/web", current, nil, []string{"api.example.com"}, &problems{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.statusWrites("web") - before; n != 2 {
+		t.Errorf("a change on the newer version sent %d status writes in all, want 2", n)
+	}
+}
