@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -331,6 +332,10 @@ func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *r
 func resolveClusterUID(ctx context.Context, c config.CompletedConfig) (string, error) {
 	logger := klog.FromContext(ctx)
 	namespace := c.LeaderElection.ResourceNamespace
+	if namespace == "" {
+		// A config built without the options' defaults (tests that run the command in process).
+		namespace = metav1.NamespaceSystem
+	}
 	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 30 * time.Second}
 	var uid string
 	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
