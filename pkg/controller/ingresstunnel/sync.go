@@ -99,8 +99,17 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	// (the holder waits for that), whatever the plan would keep.
 	self := claimantOf(ing)
 	lost, taken := map[string]bool{}, sets.New[string]()
+	var errs []error
 	for _, host := range claimedHosts(ing) {
-		if holder, isSelf := c.hosts.Holder(host, self); !isSelf {
+		holder, isSelf, err := c.hosts.Decide(ctx, host, self)
+		if err != nil {
+			// Undecided (another replica raced for the host): nothing is created for it, what exists stays, and
+			// the retry decides.
+			lost[host] = true
+			errs = append(errs, err)
+			continue
+		}
+		if !isSelf {
 			lost[host] = true
 			name := ResourceName(ing.Namespace, ing.Name, host)
 			p.keep.Delete(name)
@@ -108,7 +117,6 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			found.add(ReasonHostConflict, "%s", conflictMessage(host, c.hosts.Describe(holder)))
 		}
 	}
-	var errs []error
 	for _, want := range p.resources {
 		if lost[hostOf(want)] {
 			continue
@@ -148,7 +156,11 @@ func (c *Controller) apply(ctx context.Context, ing *networkingv1.Ingress, self 
 	existing, err := c.resources.PangolinResources(want.Namespace).Get(want.Name)
 	if apierrors.IsNotFound(err) {
 		name, object := publishedName(want), want.Namespace+"/"+want.Name
-		if holder, ok := c.hosts.Reserve(name, self, object); !ok {
+		holder, ok, err := c.hosts.Acquire(ctx, name, self, object)
+		if err != nil {
+			return "", err
+		}
+		if !ok {
 			logger.V(2).Info("Waiting for another PangolinResource of the host to be deleted", "host", hostOf(want), "publishedBy", holder)
 			return holder, nil
 		}
