@@ -170,10 +170,17 @@ func (r *Registry) liveRecord(ctx context.Context, name string) (*record, error)
 // Member without Records decides in memory, as Holder does.
 func (m *Member) Decide(ctx context.Context, name string, self Claimant) (holder Claimant, isSelf bool, err error) {
 	self.tenant = m.tenant
+	r := m.r
 	if holder, isSelf := m.Holder(name, self); !isSelf {
+		// The earlier claimant of this process decides for itself; who to name is the record's holder when that
+		// one comes even earlier (it holds the name in another process).
+		if r.records != nil {
+			if rec, found := r.cachedRecord(name); found && rec.holder.Before(holder) {
+				return rec.holder, false, nil
+			}
+		}
 		return holder, false, nil
 	}
-	r := m.r
 	if r.records == nil {
 		return self, true, nil
 	}
@@ -403,7 +410,13 @@ func splitPrevious(entry string) (string, time.Time) {
 func (r *Registry) release(ctx context.Context, name string) error {
 	rec, found := r.cachedRecord(name)
 	if !found {
-		return nil
+		// The cache may not show yet a record this process created a moment ago.
+		var err error
+		if rec, err = r.liveRecord(ctx, name); apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return err
+		}
 	}
 	r.mu.Lock()
 	_, member := r.members[rec.holder.tenant]

@@ -243,6 +243,38 @@ func TestAnEarlierClaimInAnotherProcessTakesTheName(t *testing.T) {
 	}
 }
 
+// TestTheRecordedHolderIsNamedOverALaterLocalOne: a claimant that comes after another claimant of its own process
+// is told the holder the record names when that one is earlier still (it is in another process); a new name, so a
+// new Event, once the record changes hands.
+func TestTheRecordedHolderIsNamedOverALaterLocalOne(t *testing.T) {
+	c := newCluster(t)
+	p1 := c.process()
+	a, b := p1.join("tenant-a"), p1.join("tenant-b")
+	e := c.process().join("tenant-e")
+	earliest := claimant("ns-e/web", "uid-e", t0)
+	middle := claimant("ns-a/web", "uid-a", t0.Add(time.Second))
+	latest := claimant("ns-b/web", "uid-b", t0.Add(2*time.Second))
+	for _, cl := range []Claimant{earliest, middle, latest} {
+		c.setAlive(cl.UID, "h")
+	}
+	a.Claim(middle, []string{"h"})
+	b.Claim(latest, []string{"h"})
+	e.Claim(earliest, []string{"h"})
+
+	decide(t, a, "h", middle)
+	if holder, isSelf := decide(t, b, "h", latest); isSelf || holder.UID != middle.UID {
+		t.Fatalf("holder = %+v, want the earlier claimant of the process", holder)
+	}
+	waitDecided(t, e, "h", earliest, true)
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		holder, _ := decide(t, b, "h", latest)
+		return holder.UID == earliest.UID, nil
+	})
+	if err != nil {
+		t.Fatal("the latest claimant is never told the recorded holder, which comes first")
+	}
+}
+
 // TestAGoneHoldersRecordIsTakenOver: a record whose holder a live read no longer finds (its object is gone, or its
 // tenant no longer runs the controller) is taken over by a later claimant; a live one is not.
 func TestAGoneHoldersRecordIsTakenOver(t *testing.T) {
