@@ -62,6 +62,9 @@ type Config struct {
 	// ProviderConfigSelector, if not empty, limits the ProviderConfigs informer to the tenants it selects (the
 	// ones assigned to this replica's shard).
 	ProviderConfigSelector string
+	// ClaimsNamespace, set when this replica shares the tenants with others (--sharding), is where the claim
+	// records of hosts and NEG names are watched; empty: no Sharded resource is watched.
+	ClaimsNamespace string
 }
 
 // ResourceDiscoverer is the part of discovery the set needs; client-go's discovery clients implement it.
@@ -124,9 +127,10 @@ func New(cfg Config) (*Set, error) {
 		discovery: cfg.Discovery,
 		optionals: map[schema.GroupVersionResource]*optional{},
 	}
-	clients := Clients{Kube: cfg.Client, Multiproject: cfg.MultiprojectClient, ProviderConfigSelector: cfg.ProviderConfigSelector}
+	clients := Clients{Kube: cfg.Client, Multiproject: cfg.MultiprojectClient, ProviderConfigSelector: cfg.ProviderConfigSelector,
+		ClaimsNamespace: cfg.ClaimsNamespace}
 	for _, r := range Resources {
-		if r.CRD && cfg.MultiprojectClient == nil {
+		if (r.CRD && cfg.MultiprojectClient == nil) || (r.Sharded && cfg.ClaimsNamespace == "") {
 			continue
 		}
 		var err error

@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -231,5 +232,41 @@ func TestMissingOptionalAPIDoesNotBlockAndStartsWhenServed(t *testing.T) {
 func TestNewRequiresClient(t *testing.T) {
 	if _, err := New(Config{}); err == nil {
 		t.Error("New without a client succeeded")
+	}
+}
+
+// TestClaimRecordsAreWatchedOnlyWhenSharded: the claim records' informer exists only with a ClaimsNamespace (a
+// sharded replica), and holds only the Leases of that namespace that carry the claim label.
+func TestClaimRecordsAreWatchedOnlyWhenSharded(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lease := func(namespace, name string, labels map[string]string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels}}
+	}
+	claim := map[string]string{ClaimRecordLabel: "ingress"}
+	client := fake.NewClientset(lease("kube-system", "record", claim), lease("kube-system", "kube-scheduler", nil),
+		lease("elsewhere", "record", claim))
+
+	unsharded, err := New(Config{Client: client, Discovery: &switchableDiscovery{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unsharded.Informer(ClaimRecords) != nil {
+		t.Error("an unsharded process watches claim records")
+	}
+
+	sharded, err := New(Config{Client: client, Discovery: &switchableDiscovery{}, ClaimsNamespace: "kube-system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sharded.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sharded.WaitForCacheSync(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if keys := sharded.Informer(ClaimRecords).GetIndexer().ListKeys(); len(keys) != 1 || keys[0] != "kube-system/record" {
+		t.Errorf("claim records cached: %v, want only kube-system/record", keys)
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	coordinationinformers "k8s.io/client-go/informers/coordination/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	networkinginformers "k8s.io/client-go/informers/networking/v1"
@@ -43,7 +44,14 @@ var (
 	// Namespaces is the resource the Router is built on.
 	Namespaces = tenancy.NamespacesResource
 	Ingresses  = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}
+	// ClaimRecords are the Leases that record, for the replicas that share the tenants (--sharding), who holds a
+	// host or a custom NEG name (pkg/controller/claims); only those of Clients.ClaimsNamespace labeled
+	// ClaimRecordLabel are watched, and only when that namespace is set (Resource.Sharded).
+	ClaimRecords = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
 )
+
+// ClaimRecordLabel marks a Lease as a claim record (claims.KindLabel).
+const ClaimRecordLabel = "multiproject.io/claim-kind"
 
 // CRD-backed resources: our own (ProviderConfigs, Translations) are installed with the manifests, the others come
 // with Rancher and the pangolin-operator.
@@ -66,6 +74,9 @@ type Clients struct {
 	// ProviderConfigSelector, if not empty, is the label selector of the ProviderConfigs informer: a sharded
 	// replica watches only the tenants assigned to its shard.
 	ProviderConfigSelector string
+	// ClaimsNamespace is the namespace of the claim records; empty: the process is the only one that runs
+	// tenants, and watches none (Resource.Sharded).
+	ClaimsNamespace string
 }
 
 // Resource is one resource the process watches with a shared informer.
@@ -82,6 +93,9 @@ type Resource struct {
 	// controller registers interest in: the shared informer then carries one tenancy.Fanout, which hands an event
 	// only to the tenants interested in it, and takes no handler of its own (Tenancy.Shared returns the Fanout).
 	InterestKeys tenancy.KeyFunc
+	// Sharded: watched only by replicas that share the tenants with others (Config.ClaimsNamespace set); Shared
+	// has no informer of it otherwise.
+	Sharded bool
 	// Trim, if set, drops from each object, before it is cached, fields that no controller reads (managedFields go
 	// from every object). See trim.go for what may go.
 	Trim func(obj any)
@@ -114,6 +128,12 @@ var Resources = []Resource{
 	{GVR: Namespaces, Trim: DropLastApplied, Scope: NotRouted,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
 			return coreinformers.NewNamespaceInformer(c.Kube, resync, namespaceIndex())
+		}},
+	// Claim records: every replica reads every tenant's, whoever runs the tenant.
+	{GVR: ClaimRecords, Scope: NotRouted, Sharded: true,
+		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			return coordinationinformers.NewFilteredLeaseInformer(c.Kube, c.ClaimsNamespace, resync, namespaceIndex(),
+				func(o *metav1.ListOptions) { o.LabelSelector = ClaimRecordLabel })
 		}},
 	// The tenants themselves, read by the ProviderConfig controller.
 	{GVR: ProviderConfigs, CRD: true, Trim: DropLastApplied, Scope: NotRouted,

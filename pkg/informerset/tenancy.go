@@ -163,7 +163,8 @@ func (t *Tenancy) routeWhenServed(ctx context.Context, r Resource) error {
 // and for optional ones once RouteOptionals has found them served, synced and routed.
 func (t *Tenancy) Served(gvr schema.GroupVersionResource) bool {
 	if r, ok := LookupResource(gvr); ok && !r.Optional {
-		return true
+		// A Sharded one only where it was built.
+		return !r.Sharded || t.Set.Informer(gvr) != nil
 	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()

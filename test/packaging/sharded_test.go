@@ -116,7 +116,7 @@ func containerArgs(t *testing.T, deployment *unstructured.Unstructured) []string
 
 // TestShardLeasePolicyKeepsTheManagerToItsOwnLeases applies the sharded RBAC and the Lease policy for real and
 // acts as the manager's ServiceAccount: RBAC lets it write every Lease of kube-system, the policy only its
-// leader-election Lease and its group's labeled shard Leases.
+// leader-election Lease, its group's labeled shard Leases and labeled claim records.
 func TestShardLeasePolicyKeepsTheManagerToItsOwnLeases(t *testing.T) {
 	ctx := t.Context()
 	admin := controlPlane.AdminClient()
@@ -141,6 +141,7 @@ func TestShardLeasePolicyKeepsTheManagerToItsOwnLeases(t *testing.T) {
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("someone")}}
 	}
 	groupLabel := map[string]string{"multiproject.io/shard-group": shardGroup}
+	claimLabel := map[string]string{"multiproject.io/claim-kind": "ingress"}
 
 	// A policy takes effect once the API server has loaded it: wait for its first denial.
 	foreign := lease("kube-scheduler", nil)
@@ -178,6 +179,26 @@ func TestShardLeasePolicyKeepsTheManagerToItsOwnLeases(t *testing.T) {
 				return err
 			}
 			return manager.Delete(ctx, other.Name, metav1.DeleteOptions{})
+		},
+		"a claim record without the claim label": func() error {
+			_, err := manager.Create(ctx, lease("multiproject-claim-ingress-0123", nil), metav1.CreateOptions{})
+			return err
+		},
+		"a claim-labeled Lease of another name": func() error {
+			_, err := manager.Create(ctx, lease("kube-controller-manager", claimLabel), metav1.CreateOptions{})
+			return err
+		},
+		"adopting a Lease as a claim record by labeling it": func() error {
+			other, err := admin.CoordinationV1().Leases("kube-system").Create(ctx, lease("multiproject-claim-unlabeled", nil), metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = admin.CoordinationV1().Leases("kube-system").Delete(context.Background(), other.Name, metav1.DeleteOptions{})
+			})
+			other.Labels = claimLabel
+			_, err = manager.Update(ctx, other, metav1.UpdateOptions{})
+			return err
 		},
 		"adopting a Lease by labeling it": func() error {
 			other, err := admin.CoordinationV1().Leases("kube-system").Create(ctx, lease(shardGroup+"-unlabeled", nil), metav1.CreateOptions{})
@@ -223,6 +244,21 @@ func TestShardLeasePolicyKeepsTheManagerToItsOwnLeases(t *testing.T) {
 	leader.Spec.HolderIdentity = ptr.To("me")
 	if _, err := manager.Update(ctx, leader, metav1.UpdateOptions{}); err != nil {
 		t.Errorf("renewing the leader-election Lease: %v", err)
+	}
+	// A claim record: created, taken over, released.
+	record, err := manager.Create(ctx, lease("multiproject-claim-ingress-0123", claimLabel), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating a claim record: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = admin.CoordinationV1().Leases("kube-system").Delete(context.Background(), record.Name, metav1.DeleteOptions{})
+	})
+	record.Spec.HolderIdentity = ptr.To("another claimant")
+	if _, err := manager.Update(ctx, record, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("taking a claim record over: %v", err)
+	}
+	if err := manager.Delete(ctx, record.Name, metav1.DeleteOptions{}); err != nil {
+		t.Errorf("releasing a claim record: %v", err)
 	}
 	// And the admission policy binds only the manager: an administrator still writes any Lease.
 	if _, err := admin.CoordinationV1().Leases("kube-system").Create(ctx, foreign, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {

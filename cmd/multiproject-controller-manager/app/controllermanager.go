@@ -261,7 +261,7 @@ func CreateControllerContext(c config.CompletedConfig) (*ControllerContext, erro
 	}
 	informers, err := informerset.NewTenancy(informerset.TenancyConfig{
 		Config: informerset.Config{Client: c.Client, MultiprojectClient: c.MultiprojectClient, ResyncPeriod: c.ResyncPeriod,
-			ProviderConfigSelector: selector},
+			ProviderConfigSelector: selector, ClaimsNamespace: c.TenantControllers.ClaimsNamespace},
 		LabelKey: c.ProviderConfigLabelKey,
 		Recorder: c.EventRecorder,
 	})

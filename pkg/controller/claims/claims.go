@@ -31,11 +31,18 @@ limitations under the License.
 //
 // When the holder of a name changes, every claimant of the name is enqueued in its own tenant's controller; when an
 // object publishing a name goes, the claimants waiting for that are enqueued.
+//
+// That is enough while one process runs every tenant. Replicas that share the tenants (--sharding) each know only
+// their own tenants' claims, so a Registry with Records (records.go) lets the API server decide: one claim record
+// (a Lease) per name, created once, taken over with compare-and-swap updates by an earlier claimant or from a
+// holder a live read no longer finds, and announcing each object before it is created (Decide, Acquire).
 package claims
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +51,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // Claimant is an object that claims names, as its tenant's controller read it.
@@ -116,6 +124,14 @@ type Registry struct {
 	held    map[string]sets.Set[string]
 	pending map[string]reservation
 	waiters map[string]map[claimantID]struct{}
+
+	// records, if set, makes the claims hold across processes (records.go); releases deletes the records of names
+	// this process's claimants stopped claiming, off the event handlers.
+	records        *Records
+	releases       workqueue.TypedRateLimitingInterface[string]
+	releasesDone   chan struct{}
+	stopReleases   context.CancelFunc
+	carriedRecords cache.ResourceEventHandlerRegistration
 }
 
 type registryKey struct {
@@ -135,8 +151,10 @@ type Member struct {
 	r        *Registry
 	tenant   string
 	informer cache.SharedIndexInformer
-	enqueue  func(key string)
-	left     bool
+	// records is the member's shared informer of claim records, when the registry has Records.
+	records cache.SharedIndexInformer
+	enqueue func(key string)
+	left    bool
 }
 
 // Join adds the controller of tenant to the registry of names of kind (which also names claimants in messages:
@@ -144,6 +162,14 @@ type Member struct {
 // enqueue puts one of the tenant's claimants on the tenant's workqueue. A tenant is a member once at a time; Leave
 // ends it.
 func Join(kind string, holdings cache.SharedIndexInformer, holdingOf HoldingFunc, tenant string, enqueue func(key string)) (*Member, error) {
+	return JoinWithRecords(kind, holdings, holdingOf, nil, tenant, enqueue)
+}
+
+// JoinWithRecords is Join for a registry whose claims hold across processes through claim records (records.go).
+// Every member of one registry must pass Records over the same client and namespace; records.Informer is the
+// member's own handle on the shared informer of claim records (its handlers go when the controller stops).
+func JoinWithRecords(kind string, holdings cache.SharedIndexInformer, holdingOf HoldingFunc, records *Records, tenant string,
+	enqueue func(key string)) (*Member, error) {
 	registries.Lock()
 	defer registries.Unlock()
 	key := registryKey{store: holdings.GetIndexer(), kind: kind}
@@ -152,7 +178,14 @@ func Join(kind string, holdings cache.SharedIndexInformer, holdingOf HoldingFunc
 		r = &Registry{kind: kind, store: key.store, holdingOf: holdingOf, members: map[string]*Member{},
 			claims: map[string]map[claimantID]Claimant{}, claimed: map[claimantID][]string{},
 			held: map[string]sets.Set[string]{}, pending: map[string]reservation{}, waiters: map[string]map[claimantID]struct{}{}}
+		if records != nil {
+			r.records = records
+			r.startReleases()
+		}
 		registries.byStore[key] = r
+	}
+	if (records == nil) != (r.records == nil) {
+		return nil, fmt.Errorf("claims: tenant %s joins the %s claims with records %t, the others with %t", tenant, kind, records != nil, r.records != nil)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -160,12 +193,16 @@ func Join(kind string, holdings cache.SharedIndexInformer, holdingOf HoldingFunc
 		return nil, fmt.Errorf("claims: tenant %s already holds %s claims", tenant, kind)
 	}
 	m := &Member{r: r, tenant: tenant, informer: holdings, enqueue: enqueue}
+	if records != nil {
+		m.records = records.Informer
+	}
 	r.members[tenant] = m
 	if r.carrier == nil {
 		if err := r.carryLocked(m); err != nil {
 			delete(r.members, tenant)
 			if len(r.members) == 0 {
 				delete(registries.byStore, key)
+				r.stopReleasesLocked()
 			}
 			return nil, err
 		}
@@ -180,14 +217,31 @@ func (r *Registry) carryLocked(m *Member) error {
 	if err != nil {
 		return fmt.Errorf("claims: watching the objects that publish %s names: %w", r.kind, err)
 	}
-	r.carrier, r.carried, r.stopWaiting = m, reg, make(chan struct{})
+	var recordsReg cache.ResourceEventHandlerRegistration
+	if m.records != nil {
+		recordsReg, err = m.records.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: r.onRecord,
+			UpdateFunc: func(_, obj any) { r.onRecord(obj) }, DeleteFunc: r.onRecord})
+		if err != nil {
+			if rmErr := m.informer.RemoveEventHandler(reg); rmErr != nil {
+				utilruntime.HandleError(rmErr)
+			}
+			return fmt.Errorf("claims: watching the %s claim records: %w", r.kind, err)
+		}
+	}
+	r.carrier, r.carried, r.carriedRecords, r.stopWaiting = m, reg, recordsReg, make(chan struct{})
 	stop := r.stopWaiting
 	go func() {
-		select {
-		case <-reg.HasSyncedChecker().Done():
-			r.wake(r.takeAllWaiters())
-		case <-stop:
+		for _, reg := range []cache.ResourceEventHandlerRegistration{reg, recordsReg} {
+			if reg == nil {
+				continue
+			}
+			select {
+			case <-reg.HasSyncedChecker().Done():
+			case <-stop:
+				return
+			}
 		}
+		r.wake(r.takeAllWaiters())
 	}()
 	return nil
 }
@@ -199,7 +253,9 @@ func (m *Member) HasSynced() bool {
 	return m.r.syncedLocked()
 }
 
-func (r *Registry) syncedLocked() bool { return r.carried != nil && r.carried.HasSynced() }
+func (r *Registry) syncedLocked() bool {
+	return r.carried != nil && r.carried.HasSynced() && (r.carriedRecords == nil || r.carriedRecords.HasSynced())
+}
 
 // Leave ends the membership: the tenant's claims are released (its controller stops, so it publishes nothing any
 // more) and the claimants of those names are enqueued. Call it once the controller's workers are gone and its
@@ -218,7 +274,9 @@ func (m *Member) Leave() {
 	var wake []func()
 	for id, names := range r.claimed {
 		if id.tenant == m.tenant {
-			wake = append(wake, r.setLocked(Claimant{Key: id.key, tenant: id.tenant}, names, nil)...)
+			// The records stay: a tenant that stops (a drain to another replica, a restart) still claims its
+			// names, and another process takes a record over only once its claimant is gone.
+			wake = append(wake, r.setLocked(Claimant{Key: id.key, tenant: id.tenant}, names, nil, false)...)
 		}
 	}
 	for name, ws := range r.waiters {
@@ -231,11 +289,11 @@ func (m *Member) Leave() {
 			delete(r.waiters, name)
 		}
 	}
-	var oldReg cache.ResourceEventHandlerRegistration
+	var oldReg, oldRecordsReg cache.ResourceEventHandlerRegistration
 	if r.carrier == m {
-		oldReg = r.carried
+		oldReg, oldRecordsReg = r.carried, r.carriedRecords
 		close(r.stopWaiting)
-		r.carrier, r.carried, r.stopWaiting = nil, nil, nil
+		r.carrier, r.carried, r.carriedRecords, r.stopWaiting = nil, nil, nil, nil
 		// Added before the old one is removed: the two overlap, so the index misses no event. Adding twice is
 		// harmless, since entries are checked against the store when they are used.
 		for _, tenant := range sets.List(sets.KeySet(r.members)) {
@@ -247,10 +305,22 @@ func (m *Member) Leave() {
 		}
 	}
 	empty := len(r.members) == 0
+	var releasesDone <-chan struct{}
+	if empty {
+		releasesDone = r.stopReleasesLocked()
+	}
 	r.mu.Unlock()
+	if releasesDone != nil {
+		<-releasesDone
+	}
 	if oldReg != nil {
 		if err := m.informer.RemoveEventHandler(oldReg); err != nil {
 			utilruntime.HandleError(fmt.Errorf("claims: removing the %s holdings handler: %w", r.kind, err))
+		}
+	}
+	if oldRecordsReg != nil {
+		if err := m.records.RemoveEventHandler(oldRecordsReg); err != nil {
+			utilruntime.HandleError(fmt.Errorf("claims: removing the %s claim records handler: %w", r.kind, err))
 		}
 	}
 	if empty {
@@ -269,13 +339,21 @@ func (m *Member) Claim(c Claimant, names []string) {
 		m.r.mu.Unlock()
 		return
 	}
-	wake := m.r.setLocked(c, m.r.claimed[c.id()], names)
+	wake := m.r.setLocked(c, m.r.claimed[c.id()], names, true)
 	m.r.mu.Unlock()
 	m.r.wake(wake)
 }
 
-func (r *Registry) setLocked(c Claimant, old, names []string) []func() {
+// setLocked replaces c's claims; release says whether the records of names it no longer claims are released.
+func (r *Registry) setLocked(c Claimant, old, names []string, release bool) []func() {
 	id := c.id()
+	if release && r.releases != nil {
+		for _, name := range old {
+			if !slices.Contains(names, name) {
+				r.releases.Add(name)
+			}
+		}
+	}
 	affected := sets.New(old...).Insert(names...)
 	before := map[string]claimantID{}
 	for name := range affected {
@@ -531,4 +609,45 @@ func (r *Registry) onDelete(obj any) {
 	}
 	r.mu.Unlock()
 	r.wake(wake)
+}
+
+// startReleases starts the registry's one worker that releases claim records.
+func (r *Registry) startReleases() {
+	r.releases = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "claims-" + strings.ToLower(r.kind)})
+	ctx, cancel := context.WithCancel(context.Background())
+	queue, done := r.releases, make(chan struct{})
+	r.stopReleases, r.releasesDone = cancel, done
+	go func() {
+		defer close(done)
+		for r.releaseNext(ctx, queue) {
+		}
+	}()
+}
+
+func (r *Registry) releaseNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string]) bool {
+	name, quit := queue.Get()
+	if quit {
+		return false
+	}
+	defer queue.Done(name)
+	if err := r.release(ctx, name); err != nil {
+		utilruntime.HandleError(fmt.Errorf("claims: releasing the claim record of %q: %w", name, err))
+		queue.AddRateLimited(name)
+		return true
+	}
+	queue.Forget(name)
+	return true
+}
+
+// stopReleasesLocked ends the release worker of a registry that has no member left; releases not made yet are
+// left to the next claimant, which finds the record's claimant gone.
+func (r *Registry) stopReleasesLocked() <-chan struct{} {
+	if r.releases == nil {
+		return nil
+	}
+	r.stopReleases()
+	r.releases.ShutDown()
+	r.releases = nil
+	return r.releasesDone
 }

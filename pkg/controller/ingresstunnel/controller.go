@@ -85,6 +85,8 @@ type Controller struct {
 	deps    *dependencies
 	// hosts is the controller's membership in the process's host claims, from Run on.
 	hosts *claims.Member
+	// hostRecords makes the host claims hold across replicas (hostclaims.go); nil: in this process only.
+	hostRecords *claims.Records
 	// warnings reports an Ingress's problems once while they persist, not on every sync.
 	warnings *tenant.Warnings
 	// stop is the run's StopSignal (tenant.Context.Stop), nil when ctx's end is the signal.
@@ -156,6 +158,11 @@ func newController(c *tenant.Context, afterSync func(key string, err error)) (*C
 		},
 		AfterSync: afterSync,
 	})
+	// Sharded replicas have the claim records; without them (one process runs every tenant) host claims are
+	// decided in memory.
+	if records, err := c.Informers.Shared(informerset.ClaimRecords); err == nil && records != nil {
+		ctrl.hostRecords = ctrl.claimRecords(records, c.Options.ClaimsNamespace, c.ProviderConfigLabelKey)
+	}
 	ctrl.planner = &planner{
 		tenant:   name,
 		labelKey: c.ProviderConfigLabelKey,
@@ -224,7 +231,7 @@ func (c *Controller) Start(ctx context.Context, done func()) {
 	})
 
 	// Joined before the Ingress handler is added, which claims the tenant's hosts from its initial list on.
-	hosts, err := claims.Join(claimKind, c.allResources, resourceHolding, c.tenant, c.workers.Add)
+	hosts, err := claims.JoinWithRecords(claimKind, c.allResources, resourceHolding, c.hostRecords, c.tenant, c.workers.Add)
 	if err != nil {
 		logger.Error(err, "Could not join the process's host claims")
 		stop()

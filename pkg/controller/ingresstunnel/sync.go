@@ -101,8 +101,17 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	// (the holder waits for that), whatever the plan would keep.
 	self := claimantOf(ing)
 	lost, taken := map[string]bool{}, map[string]string{}
+	var errs []error
 	for _, h := range claimedHosts(ing) {
-		if holder, isSelf := c.hosts.Holder(h.name, self); !isSelf {
+		holder, isSelf, err := c.hosts.Decide(ctx, h.name, self)
+		if err != nil {
+			// Undecided (another replica raced for the name): nothing is created for it, what exists stays, and
+			// the retry decides.
+			lost[h.host] = true
+			errs = append(errs, err)
+			continue
+		}
+		if !isSelf {
 			lost[h.host] = true
 			name := ResourceName(ing.Namespace, ing.Name, h.host)
 			p.keep.Delete(name)
@@ -110,7 +119,6 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			found.add(ReasonHostConflict, "%s", conflictMessage(h.host, h.name, c.hosts.Describe(holder)))
 		}
 	}
-	var errs []error
 	for _, want := range p.resources {
 		if lost[hostOf(want)] {
 			continue
@@ -207,7 +215,11 @@ func (c *Controller) apply(ctx context.Context, ing *networkingv1.Ingress, self 
 	name, object := publishedName(want), want.Namespace+"/"+want.Name
 	existing, err := c.resources.PangolinResources(want.Namespace).Get(want.Name)
 	if apierrors.IsNotFound(err) {
-		if holder, ok := c.hosts.Reserve(name, self, object); !ok {
+		holder, ok, err := c.hosts.Acquire(ctx, name, self, object)
+		if err != nil {
+			return "", false, err
+		}
+		if !ok {
 			logger.V(2).Info("Waiting for another PangolinResource of the host to be deleted", "host", hostOf(want), "publishedBy", holder)
 			return holder, false, nil
 		}
@@ -249,12 +261,16 @@ func (c *Controller) apply(ctx context.Context, ing *networkingv1.Ingress, self 
 	if renamed := publishedName(existing) != name; renamed {
 		// A change of the published name (the subdomain or domain-name annotation) publishes a name as a create
 		// does, so it passes the same check.
-		if holder, ok := c.hosts.Reserve(name, self, object); !ok {
+		holder, ok, err := c.hosts.Acquire(ctx, name, self, object)
+		if err != nil {
+			return "", false, err
+		}
+		if !ok {
 			logger.V(2).Info("Not renaming a PangolinResource: another one publishes the new name", "resource", klog.KObj(existing),
 				"from", publishedName(existing), "to", name, "publishedBy", holder)
 			return holder, true, nil
 		}
-		err := c.update(ctx, ing, existing, want, found)
+		err = c.update(ctx, ing, existing, want, found)
 		c.hosts.Created(name, object, err == nil)
 		return "", false, err
 	}

@@ -17,10 +17,15 @@ limitations under the License.
 package neg
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
@@ -106,25 +111,73 @@ func (t *translator) releaseClaims(svc *corev1.Service) {
 	}
 }
 
-// nameHolder returns who holds a custom NEG name, if not svc.
-func (t *translator) nameHolder(svc *corev1.Service, name string) (string, bool) {
+// nameHolder returns who holds a custom NEG name, if not svc, deciding it across replicas (claims.Member.Decide).
+func (t *translator) nameHolder(ctx context.Context, svc *corev1.Service, name string) (string, bool, error) {
 	if t.names == nil {
-		return "", false
+		return "", false, nil
 	}
-	holder, isSelf := t.names.Holder(name, claimantOf(svc))
-	if isSelf {
-		return "", false
+	holder, isSelf, err := t.names.Decide(ctx, name, claimantOf(svc))
+	if err != nil || isSelf {
+		return "", false, err
 	}
-	return t.names.Describe(holder), true
+	return t.names.Describe(holder), true, nil
 }
 
 // reserveName asks to create the Translation object (namespace/name) declaring a custom NEG name; see
-// claims.Member.Reserve. Every reservation that returns ok must be followed by nameCreated.
-func (t *translator) reserveName(svc *corev1.Service, name, object string) (blockedBy string, ok bool) {
+// claims.Member.Acquire. Every reservation that returns ok must be followed by nameCreated.
+func (t *translator) reserveName(ctx context.Context, svc *corev1.Service, name, object string) (blockedBy string, ok bool, err error) {
 	if t.names == nil {
-		return "", true
+		return "", true, nil
 	}
-	return t.names.Reserve(name, claimantOf(svc), object)
+	return t.names.Acquire(ctx, name, claimantOf(svc), object)
+}
+
+// claimRecords is how the translator's NEG name claims hold across replicas: records in namespace, a live read of
+// a recorded holder's Service and tenant, and of a previous holder's Translation.
+func (t *translator) claimRecords(records cache.SharedIndexInformer, namespace string) *claims.Records {
+	if namespace == "" {
+		namespace = metav1.NamespaceSystem
+	}
+	return &claims.Records{Client: t.kube, Namespace: namespace, Informer: records,
+		Live: func(ctx context.Context, tenant, key string, uid types.UID) ([]string, error) {
+			namespace, name, err := cache.SplitMetaNamespaceKey(key)
+			if err != nil {
+				return nil, nil
+			}
+			svc, err := t.kube.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil, nil
+			}
+			if err != nil || svc.UID != uid {
+				return nil, err
+			}
+			names, _ := claimedNEGNames(svc)
+			if len(names) == 0 {
+				return nil, nil
+			}
+			runs, err := claims.TenantRuns(ctx, t.kube, t.mp, t.labelKey, tenant, namespace,
+				func(pc *mpv1alpha1.ProviderConfig) bool { return pc.Spec.GCP != nil })
+			if !runs {
+				return nil, err
+			}
+			return names, nil
+		},
+		Object: func(ctx context.Context, key, name string) (bool, error) {
+			namespace, trName, err := cache.SplitMetaNamespaceKey(key)
+			if err != nil {
+				return false, nil
+			}
+			tr, err := t.mp.MultiprojectV1alpha1().Translations(namespace).Get(ctx, trName, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			h, publishes := translationHolding(tr)
+			return publishes && slices.Contains(h.Names, name), nil
+		},
+	}
 }
 
 func (t *translator) nameCreated(name, object string, created bool) {

@@ -137,7 +137,11 @@ func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Serv
 			if reserving == "" {
 				return true
 			}
-			holder, free := t.reserveName(svc, reserving, object)
+			holder, free, err := t.reserveName(ctx, svc, reserving, object)
+			if err != nil {
+				errs = append(errs, err)
+				return false
+			}
 			if !free {
 				logger.V(2).Info("Waiting for another Service's Translation to let a custom NEG name go",
 					"translation", want.Name, "neg", reserving, "usedBy", holder)

@@ -97,7 +97,11 @@ func (t *translator) sync(ctx context.Context, key string) error {
 		if p.CustomName != "" {
 			// A name another Service claimed first is not this Service's: the port is left out, so a Translation of
 			// it (made while this Service held the name) is deleted, and the holder waits for that.
-			if holder, taken := t.nameHolder(svc, p.CustomName); taken {
+			holder, taken, err := t.nameHolder(ctx, svc, p.CustomName)
+			if err != nil {
+				return err
+			}
+			if taken {
 				warnings = append(warnings, tenant.Warning{Reason: ReasonNameConflict, Message: nameConflictMessage(p.CustomName, p.Port, holder)})
 				continue
 			}

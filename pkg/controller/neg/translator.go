@@ -74,6 +74,8 @@ type translator struct {
 	// every tenant's Translations count when a name is taken over; and a Service's Translations may be labeled for
 	// another tenant (made before the Service moved here, or by a former Service of its name).
 	allTranslations cache.SharedIndexInformer
+	// nameRecords makes custom NEG names held once across replicas (negnames.go); nil: in this process only.
+	nameRecords *claims.Records
 	// A sync reads Translations from these, by key or by owner (informerset.TranslationsByOwner): the tenant's
 	// (translations') and every tenant's (allTranslations').
 	translationIndex, allTranslationIndex cache.Indexer
@@ -146,6 +148,11 @@ func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
 	if t.allTranslations, err = c.Informers.Shared(informerset.Translations); err != nil {
 		return nil, fmt.Errorf("neg: %w", err)
 	}
+	// Sharded replicas have the claim records; without them (one process runs every tenant) NEG name claims are
+	// decided in memory.
+	if records, err := c.Informers.Shared(informerset.ClaimRecords); err == nil && records != nil {
+		t.nameRecords = t.claimRecords(records, c.Options.ClaimsNamespace)
+	}
 	t.serviceLister = corelisters.NewServiceLister(t.services.GetIndexer())
 	t.sliceIndex = t.slices.GetIndexer()
 	t.sliceLister = discoverylisters.NewEndpointSliceLister(t.sliceIndex)
@@ -201,7 +208,7 @@ func (t *translator) Run(ctx context.Context) {
 func (t *translator) Start(ctx context.Context, done func()) {
 	logger := klog.FromContext(ctx)
 	// Joined before the Service handler is added, which claims the tenant's NEG names from its initial list on.
-	names, err := claims.Join(claimKind, t.allTranslations, translationHolding, t.tenant, t.add)
+	names, err := claims.JoinWithRecords(claimKind, t.allTranslations, translationHolding, t.nameRecords, t.tenant, t.add)
 	if err != nil {
 		logger.Error(err, "Could not join the process's NEG name claims")
 		done()

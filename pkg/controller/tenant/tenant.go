@@ -108,6 +108,10 @@ type Options struct {
 	// GCEUserAgent identifies this process in every Compute Engine call's User-Agent, so GCE audit logs (and the
 	// fake GCE in tests) can tell which replica made a call.
 	GCEUserAgent string
+	// ClaimsNamespace, with --sharding, holds the claim records that make a host or custom NEG name held once
+	// across the replicas (the --leader-elect-resource-namespace). Empty: one process runs every tenant, and
+	// decides the claims in memory.
+	ClaimsNamespace string
 }
 
 // Context is what a per-tenant controller is built from.

@@ -449,6 +449,9 @@ func (o *Options) applyIdentity(c *config.Config) error {
 	if o.Sharding {
 		c.Sharding = config.Sharding{Enabled: true, Group: o.ShardGroup, Shard: ShardName(hostname, utilrand.String(5))}
 		agent = c.Sharding.Shard
+		// Replicas that share the tenants decide who holds a host or NEG name through claim records, beside the
+		// shard Leases.
+		c.TenantControllers.ClaimsNamespace = o.LeaderElection.ResourceNamespace
 	}
 	c.TenantControllers.GCEUserAgent = names.ComponentName + "/" + version.Get().GitVersion + " (" + agent + ")"
 	return nil

@@ -1,0 +1,268 @@
+//go:build integration
+
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/ingresstunnel"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg"
+)
+
+// TestClaimsHoldAcrossShardedReplicas: three replicas of the built binary with --sharding=true share six tenants;
+// each tenant creates, at the same moment, an Ingress publishing one host and a Service asking for one custom NEG
+// name, the same host and name for all six. Exactly one PangolinResource publishes the host, the earliest
+// Ingress's, and exactly one Translation declares the name, the earliest Service's, however the tenants fall on
+// the replicas; the others get HostConflict and NEGNameConflict Warnings naming the holder. Watches running through
+// the whole test fail it if two objects ever published the host, or declared the name, at once.
+func TestClaimsHoldAcrossShardedReplicas(t *testing.T) {
+	const tenants = 6
+	resetLease(t)
+	cleanupShardLeases(t)
+	cleanupClaimRecords(t)
+	installShardedRBAC(t)
+	gce := startFakeGCE(t)
+	ws := make([]*workload, tenants)
+	for i := range ws {
+		ws[i] = newWorkload(t, gce)
+	}
+	host := "shared-" + ws[0].tenant + ".example.com"
+	negName := "shared-" + ws[0].tenant
+	hostCounter := countPublishers(t, ws[0].mp, host)
+	negCounter := countDeclarers(t, ws[0], negName)
+
+	kubeconfig := managerKubeconfig(t)
+	le := leaderElection{leaseDuration: 6 * time.Second, renewDeadline: 4 * time.Second, retryPeriod: time.Second}
+	replicas := []*manager{
+		startManager(t, "claims-a", kubeconfig, gce.Endpoint(), le, "--sharding=true"),
+		startManager(t, "claims-b", kubeconfig, gce.Endpoint(), le, "--sharding=true"),
+		startManager(t, "claims-c", kubeconfig, gce.Endpoint(), le, "--sharding=true"),
+	}
+	names := shardNames(t, replicas)
+	waitShardsRun(t, ws, names)
+	logShares(t, ws, names)
+
+	// All at once: each tenant's Ingress and Service are created by a goroutine of its own, released together.
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*tenants)
+	for _, w := range ws {
+		wg.Go(func() {
+			<-start
+			ing := pangolinIngress(w.appNS, "web", host)
+			if _, err := w.kube.NetworkingV1().Ingresses(w.appNS).Create(w.ctx, ing, metav1.CreateOptions{}); err != nil {
+				errs <- err
+			}
+		})
+		wg.Go(func() {
+			<-start
+			svc := &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Namespace: w.appNS, Name: "api",
+					Annotations: map[string]string{neg.NEGAnnotationKey: fmt.Sprintf(`{"exposed_ports":{"80":{"name":%q}}}`, negName)}},
+				Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+			}
+			if _, err := w.kube.CoreV1().Services(w.appNS).Create(w.ctx, svc, metav1.CreateOptions{}); err != nil {
+				errs <- err
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	ingHolder := earliest(t, ws, func(w *workload) (metav1.ObjectMeta, error) {
+		ing, err := w.kube.NetworkingV1().Ingresses(w.appNS).Get(w.ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return metav1.ObjectMeta{}, err
+		}
+		return ing.ObjectMeta, nil
+	})
+	svcHolder := earliest(t, ws, func(w *workload) (metav1.ObjectMeta, error) {
+		svc, err := w.kube.CoreV1().Services(w.appNS).Get(w.ctx, "api", metav1.GetOptions{})
+		if err != nil {
+			return metav1.ObjectMeta{}, err
+		}
+		return svc.ObjectMeta, nil
+	})
+	t.Logf("earliest Ingress: tenant %s; earliest Service: tenant %s", ingHolder.tenant, svcHolder.tenant)
+
+	// The others are told who holds the host and the name.
+	for _, w := range ws {
+		if w != ingHolder {
+			waitEvent(w.ctx, t, "Ingress", w.appNS, "web", ingresstunnel.ReasonHostConflict, host, "Ingress "+ingHolder.appNS+"/web")
+		}
+		if w != svcHolder {
+			waitEvent(w.ctx, t, "Service", w.appNS, "api", neg.ReasonNameConflict, negName, "Service "+svcHolder.appNS+"/api")
+		}
+	}
+	// Exactly the holders publish.
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, convergeTimeout, true, func(ctx context.Context) (bool, error) {
+		pub, err := publishersOf(ctx, ws[0], host, negName)
+		if err != nil {
+			return false, nil
+		}
+		return slices.Equal(pub.resources, []string{ingHolder.appNS}) && slices.Equal(pub.translations, []string{svcHolder.appNS}), nil
+	})
+	if err != nil {
+		pub, _ := publishersOf(t.Context(), ws[0], host, negName)
+		t.Fatalf("host %s published from %v (want only %s), NEG name %s declared from %v (want only %s)",
+			host, pub.resources, ingHolder.appNS, negName, pub.translations, svcHolder.appNS)
+	}
+	if n := hostCounter.stop(); n != 1 {
+		t.Errorf("%d PangolinResources published %s at once, want 1", n, host)
+	}
+	if n := negCounter.stop(); n != 1 {
+		t.Errorf("%d Translations declared NEG name %s at once, want 1", n, negName)
+	}
+	for _, m := range replicas {
+		stopGracefully(t, m)
+	}
+}
+
+// earliest returns the workload whose object comes first as claims order claimants: the earlier creation, then
+// the smaller UID.
+func earliest(t *testing.T, ws []*workload, get func(*workload) (metav1.ObjectMeta, error)) *workload {
+	t.Helper()
+	var first *workload
+	var firstClaim claims.Claimant
+	for _, w := range ws {
+		meta, err := get(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := claims.Claimant{Key: meta.Namespace + "/" + meta.Name, UID: meta.UID, Created: meta.CreationTimestamp}
+		if first == nil || c.Before(firstClaim) {
+			first, firstClaim = w, c
+		}
+	}
+	return first
+}
+
+// published lists the namespaces whose PangolinResources publish a host and whose Translations declare a NEG name.
+type published struct{ resources, translations []string }
+
+func publishersOf(ctx context.Context, w *workload, host, negName string) (published, error) {
+	var pub published
+	resources, err := w.mp.TunnelV1alpha1().PangolinResources("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return pub, err
+	}
+	for _, r := range resources.Items {
+		if r.Spec.HTTPConfig != nil && r.Spec.HTTPConfig.Subdomain+"."+r.Spec.HTTPConfig.DomainName == host {
+			pub.resources = append(pub.resources, r.Namespace)
+		}
+	}
+	translations, err := w.mp.MultiprojectV1alpha1().Translations("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return pub, err
+	}
+	for _, tr := range translations.Items {
+		if declaresNEG(&tr, negName) {
+			pub.translations = append(pub.translations, tr.Namespace)
+		}
+	}
+	return pub, nil
+}
+
+func declaresNEG(tr *mpv1alpha1.Translation, name string) bool {
+	return slices.ContainsFunc(tr.Spec.Resources, func(r mpv1alpha1.BackendResource) bool { return r.Name == name })
+}
+
+// declarers counts, from one watch of every Translation, the most that ever declared one NEG name at once (one
+// being deleted still counts: its pusher deletes the NEGs before its finalizer goes).
+type declarers struct {
+	w    watch.Interface
+	done chan struct{}
+	mu   sync.Mutex
+	max  int
+}
+
+func countDeclarers(t *testing.T, w *workload, name string) *declarers {
+	t.Helper()
+	list, err := w.mp.MultiprojectV1alpha1().Translations("").List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &declarers{done: make(chan struct{})}
+	live := map[types.UID]bool{}
+	observe := func(typ watch.EventType, tr *mpv1alpha1.Translation) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if typ == watch.Deleted || !declaresNEG(tr, name) {
+			delete(live, tr.UID)
+			return
+		}
+		live[tr.UID] = true
+		d.max = max(d.max, len(live))
+	}
+	for i := range list.Items {
+		observe(watch.Added, &list.Items[i])
+	}
+	if d.w, err = w.mp.MultiprojectV1alpha1().Translations("").Watch(t.Context(), metav1.ListOptions{ResourceVersion: list.ResourceVersion}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(d.done)
+		for ev := range d.w.ResultChan() {
+			if tr, ok := ev.Object.(*mpv1alpha1.Translation); ok {
+				observe(ev.Type, tr)
+			}
+		}
+	}()
+	return d
+}
+
+func (d *declarers) stop() int {
+	d.w.Stop()
+	<-d.done
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.max
+}
+
+// cleanupClaimRecords deletes the claim records (Leases labeled claims.KindLabel) before and after the test, so no
+// earlier test's holder lingers in kube-system.
+func cleanupClaimRecords(t *testing.T) {
+	t.Helper()
+	clean := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = controlPlane.AdminClient().CoordinationV1().Leases(metav1.NamespaceSystem).DeleteCollection(ctx,
+			metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: claims.KindLabel})
+	}
+	clean()
+	t.Cleanup(clean)
+}
