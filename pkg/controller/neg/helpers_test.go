@@ -40,8 +40,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -140,6 +142,9 @@ func newHarness(t testing.TB, objects ...runtime.Object) *harness {
 		events: &recorder{}, conditions: &tenanttest.Conditions{}, informers: map[string]*countingInformer{}, enqueued: map[string]bool{}}
 	versions.serve(&h.kube.Fake, h.kube.Tracker())
 	versions.serve(&h.mp.Fake, h.mp.Tracker())
+	watching := &watchStarts{started: sets.New[string]()}
+	watching.serve(&h.kube.Fake, h.kube.Tracker())
+	watching.serve(&h.mp.Fake, h.mp.Tracker())
 	kubeFactory := kubeinformers.NewSharedInformerFactory(h.kube, 0)
 	mpFactory := mpinformers.NewSharedInformerFactory(h.mp, 0)
 	h.informers["services"] = &countingInformer{SharedIndexInformer: kubeFactory.Core().V1().Services().Informer()}
@@ -157,6 +162,7 @@ func newHarness(t testing.TB, objects ...runtime.Object) *harness {
 	})
 	kubeFactory.WaitForCacheSync(ctx.Done())
 	mpFactory.WaitForCacheSync(ctx.Done())
+	watching.wait(t, "services", "endpointslices", "nodes", "translations")
 
 	h.tctx = &tenant.Context{
 		Controller: "neg",
@@ -647,4 +653,42 @@ func (h *harness) updateSlice(s *discoveryv1.EndpointSlice) {
 	}
 	h.settle()
 	h.requests()
+}
+
+// watchStarts records which resources the fake clientsets serve a watch of. The fakes cannot resume a watch from a
+// resourceVersion, so an object changed after an informer's list and before its watch starts is never delivered:
+// a harness waits for every watch before a test writes anything.
+type watchStarts struct {
+	mu      sync.Mutex
+	started sets.Set[string]
+}
+
+// serve answers the fake's watches as its own reactor does, and records each once the tracker delivers to it.
+func (w *watchStarts) serve(fake *clienttesting.Fake, tracker clienttesting.ObjectTracker) {
+	fake.PrependWatchReactor("*", func(a clienttesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if watchAction, ok := a.(clienttesting.WatchActionImpl); ok {
+			opts = watchAction.ListOptions
+		}
+		watcher, err := tracker.Watch(a.GetResource(), a.GetNamespace(), opts)
+		if err != nil {
+			return true, nil, err
+		}
+		w.mu.Lock()
+		w.started.Insert(a.GetResource().Resource)
+		w.mu.Unlock()
+		return true, watcher, nil
+	})
+}
+
+func (w *watchStarts) wait(t testing.TB, resources ...string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.started.HasAll(resources...), nil
+	})
+	if err != nil {
+		t.Fatalf("the informers never started watching %v", resources)
+	}
 }
