@@ -138,6 +138,8 @@ func TestDeletionRunsTheCleanupUntilNothingIsLeft(t *testing.T) {
 	if len(f.manager.Running("a")) != 0 {
 		t.Error("controllers still run after the finalizer was removed")
 	}
+	// The Event follows the finalizer's removal on the sync's goroutine: wait for it, then check it is the only one.
+	f.waitFor("the CleanedUp Event", func() bool { return f.events.Count(corev1.EventTypeNormal, EventCleanedUp) > 0 })
 	if f.events.Count(corev1.EventTypeNormal, EventCleanedUp) != 1 {
 		t.Errorf("Events: %v, want one %s", f.events.With(""), EventCleanedUp)
 	}
@@ -232,6 +234,7 @@ func TestDisabledControllerBlocksDeletionUntilAbandoned(t *testing.T) {
 	f.waitFor("the finalizer to go", func() bool {
 		return !slices.Contains(f.get("a").Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer)
 	})
+	f.waitFor("the abandon Event", func() bool { return f.events.Count(corev1.EventTypeWarning, EventCloudResourcesAbandoned) > 0 })
 	abandoned := f.events.With(corev1.EventTypeWarning + " " + EventCloudResourcesAbandoned + " ")
 	if len(abandoned) != 1 || !strings.Contains(abandoned[0], "2 widgets in c-1") {
 		t.Errorf("abandon Events = %v, want one listing what Abandon returned", abandoned)
