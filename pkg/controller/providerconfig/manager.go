@@ -807,9 +807,9 @@ func (m *Manager) stopSignal(ctx context.Context) (*tenant.StopSignal, bool) {
 }
 
 // stopRun ends one controller: cancel its context (the tenant's own stop), wait for Run to return, then remove its
-// handlers and drop its metric series. An instance that does not return within the
-// stop timeout is detached, but kept in the tenant's stopping set until it does: no other instance of that
-// controller starts for the tenant before, so two never act at once.
+// handlers and drop its metric series. An instance that does not return within the stop timeout is detached (no
+// longer waited for), but kept in the tenant's stopping set, with its handlers, until it does: no other instance
+// of that controller starts for the tenant before, so two never act at once, and what it still does is still fed.
 func (m *Manager) stopRun(ctx context.Context, tenantName string, t *tenantControllers, run *controllerRun) {
 	m.locked(func() {
 		t.running = slices.DeleteFunc(t.running, func(r *controllerRun) bool { return r == run })
@@ -831,6 +831,11 @@ func (m *Manager) stopRun(ctx context.Context, tenantName string, t *tenantContr
 		})
 		go func() {
 			<-run.done
+			// Only now: a detached instance still acts, so what it registered keeps receiving events until it
+			// returns. A claims registry it carries (claims.Member) moves to another member when the instance
+			// leaves it on its way out; removed earlier, the registry would see no holding until then.
+			run.informers.close()
+			metrics.ForgetController(tenantName, run.controller)
 			m.locked(func() {
 				if t.stopping[run.controller] == run {
 					delete(t.stopping, run.controller)
@@ -842,6 +847,7 @@ func (m *Manager) stopRun(ctx context.Context, tenantName string, t *tenantContr
 			klog.FromContext(ctx).Info("Detached tenant controller returned", "providerConfig", tenantName, "controller", run.controller)
 			m.cfg.OnConditionChange(tenantName)
 		}()
+		return
 	}
 	run.informers.close()
 	metrics.ForgetController(tenantName, run.controller)
