@@ -324,8 +324,11 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 
 	ready := readyCondition(out.Conditions)
+	// A generation is observed once the controllers run from its spec: a GitOps health check that compares
+	// observedGeneration with generation must not see convergence while a section waits to start (or cannot
+	// start here at all; its condition says why).
 	generation := pc.Status.ObservedGeneration
-	if syncErr == nil {
+	if syncErr == nil && out.BuiltFromSpec {
 		generation = pc.Generation
 	}
 	if _, err := c.writeStatus(ctx, pc, out.Conditions, ready, generation, out.Applied); err != nil {

@@ -261,6 +261,11 @@ type Outcome struct {
 	Abandoned []string
 	// Applied is the status.appliedSpec to write: Record's, less the sections whose cleanup has finished.
 	Applied *mpv1alpha1.ProviderConfigSpec
+	// BuiltFromSpec is true when every controller the spec configures runs, built from its current section: only
+	// then has the manager observed the generation (status.observedGeneration). A controller that waits
+	// (PreviousInstanceStopping, APINotServed, FailedToStart) or that this process disables (ControllerDisabled)
+	// leaves it false.
+	BuiltFromSpec bool
 }
 
 // Record returns the status.appliedSpec the tenant needs before its controllers start: the recorded sections, with
@@ -321,10 +326,34 @@ func (m *Manager) Sync(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (Outc
 	}
 	out.Conditions = m.conditions(pc.Name)
 	out.Applied = nilIfEmpty(applied)
+	out.BuiltFromSpec = m.builtFromSpec(pc, t)
 	if len(errs) > 0 {
 		return out, fmt.Errorf("tenant %s: %s", pc.Name, strings.Join(errs, "; "))
 	}
 	return out, nil
+}
+
+// builtFromSpec reports whether every controller pc's spec configures runs (not its cleanup) and was built from
+// the spec's section.
+func (m *Manager) builtFromSpec(pc *mpv1alpha1.ProviderConfig, t *tenantControllers) bool {
+	for _, f := range m.cfg.Disabled {
+		if f.Section(&pc.Spec) != nil {
+			return false
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, f := range m.cfg.Enabled {
+		section := f.Section(&pc.Spec)
+		if section == nil {
+			continue
+		}
+		run := t.runningInstance(f.Name)
+		if run == nil || run.cleanup || !apiequality.Semantic.DeepEqual(section, run.section) {
+			return false
+		}
+	}
+	return true
 }
 
 func appendNamed(list []string, name, what string) []string {
