@@ -58,6 +58,11 @@ const (
 	EventCleanedUp          = "CleanedUp"
 	// EventCloudResourcesAbandoned lists what the operator abandoned with the abandon annotation.
 	EventCloudResourcesAbandoned = "CloudResourcesAbandoned"
+	// EventAbandonRecorded says which generation the abandon annotation covers, once the manager recorded it.
+	EventAbandonRecorded = "AbandonRecorded"
+	// EventAbandonAnnotationStale says that an abandon annotation left in place covers nothing of the current
+	// generation.
+	EventAbandonAnnotationStale = "AbandonAnnotationStale"
 )
 
 // Ready condition reasons.
@@ -91,6 +96,10 @@ type Controller struct {
 	// StopUnowned for the same tenant.
 	shard       string
 	tenantLocks keymutex.KeyMutex
+
+	// staleWarned remembers, per ProviderConfig, the generation for which a stale abandon annotation was last
+	// reported, so that the Warning is recorded once per generation, not on every sync. Guarded by lastWritesMu.
+	staleWarned map[string]int64
 }
 
 type statusWrite struct {
@@ -102,12 +111,13 @@ type statusWrite struct {
 // built with OnConditionChange set to the returned controller's Enqueue (use NewManagerAndController).
 func NewController(client mpclientset.Interface, informer cache.SharedIndexInformer, manager *Manager, recorder record.EventRecorder) *Controller {
 	c := &Controller{
-		client:     client,
-		lister:     mplisters.NewProviderConfigLister(informer.GetIndexer()),
-		informer:   informer,
-		manager:    manager,
-		recorder:   recorder,
-		lastWrites: map[string]statusWrite{},
+		client:      client,
+		lister:      mplisters.NewProviderConfigLister(informer.GetIndexer()),
+		informer:    informer,
+		manager:     manager,
+		recorder:    recorder,
+		lastWrites:  map[string]statusWrite{},
+		staleWarned: map[string]int64{},
 		// Hashed: two tenants may share a lock, which at worst makes one wait for the other's sync.
 		tenantLocks: keymutex.NewHashed(64),
 	}
@@ -253,6 +263,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		apibudget.Forget(name)
 		c.lastWritesMu.Lock()
 		delete(c.lastWrites, name)
+		delete(c.staleWarned, name)
 		c.lastWritesMu.Unlock()
 		return 0, nil
 	}
@@ -279,6 +290,10 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	// Declared before made: the sections the controllers start from are on record before they start, so that a
 	// cleanup can still reach what they make after the section is removed.
 	if pc, err = RecordAppliedSpec(ctx, c.client, c.manager, pc); err != nil || pc == nil {
+		return 0, err
+	}
+	// The abandon decision is on record before anything acts on it, so what it covers is known after a restart.
+	if pc, err = c.recordAbandon(ctx, pc); err != nil || pc == nil {
 		return 0, err
 	}
 
@@ -335,6 +350,47 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		return 0, err
 	}
 	return requeue, syncErr
+}
+
+// recordAbandon keeps status.abandon in line with the abandon annotation: the generation at which the manager
+// first saw it, kept while the annotation stays, cleared once it goes. The annotation covers only the deletion or
+// migration of that generation; one left in place (a GitOps repository keeps it) abandons nothing of a later spec.
+// It returns the ProviderConfig as it is now, or nil when it is gone.
+func (c *Controller) recordAbandon(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (*mpv1alpha1.ProviderConfig, error) {
+	set := pc.Annotations[mpv1alpha1.AbandonCloudResourcesAnnotation] == "true"
+	recorded := pc.Status.Abandon
+	if set && recorded != nil {
+		if recorded.Generation != pc.Generation {
+			c.lastWritesMu.Lock()
+			warned := c.staleWarned[pc.Name] == pc.Generation
+			c.staleWarned[pc.Name] = pc.Generation
+			c.lastWritesMu.Unlock()
+			if !warned {
+				c.recorder.Eventf(pc, corev1.EventTypeWarning, EventAbandonAnnotationStale,
+					"annotation %s=true was given at generation %d and abandons nothing of generation %d: remove it, wait for status.abandon to go, and set it again to abandon this generation's cleanup or migration",
+					mpv1alpha1.AbandonCloudResourcesAnnotation, recorded.Generation, pc.Generation)
+			}
+		}
+		return pc, nil
+	}
+	if !set && recorded == nil {
+		return pc, nil
+	}
+	next := pc.Status.DeepCopy()
+	next.Abandon = nil
+	if set {
+		next.Abandon = &mpv1alpha1.AbandonDecision{Generation: pc.Generation}
+	}
+	updated, err := PatchStatus(ctx, c.client, pc, *next)
+	if err != nil || updated == nil {
+		return updated, err
+	}
+	if set {
+		c.recorder.Eventf(pc, corev1.EventTypeNormal, EventAbandonRecorded,
+			"annotation %s=true recorded for generation %d: what the deletion, a removed section or the NEG migration of this generation leaves outside the cluster may be abandoned; a later spec change needs a new decision",
+			mpv1alpha1.AbandonCloudResourcesAnnotation, pc.Generation)
+	}
+	return updated, nil
 }
 
 // keepObserved replaces the Starting condition of a controller that has not reported yet with the condition the

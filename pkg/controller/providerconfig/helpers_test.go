@@ -267,6 +267,8 @@ type fixtureConfig struct {
 	probes *probes
 	// shard, if set, makes the controller run only the ProviderConfigs of that shard (RunAsShard).
 	shard string
+	// inCluster makes the probe a controller whose cleanup removes objects in the cluster only: it has no Abandon.
+	inCluster bool
 }
 
 func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
@@ -314,6 +316,9 @@ func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
 		LabelKey:    labelKey,
 		EventSink:   discardSink{},
 		StopTimeout: fc.stopTimeout,
+	}
+	if fc.inCluster {
+		cfg.Enabled[0].Abandon = nil
 	}
 	if fc.disabled {
 		cfg.Disabled, cfg.Enabled = cfg.Enabled, nil

@@ -301,7 +301,7 @@ func nilIfEmpty(spec *mpv1alpha1.ProviderConfigSpec) *mpv1alpha1.ProviderConfigS
 // An error means some controller could not be built and Sync should be retried.
 func (m *Manager) Sync(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (Outcome, error) {
 	t := m.tenant(pc.Name)
-	t.abandoned.Store(pc.Annotations[mpv1alpha1.AbandonCloudResourcesAnnotation] == "true")
+	t.abandoned.Store(AbandonCovers(pc))
 	applied := &mpv1alpha1.ProviderConfigSpec{}
 	if pc.Status.AppliedSpec != nil {
 		applied = pc.Status.AppliedSpec.DeepCopy()
@@ -418,7 +418,9 @@ func (m *Manager) syncController(ctx context.Context, pc *mpv1alpha1.ProviderCon
 		m.locked(func() { delete(t.waiting, f.Name) })
 	}
 
-	if pc.Annotations[mpv1alpha1.AbandonCloudResourcesAnnotation] == "true" {
+	// Only what is outside the cluster can be abandoned: a controller without Abandon (its cleanup removes
+	// objects in the cluster, which can always be removed) cleans up to the end whatever the annotation says.
+	if f.Abandon != nil && AbandonCovers(pc) {
 		if run != nil {
 			m.stopRun(ctx, pc.Name, t, run)
 			run = nil
@@ -449,7 +451,7 @@ func (m *Manager) syncController(ctx context.Context, pc *mpv1alpha1.ProviderCon
 				done()
 				return "", "", nil
 			}
-			msg := fmt.Sprintf("cleanup cannot run: %s; left: %s; set annotation %s=true to abandon it", blocked, left, mpv1alpha1.AbandonCloudResourcesAnnotation)
+			msg := fmt.Sprintf("cleanup cannot run: %s; left: %s; %s", blocked, left, abandonHint(pc, f))
 			m.setWaiting(t, f.Name, metav1.Condition{Type: f.ConditionType, Status: metav1.ConditionFalse, Reason: ReasonCleanupBlocked, Message: msg})
 			return msg, "", nil
 		}
@@ -472,7 +474,32 @@ func (m *Manager) syncController(ctx context.Context, pc *mpv1alpha1.ProviderCon
 		return "", "", nil
 	}
 	run.condition.cleaningUp(left)
+	if f.Abandon == nil && AbandonCovers(pc) {
+		return left + " (in the cluster: the abandon annotation does not cover it)", "", nil
+	}
 	return left, "", nil
+}
+
+// AbandonCovers reports whether the abandon annotation covers pc's current generation: it is set, and the
+// decision the manager recorded when it first saw it (status.abandon) is of this generation. An annotation left in
+// place from an earlier deletion or migration covers nothing of a later one.
+func AbandonCovers(pc *mpv1alpha1.ProviderConfig) bool {
+	return pc.Annotations[mpv1alpha1.AbandonCloudResourcesAnnotation] == "true" &&
+		pc.Status.Abandon != nil && pc.Status.Abandon.Generation == pc.Generation
+}
+
+// abandonHint tells the operator of a blocked cleanup what the way out is.
+func abandonHint(pc *mpv1alpha1.ProviderConfig, f NamedFactory) string {
+	switch {
+	case f.Abandon == nil:
+		return fmt.Sprintf("what is left is in the cluster and is not abandoned by annotation %s: run the manager with %s enabled, or delete it by hand",
+			mpv1alpha1.AbandonCloudResourcesAnnotation, f.Name)
+	case pc.Annotations[mpv1alpha1.AbandonCloudResourcesAnnotation] == "true" && pc.Status.Abandon != nil && pc.Status.Abandon.Generation != pc.Generation:
+		return fmt.Sprintf("annotation %s=true was given for generation %d and does not cover generation %d: remove it, wait for status.abandon to go, and set it again to abandon this",
+			mpv1alpha1.AbandonCloudResourcesAnnotation, pc.Status.Abandon.Generation, pc.Generation)
+	default:
+		return fmt.Sprintf("set annotation %s=true to abandon it", mpv1alpha1.AbandonCloudResourcesAnnotation)
+	}
 }
 
 // cleanupTarget returns the ProviderConfig a cleanup of f works from: pc, with f's section taken from
