@@ -35,6 +35,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -100,6 +101,13 @@ type Controller struct {
 	// staleWarned remembers, per ProviderConfig, the generation for which a stale abandon annotation was last
 	// reported, so that the Warning is recorded once per generation, not on every sync. Guarded by lastWritesMu.
 	staleWarned map[string]int64
+
+	// listed remembers, per ProviderConfig, the Secrets its status.secretsInUse listed when last synced, so that
+	// they can be released if it vanishes; protected, those this process has seen carry the tenant's in-use
+	// finalizer, so a sync does not read them again.
+	secretsMu sync.Mutex
+	listed    map[string][]mpv1alpha1.SecretReference
+	protected map[string]sets.Set[mpv1alpha1.SecretReference]
 }
 
 type statusWrite struct {
@@ -118,6 +126,8 @@ func NewController(client mpclientset.Interface, informer cache.SharedIndexInfor
 		recorder:    recorder,
 		lastWrites:  map[string]statusWrite{},
 		staleWarned: map[string]int64{},
+		listed:      map[string][]mpv1alpha1.SecretReference{},
+		protected:   map[string]sets.Set[mpv1alpha1.SecretReference]{},
 		// Hashed: two tenants may share a lock, which at worst makes one wait for the other's sync.
 		tenantLocks: keymutex.NewHashed(64),
 	}
@@ -259,6 +269,9 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	if apierrors.IsNotFound(err) {
 		// Deleted without (or after) our finalizer, or moved to another shard: nothing may keep running for it.
 		c.manager.Stop(ctx, name)
+		if err := c.releaseVanished(ctx, name); err != nil {
+			return 0, err
+		}
 		metrics.ForgetProviderConfig(name)
 		apibudget.Forget(name)
 		c.lastWritesMu.Lock()
@@ -271,13 +284,16 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		return 0, err
 	}
 	if !c.owns(pc) {
-		// Assigned elsewhere, or draining: the owner writes the status; a drain is acknowledged by the Drainer.
+		// Assigned elsewhere, or draining: the owner writes the status (and releases its Secrets); a drain is
+		// acknowledged by the Drainer.
 		c.manager.Stop(ctx, name)
+		c.rememberSecrets(name, nil)
 		return 0, nil
 	}
 	if pc.DeletionTimestamp != nil && !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
 		c.manager.Stop(ctx, name)
-		return 0, nil
+		_, err := c.releaseSecrets(ctx, pc, nil)
+		return 0, err
 	}
 	// The finalizer goes on before anything starts, so that nothing a controller makes can outlive the tenant.
 	if !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
@@ -294,6 +310,11 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 	// The abandon decision is on record before anything acts on it, so what it covers is known after a restart.
 	if pc, err = c.recordAbandon(ctx, pc); err != nil || pc == nil {
+		return 0, err
+	}
+	// The credentials a controller or its cleanup reads are protected before it starts: deleting the Secret
+	// together with the tenant (one Helm release) must not take them from the cleanup.
+	if pc, err = c.protectSecrets(ctx, pc); err != nil || pc == nil {
 		return 0, err
 	}
 
@@ -330,6 +351,10 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 			return requeue, syncErr
 		}
 		c.manager.Stop(ctx, name)
+		// Nothing of the tenant needs its Secrets any more.
+		if pc, err = c.releaseSecrets(ctx, pc, nil); err != nil || pc == nil {
+			return 0, err
+		}
 		logger.Info("Tenant stopped and cleaned up; removing the finalizer")
 		if _, err := PatchFinalizer(ctx, c.client, pc, false); err != nil {
 			return 0, err
@@ -345,6 +370,11 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	generation := pc.Status.ObservedGeneration
 	if syncErr == nil && out.BuiltFromSpec {
 		generation = pc.Generation
+	}
+	// A Secret the spec no longer names and no pending cleanup needs (a changed credentialsSecretRef, a removed
+	// section cleaned up) is released.
+	if pc, err = c.releaseSecrets(ctx, pc, c.manager.SecretsInUse(&pc.Spec, out.Applied)); err != nil || pc == nil {
+		return 0, err
 	}
 	if _, err := c.writeStatus(ctx, pc, out.Conditions, ready, generation, out.Applied); err != nil {
 		return 0, err

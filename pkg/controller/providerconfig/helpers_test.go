@@ -269,6 +269,13 @@ type fixtureConfig struct {
 	shard string
 	// inCluster makes the probe a controller whose cleanup removes objects in the cluster only: it has no Abandon.
 	inCluster bool
+	// secrets makes the probe read credentials from the Secret probeSecret names for its section.
+	secrets bool
+}
+
+// probeSecret is the Secret a probe of a fixture with secrets reads for the cluster ID of its section.
+func probeSecret(clusterID string) mpv1alpha1.SecretReference {
+	return mpv1alpha1.SecretReference{Namespace: "creds", Name: "key-" + clusterID}
 }
 
 func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
@@ -319,6 +326,14 @@ func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
 	}
 	if fc.inCluster {
 		cfg.Enabled[0].Abandon = nil
+	}
+	if fc.secrets {
+		cfg.Enabled[0].Secrets = func(spec *mpv1alpha1.ProviderConfigSpec) []mpv1alpha1.SecretReference {
+			if spec.Rancher == nil {
+				return nil
+			}
+			return []mpv1alpha1.SecretReference{probeSecret(spec.Rancher.ClusterID)}
+		}
 	}
 	if fc.disabled {
 		cfg.Disabled, cfg.Enabled = cfg.Enabled, nil

@@ -213,6 +213,11 @@ type Factory struct {
 	// without Abandon makes nothing outside the cluster: the annotation does not stop its cleanup, which runs
 	// until Pending reports nothing left.
 	Abandon func(ctx context.Context, c *Context) (string, error)
+	// Secrets, if set, returns the Secrets the controller, or its cleanup, reads credentials from for a tenant
+	// with this spec. The manager keeps each from being deleted (a finalizer) while the tenant configures it or
+	// its cleanup may still need it, so that deleting a tenant together with its Secret cannot wedge the
+	// cleanup.
+	Secrets func(spec *mpv1alpha1.ProviderConfigSpec) []mpv1alpha1.SecretReference
 	// CopySection copies the controller's section from src to dst; a section src lacks is cleared in dst
 	// (CopySectionOf builds it). The manager uses it to record the section in status.appliedSpec before the
 	// controller starts, and to hand a

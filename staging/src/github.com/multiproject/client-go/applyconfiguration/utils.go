@@ -70,6 +70,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &multiprojectv1alpha1.RancherConfigApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SecretKeyReference"):
 		return &multiprojectv1alpha1.SecretKeyReferenceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SecretReference"):
+		return &multiprojectv1alpha1.SecretReferenceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Translation"):
 		return &multiprojectv1alpha1.TranslationApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("TranslationSpec"):

@@ -45,6 +45,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/multiproject/api/multiproject/v1alpha1.ProviderConfigStatus":           schema_multiproject_api_multiproject_v1alpha1_ProviderConfigStatus(ref),
 		"github.com/multiproject/api/multiproject/v1alpha1.RancherConfig":                  schema_multiproject_api_multiproject_v1alpha1_RancherConfig(ref),
 		"github.com/multiproject/api/multiproject/v1alpha1.SecretKeyReference":             schema_multiproject_api_multiproject_v1alpha1_SecretKeyReference(ref),
+		"github.com/multiproject/api/multiproject/v1alpha1.SecretReference":                schema_multiproject_api_multiproject_v1alpha1_SecretReference(ref),
 		"github.com/multiproject/api/multiproject/v1alpha1.Translation":                    schema_multiproject_api_multiproject_v1alpha1_Translation(ref),
 		"github.com/multiproject/api/multiproject/v1alpha1.TranslationList":                schema_multiproject_api_multiproject_v1alpha1_TranslationList(ref),
 		"github.com/multiproject/api/multiproject/v1alpha1.TranslationSpec":                schema_multiproject_api_multiproject_v1alpha1_TranslationSpec(ref),
@@ -653,6 +654,24 @@ func schema_multiproject_api_multiproject_v1alpha1_ProviderConfigStatus(ref comm
 							Ref:         ref("github.com/multiproject/api/multiproject/v1alpha1.AbandonDecision"),
 						},
 					},
+					"secretsInUse": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "SecretsInUse lists the Secrets the tenant's controllers or their cleanup read credentials from, each of which carries the finalizer SecretInUseFinalizerPrefix + the ProviderConfig's name. A Secret is listed here before the finalizer is added, and removed from the list once the finalizer is gone.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/multiproject/api/multiproject/v1alpha1.SecretReference"),
+									},
+								},
+							},
+						},
+					},
 					"shard": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Shard names the replica (shard) that runs this tenant when the manager runs with --sharding; empty otherwise. The sharder assigns it with the label multiproject.io/shard; the shard writes it here once it runs the tenant.",
@@ -687,7 +706,7 @@ func schema_multiproject_api_multiproject_v1alpha1_ProviderConfigStatus(ref comm
 			},
 		},
 		Dependencies: []string{
-			"github.com/multiproject/api/multiproject/v1alpha1.AbandonDecision", "github.com/multiproject/api/multiproject/v1alpha1.ProviderConfigSpec", v1.Condition{}.OpenAPIModelName()},
+			"github.com/multiproject/api/multiproject/v1alpha1.AbandonDecision", "github.com/multiproject/api/multiproject/v1alpha1.ProviderConfigSpec", "github.com/multiproject/api/multiproject/v1alpha1.SecretReference", v1.Condition{}.OpenAPIModelName()},
 	}
 }
 
@@ -754,6 +773,36 @@ func schema_multiproject_api_multiproject_v1alpha1_SecretKeyReference(ref common
 					},
 				},
 				Required: []string{"namespace", "name", "key"},
+			},
+		},
+	}
+}
+
+func schema_multiproject_api_multiproject_v1alpha1_SecretReference(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "SecretReference names one Secret.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Namespace of the Secret.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name of the Secret.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"namespace", "name"},
 			},
 		},
 	}

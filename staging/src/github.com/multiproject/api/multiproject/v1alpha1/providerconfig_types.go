@@ -44,6 +44,14 @@ const ProviderConfigCleanupFinalizer = "multiproject.io/provider-config-cleanup"
 // status.abandon to go, set it again).
 const AbandonCloudResourcesAnnotation = "multiproject.io/abandon-cloud-resources"
 
+// SecretInUseFinalizerPrefix, followed by a ProviderConfig's name, is the
+// finalizer the manager puts on a Secret that the tenant's controllers or
+// their cleanup read credentials from (status.secretsInUse), so that deleting
+// the Secret together with the tenant cannot take the credentials from the
+// cleanup that still needs them. It is removed once the tenant no longer
+// needs the Secret.
+const SecretInUseFinalizerPrefix = "in-use.multiproject.io/"
+
 // Condition types of ProviderConfigStatus.Conditions. Every per-tenant
 // controller owns exactly one condition, so two controllers never fight over
 // one; Ready summarizes them.
@@ -266,6 +274,15 @@ type ProviderConfigStatus struct {
 	// +optional
 	Abandon *AbandonDecision `json:"abandon,omitempty"`
 
+	// SecretsInUse lists the Secrets the tenant's controllers or their
+	// cleanup read credentials from, each of which carries the finalizer
+	// SecretInUseFinalizerPrefix + the ProviderConfig's name. A Secret is
+	// listed here before the finalizer is added, and removed from the list
+	// once the finalizer is gone.
+	// +optional
+	// +listType=atomic
+	SecretsInUse []SecretReference `json:"secretsInUse,omitempty"`
+
 	// Shard names the replica (shard) that runs this tenant when the manager
 	// runs with --sharding; empty otherwise. The sharder assigns it with the
 	// label multiproject.io/shard; the shard writes it here once it runs the
@@ -291,6 +308,17 @@ type AbandonDecision struct {
 	// sections and the NEG migration of this generation only.
 	// +required
 	Generation int64 `json:"generation"`
+}
+
+// SecretReference names one Secret.
+type SecretReference struct {
+	// Namespace of the Secret.
+	// +required
+	Namespace string `json:"namespace"`
+
+	// Name of the Secret.
+	// +required
+	Name string `json:"name"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -383,6 +383,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: observedGeneration
       type:
         scalar: numeric
+    - name: secretsInUse
+      type:
+        list:
+          elementType:
+            namedType: com.github.multiproject.api.multiproject.v1alpha1.SecretReference
+          elementRelationship: atomic
     - name: shard
       type:
         scalar: string
@@ -403,6 +409,17 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: namespace
+      type:
+        scalar: string
+      default: ""
+- name: com.github.multiproject.api.multiproject.v1alpha1.SecretReference
+  map:
+    fields:
     - name: name
       type:
         scalar: string

@@ -42,6 +42,12 @@ type ProviderConfigStatusApplyConfiguration struct {
 	// resources (annotation AbandonCloudResourcesAnnotation) as the manager
 	// first saw it; absent while the annotation is not set.
 	Abandon *AbandonDecisionApplyConfiguration `json:"abandon,omitempty"`
+	// SecretsInUse lists the Secrets the tenant's controllers or their
+	// cleanup read credentials from, each of which carries the finalizer
+	// SecretInUseFinalizerPrefix + the ProviderConfig's name. A Secret is
+	// listed here before the finalizer is added, and removed from the list
+	// once the finalizer is gone.
+	SecretsInUse []SecretReferenceApplyConfiguration `json:"secretsInUse,omitempty"`
 	// Shard names the replica (shard) that runs this tenant when the manager
 	// runs with --sharding; empty otherwise. The sharder assigns it with the
 	// label multiproject.io/shard; the shard writes it here once it runs the
@@ -79,6 +85,19 @@ func (b *ProviderConfigStatusApplyConfiguration) WithAppliedSpec(value *Provider
 // If called multiple times, the Abandon field is set to the value of the last call.
 func (b *ProviderConfigStatusApplyConfiguration) WithAbandon(value *AbandonDecisionApplyConfiguration) *ProviderConfigStatusApplyConfiguration {
 	b.Abandon = value
+	return b
+}
+
+// WithSecretsInUse adds the given value to the SecretsInUse field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the SecretsInUse field.
+func (b *ProviderConfigStatusApplyConfiguration) WithSecretsInUse(values ...*SecretReferenceApplyConfiguration) *ProviderConfigStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithSecretsInUse")
+		}
+		b.SecretsInUse = append(b.SecretsInUse, *values[i])
+	}
 	return b
 }
 
