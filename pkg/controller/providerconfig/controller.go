@@ -108,6 +108,12 @@ type Controller struct {
 	secretsMu sync.Mutex
 	listed    map[string][]mpv1alpha1.SecretReference
 	protected map[string]sets.Set[mpv1alpha1.SecretReference]
+
+	// superseded remembers, per ProviderConfig, the resourceVersions that a sync read and then changed with a
+	// write of its own. A sync that reads one of them from a cache that has not delivered that write yet would
+	// repeat what the write followed from (an Abandon, a CleanedUp Event, a Secret protected again after its
+	// release); it waits for the write's own event instead. Guarded by lastWritesMu.
+	superseded map[string]sets.Set[string]
 }
 
 type statusWrite struct {
@@ -126,6 +132,7 @@ func NewController(client mpclientset.Interface, informer cache.SharedIndexInfor
 		recorder:    recorder,
 		lastWrites:  map[string]statusWrite{},
 		staleWarned: map[string]int64{},
+		superseded:  map[string]sets.Set[string]{},
 		listed:      map[string][]mpv1alpha1.SecretReference{},
 		protected:   map[string]sets.Set[mpv1alpha1.SecretReference]{},
 		// Hashed: two tenants may share a lock, which at worst makes one wait for the other's sync.
@@ -277,12 +284,25 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		c.lastWritesMu.Lock()
 		delete(c.lastWrites, name)
 		delete(c.staleWarned, name)
+		delete(c.superseded, name)
 		c.lastWritesMu.Unlock()
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
 	}
+	if c.isSuperseded(name, pc.ResourceVersion) {
+		// The informer has not delivered this replica's own change of this very object yet; its event syncs again.
+		return 0, nil
+	}
+	// wrote records the resourceVersion a write of this sync changed; the deferred call remembers them all.
+	var changed []string
+	wrote := func(before string, after *mpv1alpha1.ProviderConfig) {
+		if after != nil && after.ResourceVersion != before && before != "" {
+			changed = append(changed, before)
+		}
+	}
+	defer func() { c.supersede(name, changed) }()
 	if !c.owns(pc) {
 		// Assigned elsewhere, or draining: the owner writes the status (and releases its Secrets); a drain is
 		// acknowledged by the Drainer.
@@ -292,12 +312,15 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 	if pc.DeletionTimestamp != nil && !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
 		c.manager.Stop(ctx, name)
-		_, err := c.releaseSecrets(ctx, pc, nil)
+		released, err := c.releaseSecrets(ctx, pc, nil)
+		wrote(pc.ResourceVersion, released)
 		return 0, err
 	}
 	// The finalizer goes on before anything starts, so that nothing a controller makes can outlive the tenant.
 	if !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
-		if _, err := PatchFinalizer(ctx, c.client, pc, true); err != nil {
+		updated, err := PatchFinalizer(ctx, c.client, pc, true)
+		wrote(pc.ResourceVersion, updated)
+		if err != nil {
 			return 0, err
 		}
 		// The update event brings the object back with the finalizer.
@@ -305,16 +328,25 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 	// Declared before made: the sections the controllers start from are on record before they start, so that a
 	// cleanup can still reach what they make after the section is removed.
-	if pc, err = RecordAppliedSpec(ctx, c.client, c.manager, pc); err != nil || pc == nil {
+	read := pc.ResourceVersion
+	pc, err = RecordAppliedSpec(ctx, c.client, c.manager, pc)
+	wrote(read, pc)
+	if err != nil || pc == nil {
 		return 0, err
 	}
 	// The abandon decision is on record before anything acts on it, so what it covers is known after a restart.
-	if pc, err = c.recordAbandon(ctx, pc); err != nil || pc == nil {
+	read = pc.ResourceVersion
+	pc, err = c.recordAbandon(ctx, pc)
+	wrote(read, pc)
+	if err != nil || pc == nil {
 		return 0, err
 	}
 	// The credentials a controller or its cleanup reads are protected before it starts: deleting the Secret
 	// together with the tenant (one Helm release) must not take them from the cleanup.
-	if pc, err = c.protectSecrets(ctx, pc); err != nil || pc == nil {
+	read = pc.ResourceVersion
+	pc, err = c.protectSecrets(ctx, pc)
+	wrote(read, pc)
+	if err != nil || pc == nil {
 		return 0, err
 	}
 
@@ -343,23 +375,32 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 			}
 			ready := metav1.Condition{Type: mpv1alpha1.ProviderConfigConditionReady, Status: metav1.ConditionFalse, Reason: ReasonDeleting,
 				Message: "deletion waits for cleanup outside the cluster: " + what}
-			if changed, err := c.writeStatus(ctx, pc, out.Conditions, ready, pc.Status.ObservedGeneration, out.Applied); err != nil {
+			if written, err := c.writeStatus(ctx, pc, out.Conditions, ready, pc.Status.ObservedGeneration, out.Applied); err != nil {
 				return 0, err
-			} else if changed {
+			} else if written {
+				changed = append(changed, pc.ResourceVersion)
 				c.recorder.Event(pc, corev1.EventTypeNormal, EventCleanupPending, ready.Message)
 			}
 			return requeue, syncErr
 		}
 		c.manager.Stop(ctx, name)
 		// Nothing of the tenant needs its Secrets any more.
-		if pc, err = c.releaseSecrets(ctx, pc, nil); err != nil || pc == nil {
+		read = pc.ResourceVersion
+		pc, err = c.releaseSecrets(ctx, pc, nil)
+		wrote(read, pc)
+		if err != nil || pc == nil {
 			return 0, err
 		}
 		logger.Info("Tenant stopped and cleaned up; removing the finalizer")
-		if _, err := PatchFinalizer(ctx, c.client, pc, false); err != nil {
+		updated, err := PatchFinalizer(ctx, c.client, pc, false)
+		if err != nil {
 			return 0, err
 		}
-		c.recorder.Event(pc, corev1.EventTypeNormal, EventCleanedUp, "every controller of the tenant stopped and nothing is left outside the cluster")
+		// Changed or gone: either way an event follows, and no sync may act on this copy again.
+		changed = append(changed, pc.ResourceVersion)
+		if updated != nil {
+			c.recorder.Event(pc, corev1.EventTypeNormal, EventCleanedUp, "every controller of the tenant stopped and nothing is left outside the cluster")
+		}
 		return 0, nil
 	}
 
@@ -373,13 +414,46 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 	// A Secret the spec no longer names and no pending cleanup needs (a changed credentialsSecretRef, a removed
 	// section cleaned up) is released.
-	if pc, err = c.releaseSecrets(ctx, pc, c.manager.SecretsInUse(&pc.Spec, out.Applied)); err != nil || pc == nil {
+	read = pc.ResourceVersion
+	pc, err = c.releaseSecrets(ctx, pc, c.manager.SecretsInUse(&pc.Spec, out.Applied))
+	wrote(read, pc)
+	if err != nil || pc == nil {
 		return 0, err
 	}
-	if _, err := c.writeStatus(ctx, pc, out.Conditions, ready, generation, out.Applied); err != nil {
+	if written, err := c.writeStatus(ctx, pc, out.Conditions, ready, generation, out.Applied); err != nil {
 		return 0, err
+	} else if written {
+		changed = append(changed, pc.ResourceVersion)
 	}
 	return requeue, syncErr
+}
+
+// isSuperseded reports whether a sync of this replica changed the ProviderConfig at this resourceVersion, whose
+// informer has not delivered that change yet. A resourceVersion it did not change means the cache has caught up:
+// what was remembered for the ProviderConfig goes.
+func (c *Controller) isSuperseded(name, resourceVersion string) bool {
+	c.lastWritesMu.Lock()
+	defer c.lastWritesMu.Unlock()
+	if c.superseded[name].Has(resourceVersion) {
+		return true
+	}
+	delete(c.superseded, name)
+	return false
+}
+
+// supersede remembers resourceVersions of the ProviderConfig that a sync changed.
+func (c *Controller) supersede(name string, resourceVersions []string) {
+	// An object without a resourceVersion (only a fake clientset stores one) cannot be told from its successor.
+	resourceVersions = slices.DeleteFunc(resourceVersions, func(rv string) bool { return rv == "" })
+	if len(resourceVersions) == 0 {
+		return
+	}
+	c.lastWritesMu.Lock()
+	defer c.lastWritesMu.Unlock()
+	if c.superseded[name] == nil {
+		c.superseded[name] = sets.New[string]()
+	}
+	c.superseded[name].Insert(resourceVersions...)
 }
 
 // recordAbandon keeps status.abandon in line with the abandon annotation: the generation at which the manager

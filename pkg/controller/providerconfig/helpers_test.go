@@ -19,13 +19,16 @@ package providerconfig
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
@@ -343,6 +346,9 @@ func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
 			t.Fatal(err)
 		}
 	}
+	// Every ProviderConfig write gets a resourceVersion, as from an API server: the controller tells its own
+	// writes' results from stale copies by them.
+	f.mp.PrependReactor("*", "providerconfigs", clienttesting.ObjectReaction(&versioningTracker{ObjectTracker: f.mp.Tracker()}))
 	f.events = &tenanttest.Events{}
 	f.manager, f.controller = NewManagerAndController(cfg, f.mp, pcInformer, f.events)
 	if fc.shard != "" {
@@ -454,6 +460,44 @@ func (f *fixture) createService(namespace, name string) {
 	if _, err := f.kube.CoreV1().Services(namespace).Create(f.ctx, svc, metav1.CreateOptions{}); err != nil {
 		f.t.Fatal(err)
 	}
+}
+
+// versioningTracker stamps a new resourceVersion on every object it stores, as the API server does (the fake
+// clientset's tracker leaves it empty), and refuses a write whose resourceVersion is not the stored one.
+type versioningTracker struct {
+	clienttesting.ObjectTracker
+
+	mu   sync.Mutex
+	last int
+}
+
+func (t *versioningTracker) stamp(gvr schema.GroupVersionResource, obj runtime.Object, ns string, store func() error) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	if current, err := t.ObjectTracker.Get(gvr, ns, m.GetName()); err == nil && m.GetResourceVersion() != "" {
+		if c, err := meta.Accessor(current); err == nil && c.GetResourceVersion() != m.GetResourceVersion() {
+			return apierrors.NewConflict(gvr.GroupResource(), m.GetName(), errors.New("the object has been modified"))
+		}
+	}
+	t.last++
+	m.SetResourceVersion(strconv.Itoa(t.last))
+	return store()
+}
+
+func (t *versioningTracker) Create(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.CreateOptions) error {
+	return t.stamp(gvr, obj, ns, func() error { return t.ObjectTracker.Create(gvr, obj, ns, opts...) })
+}
+
+func (t *versioningTracker) Update(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.UpdateOptions) error {
+	return t.stamp(gvr, obj, ns, func() error { return t.ObjectTracker.Update(gvr, obj, ns, opts...) })
+}
+
+func (t *versioningTracker) Patch(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.PatchOptions) error {
+	return t.stamp(gvr, obj, ns, func() error { return t.ObjectTracker.Patch(gvr, obj, ns, opts...) })
 }
 
 type discardSink struct{}
