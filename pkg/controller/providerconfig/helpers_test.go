@@ -35,6 +35,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2/ktesting"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
@@ -405,11 +406,15 @@ func (f *fixture) get(name string) *mpv1alpha1.ProviderConfig {
 	return pc
 }
 
+// update changes the ProviderConfig as a user would, again on a conflict with the controller's own writes.
 func (f *fixture) update(name string, mutate func(*mpv1alpha1.ProviderConfig)) {
 	f.t.Helper()
-	pc := f.get(name)
-	mutate(pc)
-	if _, err := f.mp.MultiprojectV1alpha1().ProviderConfigs().Update(f.ctx, pc, metav1.UpdateOptions{}); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pc := f.get(name)
+		mutate(pc)
+		_, err := f.mp.MultiprojectV1alpha1().ProviderConfigs().Update(f.ctx, pc, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		f.t.Fatal(err)
 	}
 }
