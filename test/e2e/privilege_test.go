@@ -99,6 +99,8 @@ func TestLeastPrivilege(t *testing.T) {
 		{verb: "delete", group: "multiproject.io", resource: "translations", namespace: someNS},
 		{verb: "update", group: "multiproject.io", resource: "translations", subresource: "status", namespace: someNS},
 		{verb: "get", resource: "secrets", namespace: credentialsNS, name: "tenant-a-key"},
+		// The in-use finalizer on a tenant's key (the ProviderConfig controller).
+		{verb: "patch", resource: "secrets", namespace: credentialsNS, name: "tenant-a-key"},
 		// namespace-project.
 		{verb: "patch", resource: "namespaces", name: someNS},
 		{verb: "manage-namespaces", group: "management.cattle.io", resource: "projects", namespace: "c-abcde", name: "p-xyz"},
@@ -129,6 +131,8 @@ func TestLeastPrivilege(t *testing.T) {
 		{verb: "get", resource: "secrets", namespace: "kube-system", name: "tenant-a-key"},
 		{verb: "create", resource: "secrets", namespace: credentialsNS},
 		{verb: "update", resource: "secrets", namespace: credentialsNS, name: "tenant-a-key"},
+		{verb: "patch", resource: "secrets", namespace: someNS, name: "tenant-a-key"},
+		{verb: "delete", resource: "secrets", namespace: credentialsNS, name: "tenant-a-key"},
 		// Users' objects: read and annotated, never created, replaced or deleted.
 		{verb: "create", resource: "services", namespace: someNS},
 		{verb: "delete", resource: "services", namespace: someNS},

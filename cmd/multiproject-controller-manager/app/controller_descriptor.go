@@ -63,6 +63,14 @@ func newNEGControllerDescriptor() *registry.Descriptor {
 			Pending:       pusher.Pending,
 			Cleanup:       neg.NewCleanup,
 			Abandon:       neg.Abandon,
+			// The pusher, and the cleanup's pusher, read the tenant's GCP key.
+			Secrets: func(spec *mpv1alpha1.ProviderConfigSpec) []mpv1alpha1.SecretReference {
+				if spec.GCP == nil || spec.GCP.CredentialsSecretRef == nil {
+					return nil
+				}
+				ref := spec.GCP.CredentialsSecretRef
+				return []mpv1alpha1.SecretReference{{Namespace: ref.Namespace, Name: ref.Name}}
+			},
 		},
 	}
 }

@@ -35,6 +35,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -58,6 +59,11 @@ const (
 	EventCleanedUp          = "CleanedUp"
 	// EventCloudResourcesAbandoned lists what the operator abandoned with the abandon annotation.
 	EventCloudResourcesAbandoned = "CloudResourcesAbandoned"
+	// EventAbandonRecorded says which generation the abandon annotation covers, once the manager recorded it.
+	EventAbandonRecorded = "AbandonRecorded"
+	// EventAbandonAnnotationStale says that an abandon annotation left in place covers nothing of the current
+	// generation.
+	EventAbandonAnnotationStale = "AbandonAnnotationStale"
 )
 
 // Ready condition reasons.
@@ -91,6 +97,23 @@ type Controller struct {
 	// StopUnowned for the same tenant.
 	shard       string
 	tenantLocks keymutex.KeyMutex
+
+	// staleWarned remembers, per ProviderConfig, the generation for which a stale abandon annotation was last
+	// reported, so that the Warning is recorded once per generation, not on every sync. Guarded by lastWritesMu.
+	staleWarned map[string]int64
+
+	// listed remembers, per ProviderConfig, the Secrets its status.secretsInUse listed when last synced, so that
+	// they can be released if it vanishes; protected, those this process has seen carry the tenant's in-use
+	// finalizer, so a sync does not read them again.
+	secretsMu sync.Mutex
+	listed    map[string][]mpv1alpha1.SecretReference
+	protected map[string]sets.Set[mpv1alpha1.SecretReference]
+
+	// superseded remembers, per ProviderConfig, the resourceVersions that a sync read and then changed with a
+	// write of its own. A sync that reads one of them from a cache that has not delivered that write yet would
+	// repeat what the write followed from (an Abandon, a CleanedUp Event, a Secret protected again after its
+	// release); it waits for the write's own event instead. Guarded by lastWritesMu.
+	superseded map[string]sets.Set[string]
 }
 
 type statusWrite struct {
@@ -102,12 +125,16 @@ type statusWrite struct {
 // built with OnConditionChange set to the returned controller's Enqueue (use NewManagerAndController).
 func NewController(client mpclientset.Interface, informer cache.SharedIndexInformer, manager *Manager, recorder record.EventRecorder) *Controller {
 	c := &Controller{
-		client:     client,
-		lister:     mplisters.NewProviderConfigLister(informer.GetIndexer()),
-		informer:   informer,
-		manager:    manager,
-		recorder:   recorder,
-		lastWrites: map[string]statusWrite{},
+		client:      client,
+		lister:      mplisters.NewProviderConfigLister(informer.GetIndexer()),
+		informer:    informer,
+		manager:     manager,
+		recorder:    recorder,
+		lastWrites:  map[string]statusWrite{},
+		staleWarned: map[string]int64{},
+		superseded:  map[string]sets.Set[string]{},
+		listed:      map[string][]mpv1alpha1.SecretReference{},
+		protected:   map[string]sets.Set[mpv1alpha1.SecretReference]{},
 		// Hashed: two tenants may share a lock, which at worst makes one wait for the other's sync.
 		tenantLocks: keymutex.NewHashed(64),
 	}
@@ -249,28 +276,51 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	if apierrors.IsNotFound(err) {
 		// Deleted without (or after) our finalizer, or moved to another shard: nothing may keep running for it.
 		c.manager.Stop(ctx, name)
+		if err := c.releaseVanished(ctx, name); err != nil {
+			return 0, err
+		}
 		metrics.ForgetProviderConfig(name)
 		apibudget.Forget(name)
 		c.lastWritesMu.Lock()
 		delete(c.lastWrites, name)
+		delete(c.staleWarned, name)
+		delete(c.superseded, name)
 		c.lastWritesMu.Unlock()
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
 	}
+	if c.isSuperseded(name, pc.ResourceVersion) {
+		// The informer has not delivered this replica's own change of this very object yet; its event syncs again.
+		return 0, nil
+	}
+	// wrote records the resourceVersion a write of this sync changed; the deferred call remembers them all.
+	var changed []string
+	wrote := func(before string, after *mpv1alpha1.ProviderConfig) {
+		if after != nil && after.ResourceVersion != before && before != "" {
+			changed = append(changed, before)
+		}
+	}
+	defer func() { c.supersede(name, changed) }()
 	if !c.owns(pc) {
-		// Assigned elsewhere, or draining: the owner writes the status; a drain is acknowledged by the Drainer.
+		// Assigned elsewhere, or draining: the owner writes the status (and releases its Secrets); a drain is
+		// acknowledged by the Drainer.
 		c.manager.Stop(ctx, name)
+		c.rememberSecrets(name, nil)
 		return 0, nil
 	}
 	if pc.DeletionTimestamp != nil && !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
 		c.manager.Stop(ctx, name)
-		return 0, nil
+		released, err := c.releaseSecrets(ctx, pc, nil)
+		wrote(pc.ResourceVersion, released)
+		return 0, err
 	}
 	// The finalizer goes on before anything starts, so that nothing a controller makes can outlive the tenant.
 	if !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
-		if _, err := PatchFinalizer(ctx, c.client, pc, true); err != nil {
+		updated, err := PatchFinalizer(ctx, c.client, pc, true)
+		wrote(pc.ResourceVersion, updated)
+		if err != nil {
 			return 0, err
 		}
 		// The update event brings the object back with the finalizer.
@@ -278,7 +328,25 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 	// Declared before made: the sections the controllers start from are on record before they start, so that a
 	// cleanup can still reach what they make after the section is removed.
-	if pc, err = RecordAppliedSpec(ctx, c.client, c.manager, pc); err != nil || pc == nil {
+	read := pc.ResourceVersion
+	pc, err = RecordAppliedSpec(ctx, c.client, c.manager, pc)
+	wrote(read, pc)
+	if err != nil || pc == nil {
+		return 0, err
+	}
+	// The abandon decision is on record before anything acts on it, so what it covers is known after a restart.
+	read = pc.ResourceVersion
+	pc, err = c.recordAbandon(ctx, pc)
+	wrote(read, pc)
+	if err != nil || pc == nil {
+		return 0, err
+	}
+	// The credentials a controller or its cleanup reads are protected before it starts: deleting the Secret
+	// together with the tenant (one Helm release) must not take them from the cleanup.
+	read = pc.ResourceVersion
+	pc, err = c.protectSecrets(ctx, pc)
+	wrote(read, pc)
+	if err != nil || pc == nil {
 		return 0, err
 	}
 
@@ -307,31 +375,126 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 			}
 			ready := metav1.Condition{Type: mpv1alpha1.ProviderConfigConditionReady, Status: metav1.ConditionFalse, Reason: ReasonDeleting,
 				Message: "deletion waits for cleanup outside the cluster: " + what}
-			if changed, err := c.writeStatus(ctx, pc, out.Conditions, ready, pc.Status.ObservedGeneration, out.Applied); err != nil {
+			if written, err := c.writeStatus(ctx, pc, out.Conditions, ready, pc.Status.ObservedGeneration, out.Applied); err != nil {
 				return 0, err
-			} else if changed {
+			} else if written {
+				changed = append(changed, pc.ResourceVersion)
 				c.recorder.Event(pc, corev1.EventTypeNormal, EventCleanupPending, ready.Message)
 			}
 			return requeue, syncErr
 		}
 		c.manager.Stop(ctx, name)
-		logger.Info("Tenant stopped and cleaned up; removing the finalizer")
-		if _, err := PatchFinalizer(ctx, c.client, pc, false); err != nil {
+		// Nothing of the tenant needs its Secrets any more.
+		read = pc.ResourceVersion
+		pc, err = c.releaseSecrets(ctx, pc, nil)
+		wrote(read, pc)
+		if err != nil || pc == nil {
 			return 0, err
 		}
-		c.recorder.Event(pc, corev1.EventTypeNormal, EventCleanedUp, "every controller of the tenant stopped and nothing is left outside the cluster")
+		logger.Info("Tenant stopped and cleaned up; removing the finalizer")
+		updated, err := PatchFinalizer(ctx, c.client, pc, false)
+		if err != nil {
+			return 0, err
+		}
+		// Changed or gone: either way an event follows, and no sync may act on this copy again.
+		changed = append(changed, pc.ResourceVersion)
+		if updated != nil {
+			c.recorder.Event(pc, corev1.EventTypeNormal, EventCleanedUp, "every controller of the tenant stopped and nothing is left outside the cluster")
+		}
 		return 0, nil
 	}
 
 	ready := readyCondition(out.Conditions)
+	// A generation is observed once the controllers run from its spec: a GitOps health check that compares
+	// observedGeneration with generation must not see convergence while a section waits to start (or cannot
+	// start here at all; its condition says why).
 	generation := pc.Status.ObservedGeneration
-	if syncErr == nil {
+	if syncErr == nil && out.BuiltFromSpec {
 		generation = pc.Generation
 	}
-	if _, err := c.writeStatus(ctx, pc, out.Conditions, ready, generation, out.Applied); err != nil {
+	// A Secret the spec no longer names and no pending cleanup needs (a changed credentialsSecretRef, a removed
+	// section cleaned up) is released.
+	read = pc.ResourceVersion
+	pc, err = c.releaseSecrets(ctx, pc, c.manager.SecretsInUse(&pc.Spec, out.Applied))
+	wrote(read, pc)
+	if err != nil || pc == nil {
 		return 0, err
 	}
+	if written, err := c.writeStatus(ctx, pc, out.Conditions, ready, generation, out.Applied); err != nil {
+		return 0, err
+	} else if written {
+		changed = append(changed, pc.ResourceVersion)
+	}
 	return requeue, syncErr
+}
+
+// isSuperseded reports whether a sync of this replica changed the ProviderConfig at this resourceVersion, whose
+// informer has not delivered that change yet. A resourceVersion it did not change means the cache has caught up:
+// what was remembered for the ProviderConfig goes.
+func (c *Controller) isSuperseded(name, resourceVersion string) bool {
+	c.lastWritesMu.Lock()
+	defer c.lastWritesMu.Unlock()
+	if c.superseded[name].Has(resourceVersion) {
+		return true
+	}
+	delete(c.superseded, name)
+	return false
+}
+
+// supersede remembers resourceVersions of the ProviderConfig that a sync changed.
+func (c *Controller) supersede(name string, resourceVersions []string) {
+	// An object without a resourceVersion (only a fake clientset stores one) cannot be told from its successor.
+	resourceVersions = slices.DeleteFunc(resourceVersions, func(rv string) bool { return rv == "" })
+	if len(resourceVersions) == 0 {
+		return
+	}
+	c.lastWritesMu.Lock()
+	defer c.lastWritesMu.Unlock()
+	if c.superseded[name] == nil {
+		c.superseded[name] = sets.New[string]()
+	}
+	c.superseded[name].Insert(resourceVersions...)
+}
+
+// recordAbandon keeps status.abandon in line with the abandon annotation: the generation at which the manager
+// first saw it, kept while the annotation stays, cleared once it goes. The annotation covers only the deletion or
+// migration of that generation; one left in place (a GitOps repository keeps it) abandons nothing of a later spec.
+// It returns the ProviderConfig as it is now, or nil when it is gone.
+func (c *Controller) recordAbandon(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (*mpv1alpha1.ProviderConfig, error) {
+	set := pc.Annotations[mpv1alpha1.AbandonCloudResourcesAnnotation] == "true"
+	recorded := pc.Status.Abandon
+	if set && recorded != nil {
+		if recorded.Generation != pc.Generation {
+			c.lastWritesMu.Lock()
+			warned := c.staleWarned[pc.Name] == pc.Generation
+			c.staleWarned[pc.Name] = pc.Generation
+			c.lastWritesMu.Unlock()
+			if !warned {
+				c.recorder.Eventf(pc, corev1.EventTypeWarning, EventAbandonAnnotationStale,
+					"annotation %s=true was given at generation %d and abandons nothing of generation %d: remove it, wait for status.abandon to go, and set it again to abandon this generation's cleanup or migration",
+					mpv1alpha1.AbandonCloudResourcesAnnotation, recorded.Generation, pc.Generation)
+			}
+		}
+		return pc, nil
+	}
+	if !set && recorded == nil {
+		return pc, nil
+	}
+	next := pc.Status.DeepCopy()
+	next.Abandon = nil
+	if set {
+		next.Abandon = &mpv1alpha1.AbandonDecision{Generation: pc.Generation}
+	}
+	updated, err := PatchStatus(ctx, c.client, pc, *next)
+	if err != nil || updated == nil {
+		return updated, err
+	}
+	if set {
+		c.recorder.Eventf(pc, corev1.EventTypeNormal, EventAbandonRecorded,
+			"annotation %s=true recorded for generation %d: what the deletion, a removed section or the NEG migration of this generation leaves outside the cluster may be abandoned; a later spec change needs a new decision",
+			mpv1alpha1.AbandonCloudResourcesAnnotation, pc.Generation)
+	}
+	return updated, nil
 }
 
 // keepObserved replaces the Starting condition of a controller that has not reported yet with the condition the

@@ -138,6 +138,8 @@ func TestDeletionRunsTheCleanupUntilNothingIsLeft(t *testing.T) {
 	if len(f.manager.Running("a")) != 0 {
 		t.Error("controllers still run after the finalizer was removed")
 	}
+	// The Event follows the finalizer's removal on the sync's goroutine: wait for it, then check it is the only one.
+	f.waitFor("the CleanedUp Event", func() bool { return f.events.Count(corev1.EventTypeNormal, EventCleanedUp) > 0 })
 	if f.events.Count(corev1.EventTypeNormal, EventCleanedUp) != 1 {
 		t.Errorf("Events: %v, want one %s", f.events.With(""), EventCleanedUp)
 	}
@@ -232,6 +234,7 @@ func TestDisabledControllerBlocksDeletionUntilAbandoned(t *testing.T) {
 	f.waitFor("the finalizer to go", func() bool {
 		return !slices.Contains(f.get("a").Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer)
 	})
+	f.waitFor("the abandon Event", func() bool { return f.events.Count(corev1.EventTypeWarning, EventCloudResourcesAbandoned) > 0 })
 	abandoned := f.events.With(corev1.EventTypeWarning + " " + EventCloudResourcesAbandoned + " ")
 	if len(abandoned) != 1 || !strings.Contains(abandoned[0], "2 widgets in c-1") {
 		t.Errorf("abandon Events = %v, want one listing what Abandon returned", abandoned)
@@ -619,4 +622,56 @@ func TestControllersKeepNoManagedFields(t *testing.T) {
 	if kept.Annotations["team"] != "payments" || kept.Spec.Rancher == nil || kept.Spec.Rancher.ClusterID != "c-1" {
 		t.Errorf("the controller's copy lost what it may read: annotations %v, spec %+v", kept.Annotations, kept.Spec)
 	}
+}
+
+// TestObservedGenerationOnlyOnceTheSpecRuns: status.observedGeneration names a generation only once the controllers
+// its spec configures run, built from it; while the new spec waits (the previous instance stopping, an API not
+// served) or cannot run here (disabled by --controllers) it stays where it was, and the controller's condition says
+// why.
+func TestObservedGenerationOnlyOnceTheSpecRuns(t *testing.T) {
+	observed := func(f *fixture, name string) int64 { return f.get(name).Status.ObservedGeneration }
+	withGeneration := func(pc *mpv1alpha1.ProviderConfig, generation int64) *mpv1alpha1.ProviderConfig {
+		pc.Generation = generation // the fake clientset does not count generations
+		return pc
+	}
+
+	t.Run("PreviousInstanceStopping", func(t *testing.T) {
+		probes := newProbes()
+		hold := make(chan struct{})
+		probes.hold = hold
+		f := newFixtureWith(t, fixtureConfig{workers: 1, stopTimeout: 50 * time.Millisecond, probes: probes})
+		f.create(withGeneration(providerConfig("a", "c-1"), 1))
+		f.waitFor("generation 1 observed", func() bool { return observed(f, "a") == 1 })
+
+		f.update("a", func(pc *mpv1alpha1.ProviderConfig) { pc.Spec.Rancher.ClusterID = "c-2"; pc.Generation = 2 })
+		f.waitFor("PreviousInstanceStopping", f.conditionIs("a", mpv1alpha1.ProviderConfigConditionNamespaceProjectReady, metav1.ConditionUnknown, ReasonStopping))
+		if got := observed(f, "a"); got != 1 {
+			t.Errorf("observedGeneration %d while generation 2 has not started, want 1", got)
+		}
+		close(hold)
+		f.waitFor("generation 2 observed once its controller runs", func() bool { return observed(f, "a") == 2 })
+	})
+
+	t.Run("APINotServed", func(t *testing.T) {
+		f := newFixture(t, 1, extraAPI)
+		f.create(withGeneration(providerConfig("a", "c-1"), 1))
+		f.waitFor("APINotServed", f.conditionIs("a", mpv1alpha1.ProviderConfigConditionNamespaceProjectReady, metav1.ConditionFalse, ReasonAPINotServed))
+		if got := observed(f, "a"); got != 0 {
+			t.Errorf("observedGeneration %d while the API is not served, want 0", got)
+		}
+		f.serveAPI(extraAPI)
+		f.waitFor("generation 1 observed once the API is served", func() bool { return observed(f, "a") == 1 })
+	})
+
+	t.Run("ControllerDisabled", func(t *testing.T) {
+		f := newFixtureWith(t, fixtureConfig{workers: 1, disabled: true})
+		f.create(withGeneration(providerConfig("a", "c-1"), 1))
+		f.waitFor("ControllerDisabled", f.conditionIs("a", mpv1alpha1.ProviderConfigConditionNamespaceProjectReady, metav1.ConditionUnknown, ReasonControllerDisable))
+		if got := observed(f, "a"); got != 0 {
+			t.Errorf("observedGeneration %d for a spec this manager cannot run, want 0", got)
+		}
+		// Without the section nothing is left to run: the generation is observed.
+		f.update("a", func(pc *mpv1alpha1.ProviderConfig) { pc.Spec.Rancher = nil; pc.Generation = 2 })
+		f.waitFor("generation 2 observed", func() bool { return observed(f, "a") == 2 })
+	})
 }

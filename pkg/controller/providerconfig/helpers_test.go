@@ -19,19 +19,23 @@ package providerconfig
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2/ktesting"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
@@ -267,6 +271,15 @@ type fixtureConfig struct {
 	probes *probes
 	// shard, if set, makes the controller run only the ProviderConfigs of that shard (RunAsShard).
 	shard string
+	// inCluster makes the probe a controller whose cleanup removes objects in the cluster only: it has no Abandon.
+	inCluster bool
+	// secrets makes the probe read credentials from the Secret probeSecret names for its section.
+	secrets bool
+}
+
+// probeSecret is the Secret a probe of a fixture with secrets reads for the cluster ID of its section.
+func probeSecret(clusterID string) mpv1alpha1.SecretReference {
+	return mpv1alpha1.SecretReference{Namespace: "creds", Name: "key-" + clusterID}
 }
 
 func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
@@ -315,6 +328,17 @@ func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
 		EventSink:   discardSink{},
 		StopTimeout: fc.stopTimeout,
 	}
+	if fc.inCluster {
+		cfg.Enabled[0].Abandon = nil
+	}
+	if fc.secrets {
+		cfg.Enabled[0].Secrets = func(spec *mpv1alpha1.ProviderConfigSpec) []mpv1alpha1.SecretReference {
+			if spec.Rancher == nil {
+				return nil
+			}
+			return []mpv1alpha1.SecretReference{probeSecret(spec.Rancher.ClusterID)}
+		}
+	}
 	if fc.disabled {
 		cfg.Disabled, cfg.Enabled = cfg.Enabled, nil
 	}
@@ -323,6 +347,9 @@ func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
 			t.Fatal(err)
 		}
 	}
+	// Every ProviderConfig write gets a resourceVersion, as from an API server: the controller tells its own
+	// writes' results from stale copies by them.
+	f.mp.PrependReactor("*", "providerconfigs", clienttesting.ObjectReaction(&versioningTracker{ObjectTracker: f.mp.Tracker()}))
 	f.events = &tenanttest.Events{}
 	f.manager, f.controller = NewManagerAndController(cfg, f.mp, pcInformer, f.events)
 	if fc.shard != "" {
@@ -379,11 +406,15 @@ func (f *fixture) get(name string) *mpv1alpha1.ProviderConfig {
 	return pc
 }
 
+// update changes the ProviderConfig as a user would, again on a conflict with the controller's own writes.
 func (f *fixture) update(name string, mutate func(*mpv1alpha1.ProviderConfig)) {
 	f.t.Helper()
-	pc := f.get(name)
-	mutate(pc)
-	if _, err := f.mp.MultiprojectV1alpha1().ProviderConfigs().Update(f.ctx, pc, metav1.UpdateOptions{}); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pc := f.get(name)
+		mutate(pc)
+		_, err := f.mp.MultiprojectV1alpha1().ProviderConfigs().Update(f.ctx, pc, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -434,6 +465,44 @@ func (f *fixture) createService(namespace, name string) {
 	if _, err := f.kube.CoreV1().Services(namespace).Create(f.ctx, svc, metav1.CreateOptions{}); err != nil {
 		f.t.Fatal(err)
 	}
+}
+
+// versioningTracker stamps a new resourceVersion on every object it stores, as the API server does (the fake
+// clientset's tracker leaves it empty), and refuses a write whose resourceVersion is not the stored one.
+type versioningTracker struct {
+	clienttesting.ObjectTracker
+
+	mu   sync.Mutex
+	last int
+}
+
+func (t *versioningTracker) stamp(gvr schema.GroupVersionResource, obj runtime.Object, ns string, store func() error) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	if current, err := t.ObjectTracker.Get(gvr, ns, m.GetName()); err == nil && m.GetResourceVersion() != "" {
+		if c, err := meta.Accessor(current); err == nil && c.GetResourceVersion() != m.GetResourceVersion() {
+			return apierrors.NewConflict(gvr.GroupResource(), m.GetName(), errors.New("the object has been modified"))
+		}
+	}
+	t.last++
+	m.SetResourceVersion(strconv.Itoa(t.last))
+	return store()
+}
+
+func (t *versioningTracker) Create(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.CreateOptions) error {
+	return t.stamp(gvr, obj, ns, func() error { return t.ObjectTracker.Create(gvr, obj, ns, opts...) })
+}
+
+func (t *versioningTracker) Update(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.UpdateOptions) error {
+	return t.stamp(gvr, obj, ns, func() error { return t.ObjectTracker.Update(gvr, obj, ns, opts...) })
+}
+
+func (t *versioningTracker) Patch(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.PatchOptions) error {
+	return t.stamp(gvr, obj, ns, func() error { return t.ObjectTracker.Patch(gvr, obj, ns, opts...) })
 }
 
 type discardSink struct{}

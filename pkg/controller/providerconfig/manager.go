@@ -261,6 +261,11 @@ type Outcome struct {
 	Abandoned []string
 	// Applied is the status.appliedSpec to write: Record's, less the sections whose cleanup has finished.
 	Applied *mpv1alpha1.ProviderConfigSpec
+	// BuiltFromSpec is true when every controller the spec configures runs, built from its current section: only
+	// then has the manager observed the generation (status.observedGeneration). A controller that waits
+	// (PreviousInstanceStopping, APINotServed, FailedToStart) or that this process disables (ControllerDisabled)
+	// leaves it false.
+	BuiltFromSpec bool
 }
 
 // Record returns the status.appliedSpec the tenant needs before its controllers start: the recorded sections, with
@@ -296,7 +301,7 @@ func nilIfEmpty(spec *mpv1alpha1.ProviderConfigSpec) *mpv1alpha1.ProviderConfigS
 // An error means some controller could not be built and Sync should be retried.
 func (m *Manager) Sync(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (Outcome, error) {
 	t := m.tenant(pc.Name)
-	t.abandoned.Store(pc.Annotations[mpv1alpha1.AbandonCloudResourcesAnnotation] == "true")
+	t.abandoned.Store(AbandonCovers(pc))
 	applied := &mpv1alpha1.ProviderConfigSpec{}
 	if pc.Status.AppliedSpec != nil {
 		applied = pc.Status.AppliedSpec.DeepCopy()
@@ -321,10 +326,34 @@ func (m *Manager) Sync(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (Outc
 	}
 	out.Conditions = m.conditions(pc.Name)
 	out.Applied = nilIfEmpty(applied)
+	out.BuiltFromSpec = m.builtFromSpec(pc, t)
 	if len(errs) > 0 {
 		return out, fmt.Errorf("tenant %s: %s", pc.Name, strings.Join(errs, "; "))
 	}
 	return out, nil
+}
+
+// builtFromSpec reports whether every controller pc's spec configures runs (not its cleanup) and was built from
+// the spec's section.
+func (m *Manager) builtFromSpec(pc *mpv1alpha1.ProviderConfig, t *tenantControllers) bool {
+	for _, f := range m.cfg.Disabled {
+		if f.Section(&pc.Spec) != nil {
+			return false
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, f := range m.cfg.Enabled {
+		section := f.Section(&pc.Spec)
+		if section == nil {
+			continue
+		}
+		run := t.runningInstance(f.Name)
+		if run == nil || run.cleanup || !apiequality.Semantic.DeepEqual(section, run.section) {
+			return false
+		}
+	}
+	return true
 }
 
 func appendNamed(list []string, name, what string) []string {
@@ -389,7 +418,9 @@ func (m *Manager) syncController(ctx context.Context, pc *mpv1alpha1.ProviderCon
 		m.locked(func() { delete(t.waiting, f.Name) })
 	}
 
-	if pc.Annotations[mpv1alpha1.AbandonCloudResourcesAnnotation] == "true" {
+	// Only what is outside the cluster can be abandoned: a controller without Abandon (its cleanup removes
+	// objects in the cluster, which can always be removed) cleans up to the end whatever the annotation says.
+	if f.Abandon != nil && AbandonCovers(pc) {
 		if run != nil {
 			m.stopRun(ctx, pc.Name, t, run)
 			run = nil
@@ -420,7 +451,7 @@ func (m *Manager) syncController(ctx context.Context, pc *mpv1alpha1.ProviderCon
 				done()
 				return "", "", nil
 			}
-			msg := fmt.Sprintf("cleanup cannot run: %s; left: %s; set annotation %s=true to abandon it", blocked, left, mpv1alpha1.AbandonCloudResourcesAnnotation)
+			msg := fmt.Sprintf("cleanup cannot run: %s; left: %s; %s", blocked, left, abandonHint(pc, f))
 			m.setWaiting(t, f.Name, metav1.Condition{Type: f.ConditionType, Status: metav1.ConditionFalse, Reason: ReasonCleanupBlocked, Message: msg})
 			return msg, "", nil
 		}
@@ -443,7 +474,32 @@ func (m *Manager) syncController(ctx context.Context, pc *mpv1alpha1.ProviderCon
 		return "", "", nil
 	}
 	run.condition.cleaningUp(left)
+	if f.Abandon == nil && AbandonCovers(pc) {
+		return left + " (in the cluster: the abandon annotation does not cover it)", "", nil
+	}
 	return left, "", nil
+}
+
+// AbandonCovers reports whether the abandon annotation covers pc's current generation: it is set, and the
+// decision the manager recorded when it first saw it (status.abandon) is of this generation. An annotation left in
+// place from an earlier deletion or migration covers nothing of a later one.
+func AbandonCovers(pc *mpv1alpha1.ProviderConfig) bool {
+	return pc.Annotations[mpv1alpha1.AbandonCloudResourcesAnnotation] == "true" &&
+		pc.Status.Abandon != nil && pc.Status.Abandon.Generation == pc.Generation
+}
+
+// abandonHint tells the operator of a blocked cleanup what the way out is.
+func abandonHint(pc *mpv1alpha1.ProviderConfig, f NamedFactory) string {
+	switch {
+	case f.Abandon == nil:
+		return fmt.Sprintf("what is left is in the cluster and is not abandoned by annotation %s: run the manager with %s enabled, or delete it by hand",
+			mpv1alpha1.AbandonCloudResourcesAnnotation, f.Name)
+	case pc.Annotations[mpv1alpha1.AbandonCloudResourcesAnnotation] == "true" && pc.Status.Abandon != nil && pc.Status.Abandon.Generation != pc.Generation:
+		return fmt.Sprintf("annotation %s=true was given for generation %d and does not cover generation %d: remove it, wait for status.abandon to go, and set it again to abandon this",
+			mpv1alpha1.AbandonCloudResourcesAnnotation, pc.Status.Abandon.Generation, pc.Generation)
+	default:
+		return fmt.Sprintf("set annotation %s=true to abandon it", mpv1alpha1.AbandonCloudResourcesAnnotation)
+	}
 }
 
 // cleanupTarget returns the ProviderConfig a cleanup of f works from: pc, with f's section taken from
@@ -807,9 +863,9 @@ func (m *Manager) stopSignal(ctx context.Context) (*tenant.StopSignal, bool) {
 }
 
 // stopRun ends one controller: cancel its context (the tenant's own stop), wait for Run to return, then remove its
-// handlers and drop its metric series. An instance that does not return within the
-// stop timeout is detached, but kept in the tenant's stopping set until it does: no other instance of that
-// controller starts for the tenant before, so two never act at once.
+// handlers and drop its metric series. An instance that does not return within the stop timeout is detached (no
+// longer waited for), but kept in the tenant's stopping set, with its handlers, until it does: no other instance
+// of that controller starts for the tenant before, so two never act at once, and what it still does is still fed.
 func (m *Manager) stopRun(ctx context.Context, tenantName string, t *tenantControllers, run *controllerRun) {
 	m.locked(func() {
 		t.running = slices.DeleteFunc(t.running, func(r *controllerRun) bool { return r == run })
@@ -831,6 +887,11 @@ func (m *Manager) stopRun(ctx context.Context, tenantName string, t *tenantContr
 		})
 		go func() {
 			<-run.done
+			// Only now: a detached instance still acts, so what it registered keeps receiving events until it
+			// returns. A claims registry it carries (claims.Member) moves to another member when the instance
+			// leaves it on its way out; removed earlier, the registry would see no holding until then.
+			run.informers.close()
+			metrics.ForgetController(tenantName, run.controller)
 			m.locked(func() {
 				if t.stopping[run.controller] == run {
 					delete(t.stopping, run.controller)
@@ -842,6 +903,7 @@ func (m *Manager) stopRun(ctx context.Context, tenantName string, t *tenantContr
 			klog.FromContext(ctx).Info("Detached tenant controller returned", "providerConfig", tenantName, "controller", run.controller)
 			m.cfg.OnConditionChange(tenantName)
 		}()
+		return
 	}
 	run.informers.close()
 	metrics.ForgetController(tenantName, run.controller)

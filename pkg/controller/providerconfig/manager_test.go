@@ -18,11 +18,26 @@ package providerconfig
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 )
 
 // TestRunStopSignalsFireWhenTheBoundContextEnds: a run started from a context derived from the one the manager is
@@ -67,3 +82,121 @@ func TestRunStopSignalsFireWhenTheBoundContextEnds(t *testing.T) {
 	cancelAgain()
 	fired("unbound, the run's own context ended", unbound)
 }
+
+// TestDetachedControllerKeepsTheClaimsRegistryItCarries: a controller that outlives the stop timeout still runs, so
+// the claims registry whose handler it carries must keep seeing holdings until it returns (and hands the handler
+// to another member); removing its handlers at the timeout left the registry blind to a name published meanwhile.
+func TestDetachedControllerKeepsTheClaimsRegistryItCarries(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	kube := kubefake.NewClientset()
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	namespaces := factory.Core().V1().Namespaces().Informer()
+	if err := namespaces.AddIndexers(tenancy.Indexers(labelKey)); err != nil {
+		t.Fatal(err)
+	}
+	configMaps := factory.Core().V1().ConfigMaps().Informer()
+	router, err := tenancy.NewRouter(labelKey, namespaces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = router.Close() }()
+	configMapsGVR := corev1.SchemeGroupVersion.WithResource("configmaps")
+
+	// A holding is a ConfigMap whose data names a host.
+	holdingOf := func(obj any) (claims.Holding, bool) {
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok || cm.Data["host"] == "" {
+			return claims.Holding{}, false
+		}
+		return claims.Holding{Names: []string{cm.Data["host"]}, Holder: "ConfigMap " + cm.Name}, true
+	}
+	hold := make(chan struct{})
+	var membersMu sync.Mutex
+	members := map[string]*claims.Member{}
+	returned := make(chan struct{})
+	m := NewManager(ManagerConfig{
+		KubeClient: kube, MultiprojectClient: mpfake.NewClientset(), Router: router, LabelKey: labelKey, EventSink: discardSink{},
+		StopTimeout: 50 * time.Millisecond,
+		Shared: func(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
+			return configMaps, gvr == configMapsGVR
+		},
+		Enabled: []NamedFactory{{Name: "claimer", Workers: 1, Factory: tenant.Factory{
+			ConditionType: mpv1alpha1.ProviderConfigConditionNamespaceProjectReady,
+			Section:       tenant.SectionOf(rancherSection),
+			New: func(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
+				shared, err := c.Informers.Shared(configMapsGVR)
+				if err != nil {
+					return nil, err
+				}
+				member, err := claims.Join("Widget", shared, holdingOf, c.Name(), func(string) {})
+				if err != nil {
+					return nil, err
+				}
+				membersMu.Lock()
+				members[c.Name()] = member
+				membersMu.Unlock()
+				return runFunc(func(ctx context.Context) {
+					<-ctx.Done()
+					if c.Name() == "a" {
+						// Tenant a's controller drains past the stop timeout.
+						<-hold
+						defer close(returned)
+					}
+					member.Leave()
+				}), nil
+			},
+		}}},
+	})
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+
+	// a joins first and carries the registry's handler.
+	for _, name := range []string{"a", "b"} {
+		if _, err := m.Sync(ctx, providerConfig(name, "c-"+name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	membersMu.Lock()
+	b := members["b"]
+	membersMu.Unlock()
+	poll := func(what string, cond func() bool) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return cond(), nil
+		}); err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+	}
+	poll("the registry to sync", b.HasSynced)
+
+	m.Stop(ctx, "a")
+	if m.Quiet("a") {
+		t.Fatal("tenant a is quiet although its controller has not returned")
+	}
+	// A name published while a's controller, detached, still runs.
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "published"}, Data: map[string]string{"host": "x.example.com"}}
+	if _, err := kube.CoreV1().ConfigMaps("ns").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	self := claims.Claimant{Key: "ns/ingress-b", UID: "uid-b", Created: metav1.Now()}
+	refuses := func() bool {
+		_, ok := b.Reserve("x.example.com", self, "ns/resource-b")
+		return !ok
+	}
+	poll("the registry to see the ConfigMap that publishes the name while a's controller is detached", refuses)
+
+	close(hold)
+	<-returned
+	poll("tenant a to be quiet", func() bool { return m.Quiet("a") })
+	if !refuses() {
+		t.Error("once a's controller returned, the registry let b publish a name another object publishes")
+	}
+	m.Stop(ctx, "b")
+}
+
+// runFunc is a tenant.Controller made of its Run.
+type runFunc func(ctx context.Context)
+
+func (f runFunc) Run(ctx context.Context) { f(ctx) }

@@ -136,8 +136,10 @@ type Context struct {
 	// Workers is the controller's --concurrent-<name>-syncs.
 	Workers int
 	// CloudResourcesAbandoned reports, at the time of the call, whether the operator has abandoned the tenant's
-	// cloud resources (annotation multiproject.io/abandon-cloud-resources=true on the ProviderConfig): what a
-	// controller cannot remove (a NEG in a project it can no longer reach) may then be given up. nil means never.
+	// cloud resources for the ProviderConfig's current generation (annotation
+	// multiproject.io/abandon-cloud-resources=true, recorded in status.abandon at that generation): what a
+	// controller cannot remove (a NEG in a project it can no longer reach) may then be given up. An annotation
+	// recorded at an earlier generation covers nothing of this one. nil means never.
 	CloudResourcesAbandoned func() bool
 	// Stop, if set, fires when the controller's run is over, right after its context is cancelled: the controller
 	// registers what must happen then with it (RunOptions.Stop, AfterStop) rather than with context.AfterFunc on
@@ -215,8 +217,15 @@ type Factory struct {
 	Cleanup Constructor
 	// Abandon, if set, is called instead of Cleanup once an operator abandons the tenant's cloud resources
 	// (annotation multiproject.io/abandon-cloud-resources=true): it releases the in-cluster records that would
-	// otherwise wait for them forever and returns a description of what is abandoned, for an Event.
+	// otherwise wait for them forever and returns a description of what is abandoned, for an Event. A controller
+	// without Abandon makes nothing outside the cluster: the annotation does not stop its cleanup, which runs
+	// until Pending reports nothing left.
 	Abandon func(ctx context.Context, c *Context) (string, error)
+	// Secrets, if set, returns the Secrets the controller, or its cleanup, reads credentials from for a tenant
+	// with this spec. The manager keeps each from being deleted (a finalizer) while the tenant configures it or
+	// its cleanup may still need it, so that deleting a tenant together with its Secret cannot wedge the
+	// cleanup.
+	Secrets func(spec *mpv1alpha1.ProviderConfigSpec) []mpv1alpha1.SecretReference
 	// CopySection copies the controller's section from src to dst; a section src lacks is cleared in dst
 	// (CopySectionOf builds it). The manager uses it to record the section in status.appliedSpec before the
 	// controller starts, and to hand a

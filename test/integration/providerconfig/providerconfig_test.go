@@ -186,19 +186,31 @@ func newEnv(t *testing.T) *env {
 // startManager runs the manager in process, as the manifests' ServiceAccount, with the probe as its only controller.
 func (e *env) startManager() {
 	e.t.Helper()
+	e.startManagerWith(e.views.probeDescriptor())
+}
+
+// startManagerWith runs the manager in process, as the manifests' ServiceAccount, with the given controllers.
+func (e *env) startManagerWith(descriptors ...*registry.Descriptor) {
+	e.t.Helper()
 	restConfig, err := controlPlane.ManagerConfig(e.ctx)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	reg, err := registry.New(e.views.probeDescriptor())
+	reg, err := registry.New(descriptors...)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	var names []string
+	syncs := map[string]int{}
+	for _, d := range descriptors {
+		names = append(names, d.Name)
+		syncs[d.Name] = 1
 	}
 	client := kubernetes.NewForConfigOrDie(restConfig)
 	broadcaster := record.NewBroadcaster()
 	c := &config.Config{
-		Controllers:            []string{"probe"},
-		ConcurrentSyncs:        map[string]int{"probe": 1},
+		Controllers:            names,
+		ConcurrentSyncs:        syncs,
 		ProviderConfigWorkers:  2,
 		ProviderConfigLabelKey: labelKey,
 		ShutdownTimeout:        30 * time.Second,

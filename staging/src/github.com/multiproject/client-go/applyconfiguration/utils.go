@@ -46,6 +46,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &managementv3.ProjectStatusApplyConfiguration{}
 
 		// Group=multiproject.io, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithKind("AbandonDecision"):
+		return &multiprojectv1alpha1.AbandonDecisionApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("BackendResource"):
 		return &multiprojectv1alpha1.BackendResourceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("BackendResourceStatus"):
@@ -68,6 +70,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &multiprojectv1alpha1.RancherConfigApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SecretKeyReference"):
 		return &multiprojectv1alpha1.SecretKeyReferenceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SecretReference"):
+		return &multiprojectv1alpha1.SecretReferenceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Translation"):
 		return &multiprojectv1alpha1.TranslationApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("TranslationSpec"):

@@ -32,6 +32,7 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
+		"github.com/multiproject/api/multiproject/v1alpha1.AbandonDecision":                schema_multiproject_api_multiproject_v1alpha1_AbandonDecision(ref),
 		"github.com/multiproject/api/multiproject/v1alpha1.BackendResource":                schema_multiproject_api_multiproject_v1alpha1_BackendResource(ref),
 		"github.com/multiproject/api/multiproject/v1alpha1.BackendResourceStatus":          schema_multiproject_api_multiproject_v1alpha1_BackendResourceStatus(ref),
 		"github.com/multiproject/api/multiproject/v1alpha1.GCPConfig":                      schema_multiproject_api_multiproject_v1alpha1_GCPConfig(ref),
@@ -44,6 +45,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/multiproject/api/multiproject/v1alpha1.ProviderConfigStatus":           schema_multiproject_api_multiproject_v1alpha1_ProviderConfigStatus(ref),
 		"github.com/multiproject/api/multiproject/v1alpha1.RancherConfig":                  schema_multiproject_api_multiproject_v1alpha1_RancherConfig(ref),
 		"github.com/multiproject/api/multiproject/v1alpha1.SecretKeyReference":             schema_multiproject_api_multiproject_v1alpha1_SecretKeyReference(ref),
+		"github.com/multiproject/api/multiproject/v1alpha1.SecretReference":                schema_multiproject_api_multiproject_v1alpha1_SecretReference(ref),
 		"github.com/multiproject/api/multiproject/v1alpha1.Translation":                    schema_multiproject_api_multiproject_v1alpha1_Translation(ref),
 		"github.com/multiproject/api/multiproject/v1alpha1.TranslationList":                schema_multiproject_api_multiproject_v1alpha1_TranslationList(ref),
 		"github.com/multiproject/api/multiproject/v1alpha1.TranslationSpec":                schema_multiproject_api_multiproject_v1alpha1_TranslationSpec(ref),
@@ -123,6 +125,28 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		runtime.TypeMeta{}.OpenAPIModelName():                                              schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
 		runtime.Unknown{}.OpenAPIModelName():                                               schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
 		version.Info{}.OpenAPIModelName():                                                  schema_k8sio_apimachinery_pkg_version_Info(ref),
+	}
+}
+
+func schema_multiproject_api_multiproject_v1alpha1_AbandonDecision(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "AbandonDecision is the scope of an abandon annotation, as the manager recorded it.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"generation": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Generation is the metadata.generation at which the manager first saw the annotation. The decision covers the deletion, the removed spec sections and the NEG migration of this generation only.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+				},
+				Required: []string{"generation"},
+			},
+		},
 	}
 }
 
@@ -613,7 +637,7 @@ func schema_multiproject_api_multiproject_v1alpha1_ProviderConfigStatus(ref comm
 				Properties: map[string]spec.Schema{
 					"observedGeneration": {
 						SchemaProps: spec.SchemaProps{
-							Description: "ObservedGeneration is the metadata.generation of the spec the running controllers were started with.",
+							Description: "ObservedGeneration is the metadata.generation of the spec the running controllers were started with. It advances only once every controller the spec configures runs from that generation's spec.",
 							Type:        []string{"integer"},
 							Format:      "int64",
 						},
@@ -622,6 +646,30 @@ func schema_multiproject_api_multiproject_v1alpha1_ProviderConfigStatus(ref comm
 						SchemaProps: spec.SchemaProps{
 							Description: "AppliedSpec records, for the controllers that make things outside the cluster (neg), the spec section they were last started with. It is written before such a controller starts, and a section stays here after it is removed from the spec, or the ProviderConfig is deleted, until the controller's cleanup has finished: the cleanup reaches the project and credentials that the old section named.",
 							Ref:         ref("github.com/multiproject/api/multiproject/v1alpha1.ProviderConfigSpec"),
+						},
+					},
+					"abandon": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Abandon records the operator's decision to abandon the tenant's cloud resources (annotation AbandonCloudResourcesAnnotation) as the manager first saw it; absent while the annotation is not set.",
+							Ref:         ref("github.com/multiproject/api/multiproject/v1alpha1.AbandonDecision"),
+						},
+					},
+					"secretsInUse": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "SecretsInUse lists the Secrets the tenant's controllers or their cleanup read credentials from, each of which carries the finalizer SecretInUseFinalizerPrefix + the ProviderConfig's name. A Secret is listed here before the finalizer is added, and removed from the list once the finalizer is gone.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/multiproject/api/multiproject/v1alpha1.SecretReference"),
+									},
+								},
+							},
 						},
 					},
 					"shard": {
@@ -658,7 +706,7 @@ func schema_multiproject_api_multiproject_v1alpha1_ProviderConfigStatus(ref comm
 			},
 		},
 		Dependencies: []string{
-			"github.com/multiproject/api/multiproject/v1alpha1.ProviderConfigSpec", v1.Condition{}.OpenAPIModelName()},
+			"github.com/multiproject/api/multiproject/v1alpha1.AbandonDecision", "github.com/multiproject/api/multiproject/v1alpha1.ProviderConfigSpec", "github.com/multiproject/api/multiproject/v1alpha1.SecretReference", v1.Condition{}.OpenAPIModelName()},
 	}
 }
 
@@ -725,6 +773,36 @@ func schema_multiproject_api_multiproject_v1alpha1_SecretKeyReference(ref common
 					},
 				},
 				Required: []string{"namespace", "name", "key"},
+			},
+		},
+	}
+}
+
+func schema_multiproject_api_multiproject_v1alpha1_SecretReference(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "SecretReference names one Secret.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Namespace of the Secret.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name of the Secret.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"namespace", "name"},
 			},
 		},
 	}

@@ -36,9 +36,21 @@ const ProviderConfigCleanupFinalizer = "multiproject.io/provider-config-cleanup"
 // AbandonCloudResourcesAnnotation, set to "true" on a ProviderConfig, tells
 // the manager to stop waiting for a cleanup that cannot finish (a GCP
 // project already deleted, credentials revoked): what is left outside the
-// cluster is abandoned, listed in an Event, and forgotten. It applies to a
-// deleting ProviderConfig and to a spec section that was removed.
+// cluster is abandoned, listed in an Event, and forgotten. It covers cloud
+// resources only (objects in the cluster, such as PangolinResources, are
+// always removed), and only the deletion, removed sections and NEG migration
+// of the generation the manager first saw it at (status.abandon): a later
+// spec change needs a new decision (remove the annotation, wait for
+// status.abandon to go, set it again).
 const AbandonCloudResourcesAnnotation = "multiproject.io/abandon-cloud-resources"
+
+// SecretInUseFinalizerPrefix, followed by a ProviderConfig's name, is the
+// finalizer the manager puts on a Secret that the tenant's controllers or
+// their cleanup read credentials from (status.secretsInUse), so that deleting
+// the Secret together with the tenant cannot take the credentials from the
+// cleanup that still needs them. It is removed once the tenant no longer
+// needs the Secret.
+const SecretInUseFinalizerPrefix = "in-use.multiproject.io/"
 
 // Condition types of ProviderConfigStatus.Conditions. Every per-tenant
 // controller owns exactly one condition, so two controllers never fight over
@@ -242,7 +254,8 @@ type TunnelName string
 // ProviderConfigStatus is what the manager last observed of the tenant.
 type ProviderConfigStatus struct {
 	// ObservedGeneration is the metadata.generation of the spec the running
-	// controllers were started with.
+	// controllers were started with. It advances only once every controller
+	// the spec configures runs from that generation's spec.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
@@ -254,6 +267,21 @@ type ProviderConfigStatus struct {
 	// credentials that the old section named.
 	// +optional
 	AppliedSpec *ProviderConfigSpec `json:"appliedSpec,omitempty"`
+
+	// Abandon records the operator's decision to abandon the tenant's cloud
+	// resources (annotation AbandonCloudResourcesAnnotation) as the manager
+	// first saw it; absent while the annotation is not set.
+	// +optional
+	Abandon *AbandonDecision `json:"abandon,omitempty"`
+
+	// SecretsInUse lists the Secrets the tenant's controllers or their
+	// cleanup read credentials from, each of which carries the finalizer
+	// SecretInUseFinalizerPrefix + the ProviderConfig's name. A Secret is
+	// listed here before the finalizer is added, and removed from the list
+	// once the finalizer is gone.
+	// +optional
+	// +listType=atomic
+	SecretsInUse []SecretReference `json:"secretsInUse,omitempty"`
 
 	// Shard names the replica (shard) that runs this tenant when the manager
 	// runs with --sharding; empty otherwise. The sharder assigns it with the
@@ -270,6 +298,27 @@ type ProviderConfigStatus struct {
 	// +patchStrategy=merge
 	// +patchMergeKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
+
+// AbandonDecision is the scope of an abandon annotation, as the manager
+// recorded it.
+type AbandonDecision struct {
+	// Generation is the metadata.generation at which the manager first saw
+	// the annotation. The decision covers the deletion, the removed spec
+	// sections and the NEG migration of this generation only.
+	// +required
+	Generation int64 `json:"generation"`
+}
+
+// SecretReference names one Secret.
+type SecretReference struct {
+	// Namespace of the Secret.
+	// +required
+	Namespace string `json:"namespace"`
+
+	// Name of the Secret.
+	// +required
+	Name string `json:"name"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

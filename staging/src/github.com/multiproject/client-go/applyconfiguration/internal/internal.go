@@ -191,6 +191,13 @@ var schemaYAML = typed.YAMLObject(`types:
     elementRelationship: atomic
 - name: Time.v1.meta.apis.pkg.apimachinery.k8s.io
   scalar: untyped
+- name: com.github.multiproject.api.multiproject.v1alpha1.AbandonDecision
+  map:
+    fields:
+    - name: generation
+      type:
+        scalar: numeric
+      default: 0
 - name: com.github.multiproject.api.multiproject.v1alpha1.BackendResource
   map:
     fields:
@@ -359,6 +366,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.multiproject.api.multiproject.v1alpha1.ProviderConfigStatus
   map:
     fields:
+    - name: abandon
+      type:
+        namedType: com.github.multiproject.api.multiproject.v1alpha1.AbandonDecision
     - name: appliedSpec
       type:
         namedType: com.github.multiproject.api.multiproject.v1alpha1.ProviderConfigSpec
@@ -373,6 +383,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: observedGeneration
       type:
         scalar: numeric
+    - name: secretsInUse
+      type:
+        list:
+          elementType:
+            namedType: com.github.multiproject.api.multiproject.v1alpha1.SecretReference
+          elementRelationship: atomic
     - name: shard
       type:
         scalar: string
@@ -393,6 +409,17 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: namespace
+      type:
+        scalar: string
+      default: ""
+- name: com.github.multiproject.api.multiproject.v1alpha1.SecretReference
+  map:
+    fields:
     - name: name
       type:
         scalar: string

@@ -28,7 +28,8 @@ import (
 // ProviderConfigStatus is what the manager last observed of the tenant.
 type ProviderConfigStatusApplyConfiguration struct {
 	// ObservedGeneration is the metadata.generation of the spec the running
-	// controllers were started with.
+	// controllers were started with. It advances only once every controller
+	// the spec configures runs from that generation's spec.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 	// AppliedSpec records, for the controllers that make things outside the
 	// cluster (neg), the spec section they were last started with. It is
@@ -37,6 +38,16 @@ type ProviderConfigStatusApplyConfiguration struct {
 	// controller's cleanup has finished: the cleanup reaches the project and
 	// credentials that the old section named.
 	AppliedSpec *ProviderConfigSpecApplyConfiguration `json:"appliedSpec,omitempty"`
+	// Abandon records the operator's decision to abandon the tenant's cloud
+	// resources (annotation AbandonCloudResourcesAnnotation) as the manager
+	// first saw it; absent while the annotation is not set.
+	Abandon *AbandonDecisionApplyConfiguration `json:"abandon,omitempty"`
+	// SecretsInUse lists the Secrets the tenant's controllers or their
+	// cleanup read credentials from, each of which carries the finalizer
+	// SecretInUseFinalizerPrefix + the ProviderConfig's name. A Secret is
+	// listed here before the finalizer is added, and removed from the list
+	// once the finalizer is gone.
+	SecretsInUse []SecretReferenceApplyConfiguration `json:"secretsInUse,omitempty"`
 	// Shard names the replica (shard) that runs this tenant when the manager
 	// runs with --sharding; empty otherwise. The sharder assigns it with the
 	// label multiproject.io/shard; the shard writes it here once it runs the
@@ -66,6 +77,27 @@ func (b *ProviderConfigStatusApplyConfiguration) WithObservedGeneration(value in
 // If called multiple times, the AppliedSpec field is set to the value of the last call.
 func (b *ProviderConfigStatusApplyConfiguration) WithAppliedSpec(value *ProviderConfigSpecApplyConfiguration) *ProviderConfigStatusApplyConfiguration {
 	b.AppliedSpec = value
+	return b
+}
+
+// WithAbandon sets the Abandon field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Abandon field is set to the value of the last call.
+func (b *ProviderConfigStatusApplyConfiguration) WithAbandon(value *AbandonDecisionApplyConfiguration) *ProviderConfigStatusApplyConfiguration {
+	b.Abandon = value
+	return b
+}
+
+// WithSecretsInUse adds the given value to the SecretsInUse field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the SecretsInUse field.
+func (b *ProviderConfigStatusApplyConfiguration) WithSecretsInUse(values ...*SecretReferenceApplyConfiguration) *ProviderConfigStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithSecretsInUse")
+		}
+		b.SecretsInUse = append(b.SecretsInUse, *values[i])
+	}
 	return b
 }
 
