@@ -267,6 +267,8 @@ type fixtureConfig struct {
 	probes *probes
 	// shard, if set, makes the controller run only the ProviderConfigs of that shard (RunAsShard).
 	shard string
+	// holders, if set, makes the unsharded controller leave alone the tenants a live shard holds (YieldToShards).
+	holders ShardHolders
 }
 
 func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
@@ -327,6 +329,9 @@ func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
 	f.manager, f.controller = NewManagerAndController(cfg, f.mp, pcInformer, f.events)
 	if fc.shard != "" {
 		f.controller.RunAsShard(fc.shard)
+	}
+	if fc.holders != nil {
+		f.controller.YieldToShards(fc.holders)
 	}
 
 	factory.Start(ctx.Done())
