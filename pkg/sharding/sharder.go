@@ -121,7 +121,8 @@ func NewSharder(cfg SharderConfig) *Sharder {
 	}
 }
 
-// Run runs the Lease informer, the Lease watch and workers until ctx ends.
+// Run runs the Lease informer, the Lease watch and workers until ctx ends, and then returns nil, even when ctx ends
+// before the caches have synced.
 func (s *Sharder) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrash()
 	defer s.queue.ShutDown()
@@ -155,7 +156,9 @@ func (s *Sharder) Run(ctx context.Context, workers int) error {
 	}
 	go s.leaseInformer.Run(ctx.Done())
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, s.leaseInformer.HasSynced, pcReg.HasSynced) {
-		return ctx.Err()
+		// ctx ended first (the only way the wait fails): a stop, such as SIGTERM just after this replica was
+		// elected, and not a failure that should make the process exit non-zero.
+		return nil
 	}
 	logger.Info("Sharder started", "group", s.cfg.Group, "namespace", s.cfg.Namespace)
 	go s.watchLeases(ctx)
