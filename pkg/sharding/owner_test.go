@@ -73,6 +73,24 @@ func TestSharderWaitsForTheRecordedShardWhenTheLabelIsStripped(t *testing.T) {
 		t.Errorf("event %q", e)
 	}
 
+	// A tenant deleted and recreated in the same state is told about again.
+	if err := w.caches["sharder"].Delete(stale); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.sharder.sync(w.ctx, tenant); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.caches["sharder"].Add(stale); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.sharder.sync(w.ctx, tenant); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(recorder.Events); n != 1 {
+		t.Fatalf("%d Events for the recreated tenant, want one ShardReleasePending", n)
+	}
+	<-recorder.Events
+
 	// shard-a has stopped the tenant and releases it: the sharder assigns it.
 	if err := Release(w.ctx, w.client, tenant, "shard-a"); err != nil {
 		t.Fatal(err)

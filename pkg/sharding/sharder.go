@@ -316,6 +316,9 @@ func (s *Sharder) processNextWorkItem(ctx context.Context) bool {
 func (s *Sharder) sync(ctx context.Context, name string) error {
 	pc, err := s.pcs.Get(name)
 	if apierrors.IsNotFound(err) {
+		s.mu.Lock()
+		delete(s.waiting, name)
+		s.mu.Unlock()
 		return nil
 	}
 	if err != nil {

@@ -336,6 +336,9 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		c.lastWritesMu.Lock()
 		delete(c.lastWrites, name)
 		c.lastWritesMu.Unlock()
+		c.heldMu.Lock()
+		delete(c.heldBy, name)
+		c.heldMu.Unlock()
 		// Gone from a shard's view: deleted, drained, or its label removed by hand or by an update that replaced
 		// the object.
 		return 0, c.release(ctx, name)

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clienttesting "k8s.io/client-go/testing"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
@@ -135,4 +136,28 @@ func TestUnshardedReplicaYieldsToLiveShards(t *testing.T) {
 	if n := f.events.Count(corev1.EventTypeNormal, EventHeldByShard); n != 2 {
 		t.Errorf("%d HeldByShard Events, want one per held tenant", n)
 	}
+}
+
+// TestHeldByShardIsToldAgainForARecreatedTenant: the controller forgets what it told about a deleted tenant, so a
+// tenant recreated under the same name, and held again, gets its Event again (and nothing is kept per name).
+func TestHeldByShardIsToldAgainForARecreatedTenant(t *testing.T) {
+	holders := &fakeHolders{live: map[string]time.Time{}}
+	holders.set("s1", time.Now().Add(time.Hour))
+	f := newFixtureWith(t, fixtureConfig{workers: 1, holders: holders})
+	held := func() *mpv1alpha1.ProviderConfig {
+		pc := providerConfig("t", "c-1")
+		pc.Labels = map[string]string{sharding.ShardLabel: "s1"}
+		return pc
+	}
+	f.create(held())
+	f.waitFor("the Event", func() bool { return f.events.Count(corev1.EventTypeNormal, EventHeldByShard) == 1 })
+	if err := f.mp.MultiprojectV1alpha1().ProviderConfigs().Delete(f.ctx, "t", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("the informer to drop it", func() bool { _, err := f.controller.lister.Get("t"); return err != nil })
+	if _, err := f.controller.sync(f.ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	f.create(held())
+	f.waitFor("the Event for the recreated tenant", func() bool { return f.events.Count(corev1.EventTypeNormal, EventHeldByShard) == 2 })
 }
