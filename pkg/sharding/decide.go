@@ -17,6 +17,7 @@ limitations under the License.
 package sharding
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -42,25 +43,40 @@ const (
 // Decision is the sharder's verdict on one ProviderConfig.
 type Decision struct {
 	Action Action
-	// Shard is the shard to assign (Assign, ReassignNow) or the shard asked to drain (Drain).
+	// Shard is the shard to assign (Assign, ReassignNow), the shard asked to drain (Drain), or the live shard whose
+	// release the sharder waits for (WaitForRelease).
 	Shard string
-	// From is the shard the tenant is labeled with now ("" when unassigned).
+	// From is the shard the tenant is labeled with now, or, without a label, the shard its status names ("" when
+	// neither names one).
 	From string
 }
 
-// Decide is the sharder's rule for the ProviderConfig named key with these labels, given the live shards. It is a
-// pure function of its arguments; the Sharder only carries its verdict out.
+// WaitForRelease: the tenant has no shard label, but its status names a live shard, which may still run it (the
+// label was removed by hand or by an update that replaced the object, not by a drain): the sharder waits until
+// that shard has stopped the tenant and cleared its status (Release), or until its Lease ends.
+const WaitForRelease Action = "WaitForRelease"
+
+// Decide is the sharder's rule for the ProviderConfig named key with these labels, the shard its status names
+// (recorded, status.shard: the shard that runs or last ran it), given the live shards. It is a pure function of its
+// arguments; the Sharder only carries its verdict out.
 //
 // A drain, once asked for, is never cancelled: the sharder waits for the shard's acknowledgement (or for the shard
-// to die), so it never races a shard that is stopping the tenant.
-func Decide(key string, labels map[string]string, live []string) Decision {
+// to die), so it never races a shard that is stopping the tenant. A missing label alone does not make a tenant
+// unowned: the shard that recorded itself in the status owns it until it releases it (clears the status, which
+// every shard does once it has stopped a tenant it no longer owns) or dies.
+func Decide(key string, labels map[string]string, recorded string, live []string) Decision {
 	current := labels[ShardLabel]
 	isDraining := labels[DrainLabel] == "true"
 	want := Rendezvous(key, live)
 	switch {
 	case want == "":
 		// No live shard: nothing can run the tenant, and moving it nowhere would help no one.
-		return Decision{Action: Nothing, From: current}
+		return Decision{Action: Nothing, From: cmp.Or(current, recorded)}
+	case current == "" && recorded != "" && slices.Contains(live, recorded):
+		return Decision{Action: WaitForRelease, Shard: recorded, From: recorded}
+	case current == "" && recorded != "":
+		// Its last shard is dead: it runs nothing any more.
+		return Decision{Action: ReassignNow, Shard: want, From: recorded}
 	case current == "":
 		return Decision{Action: Assign, Shard: want}
 	case !slices.Contains(live, current):

@@ -29,7 +29,7 @@ import (
 )
 
 // TestDecideEveryState walks every combination of the tenant's shard label (none, the shard it belongs to, another
-// live shard, a dead shard), its drain label, and whether any shard is live.
+// live shard, a dead shard), its drain label, the shard its status names, and whether any shard is live.
 func TestDecideEveryState(t *testing.T) {
 	live := []string{"shard-a", "shard-b", "shard-c"}
 	for _, key := range keys(20) {
@@ -45,24 +45,39 @@ func TestDecideEveryState(t *testing.T) {
 		type tc struct {
 			current  string
 			draining bool
+			recorded string
 			live     []string
 			expect   Decision
 		}
 		cases := []tc{
-			{"", false, live, Decision{Action: Assign, Shard: want}},
-			{"", true, live, Decision{Action: Assign, Shard: want}},
-			{want, false, live, Decision{Action: Nothing, From: want}},
-			{want, true, live, Decision{Action: Nothing, From: want}},
-			{other, false, live, Decision{Action: Drain, Shard: other, From: other}},
-			{other, true, live, Decision{Action: Nothing, From: other}},
-			{dead, false, live, Decision{Action: ReassignNow, Shard: want, From: dead}},
-			{dead, true, live, Decision{Action: ReassignNow, Shard: want, From: dead}},
+			{"", false, "", live, Decision{Action: Assign, Shard: want}},
+			{"", true, "", live, Decision{Action: Assign, Shard: want}},
+			// A label removed by hand (or by an update that replaced the object) while a live shard still holds the
+			// tenant: wait until it has released it; a dead one runs nothing any more.
+			{"", false, other, live, Decision{Action: WaitForRelease, Shard: other, From: other}},
+			{"", true, want, live, Decision{Action: WaitForRelease, Shard: want, From: want}},
+			{"", false, dead, live, Decision{Action: ReassignNow, Shard: want, From: dead}},
+			{want, false, "", live, Decision{Action: Nothing, From: want}},
+			{want, true, "", live, Decision{Action: Nothing, From: want}},
+			{other, false, "", live, Decision{Action: Drain, Shard: other, From: other}},
+			{other, true, "", live, Decision{Action: Nothing, From: other}},
+			{dead, false, "", live, Decision{Action: ReassignNow, Shard: want, From: dead}},
+			{dead, true, "", live, Decision{Action: ReassignNow, Shard: want, From: dead}},
+		}
+		// The status is the shard's own record: with a label, the label decides.
+		for _, recorded := range []string{want, other, dead} {
+			cases = append(cases,
+				tc{want, false, recorded, live, Decision{Action: Nothing, From: want}},
+				tc{other, false, recorded, live, Decision{Action: Drain, Shard: other, From: other}},
+				tc{other, true, recorded, live, Decision{Action: Nothing, From: other}},
+				tc{dead, false, recorded, live, Decision{Action: ReassignNow, Shard: want, From: dead}})
 		}
 		for _, current := range []string{"", want, other, dead} {
 			for _, draining := range []bool{false, true} {
-				cases = append(cases, tc{current, draining, nil, Decision{Action: Nothing, From: current}})
+				cases = append(cases, tc{current, draining, "", nil, Decision{Action: Nothing, From: current}})
 			}
 		}
+		cases = append(cases, tc{"", false, other, nil, Decision{Action: Nothing, From: other}})
 		for _, c := range cases {
 			labels := map[string]string{"unrelated": "x"}
 			if c.current != "" {
@@ -71,8 +86,8 @@ func TestDecideEveryState(t *testing.T) {
 			if c.draining {
 				labels[DrainLabel] = "true"
 			}
-			name := fmt.Sprintf("%s current=%q draining=%v live=%v", key, c.current, c.draining, c.live)
-			if got := Decide(key, labels, c.live); got != c.expect {
+			name := fmt.Sprintf("%s current=%q draining=%v recorded=%q live=%v", key, c.current, c.draining, c.recorded, c.live)
+			if got := Decide(key, labels, c.recorded, c.live); got != c.expect {
 				t.Errorf("%s: got %+v, want %+v", name, got, c.expect)
 			}
 		}

@@ -18,6 +18,7 @@ package sharding
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -54,7 +55,8 @@ type DrainerConfig struct {
 }
 
 // Drainer is the shard side of a move: for a ProviderConfig labeled with this shard and DrainLabel=true it calls
-// Stop, then acknowledges by removing both labels, after which the sharder may assign the tenant elsewhere.
+// Stop, clears status.shard (Release), then acknowledges by removing both labels, after which the sharder may
+// assign the tenant elsewhere.
 type Drainer struct {
 	cfg   DrainerConfig
 	clock clock.WithTicker
@@ -137,6 +139,13 @@ func (d *Drainer) sync(ctx context.Context, name string) error {
 	start := d.clock.Now()
 	if err := d.cfg.Stop(ctx, name); err != nil {
 		return fmt.Errorf("stopping the tenant before acknowledging its drain: %w", err)
+	}
+	// The status goes first: once the labels are gone, only the status tells the sharder that this shard may
+	// still run the tenant, and it must say no before the sharder looks.
+	if err := Release(ctx, d.cfg.Client, name, d.cfg.Shard); errors.Is(err, ErrStillOwned) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("clearing status.shard before acknowledging the drain: %w", err)
 	}
 	patch, err := labelPatch(pc.Labels, nil, ShardLabel, DrainLabel)
 	if err != nil {

@@ -102,7 +102,7 @@ func newWorld(t *testing.T, seed int64, tenants int, shards []string, live []str
 			Recorder: record.NewFakeRecorder(1 << 20)},
 		clock: clk, leases: coordinationlisters.NewLeaseLister(leaseIndexer), pcs: mplisters.NewProviderConfigLister(w.caches["sharder"]),
 		queue:  workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		gauged: map[string]bool{}, dead: map[string]bool{},
+		gauged: map[string]bool{}, dead: map[string]bool{}, waiting: map[string]string{},
 	}
 	t.Cleanup(w.sharder.queue.ShutDown)
 	for _, shard := range shards {
@@ -384,7 +384,7 @@ func TestSharderReassignsADeadShardsTenantAtOnceOnlyWhenTheAPIServerAgrees(t *te
 			if pc.Labels[ShardLabel] != "shard-b" || pc.Labels[DrainLabel] != "" || moved != 1 {
 				t.Errorf("labels %v, moves %v: want shard-b at once, one shard_dead move", pc.Labels, moved)
 			}
-			if e := <-recorder.Events; e != "Normal ShardReassigned Shard shard-a is dead (its Lease expired); reassigned to shard shard-b" {
+			if e := <-recorder.Events; e != "Normal ShardReassigned Shard shard-a is dead (its Lease expired or was released); reassigned to shard shard-b" {
 				t.Errorf("event %q", e)
 			}
 		})

@@ -53,6 +53,9 @@ const (
 	EventShardAssigned   = "ShardAssigned"
 	EventShardDraining   = "ShardDraining"
 	EventShardReassigned = "ShardReassigned"
+	// EventShardReleasePending: the tenant lost its shard label, but the shard its status names is live and may
+	// still run it; it is assigned again once that shard has released it.
+	EventShardReleasePending = "ShardReleasePending"
 )
 
 // SharderConfig configures the Sharder.
@@ -62,7 +65,8 @@ type SharderConfig struct {
 	// KubeClient reads the shard Leases; Client patches ProviderConfigs.
 	KubeClient kubernetes.Interface
 	Client     mpclientset.Interface
-	// ProviderConfigs is an informer on every ProviderConfig (not label-selected). The caller starts it.
+	// ProviderConfigs is an informer on every ProviderConfig (not label-selected), with at least names, labels and
+	// status.shard. The caller starts it.
 	ProviderConfigs cache.SharedIndexInformer
 	// Recorder records the Events of every move on the ProviderConfig.
 	Recorder record.EventRecorder
@@ -89,6 +93,8 @@ type Sharder struct {
 	gauged map[string]bool
 	// dead is the shards whose Lease a fresh read found expired: identities are never reused, so they stay dead.
 	dead map[string]bool
+	// waiting is, per ProviderConfig, the live shard whose release the sharder last said (in an Event) it waits for.
+	waiting map[string]string
 }
 
 // NewSharder builds the Sharder and its informer on the group's shard Leases.
@@ -111,10 +117,12 @@ func NewSharder(cfg SharderConfig) *Sharder {
 		leasesChanged: make(chan struct{}, 1),
 		gauged:        map[string]bool{},
 		dead:          map[string]bool{},
+		waiting:       map[string]string{},
 	}
 }
 
-// Run runs the Lease informer, the Lease watch and workers until ctx ends.
+// Run runs the Lease informer, the Lease watch and workers until ctx ends, and then returns nil, even when ctx ends
+// before the caches have synced.
 func (s *Sharder) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrash()
 	defer s.queue.ShutDown()
@@ -148,7 +156,9 @@ func (s *Sharder) Run(ctx context.Context, workers int) error {
 	}
 	go s.leaseInformer.Run(ctx.Done())
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, s.leaseInformer.HasSynced, pcReg.HasSynced) {
-		return ctx.Err()
+		// ctx ended first (the only way the wait fails): a stop, such as SIGTERM just after this replica was
+		// elected, and not a failure that should make the process exit non-zero.
+		return nil
 	}
 	logger.Info("Sharder started", "group", s.cfg.Group, "namespace", s.cfg.Namespace)
 	go s.watchLeases(ctx)
@@ -306,6 +316,9 @@ func (s *Sharder) processNextWorkItem(ctx context.Context) bool {
 func (s *Sharder) sync(ctx context.Context, name string) error {
 	pc, err := s.pcs.Get(name)
 	if apierrors.IsNotFound(err) {
+		s.mu.Lock()
+		delete(s.waiting, name)
+		s.mu.Unlock()
 		return nil
 	}
 	if err != nil {
@@ -315,10 +328,25 @@ func (s *Sharder) sync(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	d := Decide(name, pc.Labels, LiveShards(leases, s.clock.Now()))
+	live := LiveShards(leases, s.clock.Now())
+	d := Decide(name, pc.Labels, pc.Status.Shard, live)
+	if pc.Labels[ShardLabel] == "" && (d.Action == Assign || d.Action == ReassignNow) {
+		// Without a label, only the status says whether a shard may still run the tenant, and our cache may not
+		// have seen a shard record itself there yet: decide on the object as stored. Nothing can record itself
+		// afterwards, because a shard records itself only while labeled with it (a write conditional on the
+		// resourceVersion it read), and the label patch below fails if a label appeared.
+		if pc, err = s.cfg.Client.MultiprojectV1alpha1().ProviderConfigs().Get(ctx, name, metav1.GetOptions{}); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		}
+		d = Decide(name, pc.Labels, pc.Status.Shard, live)
+	}
+	s.noteWaiting(pc, d)
 	var patch []byte
 	switch d.Action {
-	case Nothing:
+	case Nothing, WaitForRelease:
 		return nil
 	case ReassignNow:
 		dead, retryAt, err := s.confirmDead(ctx, d.From)
@@ -360,10 +388,28 @@ func (s *Sharder) sync(ctx context.Context, name string) error {
 	case ReassignNow:
 		ShardMoves.WithLabelValues(ReasonShardDead).Inc()
 		s.cfg.Recorder.Eventf(pc, corev1.EventTypeNormal, EventShardReassigned,
-			"Shard %s is dead (its Lease expired); reassigned to shard %s", d.From, d.Shard)
+			"Shard %s is dead (its Lease expired or was released); reassigned to shard %s", d.From, d.Shard)
 		logger.Info("Reassigned ProviderConfig of a dead shard", "providerConfig", name, "from", d.From, "shard", d.Shard)
 	}
 	return nil
+}
+
+// noteWaiting records an Event when the sharder starts waiting for a live shard to release a tenant that lost its
+// label, once per wait (the tenant's status changes while it waits, and each change brings it back here).
+func (s *Sharder) noteWaiting(pc *mpv1alpha1.ProviderConfig, d Decision) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d.Action != WaitForRelease {
+		delete(s.waiting, pc.Name)
+		return
+	}
+	if s.waiting[pc.Name] == d.Shard {
+		return
+	}
+	s.waiting[pc.Name] = d.Shard
+	s.cfg.Recorder.Eventf(pc, corev1.EventTypeNormal, EventShardReleasePending,
+		"The label %s is missing, but shard %s (status.shard) is live and may still run the tenant; it is assigned again once that shard has stopped it and cleared status.shard, or its Lease ends",
+		ShardLabel, d.Shard)
 }
 
 // errStaleLabels marks a label patch whose test failed: the labels were not as the cache had them.

@@ -17,6 +17,7 @@ limitations under the License.
 package sharding
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -31,8 +32,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
+	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
 )
 
 // TestSharderDeletesOnlyDeadLeasesThatNoTenantNames: a restarted replica is a new shard, so dead shards' Leases
@@ -134,5 +140,19 @@ func TestSharderCountsOnlyTheGroupsShardLeases(t *testing.T) {
 	w.sharder.evaluateLeases(w.ctx)
 	if live := w.sharder.liveShards(); !slices.Equal(live, []string{"a"}) {
 		t.Errorf("live shards %v, want only [a]", live)
+	}
+}
+
+// TestSharderStoppedBeforeItsCachesSyncedIsNotAFailure: a replica elected just as it is told to stop (SIGTERM during
+// a rollout) stops its sharder before the caches have synced; that is a stop, and the process must exit 0.
+func TestSharderStoppedBeforeItsCachesSyncedIsNotAFailure(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	// An informer that is never started never syncs.
+	pcs := mpinformers.NewProviderConfigInformer(mpfake.NewClientset(), 0, cache.Indexers{})
+	s := NewSharder(SharderConfig{Group: "mp", Namespace: "kube-system", KubeClient: fake.NewClientset(), Client: mpfake.NewClientset(),
+		ProviderConfigs: pcs, Recorder: record.NewFakeRecorder(1)})
+	if err := s.Run(ctx, 1); err != nil {
+		t.Errorf("Run stopped before its caches synced: %v, want nil", err)
 	}
 }

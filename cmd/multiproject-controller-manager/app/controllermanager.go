@@ -38,6 +38,7 @@ import (
 	"k8s.io/apiserver/pkg/server/healthz"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/cli/globalflag"
 	"k8s.io/component-base/logs"
@@ -311,6 +312,29 @@ func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *r
 	wg.Go(func() {
 		cc.Informers.RouteOptionals(ctx, func(schema.GroupVersionResource) { pcController.EnqueueAll() })
 	})
+	if cc.Shard == "" && c.LeaderElection.LeaderElect {
+		// Sharded replicas of the group may still run tenants (a Deployment moving from sharded to unsharded has
+		// both kinds for a while, and the leader Lease they share keeps only the sharder away): leave theirs alone
+		// until they are released or their Lease expires.
+		holders, err := startHolders(ctx, c)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		pcController.YieldToShards(holders)
+		if _, err := holders.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(oldObj, newObj any) {
+				if sharding.Released(oldObj, newObj) {
+					pcController.EnqueueAll()
+				}
+			},
+			DeleteFunc: func(any) { pcController.EnqueueAll() },
+		}); err != nil {
+			return err
+		}
+	}
 	if cc.Shard != "" {
 		pcController.RunAsShard(cc.Shard)
 		// The Drainer reads the informer the controller decides from, and stops a tenant under the same
@@ -351,6 +375,21 @@ func resolveClusterUID(ctx context.Context, c config.CompletedConfig) (string, e
 	}
 	logger.Info("Cluster identity", "clusterName", c.TenantControllers.ClusterName, "clusterUID", uid, "configMap", namespace+"/"+clusterid.ConfigMapName)
 	return uid, nil
+}
+
+// startHolders starts the informer on the group's shard Leases, with the leader-election client, and waits for it
+// as long as for the shared informers.
+func startHolders(ctx context.Context, c config.CompletedConfig) (*sharding.Holders, error) {
+	holders := sharding.NewHolders(sharding.HoldersConfig{Group: c.Sharding.Group, Namespace: c.LeaderElection.ResourceNamespace,
+		KubeClient: c.LeaderElectionClient})
+	go holders.Informer().RunWithContext(ctx)
+	syncCtx, cancel := context.WithTimeout(ctx, c.CacheSyncTimeout)
+	defer cancel()
+	if !cache.WaitForNamedCacheSyncWithContext(syncCtx, holders.Informer().HasSynced) {
+		return nil, fmt.Errorf("the informer on the shard Leases of group %s did not sync within %s (can this replica list Leases in %s?)",
+			c.Sharding.Group, c.CacheSyncTimeout, c.LeaderElection.ResourceNamespace)
+	}
+	return holders, nil
 }
 
 // managerConfig tells the ProviderConfig manager where tenants' informers come from and which controllers

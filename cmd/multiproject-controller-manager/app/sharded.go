@@ -159,11 +159,12 @@ func (s *shard) run(ctx context.Context, c config.CompletedConfig, descriptors *
 // own (a shard's shared informer holds only that shard's tenants).
 func runSharder(ctx context.Context, c config.CompletedConfig) error {
 	pcs := mpinformers.NewProviderConfigInformer(c.MultiprojectClient, 0, cache.Indexers{})
-	// The sharder reads names and labels only (and a UID to record Events on).
+	// The sharder reads names, labels and status.shard only (and a UID to record Events on).
 	if err := pcs.SetTransform(func(obj any) (any, error) {
 		if pc, ok := obj.(*mpv1alpha1.ProviderConfig); ok {
 			return &mpv1alpha1.ProviderConfig{TypeMeta: pc.TypeMeta, ObjectMeta: metav1.ObjectMeta{
-				Name: pc.Name, UID: pc.UID, ResourceVersion: pc.ResourceVersion, Labels: pc.Labels}}, nil
+				Name: pc.Name, UID: pc.UID, ResourceVersion: pc.ResourceVersion, Labels: pc.Labels},
+				Status: mpv1alpha1.ProviderConfigStatus{Shard: pc.Status.Shard}}, nil
 		}
 		return obj, nil
 	}); err != nil {

@@ -64,6 +64,8 @@ const (
 	// EventAbandonAnnotationStale says that an abandon annotation left in place covers nothing of the current
 	// generation.
 	EventAbandonAnnotationStale = "AbandonAnnotationStale"
+	// EventHeldByShard: a replica that runs unsharded does not start the tenant while a live shard may run it.
+	EventHeldByShard = "HeldByShard"
 )
 
 // Ready condition reasons.
@@ -114,6 +116,21 @@ type Controller struct {
 	// repeat what the write followed from (an Abandon, a CleanedUp Event, a Secret protected again after its
 	// release); it waits for the write's own event instead. Guarded by lastWritesMu.
 	superseded map[string]sets.Set[string]
+
+	// holders, if set (a replica that runs unsharded under leader election), says which tenants a sharded replica
+	// may still run: this replica does not start those. heldBy remembers, per tenant, the shard last reported in
+	// an Event, so that a wait is told once.
+	holders ShardHolders
+	heldMu  sync.Mutex
+	heldBy  map[string]string
+}
+
+// ShardHolders says which live shard may still run a tenant (sharding.Holders).
+type ShardHolders interface {
+	// Holder returns that shard and when to look again, or "" when none may run the tenant.
+	Holder(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (string, time.Time, error)
+	// HeldInCache is Holder from the cache alone, for reports.
+	HeldInCache(pc *mpv1alpha1.ProviderConfig) bool
 }
 
 type statusWrite struct {
@@ -135,6 +152,7 @@ func NewController(client mpclientset.Interface, informer cache.SharedIndexInfor
 		superseded:  map[string]sets.Set[string]{},
 		listed:      map[string][]mpv1alpha1.SecretReference{},
 		protected:   map[string]sets.Set[mpv1alpha1.SecretReference]{},
+		heldBy:      map[string]string{},
 		// Hashed: two tenants may share a lock, which at worst makes one wait for the other's sync.
 		tenantLocks: keymutex.NewHashed(64),
 	}
@@ -177,9 +195,73 @@ func NewManagerAndController(cfg ManagerConfig, client mpclientset.Interface, in
 // other is stopped (without cleanup: its new owner carries on) on its next sync. Call it before Run.
 func (c *Controller) RunAsShard(shard string) { c.shard = shard }
 
-// owns says whether this replica may run and write the ProviderConfig.
-func (c *Controller) owns(pc *mpv1alpha1.ProviderConfig) bool {
-	return c.shard == "" || sharding.Owns(c.shard, pc.Labels)
+// YieldToShards makes a controller that runs unsharded leave alone every tenant that a live shard may still run
+// (its shard label or status.shard names a shard whose Lease is live), until that shard has released it or its
+// Lease has expired: during a move between sharded and unsharded replicas, both kinds run at once, and the leader
+// Lease they share keeps the sharder and this controller apart but not the shards. Call it before Run.
+func (c *Controller) YieldToShards(holders ShardHolders) { c.holders = holders }
+
+// owns says whether this replica may run and write the ProviderConfig. A shard owns the tenants labeled with it and
+// not draining (sharding.Owns). A replica that runs unsharded owns every tenant, except, with YieldToShards, those a
+// live shard may still run: then it returns when to look again (when that shard's Lease would expire; a release is
+// an event that brings the tenant back sooner).
+func (c *Controller) owns(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (bool, time.Duration, error) {
+	switch {
+	case c.shard != "":
+		return sharding.Owns(c.shard, pc.Labels), 0, nil
+	case c.holders == nil:
+		return true, 0, nil
+	}
+	shard, expiry, err := c.holders.Holder(ctx, pc)
+	if err != nil {
+		return false, 0, fmt.Errorf("looking for a shard that may still run ProviderConfig %s: %w", pc.Name, err)
+	}
+	c.heldMu.Lock()
+	told := c.heldBy[pc.Name]
+	if shard == "" {
+		delete(c.heldBy, pc.Name)
+	} else {
+		c.heldBy[pc.Name] = shard
+	}
+	c.heldMu.Unlock()
+	if shard == "" {
+		return true, 0, nil
+	}
+	if told != shard {
+		c.recorder.Eventf(pc, corev1.EventTypeNormal, EventHeldByShard,
+			"Shard %s (named by the label %s or status.shard) holds a live Lease and may run the tenant; this replica runs unsharded and starts it once that shard has released it or its Lease has expired",
+			shard, sharding.ShardLabel)
+	}
+	// Just after the expiry as read: a renewal since then moves it, and the next look finds the new one.
+	return false, time.Until(expiry) + 10*time.Millisecond, nil
+}
+
+// ownsCached is owns without a read from the API server, for reports.
+func (c *Controller) ownsCached(pc *mpv1alpha1.ProviderConfig) bool {
+	switch {
+	case c.shard != "":
+		return sharding.Owns(c.shard, pc.Labels)
+	case c.holders == nil:
+		return true
+	}
+	return !c.holders.HeldInCache(pc)
+}
+
+// release clears status.shard of a tenant this shard no longer owns, once nothing of it runs here any more: while
+// it names this shard, the sharder does not assign the tenant again (its label may be gone, but this shard may still
+// be stopping it), nor does a replica running unsharded start it. A tenant that is drained is released by the
+// Drainer too; one whose label was removed only here. Nothing to do when not sharded.
+func (c *Controller) release(ctx context.Context, name string) error {
+	if c.shard == "" {
+		return nil
+	}
+	if !c.manager.Quiet(name) {
+		return fmt.Errorf("a controller of ProviderConfig %s did not return within the stop timeout and still runs; not releasing it", name)
+	}
+	if err := sharding.Release(ctx, c.client, name, c.shard); err != nil && !errors.Is(err, sharding.ErrStillOwned) {
+		return fmt.Errorf("releasing ProviderConfig %s: %w", name, err)
+	}
+	return nil
 }
 
 // StopUnowned stops a tenant this replica no longer owns, and returns nil only once every controller instance of
@@ -190,7 +272,7 @@ func (c *Controller) owns(pc *mpv1alpha1.ProviderConfig) bool {
 func (c *Controller) StopUnowned(ctx context.Context, name string) error {
 	c.tenantLocks.LockKey(name)
 	defer func() { _ = c.tenantLocks.UnlockKey(name) }()
-	if pc, err := c.lister.Get(name); err == nil && c.owns(pc) {
+	if pc, err := c.lister.Get(name); err == nil && c.ownsCached(pc) {
 		return fmt.Errorf("ProviderConfig %s is still owned by this replica", name)
 	}
 	c.manager.Stop(ctx, name)
@@ -246,7 +328,7 @@ func (c *Controller) statuses() []metrics.ProviderConfigStatus {
 	}
 	out := make([]metrics.ProviderConfigStatus, 0, len(pcs))
 	for _, pc := range pcs {
-		if c.owns(pc) {
+		if c.ownsCached(pc) {
 			out = append(out, metrics.ProviderConfigStatus{Name: pc.Name, Conditions: pc.Status.Conditions, DeletionTimestamp: pc.DeletionTimestamp})
 		}
 	}
@@ -286,7 +368,12 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		delete(c.staleWarned, name)
 		delete(c.superseded, name)
 		c.lastWritesMu.Unlock()
-		return 0, nil
+		c.heldMu.Lock()
+		delete(c.heldBy, name)
+		c.heldMu.Unlock()
+		// Gone from a shard's view: deleted, drained, or its label removed by hand or by an update that replaced
+		// the object.
+		return 0, c.release(ctx, name)
 	}
 	if err != nil {
 		return 0, err
@@ -303,12 +390,16 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		}
 	}
 	defer func() { c.supersede(name, changed) }()
-	if !c.owns(pc) {
+	owned, recheck, err := c.owns(ctx, pc)
+	if err != nil {
+		return 0, err
+	}
+	if !owned {
 		// Assigned elsewhere, or draining: the owner writes the status (and releases its Secrets); a drain is
-		// acknowledged by the Drainer.
+		// acknowledged by the Drainer. Or, unsharded, a live shard may still run it.
 		c.manager.Stop(ctx, name)
 		c.rememberSecrets(name, nil)
-		return 0, nil
+		return recheck, c.release(ctx, name)
 	}
 	if pc.DeletionTimestamp != nil && !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
 		c.manager.Stop(ctx, name)
@@ -325,6 +416,22 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		}
 		// The update event brings the object back with the finalizer.
 		return 0, nil
+	}
+	// A shard records itself in the status before it starts the tenant, on the object it read: a label removed
+	// since makes the write fail, and the status, which no update of the object can erase, then tells the sharder
+	// (and a replica running unsharded) that this shard may run the tenant until it releases it.
+	if c.shard != "" && pc.Status.Shard != c.shard {
+		read := pc.ResourceVersion
+		recorded, err := sharding.RecordOwner(ctx, c.client, pc, c.shard)
+		wrote(read, recorded)
+		if apierrors.IsConflict(err) {
+			// Our read is older than the object: the informer delivers the newer one, and it is looked at again.
+			return 0, nil
+		}
+		if err != nil || recorded == nil {
+			return 0, err
+		}
+		pc = recorded
 	}
 	// Declared before made: the sections the controllers start from are on record before they start, so that a
 	// cleanup can still reach what they make after the section is removed.

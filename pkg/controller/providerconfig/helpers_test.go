@@ -275,6 +275,8 @@ type fixtureConfig struct {
 	inCluster bool
 	// secrets makes the probe read credentials from the Secret probeSecret names for its section.
 	secrets bool
+	// holders, if set, makes the unsharded controller leave alone the tenants a live shard holds (YieldToShards).
+	holders ShardHolders
 }
 
 // probeSecret is the Secret a probe of a fixture with secrets reads for the cluster ID of its section.
@@ -354,6 +356,9 @@ func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
 	f.manager, f.controller = NewManagerAndController(cfg, f.mp, pcInformer, f.events)
 	if fc.shard != "" {
 		f.controller.RunAsShard(fc.shard)
+	}
+	if fc.holders != nil {
+		f.controller.YieldToShards(fc.holders)
 	}
 
 	factory.Start(ctx.Done())

@@ -73,7 +73,8 @@ type Config struct {
 // Sharding is --sharding and what a sharded replica needs.
 type Sharding struct {
 	Enabled bool
-	// Group is the shard group (--shard-group): the replicas that share the tenants.
+	// Group is the shard group (--shard-group): the replicas that share the tenants. It is set without --sharding
+	// too: an unsharded leader leaves alone the tenants that a live shard of the group may still run.
 	Group string
 	// Shard is this process's shard name: its host name and a random suffix, never reused by another process.
 	Shard string

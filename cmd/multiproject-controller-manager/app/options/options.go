@@ -199,7 +199,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 
 	shfs := fss.FlagSet("sharding")
 	shfs.BoolVar(&o.Sharding, "sharding", o.Sharding, "Divide the tenants among every replica instead of running them all on the leader. Each replica holds a shard Lease <shard-group>-<shard> in --leader-elect-resource-namespace, renewed with the --leader-elect-* timings, and runs the ProviderConfigs labeled multiproject.io/shard=<shard>; the elected replica assigns them. Requires --leader-elect.")
-	shfs.StringVar(&o.ShardGroup, "shard-group", o.ShardGroup, "Name of the group of replicas that share the tenants with --sharding: the label multiproject.io/shard-group on their shard Leases. A DNS label.")
+	shfs.StringVar(&o.ShardGroup, "shard-group", o.ShardGroup, "Name of the group of replicas that share the tenants with --sharding: the label multiproject.io/shard-group on their shard Leases. Without --sharding, the elected replica does not start a tenant that a live shard of this group may still run. A DNS label.")
 
 	pcfs := fss.FlagSet("provider-config controller")
 	pcfs.Int32Var(&o.ProviderConfigWorkers, "concurrent-provider-config-syncs", o.ProviderConfigWorkers, "Number of ProviderConfigs that are started, stopped or updated concurrently. Larger means a faster start with many tenants, at more load.")
@@ -288,13 +288,12 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--gce-burst must be at least 1, got %d", tc.GCEBurst))
 	}
 	errs = append(errs, ValidateLeaderElection(&o.LeaderElection)...)
-	if o.Sharding {
-		if !o.LeaderElection.LeaderElect {
-			errs = append(errs, errors.New("--sharding requires --leader-elect: the elected replica assigns the tenants to shards"))
-		}
-		if msgs := validation.IsDNS1123Label(o.ShardGroup); len(msgs) > 0 || len(o.ShardGroup) > maxShardGroupLength {
-			errs = append(errs, fmt.Errorf("--shard-group %q must be a DNS label of at most %d characters", o.ShardGroup, maxShardGroupLength))
-		}
+	if o.Sharding && !o.LeaderElection.LeaderElect {
+		errs = append(errs, errors.New("--sharding requires --leader-elect: the elected replica assigns the tenants to shards"))
+	}
+	// Unsharded, the group still names the shard Leases whose tenants the elected replica leaves alone.
+	if msgs := validation.IsDNS1123Label(o.ShardGroup); len(msgs) > 0 || len(o.ShardGroup) > maxShardGroupLength {
+		errs = append(errs, fmt.Errorf("--shard-group %q must be a DNS label of at most %d characters", o.ShardGroup, maxShardGroupLength))
 	}
 	errs = append(errs, o.Debugging.Validate()...)
 	errs = append(errs, o.SecureServing.Validate()...)
@@ -446,6 +445,7 @@ func (o *Options) applyIdentity(c *config.Config) error {
 	}
 	c.Identity = Identity(hostname)
 	agent := c.Identity
+	c.Sharding = config.Sharding{Group: o.ShardGroup}
 	if o.Sharding {
 		c.Sharding = config.Sharding{Enabled: true, Group: o.ShardGroup, Shard: ShardName(hostname, utilrand.String(5))}
 		agent = c.Sharding.Shard

@@ -180,7 +180,7 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		"bad secure port":                        {[]string{"--secure-port=70000"}, "--secure-port"},
 		"sharding without election":              {[]string{"--sharding", "--leader-elect=false"}, "--sharding requires --leader-elect"},
 		"bad shard group":                        {[]string{"--sharding", "--shard-group=Not_A_Label"}, `--shard-group "Not_A_Label" must be a DNS label`},
-		"bad shard group ignored unsharded":      {[]string{"--shard-group=Not_A_Label"}, ""},
+		"bad shard group unsharded":              {[]string{"--shard-group=Not_A_Label"}, `--shard-group "Not_A_Label" must be a DNS label`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -674,7 +674,7 @@ func schema_multiproject_api_multiproject_v1alpha1_ProviderConfigStatus(ref comm
 					},
 					"shard": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Shard names the replica (shard) that runs this tenant when the manager runs with --sharding; empty otherwise. The sharder assigns it with the label multiproject.io/shard; the shard writes it here once it runs the tenant.",
+							Description: "Shard names the replica (shard) that runs this tenant when the manager runs with --sharding; empty otherwise. The sharder assigns it with the label multiproject.io/shard; the shard writes it here before it starts the tenant, and clears it once it has stopped a tenant it no longer owns. While it names a live shard, the tenant is that shard's even without the label: no other replica starts it.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

@@ -50,8 +50,10 @@ type ProviderConfigStatusApplyConfiguration struct {
 	SecretsInUse []SecretReferenceApplyConfiguration `json:"secretsInUse,omitempty"`
 	// Shard names the replica (shard) that runs this tenant when the manager
 	// runs with --sharding; empty otherwise. The sharder assigns it with the
-	// label multiproject.io/shard; the shard writes it here once it runs the
-	// tenant.
+	// label multiproject.io/shard; the shard writes it here before it starts
+	// the tenant, and clears it once it has stopped a tenant it no longer
+	// owns. While it names a live shard, the tenant is that shard's even
+	// without the label: no other replica starts it.
 	Shard *string `json:"shard,omitempty"`
 	// Conditions holds Ready and one condition per controller; see the
 	// ProviderConfigCondition* constants.
