@@ -44,6 +44,10 @@ const (
 func TestCallMetricsPerTenantMethodAndResult(t *testing.T) {
 	metrics.Register()
 	const tenant, project, zone = "tenant-gce-metrics", "p-gce-metrics", "europe-west1-b"
+	// The series are process-wide: a run (go test -count=N) starts from none of either tenant's.
+	metrics.ForgetProviderConfig(tenant)
+	metrics.ForgetProviderConfig(tenant + "-other")
+	t.Cleanup(func() { metrics.ForgetProviderConfig(tenant + "-other") })
 	srv := fakegce.New(fakegce.Options{OperationPolls: 1})
 	srv.Start()
 	t.Cleanup(srv.Close)
