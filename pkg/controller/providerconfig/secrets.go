@@ -18,6 +18,8 @@ package providerconfig
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -37,9 +39,18 @@ import (
 // credentials from (it may not write it), so deleting that Secret can still wedge the tenant's cleanup.
 const EventSecretNotProtected = "SecretNotProtected"
 
-// SecretInUseFinalizer is the finalizer that keeps a Secret the named tenant needs from being deleted.
+// SecretInUseFinalizer is the finalizer that keeps a Secret the named tenant needs from being deleted. A finalizer
+// is a qualified name, whose part after the prefix has at most 63 characters, while a ProviderConfig's name may have
+// up to 253: a longer name is cut and followed by a hash of the whole, so that it stays the tenant's own.
 func SecretInUseFinalizer(tenantName string) string {
-	return mpv1alpha1.SecretInUseFinalizerPrefix + tenantName
+	const nameMaxLength = 63 // of a qualified name's part after the prefix
+	if len(tenantName) <= nameMaxLength {
+		return mpv1alpha1.SecretInUseFinalizerPrefix + tenantName
+	}
+	sum := sha256.Sum256([]byte(tenantName))
+	const hashLength = 10
+	cut := tenantName[:nameMaxLength-hashLength-1]
+	return mpv1alpha1.SecretInUseFinalizerPrefix + cut + "-" + hex.EncodeToString(sum[:])[:hashLength]
 }
 
 // SecretsInUse returns the Secrets that the controllers configured by any of specs, or their cleanups, read

@@ -18,10 +18,12 @@ package providerconfig
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 )
@@ -94,4 +96,25 @@ func TestChangedSecretRefReleasesTheOldSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitFor("the vanished tenant's Secret to be released", func() bool { return !f.protects("a", probeSecret("c-2")) })
+}
+
+// A ProviderConfig's name may have 253 characters; its in-use finalizer must still be a valid one, and two long names
+// that share their first 63 characters must not share it.
+func TestSecretInUseFinalizerIsValidForEveryTenantName(t *testing.T) {
+	long := strings.Repeat("t", 60) + ".example."
+	names := []string{"tenant-a", "a", strings.Repeat("n", 63), long + "one", long + "two", strings.Repeat("x.", 126) + "x"}
+	seen := map[string]string{}
+	for _, name := range names {
+		f := SecretInUseFinalizer(name)
+		if msgs := validation.IsQualifiedName(f); len(msgs) > 0 {
+			t.Errorf("the finalizer of tenant %q, %q, is not a qualified name: %v", name, f, msgs)
+		}
+		if other, dup := seen[f]; dup {
+			t.Errorf("tenants %q and %q share the finalizer %q", other, name, f)
+		}
+		seen[f] = name
+	}
+	if got := SecretInUseFinalizer("tenant-a"); got != "in-use.multiproject.io/tenant-a" {
+		t.Errorf("a short name's finalizer = %q, want the prefix and the name", got)
+	}
 }
