@@ -332,6 +332,9 @@ func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *r
 			},
 			DeleteFunc: func(any) { pcController.EnqueueAll() },
 		}); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
 			return err
 		}
 	}

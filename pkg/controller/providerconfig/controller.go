@@ -306,6 +306,10 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		UpdateFunc: func(_, obj any) { c.enqueueObject(obj) },
 		DeleteFunc: c.enqueueObject,
 	}); err != nil {
+		if ctx.Err() != nil {
+			// Stopped before it started: the informer, which runs on the same context, refuses new handlers.
+			return nil
+		}
 		return err
 	}
 	logger := klog.FromContext(ctx)

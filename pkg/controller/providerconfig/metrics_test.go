@@ -152,9 +152,11 @@ func TestStatusMetricsFollowTheProviderConfig(t *testing.T) {
 	if err := f.mp.MultiprojectV1alpha1().ProviderConfigs().Delete(f.ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// Every series, the sync counter's too: the sync that sees the object gone forgets it, and that sync may come
+	// after the status series are gone.
 	f.waitFor("the tenant's series to go", func() bool {
 		conditions, deletion := statusSeries(t, name)
-		return len(conditions) == 0 && deletion == nil && len(runningSeries(t, name)) == 0
+		return len(conditions) == 0 && deletion == nil && len(runningSeries(t, name)) == 0 && len(tenantSeries(t, name)) == 0
 	})
 	// Once the controller has returned, every sync has been counted: none may have made a series again.
 	f.stop()
