@@ -66,3 +66,6 @@ func RouterHandlerOf(r *Router, resource schema.GroupVersionResource) cache.Reso
 // FanoutHandlerOf returns a Fanout's one event handler on its shared informer, so tests can hand it what an informer
 // rarely produces (a tombstone).
 func FanoutHandlerOf(f *Fanout) cache.ResourceEventHandler { return fanoutHandler{f} }
+
+// TakeResourcesLock takes and releases the router's lock on its resources, as a namespace move's delivery does.
+func TakeResourcesLock(r *Router) { _ = r.namespacedResources() }

@@ -25,6 +25,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -340,4 +341,51 @@ func TestClosingBeforeTheInformersSyncEndsTheWait(t *testing.T) {
 		t.Errorf("RegistrationCount = %d, want 0", got)
 	}
 	waitFor(t, fmt.Sprintf("goroutines to return to %d", baseline), func() bool { return runtime.NumGoroutine() <= baseline })
+}
+
+// handlerRemovalWaits is a shared informer whose RemoveEventHandler waits, as client-go's does while the informer
+// stops, for a handler that is delivering an event of the router's and needs the router's lock.
+type handlerRemovalWaits struct {
+	cache.SharedIndexInformer
+	delivery func()
+}
+
+func (i *handlerRemovalWaits) RemoveEventHandler(handle cache.ResourceEventHandlerRegistration) error {
+	delivered := make(chan struct{})
+	go func() {
+		defer close(delivered)
+		i.delivery()
+	}()
+	select {
+	case <-delivered:
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("a delivery of the router's never got the router's lock while its handler was removed")
+	}
+	return i.SharedIndexInformer.RemoveEventHandler(handle)
+}
+
+// TestCloseDoesNotHoldTheLockItsHandlersNeed: the manager closes the router while the informers stop. client-go's
+// informer, stopping, holds its listeners until each handler returns, and removing a handler waits for that; a
+// handler delivering a namespace move takes the router's lock. Close must not hold that lock while it removes its
+// handlers, or the three wait for each other for good (seen once in 20 runs of a graceful stop).
+func TestCloseDoesNotHoldTheLockItsHandlersNeed(t *testing.T) {
+	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	namespaces := factory.Core().V1().Namespaces().Informer()
+	services := factory.Core().V1().Services().Informer()
+	for _, informer := range []cache.SharedIndexInformer{namespaces, services} {
+		if err := informer.AddIndexers(tenancy.Indexers(labelKey)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	router, err := tenancy.NewRouter(labelKey, namespaces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := &handlerRemovalWaits{SharedIndexInformer: services, delivery: func() { tenancy.TakeResourcesLock(router) }}
+	if err := router.AddResource(servicesResource, waiting, tenancy.Namespaced); err != nil {
+		t.Fatal(err)
+	}
+	if err := router.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -19,6 +19,8 @@ package tenancy
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -226,13 +228,17 @@ func (r *Router) attach(resource schema.GroupVersionResource, informer cache.Sha
 // stay readable. It does not stop the informers, which belong to their owner.
 func (r *Router) Close() error {
 	r.resourcesMu.Lock()
-	defer r.resourcesMu.Unlock()
 	if r.closed {
+		r.resourcesMu.Unlock()
 		return nil
 	}
 	r.closed = true
+	resources := slices.Collect(maps.Values(r.resources))
+	r.resourcesMu.Unlock()
+	// Not under resourcesMu: removing a handler waits for the informer's processor, which, while it stops, waits for
+	// a handler that may be delivering an event of the router's, and that needs resourcesMu (a namespace move).
 	var errs []error
-	for _, res := range r.resources {
+	for _, res := range resources {
 		if err := res.informer.RemoveEventHandler(res.routerRegistration); err != nil {
 			errs = append(errs, fmt.Errorf("tenancy: resource %s: %w", res.resource, err))
 		}
