@@ -27,6 +27,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // KeyFunc returns the keys under which an object of a shared informer concerns an Interest (for a Rancher Project:
@@ -208,10 +210,7 @@ func (h fanoutHandler) OnUpdate(oldObj, newObj any) {
 
 // OnDelete finds the keys of a tombstone's last known state and passes the tombstone on, as client-go does.
 func (h fanoutHandler) OnDelete(obj any) {
-	state := obj
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		state = tombstone.Obj
-	}
+	state := worker.LastState(obj)
 	for _, t := range h.f.targets(h.f.keys(state)) {
 		if !t.removed.Load() {
 			t.handler.OnDelete(obj)
@@ -221,7 +220,7 @@ func (h fanoutHandler) OnDelete(obj any) {
 
 // Interest is one reader's (a tenant's controller's) interest in some keys of a Fanout's informer. It is a
 // cache.SharedIndexInformer, so a controller reads the shared objects through it (GetIndexer, listers) and adds
-// handlers to it as to any informer (tenant.Workers.Watch); those handlers get the events of the objects filed under
+// handlers to it as to any informer (worker.Queue.Watch); those handlers get the events of the objects filed under
 // the keys the Interest holds now, and nothing else. Keys are added and removed as the controller learns what it
 // needs (Add, Remove).
 //

@@ -35,6 +35,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // Scope tells the router who owns the objects of a resource.
@@ -444,10 +445,7 @@ func (res *routedResource) OnUpdate(oldObj, newObj any) {
 func (res *routedResource) OnDelete(obj any) {
 	// A tombstone carries the last state the informer knew; it decides the owner. The tombstone itself is passed on,
 	// as client-go handlers expect.
-	last := obj
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		last = tombstone.Obj
-	}
+	last := worker.LastState(obj)
 	m, err := meta.Accessor(last)
 	if err != nil {
 		utilruntime.HandleError(fmt.Errorf("tenancy: resource %s: cannot route a deleted %T: %w", res.resource, last, err))

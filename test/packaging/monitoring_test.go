@@ -101,7 +101,7 @@ func gatherExported() (map[string]dto.MetricType, error) {
 		Running: func() map[string][]string { return map[string][]string{"probe": {"probe"}} },
 	})()
 
-	// A queue as tenant.NewWorkers makes one: every workqueue_* series of its name exists from construction on.
+	// A queue as worker.New makes one: every workqueue_* series of its name exists from construction on.
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "probe-queue"})
 	queue.AddRateLimited("item")

@@ -22,15 +22,15 @@ import (
 
 	"k8s.io/component-base/metrics/legacyregistry"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // TestTenantQueuesAreNamedOnMetrics pins what the rules, the dashboard and docs/monitoring.md rely on: with the
 // workqueue metrics provider the binary registers (this package imports the command), a tenant's queue built by
-// tenant.NewWorkers appears on /metrics as workqueue_*{name="<tenant>-<controller>[-<queue>]"}.
+// worker.New appears on /metrics as workqueue_*{name="<tenant>-<controller>[-<queue>]"}.
 func TestTenantQueuesAreNamedOnMetrics(t *testing.T) {
 	exportedMetrics(t) // the command's registrations, as the binary makes them
-	queues := map[string]tenant.WorkerConfig{
+	queues := map[string]worker.Config{
 		// neg's two halves, as pkg/controller/neg builds them.
 		"queue-probe-neg-translator": {Tenant: "queue-probe", Controller: "neg", Queue: "translator"},
 		"queue-probe-neg-pusher":     {Tenant: "queue-probe", Controller: "neg", Queue: "pusher"},
@@ -39,7 +39,7 @@ func TestTenantQueuesAreNamedOnMetrics(t *testing.T) {
 		"providerconfig-probe": {Controller: "providerconfig-probe"},
 	}
 	for name, cfg := range queues {
-		w := tenant.NewWorkers(cfg)
+		w := worker.New(cfg)
 		w.Add("a")
 		w.Add("b")
 		t.Cleanup(func() { w.Close(context.Background()) })

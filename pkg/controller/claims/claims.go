@@ -52,6 +52,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // Claimant is an object that claims names, as its tenant's controller read it.
@@ -581,9 +583,7 @@ func (r *Registry) observe(oldObj, obj any) {
 }
 
 func (r *Registry) onDelete(obj any) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
+	obj = worker.LastState(obj)
 	key, err := cache.MetaNamespaceKeyFunc(obj)
 	if err != nil {
 		return

@@ -33,6 +33,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // A claim record is a coordination.k8s.io Lease, one per claimed name and kind, in the manager's namespace. Its name
@@ -437,9 +439,7 @@ func (r *Registry) release(ctx context.Context, name string) error {
 }
 
 func (r *Registry) onRecord(obj any) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
+	obj = worker.LastState(obj)
 	rec, ok := decodeRecord(obj)
 	if !ok || rec.lease.Labels[KindLabel] != strings.ToLower(r.kind) {
 		return

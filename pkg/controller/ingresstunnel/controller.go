@@ -43,6 +43,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // Condition reason once the controller runs.
@@ -81,7 +82,7 @@ type Controller struct {
 	resources tunnellisters.PangolinResourceLister
 	tunnels   tunnellisters.PangolinTunnelLister
 
-	workers *tenant.Workers
+	workers *worker.Queue
 	deps    *dependencies
 	// hosts is the controller's membership in the process's host claims, from Run on.
 	hosts *claims.Member
@@ -90,7 +91,7 @@ type Controller struct {
 	// warnings reports an Ingress's problems once while they persist, not on every sync.
 	warnings *tenant.Warnings
 	// stop is the run's StopSignal (tenant.Context.Stop), nil when ctx's end is the signal.
-	stop *tenant.StopSignal
+	stop *worker.StopSignal
 	// written is what this process last wrote to each Ingress's status.
 	written writtenHosts
 }
@@ -148,13 +149,13 @@ func newController(c *tenant.Context, afterSync func(key string, err error)) (*C
 		warnings:         tenant.NewWarnings(c.EventRecorder),
 		stop:             c.Stop,
 	}
-	ctrl.workers = tenant.NewWorkers(tenant.WorkerConfig{
+	ctrl.workers = worker.New(worker.Config{
 		Tenant:     name,
 		Controller: c.Controller,
 		KeyName:    "ingress",
 		Workers:    c.Workers,
-		Sync: func(ctx context.Context, key string) (tenant.Result, error) {
-			return tenant.Result{}, ctrl.sync(ctx, key)
+		Sync: func(ctx context.Context, key string) (worker.Result, error) {
+			return worker.Result{}, ctrl.sync(ctx, key)
 		},
 		AfterSync: afterSync,
 	})
@@ -266,7 +267,7 @@ func (c *Controller) Start(ctx context.Context, done func()) {
 	c.workers.WaitFor(hosts.HasSynced)
 
 	logger.Info("Starting ingress-tunnel controller", "tunnelNamespace", c.config.TunnelNamespace)
-	c.workers.Start(ctx, tenant.RunOptions{Stop: c.stop, Started: func() {
+	c.workers.Start(ctx, worker.RunOptions{Stop: c.stop, Started: func() {
 		c.condition.Report(metav1.ConditionTrue, reasonRunning, fmt.Sprintf("Exposing the tenant's Pangolin-class Ingresses through the tunnels of namespace %s", c.config.TunnelNamespace))
 	}}, stop)
 }
@@ -282,9 +283,7 @@ func (c *Controller) onIngress(obj any) {
 
 // onIngressUpdate skips resyncs and status-only changes (the load balancer status another controller writes).
 func (c *Controller) onIngressUpdate(oldObj, newObj any) {
-	oldIng, ok1 := oldObj.(*networkingv1.Ingress)
-	newIng, ok2 := newObj.(*networkingv1.Ingress)
-	if ok1 && ok2 && oldIng.ResourceVersion == newIng.ResourceVersion {
+	if worker.IsResync(oldObj, newObj) {
 		return
 	}
 	c.onIngress(newObj)
@@ -293,9 +292,7 @@ func (c *Controller) onIngressUpdate(oldObj, newObj any) {
 // onIngressDelete releases the hosts of an Ingress that is gone, or that left the tenant (the tenant that gains it
 // claims them again), and forgets its warnings: an Ingress that comes back is told again.
 func (c *Controller) onIngressDelete(obj any) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
+	obj = worker.LastState(obj)
 	if ing, ok := obj.(*networkingv1.Ingress); ok {
 		self := claimantOf(ing)
 		c.hosts.Claim(self, nil)
@@ -317,9 +314,7 @@ func (c *Controller) onService(obj any) {
 }
 
 func (c *Controller) onServiceUpdate(oldObj, newObj any) {
-	oldSvc, ok1 := oldObj.(*corev1.Service)
-	newSvc, ok2 := newObj.(*corev1.Service)
-	if ok1 && ok2 && oldSvc.ResourceVersion == newSvc.ResourceVersion {
+	if worker.IsResync(oldObj, newObj) {
 		return
 	}
 	c.onService(newObj)
@@ -328,9 +323,7 @@ func (c *Controller) onServiceUpdate(oldObj, newObj any) {
 // onResource enqueues the Ingress that controls a PangolinResource, so a resource changed or deleted behind the
 // controller's back is put right, and one that reaches the cache late is compared again.
 func (c *Controller) onResource(obj any) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
+	obj = worker.LastState(obj)
 	res, ok := obj.(*tunnelv1alpha1.PangolinResource)
 	if !ok {
 		return
@@ -355,7 +348,7 @@ func (c *Controller) onResourceUpdate(oldObj, newObj any) {
 
 // resourceChanged says whether an update of a PangolinResource changes what the controller reads of it.
 func resourceChanged(oldRes, newRes *tunnelv1alpha1.PangolinResource) bool {
-	if oldRes.ResourceVersion == newRes.ResourceVersion {
+	if worker.IsResync(oldRes, newRes) {
 		return false
 	}
 	return oldRes.Generation != newRes.Generation || !maps.Equal(oldRes.Labels, newRes.Labels) ||
@@ -365,9 +358,7 @@ func resourceChanged(oldRes, newRes *tunnelv1alpha1.PangolinResource) bool {
 // onTunnel enqueues the Ingresses that use or wait for a tunnel of the tenant's tunnel namespace. Tunnel updates are
 // not watched: the controller only needs to know that the tunnel exists.
 func (c *Controller) onTunnel(obj any) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
+	obj = worker.LastState(obj)
 	tunnel, ok := obj.(*tunnelv1alpha1.PangolinTunnel)
 	if !ok || tunnel.Namespace != c.config.TunnelNamespace {
 		return

@@ -41,6 +41,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // routedCluster is one fake API whose tenants see what the tenancy router gives them, as in the manager: an
@@ -250,7 +251,7 @@ func TestAnotherTenantsResourceIsNotAdopted(t *testing.T) {
 	var mu sync.Mutex
 	waited := 0
 	events := rc.startObserved("tenant-b", "tunnels-b", func(_ string, err error) {
-		if errors.Is(err, tenant.ErrWaiting) && strings.Contains(err.Error(), "still belongs to tenant tenant-a") {
+		if errors.Is(err, worker.ErrWaiting) && strings.Contains(err.Error(), "still belongs to tenant tenant-a") {
 			mu.Lock()
 			waited++
 			mu.Unlock()

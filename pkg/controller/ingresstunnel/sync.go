@@ -36,7 +36,7 @@ import (
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // sync brings the PangolinResources of one Ingress in line with it, and reports what it found wrong with the
@@ -252,7 +252,7 @@ func (c *Controller) apply(ctx context.Context, ing *networkingv1.Ingress, self 
 		// tunnel and organization, so this tenant never adopts it but publishes the host afresh once it is gone.
 		// Its deletion reaches that tenant's view, not this one's, so the Ingress is retried with backoff.
 		return "", false, fmt.Errorf("PangolinResource %s/%s still belongs to tenant %s, which withdraws it: %w",
-			existing.Namespace, existing.Name, owner, tenant.ErrWaiting)
+			existing.Namespace, existing.Name, owner, worker.ErrWaiting)
 	}
 	if existing.DeletionTimestamp != nil {
 		// Deleted by someone; once it is gone its deletion event brings the Ingress back to create it again.

@@ -42,6 +42,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // DefaultConcurrentSyncs is the default of --concurrent-namespace-project-syncs.
@@ -64,7 +65,7 @@ type Controller struct {
 	// With one (spec.rancher.managementClusterKubeconfigSecretRef): the tenant's own informer there.
 	remote *managementCluster
 
-	workers   *tenant.Workers
+	workers   *worker.Queue
 	recorder  record.EventRecorder
 	condition tenant.ConditionReporter
 
@@ -72,7 +73,7 @@ type Controller struct {
 	// warnings reports a persisting problem (a missing or ambiguous Project) once per change, not on every sync.
 	warnings *tenant.Warnings
 	// stop is the run's StopSignal (tenant.Context.Stop), nil when ctx's end is the signal.
-	stop *tenant.StopSignal
+	stop *worker.StopSignal
 
 	// reportMu orders condition reports, so the last one reported is the latest state.
 	reportMu sync.Mutex
@@ -121,13 +122,13 @@ func New(c *tenant.Context) (*Controller, error) {
 		informers := c.Informers // not c: the controller keeps nothing else of the Context
 		ctrl.interest = func() (*tenancy.Interest, error) { return tenant.InterestOf(informers, informerset.Projects) }
 	}
-	ctrl.workers = tenant.NewWorkers(tenant.WorkerConfig{
+	ctrl.workers = worker.New(worker.Config{
 		Tenant:     c.Name(),
 		Controller: c.Controller,
 		KeyName:    "namespace",
 		Workers:    c.Workers,
-		Sync: func(ctx context.Context, name string) (tenant.Result, error) {
-			return tenant.Result{}, ctrl.sync(ctx, name)
+		Sync: func(ctx context.Context, name string) (worker.Result, error) {
+			return worker.Result{}, ctrl.sync(ctx, name)
 		},
 	})
 	return ctrl, nil
@@ -205,7 +206,7 @@ func (c *Controller) Start(ctx context.Context, done func()) {
 	}
 
 	logger.Info("Starting namespace-project controller", "appOwnerLabel", c.appOwnerKey, "managementCluster", c.remote != nil)
-	c.workers.Start(ctx, tenant.RunOptions{Stop: c.stop, Started: func() {
+	c.workers.Start(ctx, worker.RunOptions{Stop: c.stop, Started: func() {
 		c.reportMu.Lock()
 		c.started = true
 		c.reportMu.Unlock()
@@ -330,9 +331,7 @@ func (c *Controller) affectedBy(oldObj, newObj any) []string {
 
 // ownProject returns the Project obj is (or its tombstone held) if it belongs to the tenant's cluster.
 func (c *Controller) ownProject(obj any) *rancherv3.Project {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
+	obj = worker.LastState(obj)
 	p, ok := obj.(*rancherv3.Project)
 	if !ok || p.Namespace != c.clusterID {
 		return nil

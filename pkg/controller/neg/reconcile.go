@@ -38,11 +38,12 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // errWaiting says a sync must be retried because a Translation it wants to write still exists in another form (being
 // deleted, or another tenant's): nothing failed, so it is logged only at V(4).
-var errWaiting = fmt.Errorf("%w for an old Translation of the same name to be deleted", tenant.ErrWaiting)
+var errWaiting = fmt.Errorf("%w for an old Translation of the same name to be deleted", worker.ErrWaiting)
 
 // reconcileTranslations makes the Service's Translations in the API exactly desired. It reads them from the
 // unfiltered Translation cache, which also holds those labeled for another tenant (made before the Service moved

@@ -46,6 +46,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // translator is one tenant's Kubernetes half of the neg controller: Services, EndpointSlices and Nodes in,
@@ -80,7 +81,7 @@ type translator struct {
 	// (translations') and every tenant's (allTranslations').
 	translationIndex, allTranslationIndex cache.Indexer
 
-	workers *tenant.Workers
+	workers *worker.Queue
 	// concurrency is how many workers sync at once (--concurrent-neg-syncs), for the start log.
 	concurrency int
 	// add enqueues a Service key; tests replace it to see what the handlers enqueue.
@@ -89,7 +90,7 @@ type translator struct {
 	// onSynced is called once the caches have synced and the workers run.
 	onSynced func()
 	// stop is the run's StopSignal (tenant.Context.Stop), nil when ctx's end is the signal.
-	stop *tenant.StopSignal
+	stop *worker.StopSignal
 
 	warnings *tenant.Warnings
 	// names is the translator's membership in the process's claims of custom NEG names, from Run on.
@@ -167,7 +168,7 @@ func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
 			return nil, fmt.Errorf("neg: the shared informer lacks the index %s (informerset.Resources installs it)", need.index)
 		}
 	}
-	t.workers = tenant.NewWorkers(tenant.WorkerConfig{
+	t.workers = worker.New(worker.Config{
 		Tenant:     t.tenant,
 		Controller: c.Controller,
 		Queue:      "translator",
@@ -183,13 +184,13 @@ func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
 // failure, and gets no backoff: every write the translator waits for (a Translation created, or updated in its
 // spec, labels or owner reference; a Service patched) makes an event its handlers pass on, which brings the key back
 // as soon as the cache shows it. The requeue is for a write the cache never shows, forgotten by then.
-func (t *translator) syncKey(ctx context.Context, key string) (tenant.Result, error) {
+func (t *translator) syncKey(ctx context.Context, key string) (worker.Result, error) {
 	err := t.sync(ctx, key)
 	if errors.Is(err, errCacheLagging) {
 		klog.FromContext(ctx).V(4).Info("Waiting for the informer cache to show the translator's own writes")
-		return tenant.Result{RequeueAfter: lagRecheck}, nil
+		return worker.Result{RequeueAfter: lagRecheck}, nil
 	}
-	return tenant.Result{}, err
+	return worker.Result{}, err
 }
 
 // lagRecheck is when a sync that waits for the cache to show the translator's own writes looks again if no event
@@ -243,7 +244,7 @@ func (t *translator) Start(ctx context.Context, done func()) {
 	t.workers.WaitFor(names.HasSynced)
 
 	logger.Info("Starting NEG translator", "workers", t.concurrency, "cluster", t.cluster)
-	t.workers.Start(ctx, tenant.RunOptions{Started: t.onSynced, Stop: t.stop}, stop)
+	t.workers.Start(ctx, worker.RunOptions{Started: t.onSynced, Stop: t.stop}, stop)
 }
 
 // The translator's event handlers, one type per resource. Each is a single pointer, which an interface holds
@@ -294,8 +295,7 @@ func (t *translator) onServiceUpdate(oldObj, newObj any) {
 	if !ok1 || !ok2 || (!wantsNEGs(oldSvc) && !wantsNEGs(newSvc)) {
 		return
 	}
-	if oldSvc.ResourceVersion == newSvc.ResourceVersion {
-		// A resync: nothing changed, and a sync reads only caches, which an event keeps current.
+	if worker.IsResync(oldSvc, newSvc) {
 		return
 	}
 	t.claimOf(newSvc)
@@ -305,9 +305,7 @@ func (t *translator) onServiceUpdate(oldObj, newObj any) {
 // onServiceDelete releases the names of a Service that is gone, or that left the tenant (the tenant that gains it
 // claims them again).
 func (t *translator) onServiceDelete(obj any) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
+	obj = worker.LastState(obj)
 	svc, ok := obj.(*corev1.Service)
 	if !ok || !wantsNEGs(svc) {
 		return
@@ -317,9 +315,7 @@ func (t *translator) onServiceDelete(obj any) {
 }
 
 func (t *translator) onSlice(obj any) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
+	obj = worker.LastState(obj)
 	if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
 		t.enqueueSliceService(slice)
 	}
@@ -331,8 +327,7 @@ func (t *translator) onSliceUpdate(oldObj, newObj any) {
 	if !ok1 || !ok2 {
 		return
 	}
-	if oldSlice.ResourceVersion == newSlice.ResourceVersion {
-		// A resync: the Service's own resync covers it.
+	if worker.IsResync(oldSlice, newSlice) {
 		return
 	}
 	if oldSlice.Labels[discoveryv1.LabelServiceName] != newSlice.Labels[discoveryv1.LabelServiceName] {
@@ -394,9 +389,7 @@ func (t *translator) onNodeUpdate(oldObj, newObj any) {
 }
 
 func (t *translator) onNodeDelete(obj any) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
+	obj = worker.LastState(obj)
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		// Which zone it was in is unknown: every Service looks again.
@@ -454,9 +447,7 @@ func (t *translator) onTranslation(obj any) {
 // onTranslationDelete enqueues the Service of a Translation of ours that disappeared: one deleted by hand is put
 // back, and a Service waiting for a predecessor's Translation of the same name to go creates its own.
 func (t *translator) onTranslationDelete(obj any) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
+	obj = worker.LastState(obj)
 	if tr, ok := obj.(*mpv1alpha1.Translation); ok {
 		t.deleting.Delete(tr.UID)
 		if service, ok := serviceOf(tr); ok {

@@ -24,14 +24,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // errCacheLagging says a sync read a cache that does not show the translator's own last write yet: acting on it
 // would write again (an update bound to conflict, a create answered AlreadyExists) or miss what it made. The
 // write's own event brings the key back once the cache shows it, so the translator's workers take it as a wait,
 // not a failure.
-var errCacheLagging = fmt.Errorf("%w for the informer cache to show the translator's own writes", tenant.ErrWaiting)
+var errCacheLagging = fmt.Errorf("%w for the informer cache to show the translator's own writes", worker.ErrWaiting)
 
 // ownWriteTimeout bounds how long a write is waited for: far more than an informer's lag, and short enough that a
 // write the cache can never show (its object deleted and the watch relisted meanwhile) holds nothing up for long.

@@ -46,9 +46,9 @@ import (
 	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/apibudget"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // Event reasons on ProviderConfigs.
@@ -86,7 +86,7 @@ type Controller struct {
 	informer cache.SharedIndexInformer
 	manager  *Manager
 	recorder record.EventRecorder
-	workers  *tenant.Workers
+	workers  *worker.Queue
 
 	// lastWrites remembers, per ProviderConfig, the status last written and the resourceVersion it was computed
 	// from. A sync that runs before the informer has seen that write computes the same status from the same
@@ -156,12 +156,12 @@ func NewController(client mpclientset.Interface, informer cache.SharedIndexInfor
 		// Hashed: two tenants may share a lock, which at worst makes one wait for the other's sync.
 		tenantLocks: keymutex.NewHashed(64),
 	}
-	c.workers = tenant.NewWorkers(tenant.WorkerConfig{
+	c.workers = worker.New(worker.Config{
 		Controller: "providerconfig",
 		KeyName:    "providerConfig",
-		Sync: func(ctx context.Context, name string) (tenant.Result, error) {
+		Sync: func(ctx context.Context, name string) (worker.Result, error) {
 			requeueAfter, err := c.sync(ctx, name)
-			return tenant.Result{RequeueAfter: requeueAfter}, err
+			return worker.Result{RequeueAfter: requeueAfter}, err
 		},
 		// The ProviderConfig controller is process-wide: its syncs have their own series.
 		Observe: func(name string, err error) {
@@ -315,7 +315,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting ProviderConfig controller", "workers", workers)
 	defer metrics.AddTenantSource(metrics.TenantSource{Statuses: c.statuses, Running: c.manager.AllRunning})()
-	c.workers.Run(ctx, tenant.RunOptions{Workers: workers})
+	c.workers.Run(ctx, worker.RunOptions{Workers: workers})
 	logger.Info("Stopping every tenant's controllers")
 	if running := c.manager.StopAll(ctx); len(running) > 0 {
 		return fmt.Errorf("%w: tenants %s", ErrControllersStillRunning, strings.Join(running, ", "))
@@ -344,9 +344,7 @@ func (c *Controller) statuses() []metrics.ProviderConfigStatus {
 var ErrControllersStillRunning = errors.New("controllers still running after the stop timeout")
 
 func (c *Controller) enqueueObject(obj any) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
+	obj = worker.LastState(obj)
 	if pc, ok := obj.(*mpv1alpha1.ProviderConfig); ok {
 		c.workers.Add(pc.Name)
 	}
@@ -355,7 +353,7 @@ func (c *Controller) enqueueObject(obj any) {
 // sync brings one tenant in line with its ProviderConfig. It returns a delay after which to look again when the
 // tenant waits for something no event announces (cloud cleanup).
 func (c *Controller) sync(ctx context.Context, name string) (time.Duration, error) {
-	logger := klog.FromContext(ctx) // carries the providerConfig key (tenant.Workers)
+	logger := klog.FromContext(ctx) // carries the providerConfig key (worker.Queue)
 	c.tenantLocks.LockKey(name)
 	defer func() { _ = c.tenantLocks.UnlockKey(name) }()
 	pc, err := c.lister.Get(name)

@@ -46,6 +46,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // Scheme knows the built-in kinds and ours (ProviderConfig, Translation, Rancher Project, Pangolin kinds), so that
@@ -178,9 +179,9 @@ type controllerRun struct {
 	// Context is not kept once built (about 250 bytes per controller of every tenant).
 	cleanupContext *tenant.Context
 	cancel         context.CancelFunc
-	// stop fires right after cancel, or when the parent context ends (tenant.StopSignal): the bound context's,
+	// stop fires right after cancel, or when the parent context ends (worker.StopSignal): the bound context's,
 	// through fireStopSignals, when stopsWithBound is set.
-	stop           *tenant.StopSignal
+	stop           *worker.StopSignal
 	stopsWithBound bool
 	done           chan struct{}
 	informers      *controllerInformers
@@ -778,7 +779,7 @@ func (m *Manager) startRun(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f
 	// The tenant in runCtx charges every API request of the controller to the tenant's client-side budget.
 	runCtx, cancel := context.WithCancel(klog.NewContext(apibudget.WithTenant(ctx, pc.Name), klog.FromContext(ctx).WithValues("providerConfig", pc.Name, "controller", f.Name)))
 	// The controller's parts stop on the run's StopSignal, not on runCtx: a context with children keeps a map of
-	// them (tenant.StopSignal).
+	// them (worker.StopSignal).
 	stop, stopsWithBound := m.stopSignal(ctx)
 	tctx.Stop = stop
 	build := f.New
@@ -832,7 +833,7 @@ func (m *Manager) StopRunsWhenDone(ctx context.Context) (undo func()) {
 // it.
 func (m *Manager) fireStopSignals() {
 	m.mu.Lock()
-	var signals []*tenant.StopSignal
+	var signals []*worker.StopSignal
 	for _, t := range m.tenants {
 		for _, run := range t.running {
 			if run.stopsWithBound {
@@ -848,14 +849,14 @@ func (m *Manager) fireStopSignals() {
 
 // stopSignal returns the StopSignal of a run started from ctx, fired by stopRun, and by the bound context's end
 // (fireStopSignals) when ctx derives from it, which it reports, or else by ctx's own.
-func (m *Manager) stopSignal(ctx context.Context) (*tenant.StopSignal, bool) {
+func (m *Manager) stopSignal(ctx context.Context) (*worker.StopSignal, bool) {
 	m.mu.Lock()
 	bound := m.runsParent != nil && ctx.Done() == m.runsParent
 	m.mu.Unlock()
 	if !bound {
-		return tenant.NewStopSignal(ctx), false
+		return worker.NewStopSignal(ctx), false
 	}
-	s := &tenant.StopSignal{}
+	s := &worker.StopSignal{}
 	if ctx.Err() != nil {
 		s.Fire()
 	}

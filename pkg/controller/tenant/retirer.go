@@ -21,6 +21,8 @@ import (
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // Retirer is the core of a controller's cleanup: it deletes, one by one with the workqueue's backoff, every object
@@ -39,12 +41,12 @@ type Retirer struct {
 
 // Run deletes until ctx ends, then returns once its handler is removed and its worker gone.
 func (r *Retirer) Run(ctx context.Context) {
-	workers := NewWorkers(WorkerConfig{
+	workers := worker.New(worker.Config{
 		Controller: r.Name,
 		KeyName:    "key",
 		Workers:    1,
-		Sync: func(ctx context.Context, key string) (Result, error) {
-			return Result{}, r.Delete(ctx, key)
+		Sync: func(ctx context.Context, key string) (worker.Result, error) {
+			return worker.Result{}, r.Delete(ctx, key)
 		},
 		// A cleanup has no sync series of its own: the ProviderConfig's condition reports what is left.
 		Observe: func(string, error) {},
@@ -59,5 +61,5 @@ func (r *Retirer) Run(ctx context.Context) {
 		workers.Close(ctx)
 		return
 	}
-	workers.Run(ctx, RunOptions{})
+	workers.Run(ctx, worker.RunOptions{})
 }

@@ -36,6 +36,7 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // Controller is one per-tenant controller instance.
@@ -144,7 +145,7 @@ type Context struct {
 	// Stop, if set, fires when the controller's run is over, right after its context is cancelled: the controller
 	// registers what must happen then with it (RunOptions.Stop, AfterStop) rather than with context.AfterFunc on
 	// its context, which costs a map per context. nil: the context's end is the signal.
-	Stop *StopSignal
+	Stop *worker.StopSignal
 	// DrainGrace is how long the controller may go on finishing work after its context ends (a pusher's calls
 	// under way). It is shorter than the manager's stop timeout, so a controller that honours it has returned
 	// before the manager gives up waiting; zero means a default of the controller's choosing.

@@ -38,6 +38,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // Scheme is the manager's: the built-in kinds and ours. The Manager records Events with it; a test that records
@@ -96,7 +97,7 @@ type Manager struct {
 	opts ManagerOptions
 	pcm  *providerconfig.Manager
 	// resyncs holds the tenants whose controllers reported a new condition, or whose stopped instance returned.
-	resyncs *tenant.Workers
+	resyncs *worker.Queue
 
 	mu      sync.Mutex
 	tenants map[string]*Tenant
@@ -113,13 +114,13 @@ func StartManager(t testing.TB, ctx context.Context, opts ManagerOptions) *Manag
 		t.Fatal("framework: StartManager needs Tenancy, KubeClient, MultiprojectClient, Admin and LabelKey")
 	}
 	m := &Manager{t: t, ctx: ctx, opts: opts, tenants: map[string]*Tenant{}}
-	m.resyncs = tenant.NewWorkers(tenant.WorkerConfig{
+	m.resyncs = worker.New(worker.Config{
 		Controller: "framework-resync",
 		KeyName:    "providerConfig",
 		Workers:    resyncWorkers,
-		Sync: func(_ context.Context, name string) (tenant.Result, error) {
+		Sync: func(_ context.Context, name string) (worker.Result, error) {
 			m.resync(name)
-			return tenant.Result{}, nil
+			return worker.Result{}, nil
 		},
 		Observe: func(string, error) {},
 	})
@@ -145,7 +146,7 @@ func StartManager(t testing.TB, ctx context.Context, opts ManagerOptions) *Manag
 	resyncsDone := make(chan struct{})
 	go func() {
 		defer close(resyncsDone)
-		m.resyncs.Run(resyncCtx, tenant.RunOptions{})
+		m.resyncs.Run(resyncCtx, worker.RunOptions{})
 	}()
 	t.Cleanup(func() {
 		stopResyncs()

@@ -38,6 +38,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	gceclient "github.com/multiproject/multiproject-controller-manager/pkg/gce/client"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 const (
@@ -67,7 +68,7 @@ type Pusher struct {
 	client    mpclientset.Interface
 	informer  cache.SharedIndexInformer
 	lister    mplisters.TranslationLister
-	workers   *tenant.Workers
+	workers   *worker.Queue
 	recorder  record.EventRecorder
 	condition tenant.ConditionReporter
 	// concurrency is how many workers push at once (--concurrent-neg-syncs), for the start log.
@@ -80,7 +81,7 @@ type Pusher struct {
 	// the cluster records. Past it, calls are cancelled and what is left waits for the next pusher.
 	drainGrace time.Duration
 	// stop is the run's StopSignal (tenant.Context.Stop), nil when ctx's end is the signal.
-	stop *tenant.StopSignal
+	stop *worker.StopSignal
 	// providerConfig is the tenant, for Events about the tenant as a whole (the garbage sweep).
 	providerConfig *mpv1alpha1.ProviderConfig
 	// gcPeriod is how often the garbage sweep runs (0: never); gcGrace how long a NEG found unclaimed waits before
@@ -157,7 +158,7 @@ func newPusher(c *tenant.Context) (*Pusher, error) {
 		cache:              newNEGCache(),
 		problems:           newProblemSet(),
 	}
-	p.workers = tenant.NewWorkers(tenant.WorkerConfig{
+	p.workers = worker.New(worker.Config{
 		Tenant:     p.tenant,
 		Controller: c.Controller,
 		Queue:      "pusher",
@@ -192,7 +193,7 @@ func (p *Pusher) Start(ctx context.Context, done func()) {
 	// Workers push on a context the stop does not cancel until drainGrace after it; past it, calls are cancelled and
 	// what is left waits for the next pusher.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
-	stopDraining := tenant.AfterStop(ctx, p.stop, func() {
+	stopDraining := worker.AfterStop(ctx, p.stop, func() {
 		logger.Info("Stopping NEG pusher: finishing the pushes under way and those queued", "grace", p.drainGrace)
 		time.AfterFunc(p.drainGrace, cancelWork)
 	})
@@ -206,7 +207,7 @@ func (p *Pusher) Start(ctx context.Context, done func()) {
 		}
 	}
 	logger.Info("Starting NEG pusher", "project", p.gcp.ProjectID, "workers", p.concurrency, "cleanupOnly", p.cleanupOnly)
-	p.workers.Start(ctx, tenant.RunOptions{WorkContext: workCtx, Started: startSweep, Stop: p.stop}, func() {
+	p.workers.Start(ctx, worker.RunOptions{WorkContext: workCtx, Started: startSweep, Stop: p.stop}, func() {
 		stopSweep()
 		stopDraining()
 		cancelWork()

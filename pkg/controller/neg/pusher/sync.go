@@ -34,8 +34,8 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	gceclient "github.com/multiproject/multiproject-controller-manager/pkg/gce/client"
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // Event and condition reasons.
@@ -83,20 +83,20 @@ func (o outcome) status() mpv1alpha1.BackendResourceStatus {
 }
 
 // sync pushes one Translation: its NEGs made as declared, or, once it is being deleted, deleted.
-func (p *Pusher) sync(ctx context.Context, key string) (_ tenant.Result, err error) {
+func (p *Pusher) sync(ctx context.Context, key string) (_ worker.Result, err error) {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		return tenant.Result{}, nil
+		return worker.Result{}, nil
 	}
 	tr, err := p.lister.Translations(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		// Gone: its NEGs were deleted before its finalizer was removed, or it was never ours to clean up.
 		p.cache.forgetOwner(key)
 		p.setProblem(key, nil)
-		return tenant.Result{}, nil
+		return worker.Result{}, nil
 	}
 	if err != nil {
-		return tenant.Result{}, err
+		return worker.Result{}, err
 	}
 	if tr.DeletionTimestamp != nil {
 		return p.syncDeletion(ctx, key, tr.DeepCopy())
@@ -107,30 +107,30 @@ func (p *Pusher) sync(ctx context.Context, key string) (_ tenant.Result, err err
 // syncLive makes GCE match a live Translation: every spec resource created in the tenant's project with exactly its
 // endpoints, then the resources no longer wanted (removed from the spec, or in a project the tenant left) deleted,
 // so that traffic moves to the new NEGs before the old ones go.
-func (p *Pusher) syncLive(ctx context.Context, key string, tr *mpv1alpha1.Translation) (tenant.Result, error) {
+func (p *Pusher) syncLive(ctx context.Context, key string, tr *mpv1alpha1.Translation) (worker.Result, error) {
 	if p.cleanupOnly {
 		// The cleanup deletes live Translations; their deletion brings them back here.
-		return tenant.Result{}, nil
+		return worker.Result{}, nil
 	}
 	var err error
 	if !hasFinalizer(tr) {
 		// Declared before made: without the finalizer a deletion could outrun the NEGs' cleanup.
 		tr.Finalizers = append(tr.Finalizers, mpv1alpha1.TranslationDeleterFinalizer)
 		if tr, err = p.client.MultiprojectV1alpha1().Translations(tr.Namespace).Update(ctx, tr, metav1.UpdateOptions{}); err != nil {
-			return tenant.Result{}, fmt.Errorf("adding the finalizer: %w", err)
+			return worker.Result{}, fmt.Errorf("adding the finalizer: %w", err)
 		}
 	}
 	project := p.gcp.ProjectID
 	gce, err := p.gceClient(ctx, project)
 	if err != nil {
-		return tenant.Result{}, p.failWholly(ctx, key, tr, ReasonCredentialsUnavailable, err)
+		return worker.Result{}, p.failWholly(ctx, key, tr, ReasonCredentialsUnavailable, err)
 	}
 
 	// Declare first: the status lists every resource, with its project, before it is created, so that one later
 	// removed from the spec, or left in an old project, can still be found and deleted, also after a restart.
 	if declared, changed := declare(tr, project); changed {
 		if tr, err = p.writeStatus(ctx, tr, declared); err != nil {
-			return tenant.Result{}, err
+			return worker.Result{}, err
 		}
 	}
 
@@ -183,10 +183,10 @@ func (p *Pusher) deleteRecorded(ctx context.Context, key string, tr *mpv1alpha1.
 const persistentFailureAttempts = 10
 
 // finish writes the status the outcomes amount to and decides how the key is retried.
-func (p *Pusher) finish(ctx context.Context, key string, tr *mpv1alpha1.Translation, outcomes []outcome) (tenant.Result, error) {
+func (p *Pusher) finish(ctx context.Context, key string, tr *mpv1alpha1.Translation, outcomes []outcome) (worker.Result, error) {
 	status := buildStatus(tr, outcomes)
 	if _, err := p.writeStatus(ctx, tr, status); err != nil {
-		return tenant.Result{}, err
+		return worker.Result{}, err
 	}
 	var retryable []error
 	var permanent *problem
@@ -209,12 +209,12 @@ func (p *Pusher) finish(ctx context.Context, key string, tr *mpv1alpha1.Translat
 	}
 	p.setProblem(key, permanent)
 	if len(retryable) > 0 {
-		return tenant.Result{}, errors.Join(retryable...)
+		return worker.Result{}, errors.Join(retryable...)
 	}
 	if permanent != nil {
-		return tenant.Result{RequeueAfter: p.permanentRetry}, nil
+		return worker.Result{RequeueAfter: p.permanentRetry}, nil
 	}
-	return tenant.Result{RequeueAfter: p.verifyPeriod}, nil
+	return worker.Result{RequeueAfter: p.verifyPeriod}, nil
 }
 
 // failWholly records an error that stops the whole Translation (no client for GCE): every resource keeps its last
@@ -465,14 +465,14 @@ func endpointsOf(batch []keyedEndpoint) []*compute.NetworkEndpoint {
 
 // syncDeletion deletes the NEGs of a Translation being deleted, in reverse order, each in the project it was made
 // in, and then removes the finalizer.
-func (p *Pusher) syncDeletion(ctx context.Context, key string, tr *mpv1alpha1.Translation) (tenant.Result, error) {
+func (p *Pusher) syncDeletion(ctx context.Context, key string, tr *mpv1alpha1.Translation) (worker.Result, error) {
 	if !hasFinalizer(tr) {
-		return tenant.Result{}, nil
+		return worker.Result{}, nil
 	}
 	project := p.gcp.ProjectID
 	gce, err := p.gceClient(ctx, project)
 	if err != nil {
-		return tenant.Result{}, p.failWholly(ctx, key, tr, ReasonCredentialsUnavailable, err)
+		return worker.Result{}, p.failWholly(ctx, key, tr, ReasonCredentialsUnavailable, err)
 	}
 	var failures []outcome
 	removed := removedResources(tr, project)
@@ -498,14 +498,14 @@ func (p *Pusher) syncDeletion(ctx context.Context, key string, tr *mpv1alpha1.Tr
 	tr.Finalizers = slices.DeleteFunc(tr.Finalizers, func(f string) bool { return f == mpv1alpha1.TranslationDeleterFinalizer })
 	if _, err := p.client.MultiprojectV1alpha1().Translations(tr.Namespace).Update(ctx, tr, metav1.UpdateOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
-			return tenant.Result{}, nil
+			return worker.Result{}, nil
 		}
-		return tenant.Result{}, fmt.Errorf("removing the finalizer: %w", err)
+		return worker.Result{}, fmt.Errorf("removing the finalizer: %w", err)
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted the Translation's NEGs and removed its finalizer")
 	p.cache.forgetOwner(key)
 	p.setProblem(key, nil)
-	return tenant.Result{}, nil
+	return worker.Result{}, nil
 }
 
 // deleteNEG deletes one NEG if it is ours: its description is one of markers (or, from the cache, it was ours when

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package tenant
+package worker
 
 import (
 	"context"
@@ -45,8 +45,8 @@ var ErrWaiting = errors.New("waiting")
 // SyncFunc reconciles one key of a workqueue.
 type SyncFunc func(ctx context.Context, key string) (Result, error)
 
-// WorkerConfig describes one workqueue and its workers.
-type WorkerConfig struct {
+// Config describes one workqueue and its workers.
+type Config struct {
 	// Tenant is the ProviderConfig the workers serve; "" for a process-wide controller. It labels logs and metrics.
 	Tenant string
 	// Controller is the --controllers name, the controller label of the sync metrics.
@@ -66,7 +66,7 @@ type WorkerConfig struct {
 	AfterSync func(key string, err error)
 }
 
-// Workers is the runtime every controller of this manager runs on, the shape of sample-controller written once: a
+// Queue is the runtime every controller of this manager runs on, the shape of sample-controller written once: a
 // typed workqueue, event handlers registered on (tenant views of) informers and removed when the workers stop, a
 // wait for the caches, up to N workers with one processNextWorkItem and its requeue decision, sync metrics and one
 // log policy: a failed sync is logged at default verbosity with its key and tenant, an ErrWaiting or an
@@ -76,8 +76,8 @@ type WorkerConfig struct {
 // there is a key for them. A key to look at later (RequeueAfter, or a retry after its backoff) waits on a runtime
 // timer, not in a delaying queue, and is added again when it fires. An idle tenant's controllers therefore hold no
 // goroutine and no queue; with thousands of tenants that is most of them.
-type Workers struct {
-	cfg WorkerConfig
+type Queue struct {
+	cfg Config
 	// backoff keeps each key's failures across queue lifetimes: NumRequeues and the retry delay. It is made by the
 	// first failure (retryDelay): most tenants' controllers never fail, and one costs about 0.7 KB.
 	backoffMu sync.Mutex
@@ -117,14 +117,14 @@ type registration struct {
 	registration cache.ResourceEventHandlerRegistration
 }
 
-// NewWorkers describes the queue and the workers of cfg; nothing is allocated or runs until there is a key and Run
+// New describes the queue and the workers of cfg; nothing is allocated or runs until there is a key and Run
 // has started.
-func NewWorkers(cfg WorkerConfig) *Workers {
+func New(cfg Config) *Queue {
 	cfg.Workers = max(cfg.Workers, 1)
-	return &Workers{cfg: cfg}
+	return &Queue{cfg: cfg}
 }
 
-func (c WorkerConfig) queueName() string {
+func (c Config) queueName() string {
 	name := c.Controller
 	if c.Queue != "" {
 		name += "-" + c.Queue
@@ -136,7 +136,7 @@ func (c WorkerConfig) queueName() string {
 }
 
 // Add enqueues a key.
-func (w *Workers) Add(key string) {
+func (w *Queue) Add(key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopped {
@@ -151,7 +151,7 @@ func (w *Workers) Add(key string) {
 
 // AddAfter enqueues a key once the delay has passed (at once if it is not positive). Asked again before then, the
 // earlier time wins, as in client-go's delaying queue.
-func (w *Workers) AddAfter(key string, delay time.Duration) {
+func (w *Queue) AddAfter(key string, delay time.Duration) {
 	if delay <= 0 {
 		w.Add(key)
 		return
@@ -185,7 +185,7 @@ func (w *Workers) AddAfter(key string, delay time.Duration) {
 
 // startWorkersLocked starts a worker for each key that no running worker will take, up to the worker count, once
 // Run has started.
-func (w *Workers) startWorkersLocked() {
+func (w *Queue) startWorkersLocked() {
 	if w.run == nil || w.queue == nil {
 		return
 	}
@@ -198,7 +198,7 @@ func (w *Workers) startWorkersLocked() {
 }
 
 // AddObject enqueues the namespace/name key of an object or of a deleted object's tombstone.
-func (w *Workers) AddObject(obj any) {
+func (w *Queue) AddObject(obj any) {
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
 		utilruntime.HandleError(fmt.Errorf("%s: %w", w.cfg.queueName(), err))
@@ -209,7 +209,7 @@ func (w *Workers) AddObject(obj any) {
 
 // NumRequeues returns how many times in a row key was put back with backoff: its failed syncs since its last
 // success. A sync reads it for the attempts before the one under way.
-func (w *Workers) NumRequeues(key string) int {
+func (w *Queue) NumRequeues(key string) int {
 	w.backoffMu.Lock()
 	defer w.backoffMu.Unlock()
 	if w.backoff == nil {
@@ -219,7 +219,7 @@ func (w *Workers) NumRequeues(key string) int {
 }
 
 // retryDelay counts a failure of key and returns how long to wait before syncing it again.
-func (w *Workers) retryDelay(key string) time.Duration {
+func (w *Queue) retryDelay(key string) time.Duration {
 	w.backoffMu.Lock()
 	defer w.backoffMu.Unlock()
 	if w.backoff == nil {
@@ -229,7 +229,7 @@ func (w *Workers) retryDelay(key string) time.Duration {
 }
 
 // succeeded forgets key's failures.
-func (w *Workers) succeeded(key string) {
+func (w *Queue) succeeded(key string) {
 	w.backoffMu.Lock()
 	defer w.backoffMu.Unlock()
 	if w.backoff != nil {
@@ -238,7 +238,7 @@ func (w *Workers) succeeded(key string) {
 }
 
 // Len returns how many keys wait in the queue.
-func (w *Workers) Len() int {
+func (w *Queue) Len() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.queue == nil {
@@ -249,7 +249,7 @@ func (w *Workers) Len() int {
 
 // Watch adds a handler to an informer (typically a tenant view). Run waits for the informer and the handler to
 // have synced before it starts the workers, and removes the handler when it returns. Call it before Run.
-func (w *Workers) Watch(informer cache.SharedIndexInformer, handler cache.ResourceEventHandler) error {
+func (w *Queue) Watch(informer cache.SharedIndexInformer, handler cache.ResourceEventHandler) error {
 	r, err := informer.AddEventHandler(handler)
 	if err != nil {
 		return fmt.Errorf("%s: watching: %w", w.cfg.queueName(), err)
@@ -262,7 +262,7 @@ func (w *Workers) Watch(informer cache.SharedIndexInformer, handler cache.Resour
 }
 
 // WaitFor adds conditions Run waits for, besides the watched informers, before it starts the workers.
-func (w *Workers) WaitFor(synced ...cache.InformerSynced) {
+func (w *Queue) WaitFor(synced ...cache.InformerSynced) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.synced = append(w.synced, synced...)
@@ -271,7 +271,7 @@ func (w *Workers) WaitFor(synced ...cache.InformerSynced) {
 // Close removes every handler Watch added, stops the timers of delayed keys and shuts the queue down. Run does it
 // on return; a controller that gives up before Run (a Watch failed) calls it so that nothing it registered or
 // started outlives it.
-func (w *Workers) Close(ctx context.Context) {
+func (w *Queue) Close(ctx context.Context) {
 	w.mu.Lock()
 	w.stopLocked()
 	registrations := w.registrations
@@ -286,7 +286,7 @@ func (w *Workers) Close(ctx context.Context) {
 
 // stopLocked refuses further keys, stops the timers and shuts the queue down (a shut-down queue still hands out
 // the keys it holds, to workers draining on their WorkContext) and forgets it.
-func (w *Workers) stopLocked() {
+func (w *Queue) stopLocked() {
 	w.stopped = true
 	for key, d := range w.timers {
 		d.timer.Stop()
@@ -301,7 +301,7 @@ func (w *Workers) stopLocked() {
 
 // RunOptions change how Run stops.
 type RunOptions struct {
-	// Workers, if positive, overrides WorkerConfig.Workers (a process-wide controller learns its count at Run).
+	// Workers, if positive, overrides Config.Workers (a process-wide controller learns its count at Run).
 	Workers int
 	// WorkContext, if set, is the context syncs run on instead of Run's: a controller whose syncs must finish
 	// what they started (the NEG pusher's GCE calls) gives one that ends later than Run's; the keys queued when
@@ -317,7 +317,7 @@ type RunOptions struct {
 // Run waits for the caches, syncs keys with up to N workers started as keys arrive until ctx ends, and returns once
 // the queue is shut down, every worker has returned and every handler is removed. Keys still queued are dropped
 // (unless the WorkContext outlives ctx): the next start lists them again.
-func (w *Workers) Run(ctx context.Context, opts RunOptions) {
+func (w *Queue) Run(ctx context.Context, opts RunOptions) {
 	done := make(chan struct{})
 	w.Start(ctx, opts, func() { close(done) })
 	<-done
@@ -326,7 +326,7 @@ func (w *Workers) Run(ctx context.Context, opts RunOptions) {
 // Start is Run without a goroutine held while the controller is idle: it returns at once, waits for the caches on a
 // goroutine that ends once they have synced, and calls done once everything Run would have waited for is over.
 // Until ctx ends, an idle controller started this way holds no goroutine at all.
-func (w *Workers) Start(ctx context.Context, opts RunOptions, done func()) {
+func (w *Queue) Start(ctx context.Context, opts RunOptions, done func()) {
 	run := &runState{ctx: ctx, workCtx: ctx, workers: w.cfg.Workers}
 	if opts.WorkContext != nil {
 		run.workCtx = opts.WorkContext
@@ -373,7 +373,7 @@ func (w *Workers) Start(ctx context.Context, opts RunOptions, done func()) {
 
 // work is one worker: it takes keys while the queue holds one that no other worker has reserved, then returns.
 // The last worker to leave an empty queue drops it, so an idle controller holds neither.
-func (w *Workers) work(run *runState, queue workqueue.TypedInterface[string]) {
+func (w *Queue) work(run *runState, queue workqueue.TypedInterface[string]) {
 	defer utilruntime.HandleCrashWithContext(run.ctx)
 	w.mu.Lock()
 	w.starting--
@@ -402,7 +402,7 @@ func (w *Workers) work(run *runState, queue workqueue.TypedInterface[string]) {
 
 // processNextWorkItem syncs one key and decides its requeue: backoff after an error, the asked delay after a
 // success, nothing otherwise.
-func (w *Workers) processNextWorkItem(run *runState, queue workqueue.TypedInterface[string], key string) {
+func (w *Queue) processNextWorkItem(run *runState, queue workqueue.TypedInterface[string], key string) {
 	defer queue.Done(key)
 	ctx := run.workCtx
 	if ctx.Err() != nil {
@@ -432,7 +432,7 @@ func (w *Workers) processNextWorkItem(run *runState, queue workqueue.TypedInterf
 	}
 }
 
-func (w *Workers) observe(key string, err error) {
+func (w *Queue) observe(key string, err error) {
 	if w.cfg.Observe != nil {
 		w.cfg.Observe(key, err)
 		return
@@ -440,7 +440,7 @@ func (w *Workers) observe(key string, err error) {
 	metrics.ObserveSync(w.cfg.Tenant, w.cfg.Controller, w.cfg.queueName(), err, w.Len())
 }
 
-func (c WorkerConfig) keyName() string {
+func (c Config) keyName() string {
 	if c.KeyName == "" {
 		return "key"
 	}

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package tenant
+package worker
 
 import (
 	"context"
@@ -105,7 +105,7 @@ func TestWorkersSyncRetryRequeueAndStop(t *testing.T) {
 
 	var mu sync.Mutex
 	syncs := map[string]int{}
-	w := NewWorkers(WorkerConfig{
+	w := New(Config{
 		Tenant:     "tenant-a",
 		Controller: "test-controller",
 		KeyName:    "configMap",
@@ -192,7 +192,7 @@ func TestWorkersLogFailuresAtDefaultVerbosity(t *testing.T) {
 			logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(0), ktesting.BufferLogs(true)))
 			ctx = klog.NewContext(ctx, logger)
 			var calls atomic.Int32
-			w := NewWorkers(WorkerConfig{Tenant: "tenant-a", Controller: "logs", KeyName: "configMap",
+			w := New(Config{Tenant: "tenant-a", Controller: "logs", KeyName: "configMap",
 				Sync: func(context.Context, string) (Result, error) {
 					calls.Add(1)
 					return Result{}, tc.err
@@ -231,7 +231,7 @@ func TestWorkersDropQueuedKeysOnStop(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	var synced atomic.Int32
-	w := NewWorkers(WorkerConfig{Tenant: "tenant-a", Controller: "stop", KeyName: "key",
+	w := New(Config{Tenant: "tenant-a", Controller: "stop", KeyName: "key",
 		Sync: func(context.Context, string) (Result, error) {
 			synced.Add(1)
 			return Result{}, nil
@@ -254,7 +254,7 @@ func TestWorkersDropQueuedKeysOnStop(t *testing.T) {
 }
 
 // runWorkers runs w until the test ends and waits until its workers may start.
-func runWorkers(t *testing.T, ctx context.Context, w *Workers, workers int) {
+func runWorkers(t *testing.T, ctx context.Context, w *Queue, workers int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	started := make(chan struct{})
@@ -271,7 +271,7 @@ func runWorkers(t *testing.T, ctx context.Context, w *Workers, workers int) {
 	}
 }
 
-func (w *Workers) idle() bool {
+func (w *Queue) idle() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.queue == nil && w.active == 0 && w.reserved == 0 && w.starting == 0
@@ -292,7 +292,7 @@ func TestIdleWorkersHoldNothing(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	var inFlight, most, synced atomic.Int32
 	release := make(chan struct{})
-	w := NewWorkers(WorkerConfig{Tenant: "tenant-a", Controller: "idle", KeyName: "key",
+	w := New(Config{Tenant: "tenant-a", Controller: "idle", KeyName: "key",
 		Sync: func(context.Context, string) (Result, error) {
 			n := inFlight.Add(1)
 			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
@@ -335,7 +335,7 @@ func TestWorkersNeverSyncAKeyTwiceAtOnce(t *testing.T) {
 	syncing := map[string]bool{}
 	lastAdd, lastSyncStart := map[string]int{}, map[string]int{}
 	var clock, overlaps atomic.Int32
-	w := NewWorkers(WorkerConfig{Tenant: "tenant-a", Controller: "overlap", KeyName: "key",
+	w := New(Config{Tenant: "tenant-a", Controller: "overlap", KeyName: "key",
 		Sync: func(_ context.Context, key string) (Result, error) {
 			mu.Lock()
 			if syncing[key] {
@@ -385,7 +385,7 @@ func TestWorkersNeverSyncAKeyTwiceAtOnce(t *testing.T) {
 func TestAddAfterEarliestWinsAndCloseStopsTimers(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	var synced atomic.Int32
-	w := NewWorkers(WorkerConfig{Tenant: "tenant-a", Controller: "timers", KeyName: "key",
+	w := New(Config{Tenant: "tenant-a", Controller: "timers", KeyName: "key",
 		Sync: func(context.Context, string) (Result, error) {
 			synced.Add(1)
 			return Result{}, nil
@@ -417,7 +417,7 @@ func TestStartedIdleWorkersHoldNoGoroutine(t *testing.T) {
 	defer cancel()
 	informer := startConfigMaps(t, ctx, "one")
 	var synced atomic.Int32
-	w := NewWorkers(WorkerConfig{Tenant: "tenant-a", Controller: "start", KeyName: "key",
+	w := New(Config{Tenant: "tenant-a", Controller: "start", KeyName: "key",
 		Sync: func(context.Context, string) (Result, error) {
 			synced.Add(1)
 			return Result{}, nil

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package tenant
+package worker
 
 import (
 	"context"
@@ -85,7 +85,7 @@ func TestStopSignalFiresOnceOnFireOrParentEnd(t *testing.T) {
 // call done once.
 func TestWorkersStopOnTheRunsStopSignal(t *testing.T) {
 	stop := NewStopSignal(context.Background())
-	w := NewWorkers(WorkerConfig{Controller: "stop-signal-test", Sync: func(context.Context, string) (Result, error) { return Result{}, nil }})
+	w := New(Config{Controller: "stop-signal-test", Sync: func(context.Context, string) (Result, error) { return Result{}, nil }})
 	var done atomic.Int32
 	started := make(chan struct{})
 	w.Start(context.Background(), RunOptions{Stop: stop, Started: func() { close(started) }}, func() { done.Add(1) })
