@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fails if a package imports against the layering docs/architecture.md describes: no controller imports a sibling
-# controller, the runtime and tenancy packages import no controller, and nothing under pkg/ imports cmd/.
+# controller, the runtime and tenancy packages import no controller, the worker runtime (pkg/worker) imports nothing
+# of the product but pkg/metrics, and nothing under pkg/ imports cmd/.
 set -o errexit -o nounset -o pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "${ROOT}"
@@ -12,6 +13,9 @@ while read -r pkg imports; do
   for imp in ${imports}; do
     [[ "${imp}" == "${module}/"* ]] || continue
     imp=${imp#"${module}/"}
+    if [[ "${pkg}" == pkg/worker* && "${imp}" != pkg/metrics* && "${imp}" != pkg/worker* ]]; then
+      bad+=("${pkg} imports ${imp}: the worker runtime is the lowest layer (pkg/metrics aside)")
+    fi
     if [[ "${pkg}" == pkg/* && "${imp}" == cmd/* ]]; then
       bad+=("${pkg} imports ${imp}: pkg/ must not depend on the command")
     fi
