@@ -227,27 +227,22 @@ func (c *Client) ListEndpoints(ctx context.Context, zone, name string) ([]*compu
 	req := &compute.NetworkEndpointGroupsListEndpointsRequest{HealthStatus: "SKIP"}
 	call := c.svc.NetworkEndpointGroups.ListNetworkEndpoints(c.project, zone, name, req).Context(c.withTransport(ctx))
 	var out []*compute.NetworkEndpoint
-	token := ""
-	for {
-		if err := c.take(ctx, false); err != nil {
-			return nil, err
-		}
-		start := time.Now()
+	err := c.pages(ctx, MethodListEndpoints, func(token string) (string, error) {
 		page, err := call.PageToken(token).Do()
-		c.observe(MethodListEndpoints, start, err)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		for _, item := range page.Items {
 			if item.NetworkEndpoint != nil {
 				out = append(out, item.NetworkEndpoint)
 			}
 		}
-		if page.NextPageToken == "" {
-			return out, nil
-		}
-		token = page.NextPageToken
+		return page.NextPageToken, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 // ListNEGs returns every zonal NEG of the project (networkEndpointGroups.aggregatedList), following pages. Each NEG's
@@ -255,23 +250,39 @@ func (c *Client) ListEndpoints(ctx context.Context, zone, name string) ([]*compu
 func (c *Client) ListNEGs(ctx context.Context) ([]*compute.NetworkEndpointGroup, error) {
 	call := c.svc.NetworkEndpointGroups.AggregatedList(c.project).Context(c.withTransport(ctx))
 	var out []*compute.NetworkEndpointGroup
-	token := ""
-	for {
-		if err := c.take(ctx, false); err != nil {
-			return nil, err
-		}
-		start := time.Now()
+	err := c.pages(ctx, MethodAggregatedList, func(token string) (string, error) {
 		page, err := call.PageToken(token).Do()
-		c.observe(MethodAggregatedList, start, err)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		for _, scoped := range page.Items {
 			out = append(out, scoped.NetworkEndpointGroups...)
 		}
-		if page.NextPageToken == "" {
-			return out, nil
+		return page.NextPageToken, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// pages reads a list page by page: fetch reads the page of token and returns the next page's token, "" after the
+// last. Each page is one call from the tenant's bucket, recorded as method.
+func (c *Client) pages(ctx context.Context, method string, fetch func(token string) (next string, err error)) error {
+	token := ""
+	for {
+		if err := c.take(ctx, false); err != nil {
+			return err
 		}
-		token = page.NextPageToken
+		start := time.Now()
+		next, err := fetch(token)
+		c.observe(method, start, err)
+		if err != nil {
+			return err
+		}
+		if next == "" {
+			return nil
+		}
+		token = next
 	}
 }
