@@ -67,57 +67,57 @@ func (e *negEntry) invalidate() {
 	e.observed = time.Time{}
 }
 
-// negCache holds the entries of the NEGs of one tenant, and which Translation each was last used by, so the
-// entries of a Translation that is gone can be dropped.
+// negCache holds the entries of the NEGs of one tenant, and which Translation (by key) each was last used by, so
+// the entries of a Translation that is gone can be dropped.
 type negCache struct {
-	mu      sync.Mutex
-	entries map[negKey]*negEntry
-	byOwner map[string]map[negKey]struct{}
+	mu            sync.Mutex
+	entries       map[negKey]*negEntry
+	byTranslation map[string]map[negKey]struct{}
 }
 
 func newNEGCache() *negCache {
 	return &negCache{}
 }
 
-// lock returns the NEG's entry, locked, recording owner as its user.
-func (c *negCache) lock(owner string, k negKey) *negEntry {
+// lock returns the NEG's entry, locked, recording the Translation of key as its user.
+func (c *negCache) lock(key string, neg negKey) *negEntry {
 	c.mu.Lock()
 	if c.entries == nil {
 		// Made by the first NEG: most tenants have none.
-		c.entries, c.byOwner = map[negKey]*negEntry{}, map[string]map[negKey]struct{}{}
+		c.entries, c.byTranslation = map[negKey]*negEntry{}, map[string]map[negKey]struct{}{}
 	}
-	e, ok := c.entries[k]
+	e, ok := c.entries[neg]
 	if !ok {
 		e = &negEntry{}
-		c.entries[k] = e
+		c.entries[neg] = e
 	}
-	keys := c.byOwner[owner]
-	if keys == nil {
-		keys = map[negKey]struct{}{}
-		c.byOwner[owner] = keys
+	used := c.byTranslation[key]
+	if used == nil {
+		used = map[negKey]struct{}{}
+		c.byTranslation[key] = used
 	}
-	keys[k] = struct{}{}
+	used[neg] = struct{}{}
 	c.mu.Unlock()
 	e.mu.Lock()
 	return e
 }
 
 // forget drops one NEG's entry.
-func (c *negCache) forget(owner string, k negKey) {
+func (c *negCache) forget(key string, neg negKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.entries, k)
-	delete(c.byOwner[owner], k)
+	delete(c.entries, neg)
+	delete(c.byTranslation[key], neg)
 }
 
-// forgetOwner drops the entries of every NEG a Translation used.
-func (c *negCache) forgetOwner(owner string) {
+// forgetTranslation drops the entries of every NEG the Translation of key used.
+func (c *negCache) forgetTranslation(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k := range c.byOwner[owner] {
-		delete(c.entries, k)
+	for neg := range c.byTranslation[key] {
+		delete(c.entries, neg)
 	}
-	delete(c.byOwner, owner)
+	delete(c.byTranslation, key)
 }
 
 // len is the number of cached NEGs (tests).

@@ -22,5 +22,9 @@ limitations under the License.
 // It keeps what it knows of GCE in memory, so a Translation that already matches GCE costs no call. It never
 // changes or deletes a NEG whose description differs from the Translation's ownership marker. It writes the
 // Translation's status (per NEG state, endpoint count, last error, and the Synced condition) only when it changes.
+//
+// One sync of one Translation is a negSync value whose methods are its steps, in order, in sync.go; the GCE calls on
+// one NEG, and the cache entry they keep true, are negCalls in gce.go; what a sync writes to the Translation's status
+// is in status.go, and what it reports on the tenant's condition in problems.go.
 // docs/neg-pusher.md describes the algorithm, the error handling and the measured call counts.
 package pusher

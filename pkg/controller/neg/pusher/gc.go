@@ -65,9 +65,9 @@ func (p *Pusher) claimed(project string) (map[negKey]bool, error) {
 	}
 	out := map[negKey]bool{}
 	for _, tr := range translations {
-		for _, k := range declaredNEGs(tr, p.gcp.ProjectID, true) {
-			if k.project == project {
-				out[k] = true
+		for _, neg := range declaredNEGs(tr, p.gcp.ProjectID, true) {
+			if neg.project == project {
+				out[neg] = true
 			}
 		}
 	}
@@ -98,8 +98,8 @@ func (p *Pusher) sweep(ctx context.Context) {
 	}
 	var candidates []negKey
 	for _, n := range negs {
-		if k := (negKey{project: project, zone: path.Base(n.Zone), name: n.Name}); p.ours(n.Description) && !claimed[k] {
-			candidates = append(candidates, k)
+		if neg := (negKey{project: project, zone: path.Base(n.Zone), name: n.Name}); p.ours(n.Description) && !claimed[neg] {
+			candidates = append(candidates, neg)
 		}
 	}
 	if len(candidates) == 0 {
@@ -111,9 +111,9 @@ func (p *Pusher) sweep(ctx context.Context) {
 	case <-time.After(p.gcGrace):
 	}
 	var collected []string
-	for _, k := range candidates {
-		if p.collect(ctx, gce, k) {
-			collected = append(collected, k.zone+"/"+k.name)
+	for _, neg := range candidates {
+		if p.collect(ctx, gce, neg) {
+			collected = append(collected, neg.zone+"/"+neg.name)
 		}
 	}
 	if len(collected) == 0 {
@@ -131,30 +131,30 @@ func (p *Pusher) sweep(ctx context.Context) {
 
 // collect deletes one unclaimed NEG, under its cache entry's lock so that no worker acts on it meanwhile, after
 // checking again that nothing claims it and that it still carries our marker.
-func (p *Pusher) collect(ctx context.Context, gce *gceclient.Client, k negKey) bool {
-	e := p.cache.lock(gcOwner, k)
+func (p *Pusher) collect(ctx context.Context, gce *gceclient.Client, neg negKey) bool {
+	e := p.cache.lock(sweepKey, neg)
 	defer func() {
 		e.mu.Unlock()
-		p.cache.forget(gcOwner, k)
+		p.cache.forget(sweepKey, neg)
 	}()
-	if claimed, err := p.claimed(k.project); err != nil || claimed[k] {
+	if claimed, err := p.claimed(neg.project); err != nil || claimed[neg] {
 		return false
 	}
-	n, err := gce.GetNEG(ctx, k.zone, k.name)
+	n, err := gce.GetNEG(ctx, neg.zone, neg.name)
 	if err != nil || !p.ours(n.Description) {
 		return false
 	}
-	err = gce.DeleteNEG(ctx, k.zone, k.name)
+	err = gce.DeleteNEG(ctx, neg.zone, neg.name)
 	switch gceclient.Classify(err) {
 	case gceclient.ClassNone:
 		return true
 	case gceclient.ClassNotFound:
 		return false
 	default:
-		klog.FromContext(ctx).Info("Could not delete an unclaimed NEG; the next sweep tries again", "zone", k.zone, "neg", k.name, "err", err)
+		klog.FromContext(ctx).Info("Could not delete an unclaimed NEG; the next sweep tries again", "zone", neg.zone, "neg", neg.name, "err", err)
 		return false
 	}
 }
 
-// gcOwner is the cache owner of entries the sweep locks.
-const gcOwner = "\x00sweep"
+// sweepKey stands for a Translation's key when the sweep locks a cache entry: no Translation has it.
+const sweepKey = "\x00sweep"

@@ -79,3 +79,20 @@ func (p *Pusher) setProblem(key string, pr *problem) {
 	}
 	p.condition.Report(p.problems.summary())
 }
+
+// problemOf sorts the failed outcomes of a sync: the first that only a person can fix is the Translation's problem,
+// and those a retry may fix are returned as errors, for the queue's backoff.
+func problemOf(outcomes []outcome) (permanent *problem, retryable []error) {
+	for _, o := range outcomes {
+		switch {
+		case o.err == nil:
+		case o.permanent:
+			if permanent == nil {
+				permanent = &problem{reason: o.reason, message: fmt.Sprintf("NEG %s in zone %s: %v", o.where.Name, o.where.Zone, o.err)}
+			}
+		default:
+			retryable = append(retryable, fmt.Errorf("NEG %s in zone %s: %w", o.where.Name, o.where.Zone, o.err))
+		}
+	}
+	return permanent, retryable
+}

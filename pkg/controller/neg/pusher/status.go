@@ -18,6 +18,7 @@ package pusher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -27,6 +28,50 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 )
+
+// Event and condition reasons.
+const (
+	ReasonPushed                 = "NEGsPushed"
+	ReasonSynced                 = "Synced"
+	ReasonPending                = "Pending"
+	ReasonNEGCreated             = "NEGCreated"
+	ReasonNEGDeleted             = "NEGDeleted"
+	ReasonNameCollision          = "NEGNameCollision"
+	ReasonNotOwned               = "NEGNotOwned"
+	ReasonInUse                  = "NEGInUse"
+	ReasonInvalid                = "GCERequestInvalid"
+	ReasonGCEError               = "GCEError"
+	ReasonCredentialsUnavailable = "CredentialsUnavailable"
+	ReasonGCEUnavailable         = "GCEUnavailable"
+	ReasonUnsupported            = "UnsupportedResource"
+	ReasonNEGRecreated           = "NEGRecreated"
+	ReasonMigrationBlocked       = "NEGMigrationBlocked"
+	ReasonNEGAbandoned           = "NEGAbandoned"
+)
+
+// maxErrorLength keeps a GCE error message in the status readable (the schema allows 32 KiB).
+const maxErrorLength = 1024
+
+// outcome is what one sync step did with one backend resource.
+type outcome struct {
+	// where records the resource as the status lists it: project, network, subnetwork and marker.
+	where     mpv1alpha1.BackendResourceStatus
+	state     mpv1alpha1.BackendResourceState
+	endpoints int
+	err       error
+	// reason is the condition reason of a failed step; permanent says only a person can fix it (no fast retry).
+	reason    string
+	permanent bool
+}
+
+func (o outcome) status() mpv1alpha1.BackendResourceStatus {
+	s := o.where
+	s.State, s.EndpointCount, s.LastError = o.state, int32(o.endpoints), ""
+	if o.err != nil {
+		s.LastError = truncate(o.err.Error(), maxErrorLength)
+	}
+	return s
+}
 
 // resourceID identifies a backend resource the way spec and status entries do: the same name and zone in another
 // project is another resource.
@@ -179,18 +224,33 @@ func setSynced(status *mpv1alpha1.TranslationStatus, generation int64, s metav1.
 	})
 }
 
-// writeStatus writes status through the status subresource unless it is what the object already has.
-func (p *Pusher) writeStatus(ctx context.Context, tr *mpv1alpha1.Translation, status mpv1alpha1.TranslationStatus) (*mpv1alpha1.Translation, error) {
-	if apiequality.Semantic.DeepEqual(tr.Status, status) {
-		return tr, nil
+// writeStatus writes status through the status subresource unless it is what the Translation already has; the sync
+// goes on with what the API server returned.
+func (s *negSync) writeStatus(ctx context.Context, status mpv1alpha1.TranslationStatus) error {
+	if apiequality.Semantic.DeepEqual(s.tr.Status, status) {
+		return nil
 	}
-	next := tr.DeepCopy()
+	next := s.tr.DeepCopy()
 	next.Status = status
-	updated, err := p.client.MultiprojectV1alpha1().Translations(tr.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{})
+	updated, err := s.p.client.MultiprojectV1alpha1().Translations(next.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{})
 	if err != nil {
-		return tr, fmt.Errorf("writing the status: %w", err)
+		return fmt.Errorf("writing the status: %w", err)
 	}
-	return updated, nil
+	s.tr = updated
+	return nil
+}
+
+// failWholly records an error that stops the whole Translation (no client for GCE): every resource keeps its last
+// known state with the error, and the key is retried with backoff.
+func (s *negSync) failWholly(ctx context.Context, reason string, cause error) error {
+	s.p.setProblem(s.key, &problem{reason: reason, message: cause.Error()})
+	status := *s.tr.Status.DeepCopy()
+	status.ObservedGeneration = s.tr.Generation
+	setSynced(&status, s.tr.Generation, metav1.ConditionFalse, reason, truncate(cause.Error(), maxErrorLength))
+	if err := s.writeStatus(ctx, status); err != nil {
+		return errors.Join(cause, err)
+	}
+	return cause
 }
 
 // declaredNEGs are the NEGs a Translation declares: its spec's, in the tenant's current project, and those its status
@@ -207,4 +267,11 @@ func declaredNEGs(tr *mpv1alpha1.Translation, project string, withDeleting bool)
 		}
 	}
 	return out
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
 }
