@@ -28,100 +28,168 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 )
 
-// syncController brings one controller of the tenant in line. It returns what its cleanup still waits for and
-// what was abandoned; a section whose cleanup finished is cleared from applied.
+// controllerSync is one controller of one tenant being brought in line by Sync: what was gathered of it, and the
+// steps that act on decide's answer.
+type controllerSync struct {
+	m      *Manager
+	pc     *mpv1alpha1.ProviderConfig
+	t      *tenantControllers
+	f      NamedFactory
+	logger klog.Logger
+	// applied is the status.appliedSpec Sync returns; the section is cleared from it once the cleanup is done.
+	applied *mpv1alpha1.ProviderConfigSpec
+	// section is the spec's section of the controller, nil when it has none.
+	section any
+	// run is what of the controller runs, nil when nothing does.
+	run *controllerRun
+	// cleanupPC is the ProviderConfig a cleanup works from (cleanupTarget); nil when nothing is on record.
+	cleanupPC *mpv1alpha1.ProviderConfig
+	// missing are the APIs the cleanup needs that are not served.
+	missing []string
+	state   controllerState
+}
+
+// syncController brings one controller of the tenant in line: gather its state, decide, act. It returns what its
+// cleanup still waits for and what was abandoned; a section whose cleanup finished is cleared from applied.
 func (m *Manager) syncController(ctx context.Context, pc *mpv1alpha1.ProviderConfig, t *tenantControllers, f NamedFactory, enabled bool, applied *mpv1alpha1.ProviderConfigSpec) (pending, abandoned string, err error) {
-	logger := klog.FromContext(ctx).WithValues("providerConfig", pc.Name, "controller", f.Name)
-	deleting := pc.DeletionTimestamp != nil
-	section := f.Section(&pc.Spec)
-	var run *controllerRun
-	m.locked(func() { run = t.runningInstance(f.Name) })
-
-	if section != nil && !deleting {
-		if !enabled {
-			m.setWaiting(t, f.Name, metav1.Condition{Type: f.ConditionType, Status: metav1.ConditionUnknown, Reason: ReasonControllerDisable,
-				Message: fmt.Sprintf("the spec configures %s, but this manager runs with --controllers that disable it", f.Name)})
-			return "", "", nil
-		}
-		if run != nil && (run.cleanup || !apiequality.Semantic.DeepEqual(section, run.section)) {
-			why := "spec section changed"
-			if run.cleanup {
-				why = "the spec configures it again"
-			}
-			logger.Info("Stopping tenant controller", "reason", why, "cleanup", run.cleanup)
-			m.stopRun(ctx, pc.Name, t, run)
-			run = nil
-		}
-		if run != nil {
-			return "", "", nil
-		}
-		_, err := m.start(ctx, pc, t, f, section, false)
-		return "", "", err
-	}
-
-	// The tenant no longer configures the controller, or is being deleted.
-	if run != nil && !run.cleanup {
-		why := "spec section removed"
-		if deleting {
-			why = "ProviderConfig deleted"
-		}
-		logger.Info("Stopping tenant controller", "reason", why)
-		m.stopRun(ctx, pc.Name, t, run)
-		run = nil
-	}
-	cleanupPC := m.cleanupTarget(pc, f)
-	if cleanupPC == nil {
-		// Nothing on record that a cleanup would need: the controller never ran for this tenant, or has none.
+	s := m.gather(ctx, pc, t, f, enabled, applied)
+	switch decide(s.state) {
+	case decisionKeep:
+		return "", "", nil
+	case decisionRun:
+		return "", "", s.start(ctx)
+	case decisionRestart:
+		s.restart(ctx)
+		return "", "", s.start(ctx)
+	case decisionDisabled:
+		m.setWaiting(t, f.Name, metav1.Condition{Type: f.ConditionType, Status: metav1.ConditionUnknown, Reason: ReasonControllerDisable,
+			Message: fmt.Sprintf("the spec configures %s, but this manager runs with --controllers that disable it", f.Name)})
+		return "", "", nil
+	case decisionStop:
+		s.stopController(ctx)
 		m.locked(func() { delete(t.waiting, f.Name) })
 		return "", "", nil
+	case decisionAbandon:
+		return s.abandon(ctx)
+	case decisionCleanupBlocked:
+		return s.cleanupBlocked(ctx)
+	case decisionDone:
+		s.done(ctx)
+		return "", "", nil
+	default: // decisionCleanup
+		return s.cleanup(ctx)
 	}
-	done := func() {
-		if run != nil {
-			m.stopRun(ctx, pc.Name, t, run)
-		}
-		f.CopySection(applied, &mpv1alpha1.ProviderConfigSpec{})
-		m.locked(func() { delete(t.waiting, f.Name) })
-	}
+}
 
-	// Only what is outside the cluster can be abandoned: a controller without Abandon (its cleanup removes
-	// objects in the cluster, which can always be removed) cleans up to the end whatever the annotation says.
-	if f.Abandon != nil && AbandonCovers(pc) {
-		if run != nil {
-			m.stopRun(ctx, pc.Name, t, run)
-			run = nil
-		}
-		what, err := m.abandon(ctx, cleanupPC, f)
-		if err != nil {
-			return "", "", err
-		}
-		logger.Info("Cleanup abandoned at the operator's request", "abandoned", what)
-		done()
-		return "", what, nil
+// gather reads what decide needs of one controller of the tenant.
+func (m *Manager) gather(ctx context.Context, pc *mpv1alpha1.ProviderConfig, t *tenantControllers, f NamedFactory, enabled bool, applied *mpv1alpha1.ProviderConfigSpec) *controllerSync {
+	s := &controllerSync{m: m, pc: pc, t: t, f: f, applied: applied, section: f.Section(&pc.Spec), cleanupPC: m.cleanupTarget(pc, f),
+		logger: klog.FromContext(ctx).WithValues("providerConfig", pc.Name, "controller", f.Name)}
+	m.locked(func() { s.run = t.runningInstance(f.Name) })
+	if s.cleanupPC != nil {
+		s.missing = m.missingAPIs(f, &s.cleanupPC.Spec)
 	}
+	s.state = controllerState{
+		enabled:            enabled,
+		configured:         s.section != nil && pc.DeletionTimestamp == nil,
+		running:            s.runKind(),
+		recorded:           s.cleanupPC != nil,
+		abandoned:          f.Abandon != nil && AbandonCovers(pc),
+		cleanupAPIsMissing: len(s.missing) > 0,
+	}
+	return s
+}
 
-	if run == nil {
-		blocked := ""
-		switch missing := m.missingAPIs(f, &cleanupPC.Spec); {
-		case !enabled:
-			blocked = "this manager runs with --controllers that disable " + f.Name
-		case len(missing) > 0:
-			blocked = "the cluster does not serve " + strings.Join(missing, ", ")
-		}
-		if blocked != "" {
-			left, err := m.look(ctx, cleanupPC, f)
-			if err != nil {
-				left = "cannot tell what is left (" + err.Error() + ")"
-			}
-			if left == "" {
-				done()
-				return "", "", nil
-			}
-			msg := fmt.Sprintf("cleanup cannot run: %s; left: %s; %s", blocked, left, abandonHint(pc, f))
-			m.setWaiting(t, f.Name, metav1.Condition{Type: f.ConditionType, Status: metav1.ConditionFalse, Reason: ReasonCleanupBlocked, Message: msg})
-			return msg, "", nil
-		}
-		var err error
-		if run, err = m.start(ctx, cleanupPC, t, f, f.Section(&cleanupPC.Spec), true); err != nil || run == nil {
+func (s *controllerSync) runKind() runKind {
+	switch {
+	case s.run == nil:
+		return runsNothing
+	case s.run.cleanup:
+		return runsCleanup
+	case apiequality.Semantic.DeepEqual(s.section, s.run.section):
+		return runsCurrent
+	default:
+		return runsStale
+	}
+}
+
+// start starts the controller from the spec's section.
+func (s *controllerSync) start(ctx context.Context) error {
+	_, err := s.m.start(ctx, s.pc, s.t, s.f, s.section, false)
+	return err
+}
+
+// restart stops what runs in place of the controller the spec configures: an instance built from another section,
+// or the cleanup.
+func (s *controllerSync) restart(ctx context.Context) {
+	why := "spec section changed"
+	if s.run.cleanup {
+		why = "the spec configures it again"
+	}
+	s.logger.Info("Stopping tenant controller", "reason", why, "cleanup", s.run.cleanup)
+	s.stopRun(ctx)
+}
+
+// stopController stops the controller, not its cleanup, when the tenant no longer configures it or is being deleted.
+func (s *controllerSync) stopController(ctx context.Context) {
+	if s.run == nil || s.run.cleanup {
+		return
+	}
+	why := "spec section removed"
+	if s.pc.DeletionTimestamp != nil {
+		why = "ProviderConfig deleted"
+	}
+	s.logger.Info("Stopping tenant controller", "reason", why)
+	s.stopRun(ctx)
+}
+
+func (s *controllerSync) stopRun(ctx context.Context) {
+	if s.run != nil {
+		s.m.stopRun(ctx, s.pc.Name, s.t, s.run)
+		s.run = nil
+	}
+}
+
+// abandon gives up what the cleanup would remove, at the operator's request. Only what is outside the cluster can
+// be abandoned: a controller without Abandon (its cleanup removes objects in the cluster, which can always be
+// removed) cleans up to the end whatever the annotation says.
+func (s *controllerSync) abandon(ctx context.Context) (pending, abandoned string, err error) {
+	s.stopController(ctx)
+	s.stopRun(ctx)
+	what, err := s.m.abandon(ctx, s.cleanupPC, s.f)
+	if err != nil {
+		return "", "", err
+	}
+	s.logger.Info("Cleanup abandoned at the operator's request", "abandoned", what)
+	s.done(ctx)
+	return "", what, nil
+}
+
+// cleanupBlocked says what a cleanup that cannot run here leaves, and why; done when nothing is left.
+func (s *controllerSync) cleanupBlocked(ctx context.Context) (pending, abandoned string, err error) {
+	s.stopController(ctx)
+	blocked := "the cluster does not serve " + strings.Join(s.missing, ", ")
+	if !s.state.enabled {
+		blocked = "this manager runs with --controllers that disable " + s.f.Name
+	}
+	left, err := s.m.look(ctx, s.cleanupPC, s.f)
+	if err != nil {
+		left = "cannot tell what is left (" + err.Error() + ")"
+	}
+	if s.looked(left) == decisionDone {
+		s.done(ctx)
+		return "", "", nil
+	}
+	msg := fmt.Sprintf("cleanup cannot run: %s; left: %s; %s", blocked, left, abandonHint(s.pc, s.f))
+	s.m.setWaiting(s.t, s.f.Name, metav1.Condition{Type: s.f.ConditionType, Status: metav1.ConditionFalse, Reason: ReasonCleanupBlocked, Message: msg})
+	return msg, "", nil
+}
+
+// cleanup runs the cleanup, in place of the controller, and asks it what is left; done when nothing is.
+func (s *controllerSync) cleanup(ctx context.Context) (pending, abandoned string, err error) {
+	s.stopController(ctx)
+	if s.run == nil {
+		if s.run, err = s.m.start(ctx, s.cleanupPC, s.t, s.f, s.f.Section(&s.cleanupPC.Spec), true); err != nil || s.run == nil {
 			what := "waiting for the cleanup to start"
 			if err != nil {
 				what = "the cleanup could not start: " + err.Error()
@@ -129,20 +197,34 @@ func (m *Manager) syncController(ctx context.Context, pc *mpv1alpha1.ProviderCon
 			return what, "", err
 		}
 	}
-	left, err := f.Pending(ctx, run.cleanupContext)
+	left, err := s.f.Pending(ctx, s.run.cleanupContext)
 	if err != nil {
 		return "checking what is left: " + err.Error(), "", err
 	}
-	if left == "" {
-		logger.Info("Tenant controller cleaned up")
-		done()
+	if s.looked(left) == decisionDone {
+		s.logger.Info("Tenant controller cleaned up")
+		s.done(ctx)
 		return "", "", nil
 	}
-	run.condition.cleaningUp(left)
-	if f.Abandon == nil && AbandonCovers(pc) {
+	s.run.condition.cleaningUp(left)
+	if s.f.Abandon == nil && AbandonCovers(s.pc) {
 		return left + " (in the cluster: the abandon annotation does not cover it)", "", nil
 	}
 	return left, "", nil
+}
+
+// looked asks decide again, now that what the cleanup leaves is known.
+func (s *controllerSync) looked(left string) decision {
+	s.state.running = s.runKind()
+	s.state.looked, s.state.left = true, left
+	return decide(s.state)
+}
+
+// done ends a cleanup that has nothing left: it stops, its section leaves the record, and its condition goes.
+func (s *controllerSync) done(ctx context.Context) {
+	s.stopRun(ctx)
+	s.f.CopySection(s.applied, &mpv1alpha1.ProviderConfigSpec{})
+	s.m.locked(func() { delete(s.t.waiting, s.f.Name) })
 }
 
 // AbandonCovers reports whether the abandon annotation covers pc's current generation: it is set, and the
