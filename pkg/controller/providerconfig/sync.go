@@ -38,29 +38,11 @@ import (
 // sync brings one tenant in line with its ProviderConfig. It returns a delay after which to look again when the
 // tenant waits for something no event announces (cloud cleanup).
 func (c *Controller) sync(ctx context.Context, name string) (time.Duration, error) {
-	logger := klog.FromContext(ctx) // carries the providerConfig key (worker.Queue)
 	c.tenantLocks.LockKey(name)
 	defer func() { _ = c.tenantLocks.UnlockKey(name) }()
 	pc, err := c.lister.Get(name)
 	if apierrors.IsNotFound(err) {
-		// Deleted without (or after) our finalizer, or moved to another shard: nothing may keep running for it.
-		c.manager.Stop(ctx, name)
-		if err := c.releaseVanished(ctx, name); err != nil {
-			return 0, err
-		}
-		metrics.ForgetProviderConfig(name)
-		apibudget.Forget(name)
-		c.lastWritesMu.Lock()
-		delete(c.lastWrites, name)
-		delete(c.staleWarned, name)
-		delete(c.superseded, name)
-		c.lastWritesMu.Unlock()
-		c.heldMu.Lock()
-		delete(c.heldBy, name)
-		c.heldMu.Unlock()
-		// Gone from a shard's view: deleted, drained, or its label removed by hand or by an update that replaced
-		// the object.
-		return 0, c.release(ctx, name)
+		return 0, c.vanished(ctx, name)
 	}
 	if err != nil {
 		return 0, err
@@ -69,135 +51,228 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		// The informer has not delivered this replica's own change of this very object yet; its event syncs again.
 		return 0, nil
 	}
-	// wrote records the resourceVersion a write of this sync changed; the deferred call remembers them all.
-	var changed []string
-	wrote := func(before string, after *mpv1alpha1.ProviderConfig) {
-		if after != nil && after.ResourceVersion != before && before != "" {
-			changed = append(changed, before)
-		}
-	}
-	defer func() { c.supersede(name, changed) }()
+	s := &tenantSync{c: c, name: name}
+	defer func() { c.supersede(name, s.changed) }()
 	owned, recheck, err := c.owns(ctx, pc)
 	if err != nil {
 		return 0, err
 	}
 	if !owned {
-		// Assigned elsewhere, or draining: the owner writes the status (and releases its Secrets); a drain is
-		// acknowledged by the Drainer. Or, unsharded, a live shard may still run it.
-		c.manager.Stop(ctx, name)
-		c.rememberSecrets(name, nil)
-		return recheck, c.release(ctx, name)
+		return recheck, s.disown(ctx)
 	}
-	if pc.DeletionTimestamp != nil && !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
-		c.manager.Stop(ctx, name)
-		released, err := c.releaseSecrets(ctx, pc, nil)
-		wrote(pc.ResourceVersion, released)
+	if pc, err = s.finalizer(ctx, pc); err != nil || pc == nil {
 		return 0, err
 	}
-	// The finalizer goes on before anything starts, so that nothing a controller makes can outlive the tenant.
-	if !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
-		updated, err := PatchFinalizer(ctx, c.client, pc, true)
-		wrote(pc.ResourceVersion, updated)
-		if err != nil {
-			return 0, err
-		}
-		// The update event brings the object back with the finalizer.
-		return 0, nil
-	}
-	// A shard records itself in the status before it starts the tenant, on the object it read: a label removed
-	// since makes the write fail, and the status, which no update of the object can erase, then tells the sharder
-	// (and a replica running unsharded) that this shard may run the tenant until it releases it.
-	if c.shard != "" && pc.Status.Shard != c.shard {
-		read := pc.ResourceVersion
-		recorded, err := sharding.RecordOwner(ctx, c.client, pc, c.shard)
-		wrote(read, recorded)
-		if apierrors.IsConflict(err) {
-			// Our read is older than the object: the informer delivers the newer one, and it is looked at again.
-			return 0, nil
-		}
-		if err != nil || recorded == nil {
-			return 0, err
-		}
-		pc = recorded
-	}
-	// Declared before made: the sections the controllers start from are on record before they start, so that a
-	// cleanup can still reach what they make after the section is removed.
-	read := pc.ResourceVersion
-	pc, err = RecordAppliedSpec(ctx, c.client, c.manager, pc)
-	wrote(read, pc)
-	if err != nil || pc == nil {
+	if pc, err = s.recordShard(ctx, pc); err != nil || pc == nil {
 		return 0, err
 	}
-	// The abandon decision is on record before anything acts on it, so what it covers is known after a restart.
-	read = pc.ResourceVersion
-	pc, err = c.recordAbandon(ctx, pc)
-	wrote(read, pc)
-	if err != nil || pc == nil {
+	if pc, err = s.declare(ctx, pc); err != nil || pc == nil {
 		return 0, err
 	}
-	// The credentials a controller or its cleanup reads are protected before it starts: deleting the Secret
-	// together with the tenant (one Helm release) must not take them from the cleanup.
-	read = pc.ResourceVersion
-	pc, err = c.protectSecrets(ctx, pc)
-	wrote(read, pc)
-	if err != nil || pc == nil {
-		return 0, err
+	out, syncErr := s.controllers(ctx, pc)
+	if pc.DeletionTimestamp != nil {
+		return s.deletion(ctx, pc, out, syncErr)
 	}
+	return s.status(ctx, pc, out, syncErr)
+}
 
-	before := c.manager.Running(name)
-	out, syncErr := c.manager.Sync(ctx, pc)
+// tenantSync is one sync of one tenant: the steps of Controller.sync, each of which ends the sync by returning a
+// nil ProviderConfig, and the resourceVersions its writes replaced.
+type tenantSync struct {
+	c    *Controller
+	name string
+	// changed holds the resourceVersions that this sync read and then changed with a write of its own; the sync
+	// remembers them when it ends (supersede).
+	changed []string
+}
+
+// wrote records that a write of this sync changed the ProviderConfig it read at resourceVersion before.
+func (s *tenantSync) wrote(before string, after *mpv1alpha1.ProviderConfig) {
+	if after != nil && after.ResourceVersion != before && before != "" {
+		s.changed = append(s.changed, before)
+	}
+}
+
+// write makes one write of the sync and records what it changed. It returns the ProviderConfig as it is now, or
+// nil when it is gone.
+func (s *tenantSync) write(pc *mpv1alpha1.ProviderConfig, write func(*mpv1alpha1.ProviderConfig) (*mpv1alpha1.ProviderConfig, error)) (*mpv1alpha1.ProviderConfig, error) {
+	read := pc.ResourceVersion
+	pc, err := write(pc)
+	s.wrote(read, pc)
+	return pc, err
+}
+
+// vanished forgets a ProviderConfig that is gone: deleted without (or after) our finalizer, or moved to another
+// shard. Nothing may keep running for it.
+func (c *Controller) vanished(ctx context.Context, name string) error {
+	c.manager.Stop(ctx, name)
+	if err := c.releaseVanished(ctx, name); err != nil {
+		return err
+	}
+	metrics.ForgetProviderConfig(name)
+	apibudget.Forget(name)
+	c.lastWritesMu.Lock()
+	delete(c.lastWrites, name)
+	delete(c.staleWarned, name)
+	delete(c.superseded, name)
+	c.lastWritesMu.Unlock()
+	c.heldMu.Lock()
+	delete(c.heldBy, name)
+	c.heldMu.Unlock()
+	// Gone from a shard's view: deleted, drained, or its label removed by hand or by an update that replaced the
+	// object.
+	return c.release(ctx, name)
+}
+
+// disown stops a tenant this replica does not own: assigned elsewhere, or draining. The owner writes the status
+// (and releases its Secrets); a drain is acknowledged by the Drainer. Or, unsharded, a live shard may still run it.
+func (s *tenantSync) disown(ctx context.Context) error {
+	s.c.manager.Stop(ctx, s.name)
+	s.c.rememberSecrets(s.name, nil)
+	return s.c.release(ctx, s.name)
+}
+
+// finalizer puts the finalizer on before anything starts, so that nothing a controller makes can outlive the
+// tenant; the update event brings the object back with it. A ProviderConfig deleted without it has nothing to
+// clean up: its controllers stop and its Secrets are released.
+func (s *tenantSync) finalizer(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (*mpv1alpha1.ProviderConfig, error) {
+	if slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
+		return pc, nil
+	}
+	if pc.DeletionTimestamp != nil {
+		s.c.manager.Stop(ctx, s.name)
+		_, err := s.write(pc, func(pc *mpv1alpha1.ProviderConfig) (*mpv1alpha1.ProviderConfig, error) {
+			return s.c.releaseSecrets(ctx, pc, nil)
+		})
+		return nil, err
+	}
+	_, err := s.write(pc, func(pc *mpv1alpha1.ProviderConfig) (*mpv1alpha1.ProviderConfig, error) {
+		return PatchFinalizer(ctx, s.c.client, pc, true)
+	})
+	return nil, err
+}
+
+// recordShard makes a shard record itself in the status before it starts the tenant, on the object it read: a label
+// removed since makes the write fail, and the status, which no update of the object can erase, then tells the
+// sharder (and a replica running unsharded) that this shard may run the tenant until it releases it.
+func (s *tenantSync) recordShard(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (*mpv1alpha1.ProviderConfig, error) {
+	if s.c.shard == "" || pc.Status.Shard == s.c.shard {
+		return pc, nil
+	}
+	pc, err := s.write(pc, func(pc *mpv1alpha1.ProviderConfig) (*mpv1alpha1.ProviderConfig, error) {
+		return sharding.RecordOwner(ctx, s.c.client, pc, s.c.shard)
+	})
+	if apierrors.IsConflict(err) {
+		// Our read is older than the object: the informer delivers the newer one, and it is looked at again.
+		return nil, nil
+	}
+	return pc, err
+}
+
+// declare puts on record, before any controller starts, what it and its cleanup will rely on.
+func (s *tenantSync) declare(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (*mpv1alpha1.ProviderConfig, error) {
+	writes := []func(*mpv1alpha1.ProviderConfig) (*mpv1alpha1.ProviderConfig, error){
+		// Declared before made: the sections the controllers start from are on record before they start, so that
+		// a cleanup can still reach what they make after the section is removed.
+		func(pc *mpv1alpha1.ProviderConfig) (*mpv1alpha1.ProviderConfig, error) {
+			return RecordAppliedSpec(ctx, s.c.client, s.c.manager, pc)
+		},
+		// The abandon decision is on record before anything acts on it, so what it covers is known after a restart.
+		func(pc *mpv1alpha1.ProviderConfig) (*mpv1alpha1.ProviderConfig, error) {
+			return s.c.recordAbandon(ctx, pc)
+		},
+		// The credentials a controller or its cleanup reads are protected before it starts: deleting the Secret
+		// together with the tenant (one Helm release) must not take them from the cleanup.
+		func(pc *mpv1alpha1.ProviderConfig) (*mpv1alpha1.ProviderConfig, error) {
+			return s.c.protectSecrets(ctx, pc)
+		},
+	}
+	for _, write := range writes {
+		var err error
+		if pc, err = s.write(pc, write); err != nil || pc == nil {
+			return nil, err
+		}
+	}
+	return pc, nil
+}
+
+// controllers has the Manager bring the tenant's controllers in line, and tells the user what changed.
+func (s *tenantSync) controllers(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (Outcome, error) {
+	before := s.c.manager.Running(s.name)
+	out, syncErr := s.c.manager.Sync(ctx, pc)
 	out.Conditions = keepObserved(pc, out.Conditions)
-	if after := c.manager.Running(name); !slices.Equal(before, after) && len(after) > 0 && !convergedBefore(pc) {
-		c.recorder.Eventf(pc, corev1.EventTypeNormal, EventControllersStarted, "running: %s", strings.Join(after, ", "))
+	if after := s.c.manager.Running(s.name); !slices.Equal(before, after) && len(after) > 0 && !convergedBefore(pc) {
+		s.c.recorder.Eventf(pc, corev1.EventTypeNormal, EventControllersStarted, "running: %s", strings.Join(after, ", "))
 	}
 	if syncErr != nil {
-		c.recorder.Event(pc, corev1.EventTypeWarning, EventControllerFailed, syncErr.Error())
+		s.c.recorder.Event(pc, corev1.EventTypeWarning, EventControllerFailed, syncErr.Error())
 	}
 	if len(out.Abandoned) > 0 {
-		c.recorder.Event(pc, corev1.EventTypeWarning, EventCloudResourcesAbandoned, "abandoned at the operator's request: "+strings.Join(out.Abandoned, "; "))
+		s.c.recorder.Event(pc, corev1.EventTypeWarning, EventCloudResourcesAbandoned, "abandoned at the operator's request: "+strings.Join(out.Abandoned, "; "))
 	}
-	var requeue time.Duration
+	return out, syncErr
+}
+
+// requeue is when to look again at a tenant whose cleanup waits for something no event announces.
+func requeue(out Outcome) time.Duration {
 	if len(out.Pending) > 0 {
-		requeue = PendingRecheckInterval
+		return PendingRecheckInterval
 	}
+	return 0
+}
 
-	if pc.DeletionTimestamp != nil {
-		if len(out.Pending) > 0 || syncErr != nil {
-			what := strings.Join(out.Pending, "; ")
-			if syncErr != nil {
-				what = strings.Join(append(out.Pending, syncErr.Error()), "; ")
-			}
-			ready := metav1.Condition{Type: mpv1alpha1.ProviderConfigConditionReady, Status: metav1.ConditionFalse, Reason: ReasonDeleting,
-				Message: "deletion waits for cleanup outside the cluster: " + what}
-			if written, err := c.writeStatus(ctx, pc, out.Conditions, ready, pc.Status.ObservedGeneration, out.Applied); err != nil {
-				return 0, err
-			} else if written {
-				changed = append(changed, pc.ResourceVersion)
-				c.recorder.Event(pc, corev1.EventTypeNormal, EventCleanupPending, ready.Message)
-			}
-			return requeue, syncErr
-		}
-		c.manager.Stop(ctx, name)
-		// Nothing of the tenant needs its Secrets any more.
-		read = pc.ResourceVersion
-		pc, err = c.releaseSecrets(ctx, pc, nil)
-		wrote(read, pc)
-		if err != nil || pc == nil {
+// deletion finishes a deleting tenant once its cleanups have nothing left: its controllers stop, its Secrets are
+// released and the finalizer goes. Until then, the status says what the deletion waits for.
+func (s *tenantSync) deletion(ctx context.Context, pc *mpv1alpha1.ProviderConfig, out Outcome, syncErr error) (time.Duration, error) {
+	if len(out.Pending) > 0 || syncErr != nil {
+		if err := s.cleanupPending(ctx, pc, out, syncErr); err != nil {
 			return 0, err
 		}
-		logger.Info("Tenant stopped and cleaned up; removing the finalizer")
-		updated, err := PatchFinalizer(ctx, c.client, pc, false)
-		if err != nil {
-			return 0, err
-		}
-		// Changed or gone: either way an event follows, and no sync may act on this copy again.
-		changed = append(changed, pc.ResourceVersion)
-		if updated != nil {
-			c.recorder.Event(pc, corev1.EventTypeNormal, EventCleanedUp, "every controller of the tenant stopped and nothing is left outside the cluster")
-		}
-		return 0, nil
+		return requeue(out), syncErr
 	}
+	s.c.manager.Stop(ctx, s.name)
+	// Nothing of the tenant needs its Secrets any more.
+	pc, err := s.write(pc, func(pc *mpv1alpha1.ProviderConfig) (*mpv1alpha1.ProviderConfig, error) {
+		return s.c.releaseSecrets(ctx, pc, nil)
+	})
+	if err != nil || pc == nil {
+		return 0, err
+	}
+	klog.FromContext(ctx).Info("Tenant stopped and cleaned up; removing the finalizer")
+	updated, err := PatchFinalizer(ctx, s.c.client, pc, false)
+	if err != nil {
+		return 0, err
+	}
+	// Changed or gone: either way an event follows, and no sync may act on this copy again.
+	s.changed = append(s.changed, pc.ResourceVersion)
+	if updated != nil {
+		s.c.recorder.Event(pc, corev1.EventTypeNormal, EventCleanedUp, "every controller of the tenant stopped and nothing is left outside the cluster")
+	}
+	return 0, nil
+}
 
+// cleanupPending writes the status of a deleting tenant whose cleanup is not finished, or whose controllers failed.
+func (s *tenantSync) cleanupPending(ctx context.Context, pc *mpv1alpha1.ProviderConfig, out Outcome, syncErr error) error {
+	what := strings.Join(out.Pending, "; ")
+	if syncErr != nil {
+		what = strings.Join(append(out.Pending, syncErr.Error()), "; ")
+	}
+	ready := metav1.Condition{Type: mpv1alpha1.ProviderConfigConditionReady, Status: metav1.ConditionFalse, Reason: ReasonDeleting,
+		Message: "deletion waits for cleanup outside the cluster: " + what}
+	written, err := s.c.writeStatus(ctx, pc, out.Conditions, ready, pc.Status.ObservedGeneration, out.Applied)
+	if err != nil {
+		return err
+	}
+	if written {
+		s.changed = append(s.changed, pc.ResourceVersion)
+		s.c.recorder.Event(pc, corev1.EventTypeNormal, EventCleanupPending, ready.Message)
+	}
+	return nil
+}
+
+// status writes the status of a tenant that is not being deleted, after releasing the Secrets nothing needs any
+// more.
+func (s *tenantSync) status(ctx context.Context, pc *mpv1alpha1.ProviderConfig, out Outcome, syncErr error) (time.Duration, error) {
 	ready := readyCondition(out.Conditions)
 	// A generation is observed once the controllers run from its spec: a GitOps health check that compares
 	// observedGeneration with generation must not see convergence while a section waits to start (or cannot
@@ -208,18 +283,20 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 	// A Secret the spec no longer names and no pending cleanup needs (a changed credentialsSecretRef, a removed
 	// section cleaned up) is released.
-	read = pc.ResourceVersion
-	pc, err = c.releaseSecrets(ctx, pc, c.manager.SecretsInUse(&pc.Spec, out.Applied))
-	wrote(read, pc)
+	pc, err := s.write(pc, func(pc *mpv1alpha1.ProviderConfig) (*mpv1alpha1.ProviderConfig, error) {
+		return s.c.releaseSecrets(ctx, pc, s.c.manager.SecretsInUse(&pc.Spec, out.Applied))
+	})
 	if err != nil || pc == nil {
 		return 0, err
 	}
-	if written, err := c.writeStatus(ctx, pc, out.Conditions, ready, generation, out.Applied); err != nil {
+	written, err := s.c.writeStatus(ctx, pc, out.Conditions, ready, generation, out.Applied)
+	if err != nil {
 		return 0, err
-	} else if written {
-		changed = append(changed, pc.ResourceVersion)
 	}
-	return requeue, syncErr
+	if written {
+		s.changed = append(s.changed, pc.ResourceVersion)
+	}
+	return requeue(out), syncErr
 }
 
 // isSuperseded reports whether a sync of this replica changed the ProviderConfig at this resourceVersion, whose
