@@ -160,7 +160,7 @@ func (s *Set) Add(gvr schema.GroupVersionResource, informer cache.SharedIndexInf
 	if err := prepare(informer, transformFor(gvr), s.cfg.Indexers); err != nil {
 		return fmt.Errorf("informerset: %s: %w", gvr, err)
 	}
-	s.required[gvr] = counted(informer)
+	s.required[gvr] = Track(informer)
 	return nil
 }
 
@@ -278,7 +278,7 @@ func (s *Set) startServedOptionals(ctx context.Context) int {
 			missing++
 			continue
 		}
-		o.informer = counted(o.newFunc(s.cfg.ResyncPeriod))
+		o.informer = Track(o.newFunc(s.cfg.ResyncPeriod))
 		if err := prepare(o.informer, transformFor(o.gvr), s.cfg.Indexers); err != nil {
 			s.mu.Unlock()
 			logger.Error(err, "Could not prepare an optional informer", "resource", o.gvr.String())
