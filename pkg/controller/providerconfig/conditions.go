@@ -69,7 +69,7 @@ func (m *Manager) conditions(name string) []metav1.Condition {
 // of a controller the spec no longer configures.
 func (m *Manager) ConditionTypes() []string {
 	var out []string
-	for _, f := range append(append([]NamedFactory{}, m.cfg.Enabled...), m.cfg.Disabled...) {
+	for _, f := range m.known() {
 		out = append(out, f.ConditionType)
 	}
 	return out

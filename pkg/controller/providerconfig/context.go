@@ -50,6 +50,16 @@ func (m *Manager) recorder(ctx context.Context, controller string) record.EventR
 	return r
 }
 
+// shutdownEvents shuts the Event broadcaster down, once no controller runs: Events recorded before are still sent.
+func (m *Manager) shutdownEvents() {
+	m.eventsMu.Lock()
+	defer m.eventsMu.Unlock()
+	if m.events != nil {
+		m.events.Shutdown()
+		m.events, m.recorders = nil, nil
+	}
+}
+
 // look asks f's Pending what is left, through a Context built only for that.
 func (m *Manager) look(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f NamedFactory) (string, error) {
 	ctx, tctx, release, err := m.newContext(ctx, pc, f)
@@ -76,16 +86,21 @@ func (m *Manager) abandon(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f 
 // newContext builds a Context for a one-off call, with its own informers, released by the returned function, and
 // the ctx to make the call with: its API requests are charged to the tenant's client-side budget (apibudget).
 func (m *Manager) newContext(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f NamedFactory) (context.Context, *tenant.Context, func(), error) {
-	views, err := m.cfg.Router.Tenant(pc.Name)
+	tctx, informers, err := m.assemble(ctx, pc, f, &conditionState{conditionType: f.ConditionType, notify: func() {}})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	informers := &controllerInformers{views: views, shared: m.cfg.Shared}
-	tctx := m.context(pc, f, informers, m.recorder(ctx, f.Name), &conditionState{conditionType: f.ConditionType, notify: func() {}})
 	return apibudget.WithTenant(ctx, pc.Name), tctx, informers.close, nil
 }
 
-func (m *Manager) context(pc *mpv1alpha1.ProviderConfig, f NamedFactory, informers *controllerInformers, recorder record.EventRecorder, condition *conditionState) *tenant.Context {
+// assemble builds the tenant.Context of one controller of the tenant (or of its cleanup, or of a one-off call), on
+// informers of its own, which the caller closes once done with them. The caller sets Stop.
+func (m *Manager) assemble(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f NamedFactory, condition *conditionState) (*tenant.Context, *controllerInformers, error) {
+	views, err := m.cfg.Router.Tenant(pc.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	informers := &controllerInformers{views: views, shared: m.cfg.Shared}
 	t := m.tenant(pc.Name)
 	return &tenant.Context{
 		CloudResourcesAbandoned: t.abandoned.Load,
@@ -95,14 +110,14 @@ func (m *Manager) context(pc *mpv1alpha1.ProviderConfig, f NamedFactory, informe
 		KubeClient:              m.cfg.KubeClient,
 		MultiprojectClient:      m.cfg.MultiprojectClient,
 		Informers:               informers,
-		EventRecorder:           recorder,
+		EventRecorder:           m.recorder(ctx, f.Name),
 		Condition:               condition,
 		Options:                 m.cfg.Options,
 		Workers:                 f.Workers,
 		// Two thirds of the stop timeout: a controller that drains within it has returned before the manager
 		// gives up waiting.
 		DrainGrace: m.cfg.StopTimeout * 2 / 3,
-	}
+	}, informers, nil
 }
 
 // controllerCopy returns the tenant's controllerCopy of pc, made once for all the controllers a sync starts: they

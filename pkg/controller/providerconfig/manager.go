@@ -19,6 +19,7 @@ package providerconfig
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -116,6 +117,11 @@ func NewManager(cfg ManagerConfig) *Manager {
 	return &Manager{cfg: cfg, tenants: map[string]*tenantControllers{}}
 }
 
+// known returns every known controller: the enabled ones, in start order, then the disabled ones.
+func (m *Manager) known() []NamedFactory {
+	return slices.Concat(m.cfg.Enabled, m.cfg.Disabled)
+}
+
 // locked runs fn under the manager's lock, which guards the tenants map and every tenant's maps. Starting and
 // stopping controllers happens outside it, so one slow tenant never blocks another.
 func (m *Manager) locked(fn func()) {
@@ -159,10 +165,7 @@ type Outcome struct {
 // the current section of every enabled controller that has a cleanup and is about to run. The caller writes it
 // before calling Sync, so a section is on record before a controller makes anything from it.
 func (m *Manager) Record(pc *mpv1alpha1.ProviderConfig) *mpv1alpha1.ProviderConfigSpec {
-	applied := &mpv1alpha1.ProviderConfigSpec{}
-	if pc.Status.AppliedSpec != nil {
-		applied = pc.Status.AppliedSpec.DeepCopy()
-	}
+	applied := appliedCopy(pc)
 	if pc.DeletionTimestamp == nil {
 		for _, f := range m.cfg.Enabled {
 			if f.Cleans() && f.Section(&pc.Spec) != nil {
@@ -171,6 +174,14 @@ func (m *Manager) Record(pc *mpv1alpha1.ProviderConfig) *mpv1alpha1.ProviderConf
 		}
 	}
 	return nilIfEmpty(applied)
+}
+
+// appliedCopy returns a copy of pc's status.appliedSpec to change, empty when there is none.
+func appliedCopy(pc *mpv1alpha1.ProviderConfig) *mpv1alpha1.ProviderConfigSpec {
+	if pc.Status.AppliedSpec == nil {
+		return &mpv1alpha1.ProviderConfigSpec{}
+	}
+	return pc.Status.AppliedSpec.DeepCopy()
 }
 
 func nilIfEmpty(spec *mpv1alpha1.ProviderConfigSpec) *mpv1alpha1.ProviderConfigSpec {
@@ -189,22 +200,12 @@ func nilIfEmpty(spec *mpv1alpha1.ProviderConfigSpec) *mpv1alpha1.ProviderConfigS
 func (m *Manager) Sync(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (Outcome, error) {
 	t := m.tenant(pc.Name)
 	t.abandoned.Store(AbandonCovers(pc))
-	applied := &mpv1alpha1.ProviderConfigSpec{}
-	if pc.Status.AppliedSpec != nil {
-		applied = pc.Status.AppliedSpec.DeepCopy()
-	}
+	applied := appliedCopy(pc)
 	var out Outcome
 	var errs []string
-	for _, f := range m.cfg.Enabled {
-		pending, abandoned, err := m.syncController(ctx, pc, t, f, true, applied)
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("%s: %v", f.Name, err))
-		}
-		out.Pending = appendNamed(out.Pending, f.Name, pending)
-		out.Abandoned = appendNamed(out.Abandoned, f.Name, abandoned)
-	}
-	for _, f := range m.cfg.Disabled {
-		pending, abandoned, err := m.syncController(ctx, pc, t, f, false, applied)
+	for i, f := range m.known() {
+		enabled := i < len(m.cfg.Enabled) // known lists the enabled first
+		pending, abandoned, err := m.syncController(ctx, pc, t, f, enabled, applied)
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", f.Name, err))
 		}

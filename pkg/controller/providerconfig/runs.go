@@ -37,6 +37,8 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
+// tenantControllers is the manager's registry of one tenant: what runs, what is still stopping, and the conditions
+// of what waits.
 type tenantControllers struct {
 	// abandoned mirrors the abandon annotation of the ProviderConfig last synced, for
 	// tenant.Context.CloudResourcesAbandoned.
@@ -76,6 +78,7 @@ func (t *tenantControllers) setRunning(run *controllerRun) {
 	t.running = append(t.running, run)
 }
 
+// controllerRun is one running instance of a controller, or of its cleanup, for one tenant.
 type controllerRun struct {
 	// controller is the --controllers name of what runs.
 	controller string
@@ -93,7 +96,6 @@ type controllerRun struct {
 	done           chan struct{}
 	informers      *controllerInformers
 	condition      *conditionState
-	generation     int64
 }
 
 // start starts the controller (or, with cleanup, its cleanup) unless an earlier instance is still stopping or a
@@ -123,6 +125,111 @@ func (m *Manager) start(ctx context.Context, pc *mpv1alpha1.ProviderConfig, t *t
 	logger.Info("Started tenant controller", "workers", f.Workers, "cleanup", cleanup)
 	m.locked(func() { t.setRunning(run) })
 	return run, nil
+}
+
+// missingAPIs lists the APIs f needs for spec that are not served.
+func (m *Manager) missingAPIs(f NamedFactory, spec *mpv1alpha1.ProviderConfigSpec) []string {
+	if m.cfg.APIServed == nil || f.RequiredAPIs == nil {
+		return nil
+	}
+	var missing []string
+	for _, gvr := range f.RequiredAPIs(spec) {
+		if !m.cfg.APIServed(gvr) {
+			missing = append(missing, gvr.GroupResource().String()+"/"+gvr.Version)
+		}
+	}
+	return missing
+}
+
+// startRun builds the controller (or its cleanup) on a Context of its own and runs it.
+func (m *Manager) startRun(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f NamedFactory, section any, cleanup bool) (*controllerRun, error) {
+	// The name, not pc: the run outlives this call, and pc (the status patch's answer) must not live as long.
+	name := pc.Name
+	condition := &conditionState{conditionType: f.ConditionType, notify: func() { m.cfg.OnConditionChange(name) }}
+	tctx, informers, err := m.assemble(ctx, pc, f, condition)
+	if err != nil {
+		return nil, err
+	}
+	// The tenant in runCtx charges every API request of the controller to the tenant's client-side budget.
+	runCtx, cancel := context.WithCancel(klog.NewContext(apibudget.WithTenant(ctx, pc.Name), klog.FromContext(ctx).WithValues("providerConfig", pc.Name, "controller", f.Name)))
+	// The controller's parts stop on the run's StopSignal, not on runCtx: a context with children keeps a map of
+	// them (worker.StopSignal).
+	stop, stopsWithBound := m.stopSignal(ctx)
+	tctx.Stop = stop
+	build := f.New
+	if cleanup {
+		build = f.Cleanup
+	}
+	controller, err := build(runCtx, tctx)
+	if err != nil {
+		cancel()
+		stop.Fire()
+		informers.close()
+		return nil, err
+	}
+	run := &controllerRun{controller: f.Name, cleanup: cleanup, section: section, cancel: cancel, stop: stop, stopsWithBound: stopsWithBound, done: make(chan struct{}),
+		informers: informers, condition: condition}
+	if cleanup {
+		run.cleanupContext = tctx
+	}
+	if starter, ok := controller.(tenant.Starter); ok {
+		// No goroutine waits on an idle controller: it calls back once it has stopped.
+		starter.Start(runCtx, func() { close(run.done) })
+		return run, nil
+	}
+	go func() {
+		defer close(run.done)
+		defer utilruntime.HandleCrashWithContext(runCtx)
+		controller.Run(runCtx)
+	}()
+	return run, nil
+}
+
+// stopRun ends one controller: cancel its context (the tenant's own stop), wait for Run to return, then remove its
+// handlers and drop its metric series. An instance that does not return within the stop timeout is detached (no
+// longer waited for), but kept in the tenant's stopping set, with its handlers, until it does: no other instance
+// of that controller starts for the tenant before, so two never act at once, and what it still does is still fed.
+func (m *Manager) stopRun(ctx context.Context, tenantName string, t *tenantControllers, run *controllerRun) {
+	m.locked(func() {
+		t.running = slices.DeleteFunc(t.running, func(r *controllerRun) bool { return r == run })
+	})
+	run.cancel()
+	run.stop.Fire()
+	timer := time.NewTimer(m.cfg.StopTimeout)
+	defer timer.Stop()
+	select {
+	case <-run.done:
+	case <-timer.C:
+		klog.FromContext(ctx).Error(nil, "Tenant controller did not stop in time; detaching it, and starting no new instance until it returns",
+			"providerConfig", tenantName, "controller", run.controller, "timeout", m.cfg.StopTimeout)
+		m.locked(func() {
+			if t.stopping == nil {
+				t.stopping = map[string]*controllerRun{}
+			}
+			t.stopping[run.controller] = run
+		})
+		go func() {
+			<-run.done
+			// Only now: a detached instance still acts, so what it registered keeps receiving events until it
+			// returns. A claims registry it carries (claims.Member) moves to another member when the instance
+			// leaves it on its way out; removed earlier, the registry would see no holding until then.
+			run.informers.close()
+			metrics.ForgetController(tenantName, run.controller)
+			m.locked(func() {
+				if t.stopping[run.controller] == run {
+					delete(t.stopping, run.controller)
+				}
+				if t.forgotten && len(t.stopping) == 0 && m.tenants[tenantName] == t {
+					delete(m.tenants, tenantName)
+				}
+			})
+			klog.FromContext(ctx).Info("Detached tenant controller returned", "providerConfig", tenantName, "controller", run.controller)
+			m.cfg.OnConditionChange(tenantName)
+		}()
+		return
+	}
+	run.informers.close()
+	metrics.ForgetController(tenantName, run.controller)
 }
 
 // Stop stops every controller of the tenant and forgets it.
@@ -156,15 +263,6 @@ func (m *Manager) Stop(ctx context.Context, name string) {
 	})
 }
 
-// Quiet reports whether no controller instance of the tenant runs any more, including one detached after the stop
-// timeout that has not returned yet.
-func (m *Manager) Quiet(name string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	t, ok := m.tenants[name]
-	return !ok || (len(t.running) == 0 && len(t.stopping) == 0)
-}
-
 // StopAll stops every tenant's controllers concurrently (on shutdown), then the Event broadcaster. It returns the
 // tenants with a controller that did not return within the stop timeout and still runs, detached.
 func (m *Manager) StopAll(ctx context.Context) []string {
@@ -177,12 +275,7 @@ func (m *Manager) StopAll(ctx context.Context) []string {
 		}()
 	}
 	wg.Wait()
-	m.eventsMu.Lock()
-	if m.events != nil {
-		m.events.Shutdown()
-		m.events, m.recorders = nil, nil
-	}
-	m.eventsMu.Unlock()
+	m.shutdownEvents()
 	var running []string
 	for _, name := range m.Tenants() {
 		if !m.Quiet(name) {
@@ -192,62 +285,13 @@ func (m *Manager) StopAll(ctx context.Context) []string {
 	return running
 }
 
-func (m *Manager) missingAPIs(f NamedFactory, spec *mpv1alpha1.ProviderConfigSpec) []string {
-	if m.cfg.APIServed == nil || f.RequiredAPIs == nil {
-		return nil
-	}
-	var missing []string
-	for _, gvr := range f.RequiredAPIs(spec) {
-		if !m.cfg.APIServed(gvr) {
-			missing = append(missing, gvr.GroupResource().String()+"/"+gvr.Version)
-		}
-	}
-	return missing
-}
-
-func (m *Manager) startRun(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f NamedFactory, section any, cleanup bool) (*controllerRun, error) {
-	views, err := m.cfg.Router.Tenant(pc.Name)
-	if err != nil {
-		return nil, err
-	}
-	informers := &controllerInformers{views: views, shared: m.cfg.Shared}
-	// The name, not pc: the run outlives this call, and pc (the status patch's answer) must not live as long.
-	name := pc.Name
-	condition := &conditionState{conditionType: f.ConditionType, notify: func() { m.cfg.OnConditionChange(name) }}
-	tctx := m.context(pc, f, informers, m.recorder(ctx, f.Name), condition)
-	// The tenant in runCtx charges every API request of the controller to the tenant's client-side budget.
-	runCtx, cancel := context.WithCancel(klog.NewContext(apibudget.WithTenant(ctx, pc.Name), klog.FromContext(ctx).WithValues("providerConfig", pc.Name, "controller", f.Name)))
-	// The controller's parts stop on the run's StopSignal, not on runCtx: a context with children keeps a map of
-	// them (worker.StopSignal).
-	stop, stopsWithBound := m.stopSignal(ctx)
-	tctx.Stop = stop
-	build := f.New
-	if cleanup {
-		build = f.Cleanup
-	}
-	controller, err := build(runCtx, tctx)
-	if err != nil {
-		cancel()
-		stop.Fire()
-		informers.close()
-		return nil, err
-	}
-	run := &controllerRun{controller: f.Name, cleanup: cleanup, section: section, cancel: cancel, stop: stop, stopsWithBound: stopsWithBound, done: make(chan struct{}),
-		informers: informers, condition: condition, generation: pc.Generation}
-	if cleanup {
-		run.cleanupContext = tctx
-	}
-	if starter, ok := controller.(tenant.Starter); ok {
-		// No goroutine waits on an idle controller: it calls back once it has stopped.
-		starter.Start(runCtx, func() { close(run.done) })
-		return run, nil
-	}
-	go func() {
-		defer close(run.done)
-		defer utilruntime.HandleCrashWithContext(runCtx)
-		controller.Run(runCtx)
-	}()
-	return run, nil
+// Quiet reports whether no controller instance of the tenant runs any more, including one detached after the stop
+// timeout that has not returned yet.
+func (m *Manager) Quiet(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.tenants[name]
+	return !ok || (len(t.running) == 0 && len(t.stopping) == 0)
 }
 
 // StopRunsWhenDone fires the StopSignal of every run, present and future, once ctx ends: one registration on ctx
@@ -300,51 +344,4 @@ func (m *Manager) stopSignal(ctx context.Context) (*worker.StopSignal, bool) {
 		s.Fire()
 	}
 	return s, true
-}
-
-// stopRun ends one controller: cancel its context (the tenant's own stop), wait for Run to return, then remove its
-// handlers and drop its metric series. An instance that does not return within the stop timeout is detached (no
-// longer waited for), but kept in the tenant's stopping set, with its handlers, until it does: no other instance
-// of that controller starts for the tenant before, so two never act at once, and what it still does is still fed.
-func (m *Manager) stopRun(ctx context.Context, tenantName string, t *tenantControllers, run *controllerRun) {
-	m.locked(func() {
-		t.running = slices.DeleteFunc(t.running, func(r *controllerRun) bool { return r == run })
-	})
-	run.cancel()
-	run.stop.Fire()
-	timer := time.NewTimer(m.cfg.StopTimeout)
-	defer timer.Stop()
-	select {
-	case <-run.done:
-	case <-timer.C:
-		klog.FromContext(ctx).Error(nil, "Tenant controller did not stop in time; detaching it, and starting no new instance until it returns",
-			"providerConfig", tenantName, "controller", run.controller, "timeout", m.cfg.StopTimeout)
-		m.locked(func() {
-			if t.stopping == nil {
-				t.stopping = map[string]*controllerRun{}
-			}
-			t.stopping[run.controller] = run
-		})
-		go func() {
-			<-run.done
-			// Only now: a detached instance still acts, so what it registered keeps receiving events until it
-			// returns. A claims registry it carries (claims.Member) moves to another member when the instance
-			// leaves it on its way out; removed earlier, the registry would see no holding until then.
-			run.informers.close()
-			metrics.ForgetController(tenantName, run.controller)
-			m.locked(func() {
-				if t.stopping[run.controller] == run {
-					delete(t.stopping, run.controller)
-				}
-				if t.forgotten && len(t.stopping) == 0 && m.tenants[tenantName] == t {
-					delete(m.tenants, tenantName)
-				}
-			})
-			klog.FromContext(ctx).Info("Detached tenant controller returned", "providerConfig", tenantName, "controller", run.controller)
-			m.cfg.OnConditionChange(tenantName)
-		}()
-		return
-	}
-	run.informers.close()
-	metrics.ForgetController(tenantName, run.controller)
 }
