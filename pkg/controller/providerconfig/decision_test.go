@@ -36,6 +36,7 @@ func TestDecide(t *testing.T) {
 		{"removed, nothing on record, nothing runs", controllerState{enabled: true}, decisionStop},
 		{"removed, nothing on record, it runs", controllerState{enabled: true, running: runsCurrent}, decisionStop},
 		{"removed from a disabled controller, nothing on record", controllerState{}, decisionStop},
+		{"removed, nothing on record, a cleanup runs", controllerState{enabled: true, running: runsCleanup}, decisionStop},
 		{"removed, on record, it runs: the cleanup replaces it", controllerState{enabled: true, running: runsCurrent, recorded: true}, decisionCleanup},
 		{"removed, on record, nothing runs", controllerState{enabled: true, recorded: true}, decisionCleanup},
 		{"removed, its cleanup runs", controllerState{enabled: true, running: runsCleanup, recorded: true}, decisionCleanup},
