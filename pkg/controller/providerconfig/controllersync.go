@@ -42,8 +42,9 @@ type controllerSync struct {
 	section any
 	// run is what of the controller runs, nil when nothing does.
 	run *controllerRun
-	// cleanupPC is the ProviderConfig a cleanup works from (cleanupTarget); nil when nothing is on record.
-	cleanupPC *mpv1alpha1.ProviderConfig
+	// cleanupTarget is the ProviderConfig a cleanup works from; nil when nothing is on record, or the spec
+	// configures the controller.
+	cleanupTarget *mpv1alpha1.ProviderConfig
 	// missing are the APIs the cleanup needs that are not served.
 	missing []string
 	state   controllerState
@@ -83,23 +84,29 @@ func (m *Manager) syncController(ctx context.Context, pc *mpv1alpha1.ProviderCon
 
 // gather reads what decide needs of one controller of the tenant.
 func (m *Manager) gather(ctx context.Context, pc *mpv1alpha1.ProviderConfig, t *tenantControllers, f NamedFactory, enabled bool, applied *mpv1alpha1.ProviderConfigSpec) *controllerSync {
-	s := &controllerSync{m: m, pc: pc, t: t, f: f, applied: applied, section: f.Section(&pc.Spec), cleanupPC: m.cleanupTarget(pc, f),
+	s := &controllerSync{m: m, pc: pc, t: t, f: f, applied: applied, section: f.Section(&pc.Spec),
 		logger: klog.FromContext(ctx).WithValues("providerConfig", pc.Name, "controller", f.Name)}
 	m.locked(func() { s.run = t.runningInstance(f.Name) })
-	if s.cleanupPC != nil {
-		s.missing = m.missingAPIs(f, &s.cleanupPC.Spec)
+	configured := s.section != nil && pc.DeletionTimestamp == nil
+	if !configured {
+		// Only then is a cleanup looked for: the record costs a copy of pc.
+		s.cleanupTarget = m.cleanupTarget(pc, f)
+	}
+	if s.cleanupTarget != nil {
+		s.missing = m.missingAPIs(f, &s.cleanupTarget.Spec)
 	}
 	s.state = controllerState{
 		enabled:            enabled,
-		configured:         s.section != nil && pc.DeletionTimestamp == nil,
+		configured:         configured,
 		running:            s.runKind(),
-		recorded:           s.cleanupPC != nil,
+		recorded:           s.cleanupTarget != nil,
 		abandoned:          f.Abandon != nil && AbandonCovers(pc),
 		cleanupAPIsMissing: len(s.missing) > 0,
 	}
 	return s
 }
 
+// runKind says what of the controller runs.
 func (s *controllerSync) runKind() runKind {
 	switch {
 	case s.run == nil:
@@ -143,6 +150,7 @@ func (s *controllerSync) stopController(ctx context.Context) {
 	s.stopRun(ctx)
 }
 
+// stopRun stops whatever of the controller runs.
 func (s *controllerSync) stopRun(ctx context.Context) {
 	if s.run != nil {
 		s.m.stopRun(ctx, s.pc.Name, s.t, s.run)
@@ -156,7 +164,7 @@ func (s *controllerSync) stopRun(ctx context.Context) {
 func (s *controllerSync) abandon(ctx context.Context) (pending, abandoned string, err error) {
 	s.stopController(ctx)
 	s.stopRun(ctx)
-	what, err := s.m.abandon(ctx, s.cleanupPC, s.f)
+	what, err := s.m.abandon(ctx, s.cleanupTarget, s.f)
 	if err != nil {
 		return "", "", err
 	}
@@ -172,7 +180,7 @@ func (s *controllerSync) cleanupBlocked(ctx context.Context) (pending, abandoned
 	if !s.state.enabled {
 		blocked = "this manager runs with --controllers that disable " + s.f.Name
 	}
-	left, err := s.m.look(ctx, s.cleanupPC, s.f)
+	left, err := s.m.look(ctx, s.cleanupTarget, s.f)
 	if err != nil {
 		left = "cannot tell what is left (" + err.Error() + ")"
 	}
@@ -189,7 +197,7 @@ func (s *controllerSync) cleanupBlocked(ctx context.Context) (pending, abandoned
 func (s *controllerSync) cleanup(ctx context.Context) (pending, abandoned string, err error) {
 	s.stopController(ctx)
 	if s.run == nil {
-		if s.run, err = s.m.start(ctx, s.cleanupPC, s.t, s.f, s.f.Section(&s.cleanupPC.Spec), true); err != nil || s.run == nil {
+		if s.run, err = s.m.start(ctx, s.cleanupTarget, s.t, s.f, s.f.Section(&s.cleanupTarget.Spec), true); err != nil || s.run == nil {
 			what := "waiting for the cleanup to start"
 			if err != nil {
 				what = "the cleanup could not start: " + err.Error()

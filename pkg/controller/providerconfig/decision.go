@@ -68,7 +68,8 @@ type controllerState struct {
 	// configured: the spec has the controller's section and the ProviderConfig is not being deleted.
 	configured bool
 	running    runKind
-	// recorded: a cleanup has something on record to work from (cleanupTarget).
+	// recorded: a cleanup has something on record to work from (cleanupTarget); looked for only when the spec
+	// does not configure the controller.
 	recorded bool
 	// abandoned: the controller can abandon what it made (it has Abandon) and the abandon annotation covers this
 	// generation (AbandonCovers).
