@@ -17,6 +17,8 @@ limitations under the License.
 package informerset
 
 import (
+	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,55 +26,82 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// countedInformer is a shared informer that knows the handlers registered on it. Each one is a client-go listener
-// (two goroutines and a buffer) that every event is copied to, so their number must not grow with the tenants:
-// Set.Handlers lets tests (and a debugger) check it.
-type countedInformer struct {
+// ErrTrackingClosed is what a Tracked informer answers a handler added after RemoveAll.
+var ErrTrackingClosed = errors.New("the informer no longer takes handlers: its holder removed them all")
+
+// Tracked is a shared informer that keeps the handlers registered through it. Each one is a client-go listener (two
+// goroutines and a buffer) that every event is copied to, so whoever hands the informer out must be able to count
+// them (the process's shared informers: Set.Handlers, whose count must not grow with the tenants) or remove them
+// all at once (a tenant's controller that stops: RemoveAll). A Tracked with SharedIndexInformer set is ready to
+// use, so a wrapper can hold one by value.
+type Tracked struct {
 	cache.SharedIndexInformer
 
-	mu   sync.Mutex
-	regs map[cache.ResourceEventHandlerRegistration]struct{}
+	mu sync.Mutex
+	// regs is a slice, not a map: a tenant's controller registers one or two handlers, the process a few.
+	regs   []cache.ResourceEventHandlerRegistration
+	closed bool
 }
 
-func counted(informer cache.SharedIndexInformer) *countedInformer {
-	return &countedInformer{SharedIndexInformer: informer, regs: map[cache.ResourceEventHandlerRegistration]struct{}{}}
+// Track returns informer with the handlers registered through it tracked.
+func Track(informer cache.SharedIndexInformer) *Tracked {
+	return &Tracked{SharedIndexInformer: informer}
 }
 
-func (c *countedInformer) track(reg cache.ResourceEventHandlerRegistration, err error) (cache.ResourceEventHandlerRegistration, error) {
-	if err == nil {
-		c.mu.Lock()
-		c.regs[reg] = struct{}{}
-		c.mu.Unlock()
+func (t *Tracked) track(reg cache.ResourceEventHandlerRegistration, err error) (cache.ResourceEventHandlerRegistration, error) {
+	if err != nil {
+		return reg, err
 	}
-	return reg, err
-}
-
-func (c *countedInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
-	return c.track(c.SharedIndexInformer.AddEventHandler(h))
-}
-
-func (c *countedInformer) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
-	return c.track(c.SharedIndexInformer.AddEventHandlerWithResyncPeriod(h, resync))
-}
-
-func (c *countedInformer) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
-	return c.track(c.SharedIndexInformer.AddEventHandlerWithOptions(h, o))
-}
-
-func (c *countedInformer) RemoveEventHandler(reg cache.ResourceEventHandlerRegistration) error {
-	err := c.SharedIndexInformer.RemoveEventHandler(reg)
-	if err == nil {
-		c.mu.Lock()
-		delete(c.regs, reg)
-		c.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		// Added as RemoveAll ran: nobody would remove it.
+		_ = t.SharedIndexInformer.RemoveEventHandler(reg)
+		return nil, ErrTrackingClosed
 	}
-	return err
+	t.regs = append(t.regs, reg)
+	return reg, nil
 }
 
-func (c *countedInformer) handlers() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.regs)
+func (t *Tracked) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	return t.track(t.SharedIndexInformer.AddEventHandler(h))
+}
+
+func (t *Tracked) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
+	return t.track(t.SharedIndexInformer.AddEventHandlerWithResyncPeriod(h, resync))
+}
+
+func (t *Tracked) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+	return t.track(t.SharedIndexInformer.AddEventHandlerWithOptions(h, o))
+}
+
+// RemoveEventHandler removes the handler from the informer, and then from the tracked ones.
+func (t *Tracked) RemoveEventHandler(reg cache.ResourceEventHandlerRegistration) error {
+	if err := t.SharedIndexInformer.RemoveEventHandler(reg); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.regs = slices.DeleteFunc(t.regs, func(r cache.ResourceEventHandlerRegistration) bool { return r == reg })
+	t.mu.Unlock()
+	return nil
+}
+
+// Handlers returns how many handlers registered through t are still registered.
+func (t *Tracked) Handlers() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.regs)
+}
+
+// RemoveAll removes every handler registered through t, and refuses any added later (ErrTrackingClosed).
+func (t *Tracked) RemoveAll() {
+	t.mu.Lock()
+	regs := t.regs
+	t.regs, t.closed = nil, true
+	t.mu.Unlock()
+	for _, reg := range regs {
+		_ = t.SharedIndexInformer.RemoveEventHandler(reg)
+	}
 }
 
 // Handlers returns how many event handlers are registered on the shared informer of gvr (0 if the set has none, or
@@ -83,8 +112,8 @@ func (s *Set) Handlers(gvr schema.GroupVersionResource) int {
 	if inf == nil {
 		inf, _, _ = s.Optional(gvr)
 	}
-	if c, ok := inf.(*countedInformer); ok {
-		return c.handlers()
+	if t, ok := inf.(*Tracked); ok {
+		return t.Handlers()
 	}
 	return 0
 }

@@ -19,6 +19,9 @@ limitations under the License.
 // reads (trim.go), started once on the global (leader) stop and synced, with a bounded wait, before anything
 // consumes them, and the tenancy Router and Fanouts built over them (NewTenancy). Informers for optional APIs (CRDs
 // a cluster may not serve) are started only once discovery shows the API, and a missing one never blocks the others.
+// Tracked (counted.go) keeps the handlers registered through an informer: the Set wraps each of its informers in
+// one, which Set.Handlers counts, and the ProviderConfig manager wraps a shared informer it hands a tenant's
+// controller in another, whose handlers it removes at once when that controller stops.
 package informerset
 
 import (
@@ -160,7 +163,7 @@ func (s *Set) Add(gvr schema.GroupVersionResource, informer cache.SharedIndexInf
 	if err := prepare(informer, transformFor(gvr), s.cfg.Indexers); err != nil {
 		return fmt.Errorf("informerset: %s: %w", gvr, err)
 	}
-	s.required[gvr] = counted(informer)
+	s.required[gvr] = Track(informer)
 	return nil
 }
 
@@ -278,7 +281,7 @@ func (s *Set) startServedOptionals(ctx context.Context) int {
 			missing++
 			continue
 		}
-		o.informer = counted(o.newFunc(s.cfg.ResyncPeriod))
+		o.informer = Track(o.newFunc(s.cfg.ResyncPeriod))
 		if err := prepare(o.informer, transformFor(o.gvr), s.cfg.Indexers); err != nil {
 			s.mu.Unlock()
 			logger.Error(err, "Could not prepare an optional informer", "resource", o.gvr.String())

@@ -20,19 +20,14 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
-
-	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
-	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 )
 
 func TestFinalizerThenStartThenReady(t *testing.T) {
@@ -104,141 +99,6 @@ func TestSpecChangeRestartsWithTheNewSpec(t *testing.T) {
 	f.waitFor("its condition to go", func() bool {
 		return f.condition("a", mpv1alpha1.ProviderConfigConditionNamespaceProjectReady) == nil
 	})
-}
-
-func TestDeletionRunsTheCleanupUntilNothingIsLeft(t *testing.T) {
-	f := newFixture(t, 1)
-	f.create(providerConfig("a", "c-1"))
-	f.waitFor("the probe", func() bool { return len(f.manager.Running("a")) == 1 })
-	if applied := f.get("a").Status.AppliedSpec; applied == nil || applied.Rancher == nil || applied.Rancher.ClusterID != "c-1" {
-		t.Fatalf("status.appliedSpec = %+v, want the section the controller started from", applied)
-	}
-
-	f.probes.setPending("a", "2 NEGs not deleted yet")
-	f.markDeleted("a")
-	f.waitFor("Ready=False Deleting", f.conditionIs("a", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionFalse, ReasonDeleting))
-	if c := f.condition("a", mpv1alpha1.ProviderConfigConditionReady); c == nil || !strings.Contains(c.Message, "2 NEGs not deleted yet") {
-		t.Fatalf("the Ready condition does not say what deletion waits for: %+v", c)
-	}
-	f.waitFor("the cleanup to replace the controller", func() bool {
-		p := f.probes.latest("a")
-		return p != nil && p.cleanup && len(f.manager.Running("a")) == 1
-	})
-	if got := f.probes.most("a"); got != 1 {
-		t.Errorf("%d instances of the controller ran at once, want 1", got)
-	}
-	if !slices.Contains(f.get("a").Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
-		t.Fatal("the finalizer went while cleanup was pending")
-	}
-
-	f.probes.setPending("a", "")
-	f.waitFor("the finalizer to go", func() bool {
-		return !slices.Contains(f.get("a").Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer)
-	})
-	if len(f.manager.Running("a")) != 0 {
-		t.Error("controllers still run after the finalizer was removed")
-	}
-	// The Event follows the finalizer's removal on the sync's goroutine: wait for it, then check it is the only one.
-	f.waitFor("the CleanedUp Event", func() bool { return f.events.Count(corev1.EventTypeNormal, EventCleanedUp) > 0 })
-	if f.events.Count(corev1.EventTypeNormal, EventCleanedUp) != 1 {
-		t.Errorf("Events: %v, want one %s", f.events.With(""), EventCleanedUp)
-	}
-}
-
-// A ProviderConfig deleted while no manager ran (down, failing over): the new manager never ran the controller,
-// and still runs its cleanup from the recorded section before the finalizer goes.
-func TestDeletionWhileTheManagerWasDownStillCleansUp(t *testing.T) {
-	pc := providerConfig("a", "c-1")
-	now := metav1.Now()
-	pc.DeletionTimestamp = &now
-	pc.Finalizers = []string{mpv1alpha1.ProviderConfigCleanupFinalizer}
-	pc.Status.AppliedSpec = &mpv1alpha1.ProviderConfigSpec{Rancher: &mpv1alpha1.RancherConfig{ClusterID: "c-old"}}
-	pc.Spec.Rancher = nil
-	probes := newProbes()
-	probes.setPending("a", "1 NEG not deleted yet")
-	f := newFixtureWith(t, fixtureConfig{workers: 1, objects: []*mpv1alpha1.ProviderConfig{pc}, probes: probes})
-
-	f.waitFor("the cleanup to run", func() bool {
-		p := f.probes.latest("a")
-		return p != nil && p.cleanup
-	})
-	if p := f.probes.latest("a"); p.section != "c-old" {
-		t.Errorf("the cleanup was built from section %q, want the recorded c-old", p.section)
-	}
-	f.waitFor("Ready=False Deleting", f.conditionIs("a", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionFalse, ReasonDeleting))
-	if n := f.probes.built("a"); n != 1 {
-		t.Errorf("built %d probes, want only the cleanup", n)
-	}
-	f.probes.setPending("a", "")
-	f.waitFor("the finalizer to go", func() bool {
-		return !slices.Contains(f.get("a").Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer)
-	})
-}
-
-// Removing a section runs the controller's cleanup with the recorded section; the condition says what is left, and
-// both the condition and the record go once nothing is.
-func TestRemovedSectionIsCleanedUpFromTheRecord(t *testing.T) {
-	f := newFixture(t, 1)
-	f.create(providerConfig("a", "c-1"))
-	f.waitFor("the probe", func() bool { return len(f.manager.Running("a")) == 1 })
-
-	f.probes.setPending("a", "3 NEGs not deleted yet")
-	f.update("a", func(pc *mpv1alpha1.ProviderConfig) { pc.Spec.Rancher = nil })
-	f.waitFor("the condition to say what is left", func() bool {
-		c := f.condition("a", mpv1alpha1.ProviderConfigConditionNamespaceProjectReady)
-		return c != nil && c.Reason == ReasonCleaningUp && strings.Contains(c.Message, "3 NEGs not deleted yet")
-	})
-	if p := f.probes.latest("a"); !p.cleanup || p.section != "c-1" {
-		t.Fatalf("latest probe: cleanup=%v section=%q, want the cleanup of c-1", p.cleanup, p.section)
-	}
-	f.probes.setPending("a", "")
-	f.waitFor("the condition to go", func() bool {
-		return f.condition("a", mpv1alpha1.ProviderConfigConditionNamespaceProjectReady) == nil
-	})
-	f.waitFor("the record to go", func() bool { return f.get("a").Status.AppliedSpec == nil })
-	f.waitFor("the cleanup to stop", func() bool { return len(f.manager.Running("a")) == 0 })
-	if got := f.probes.most("a"); got != 1 {
-		t.Errorf("%d instances ran at once, want 1", got)
-	}
-}
-
-// A controller disabled by --controllers cannot clean up: the finalizer stays and the condition says what is left
-// and why, until the operator abandons it; an Event lists what was abandoned.
-func TestDisabledControllerBlocksDeletionUntilAbandoned(t *testing.T) {
-	pc := providerConfig("a", "c-1")
-	pc.Finalizers = []string{mpv1alpha1.ProviderConfigCleanupFinalizer}
-	pc.Status.AppliedSpec = &mpv1alpha1.ProviderConfigSpec{Rancher: &mpv1alpha1.RancherConfig{ClusterID: "c-1"}}
-	probes := newProbes()
-	probes.setPending("a", "2 NEGs not deleted yet")
-	f := newFixtureWith(t, fixtureConfig{workers: 1, disabled: true, objects: []*mpv1alpha1.ProviderConfig{pc}, probes: probes})
-	f.waitFor("ControllerDisabled", f.conditionIs("a", mpv1alpha1.ProviderConfigConditionNamespaceProjectReady, metav1.ConditionUnknown, ReasonControllerDisable))
-
-	f.markDeleted("a")
-	f.waitFor("CleanupBlocked", f.conditionIs("a", mpv1alpha1.ProviderConfigConditionNamespaceProjectReady, metav1.ConditionFalse, ReasonCleanupBlocked))
-	c := f.condition("a", mpv1alpha1.ProviderConfigConditionNamespaceProjectReady)
-	for _, want := range []string{"--controllers", "2 NEGs not deleted yet", mpv1alpha1.AbandonCloudResourcesAnnotation} {
-		if !strings.Contains(c.Message, want) {
-			t.Errorf("condition message %q does not mention %q", c.Message, want)
-		}
-	}
-	if !slices.Contains(f.get("a").Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
-		t.Fatal("the finalizer went although cleanup could not run")
-	}
-	if n := f.probes.built("a"); n != 0 {
-		t.Fatalf("a disabled controller was built %d times", n)
-	}
-
-	f.update("a", func(pc *mpv1alpha1.ProviderConfig) {
-		pc.Annotations = map[string]string{mpv1alpha1.AbandonCloudResourcesAnnotation: "true"}
-	})
-	f.waitFor("the finalizer to go", func() bool {
-		return !slices.Contains(f.get("a").Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer)
-	})
-	f.waitFor("the abandon Event", func() bool { return f.events.Count(corev1.EventTypeWarning, EventCloudResourcesAbandoned) > 0 })
-	abandoned := f.events.With(corev1.EventTypeWarning + " " + EventCloudResourcesAbandoned + " ")
-	if len(abandoned) != 1 || !strings.Contains(abandoned[0], "2 widgets in c-1") {
-		t.Errorf("abandon Events = %v, want one listing what Abandon returned", abandoned)
-	}
 }
 
 // A spec change never runs two instances of a tenant's controller: the new one starts only after the old one has
@@ -365,41 +225,6 @@ func TestCreateDeleteCyclesLeaveNothingBehind(t *testing.T) {
 	f.waitFor("goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= baseGoroutines+2 })
 }
 
-// A cleanup that cannot start (its API is not served) blocks the deletion with a condition that says so; one that
-// fails to build is retried with backoff; neither lets the finalizer go while something is left.
-func TestCleanupThatCannotStartKeepsTheFinalizer(t *testing.T) {
-	pc := providerConfig("a", "c-1")
-	now := metav1.Now()
-	pc.DeletionTimestamp = &now
-	pc.Finalizers = []string{mpv1alpha1.ProviderConfigCleanupFinalizer}
-	pc.Status.AppliedSpec = &mpv1alpha1.ProviderConfigSpec{Rancher: &mpv1alpha1.RancherConfig{ClusterID: "c-1"}}
-	probes := newProbes()
-	probes.setPending("a", "1 NEG not deleted yet")
-	probes.failFor["a"] = errBoom
-	f := newFixtureWith(t, fixtureConfig{workers: 1, required: []schema.GroupVersionResource{extraAPI}, objects: []*mpv1alpha1.ProviderConfig{pc}, probes: probes})
-
-	f.waitFor("CleanupBlocked naming the missing API", func() bool {
-		c := f.condition("a", mpv1alpha1.ProviderConfigConditionNamespaceProjectReady)
-		return c != nil && c.Reason == ReasonCleanupBlocked && strings.Contains(c.Message, extraAPI.Resource)
-	})
-	f.serveAPI(extraAPI)
-	f.waitFor("FailedToStart", f.conditionIs("a", mpv1alpha1.ProviderConfigConditionNamespaceProjectReady, metav1.ConditionFalse, ReasonFailedToStart))
-	if !slices.Contains(f.get("a").Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
-		t.Fatal("the finalizer went although the cleanup never ran")
-	}
-	f.probes.mu.Lock()
-	delete(f.probes.failFor, "a")
-	f.probes.mu.Unlock()
-	f.waitFor("the cleanup to run", func() bool {
-		p := f.probes.latest("a")
-		return p != nil && p.cleanup
-	})
-	f.probes.setPending("a", "")
-	f.waitFor("the finalizer to go", func() bool {
-		return !slices.Contains(f.get("a").Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer)
-	})
-}
-
 // A tenant whose ProviderConfig vanished while one of its controllers had not returned, and that is re-created
 // under the same name, waits for that instance: two never run at once.
 func TestRecreatedTenantWaitsForItsPredecessor(t *testing.T) {
@@ -506,94 +331,6 @@ func TestIdleTenantsCostTheirControllersOnly(t *testing.T) {
 	// The probe's Run is its one goroutine; a few more may be passing through the runtime.
 	if got, most := runtime.NumGoroutine()-base, tenants+5; got > most {
 		t.Errorf("%d idle tenants added %d goroutines, want at most %d (one per controller)", tenants, got, most)
-	}
-}
-
-// TestOnlyOwnedTenantsRunAndAreWritten: a sharded replica runs, and writes the finalizer and status of, only the
-// ProviderConfigs it owns; a drained one stops without cleanup (its finalizer stays for the next owner), and
-// StopUnowned refuses a tenant that is still owned.
-func TestOnlyOwnedTenantsRunAndAreWritten(t *testing.T) {
-	metrics.Register()
-	f := newFixtureWith(t, fixtureConfig{workers: 2, shard: "me"})
-	for name, labels := range map[string]map[string]string{"mine": {sharding.ShardLabel: "me"}, "theirs": {sharding.ShardLabel: "other"}, "unassigned": nil} {
-		pc := providerConfig(name, "c-1")
-		pc.Labels = labels
-		f.create(pc)
-	}
-	f.waitFor("the owned tenant Ready", f.conditionIs("mine", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionTrue, ReasonAllControllersReady))
-	if got := f.get("mine").Status.Shard; got != "me" {
-		t.Errorf("status.shard = %q, want the shard that runs it", got)
-	}
-	f.waitFor("a finished sync of each tenant it does not own", func() bool {
-		for _, name := range []string{"theirs", "unassigned"} {
-			if n, _ := metrics.ProviderConfigSyncs.Value(name, "success"); n == 0 {
-				return false
-			}
-		}
-		return true
-	})
-	for _, name := range []string{"theirs", "unassigned"} {
-		if pc := f.get(name); len(pc.Finalizers) > 0 || len(pc.Status.Conditions) > 0 || pc.Status.AppliedSpec != nil {
-			t.Errorf("%s is not owned but was written: finalizers %v, status %+v", name, pc.Finalizers, pc.Status)
-		}
-		if running := f.manager.Running(name); len(running) > 0 {
-			t.Errorf("%s is not owned but runs %v", name, running)
-		}
-	}
-	for _, a := range f.mp.Actions() {
-		if n := objectName(a); a.GetVerb() == "patch" && (n == "theirs" || n == "unassigned") {
-			t.Errorf("wrote a ProviderConfig it does not own: %s %s", a.GetVerb(), n)
-		}
-	}
-	if err := f.controller.StopUnowned(f.ctx, "mine"); err == nil {
-		t.Error("StopUnowned stopped a tenant that is still owned")
-	}
-	if len(f.manager.Running("mine")) == 0 {
-		t.Fatal("the owned tenant stopped")
-	}
-
-	f.update("mine", func(pc *mpv1alpha1.ProviderConfig) { pc.Labels[sharding.DrainLabel] = "true" })
-	f.waitFor("the drained tenant to stop", func() bool { return len(f.manager.Running("mine")) == 0 })
-	if err := f.controller.StopUnowned(f.ctx, "mine"); err != nil {
-		t.Errorf("StopUnowned of a drained tenant: %v", err)
-	}
-	if pc := f.get("mine"); !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
-		t.Errorf("a drain removed the finalizer: the next owner could not clean up (%v)", pc.Finalizers)
-	}
-	if n := f.probes.cleanups("mine"); n != 0 {
-		t.Errorf("a drain ran %d cleanups; the tenant only moves", n)
-	}
-}
-
-// TestStopUnownedWaitsForADetachedController: a drained tenant's controller that outlives the stop timeout is
-// detached but still acts, so StopUnowned keeps failing (the Drainer does not acknowledge, and no other shard may
-// start the tenant) until it has returned.
-func TestStopUnownedWaitsForADetachedController(t *testing.T) {
-	probes := newProbes()
-	hold := make(chan struct{})
-	probes.hold = hold
-	f := newFixtureWith(t, fixtureConfig{workers: 1, stopTimeout: 50 * time.Millisecond, probes: probes, shard: "me"})
-	pc := providerConfig("a", "c-1")
-	pc.Labels = map[string]string{sharding.ShardLabel: "me"}
-	f.create(pc)
-	f.waitFor("the probe", func() bool { return len(f.manager.Running("a")) == 1 })
-
-	f.update("a", func(pc *mpv1alpha1.ProviderConfig) { pc.Labels[sharding.DrainLabel] = "true" })
-	f.waitFor("the drain to reach the informer", func() bool {
-		got, err := f.controller.lister.Get("a")
-		return err == nil && got.Labels[sharding.DrainLabel] == "true"
-	})
-	for range 2 {
-		if err := f.controller.StopUnowned(f.ctx, "a"); err == nil {
-			t.Fatal("StopUnowned succeeded while the tenant's controller still runs")
-		}
-	}
-	close(hold)
-	f.waitFor("StopUnowned to succeed once the controller returned", func() bool {
-		return f.controller.StopUnowned(f.ctx, "a") == nil
-	})
-	if got := f.probes.most("a"); got != 1 {
-		t.Errorf("%d instances ran at once, want 1", got)
 	}
 }
 

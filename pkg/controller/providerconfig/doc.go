@@ -26,6 +26,11 @@ limitations under the License.
 //	vanished         → controllers stopped (the finalizer was stripped by hand or never added)
 //
 // Stopping a controller cancels its context, waits for Run to return, closes its tenancy handle (removing every
-// handler it added to the shared informers), removes the handlers it added to shared unfiltered informers, shuts
-// its event broadcaster down and drops its metric series (invariant 2).
+// handler it added to the shared informers), removes the handlers it added to shared unfiltered informers and drops
+// its metric series (invariant 2); the Event broadcaster is the manager's, shut down by StopAll.
+//
+// The Controller: controller.go (queue, Run), sync.go (Controller.sync in steps), ownership.go (shards), status.go,
+// secrets.go. The Manager: manager.go (Sync, the exported reads), decision.go (decide, a pure function of one
+// controller's state), controllersync.go (gather, decide, act), runs.go (the run registry: start and stop),
+// context.go (a controller's tenant.Context), conditions.go, informers.go.
 package providerconfig

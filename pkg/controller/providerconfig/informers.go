@@ -21,11 +21,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 )
 
@@ -47,7 +47,7 @@ type controllerInformers struct {
 	mu sync.Mutex
 	// wrapped is a slice, not a map: a controller wraps one or two informers, and a map of them cost about 450 bytes
 	// per controller of every tenant.
-	wrapped   []*trackedInformer
+	wrapped   []*readOnlyShared
 	interests []*tenancy.Interest
 	closed    bool
 }
@@ -71,7 +71,7 @@ func (i *controllerInformers) Shared(resource schema.GroupVersionResource) (cach
 	if !ok {
 		return nil, fmt.Errorf("no shared informer for %s (is the API served?)", resource)
 	}
-	t := &trackedInformer{SharedIndexInformer: inf, resource: resource}
+	t := &readOnlyShared{Tracked: informerset.Tracked{SharedIndexInformer: inf}, resource: resource}
 	i.wrapped = append(i.wrapped, t)
 	return t, nil
 }
@@ -110,7 +110,7 @@ func (i *controllerInformers) close() {
 	i.wrapped, i.interests = nil, nil
 	i.mu.Unlock()
 	for _, t := range wrapped {
-		t.close()
+		t.RemoveAll()
 	}
 	for _, in := range interests {
 		in.Close()
@@ -123,9 +123,7 @@ func (i *controllerInformers) registrations() int {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	for _, t := range i.wrapped {
-		t.mu.Lock()
-		n += len(t.regs)
-		t.mu.Unlock()
+		n += t.Handlers()
 	}
 	for _, in := range i.interests {
 		if !in.Closed() {
@@ -135,76 +133,23 @@ func (i *controllerInformers) registrations() int {
 	return n
 }
 
-// trackedInformer is a shared informer as one tenant's controller may use it: handlers are recorded so the manager
-// can remove them, Run starts nothing (the shared informer runs once, on the global stop), and nothing that would
-// reconfigure it for every tenant is allowed.
-type trackedInformer struct {
-	cache.SharedIndexInformer
+// readOnlyShared is a shared informer as one tenant's controller may use it: its handlers are tracked, so the
+// manager can remove them (informerset.Tracked), Run starts nothing (the shared informer runs once, on the global
+// stop), and nothing that would reconfigure it for every tenant is allowed.
+type readOnlyShared struct {
+	informerset.Tracked
 	resource schema.GroupVersionResource
-
-	mu     sync.Mutex
-	regs   []cache.ResourceEventHandlerRegistration
-	closed bool
 }
 
-func (t *trackedInformer) track(reg cache.ResourceEventHandlerRegistration, err error) (cache.ResourceEventHandlerRegistration, error) {
-	if err != nil {
-		return reg, err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		_ = t.SharedIndexInformer.RemoveEventHandler(reg)
-		return nil, errors.New("the controller's informers are closed")
-	}
-	t.regs = append(t.regs, reg)
-	return reg, nil
-}
-
-func (t *trackedInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
-	return t.track(t.SharedIndexInformer.AddEventHandler(h))
-}
-
-func (t *trackedInformer) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
-	return t.track(t.SharedIndexInformer.AddEventHandlerWithResyncPeriod(h, resync))
-}
-
-func (t *trackedInformer) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
-	return t.track(t.SharedIndexInformer.AddEventHandlerWithOptions(h, o))
-}
-
-func (t *trackedInformer) RemoveEventHandler(reg cache.ResourceEventHandlerRegistration) error {
-	t.mu.Lock()
-	for i, r := range t.regs {
-		if r == reg {
-			t.regs = append(t.regs[:i], t.regs[i+1:]...)
-			break
-		}
-	}
-	t.mu.Unlock()
-	return t.SharedIndexInformer.RemoveEventHandler(reg)
-}
-
-func (t *trackedInformer) Run(stopCh <-chan struct{})         { <-stopCh }
-func (t *trackedInformer) RunWithContext(ctx context.Context) { <-ctx.Done() }
-func (t *trackedInformer) SetTransform(cache.TransformFunc) error {
+func (t *readOnlyShared) Run(stopCh <-chan struct{})         { <-stopCh }
+func (t *readOnlyShared) RunWithContext(ctx context.Context) { <-ctx.Done() }
+func (t *readOnlyShared) SetTransform(cache.TransformFunc) error {
 	return errReadOnlyShared
 }
-func (t *trackedInformer) AddIndexers(cache.Indexers) error { return errReadOnlyShared }
-func (t *trackedInformer) SetWatchErrorHandler(cache.WatchErrorHandler) error {
+func (t *readOnlyShared) AddIndexers(cache.Indexers) error { return errReadOnlyShared }
+func (t *readOnlyShared) SetWatchErrorHandler(cache.WatchErrorHandler) error {
 	return errReadOnlyShared
 }
-func (t *trackedInformer) SetWatchErrorHandlerWithContext(cache.WatchErrorHandlerWithContext) error {
+func (t *readOnlyShared) SetWatchErrorHandlerWithContext(cache.WatchErrorHandlerWithContext) error {
 	return errReadOnlyShared
-}
-
-func (t *trackedInformer) close() {
-	t.mu.Lock()
-	regs := t.regs
-	t.regs = nil
-	t.closed = true
-	t.mu.Unlock()
-	for _, reg := range regs {
-		_ = t.SharedIndexInformer.RemoveEventHandler(reg)
-	}
 }

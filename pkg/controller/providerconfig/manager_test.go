@@ -23,6 +23,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -200,3 +201,32 @@ func TestDetachedControllerKeepsTheClaimsRegistryItCarries(t *testing.T) {
 type runFunc func(ctx context.Context)
 
 func (f runFunc) Run(ctx context.Context) { f(ctx) }
+
+// TestAppliedCopy: Sync and Record change a copy of status.appliedSpec, never the informer's object, and start from
+// an empty record when there is none.
+func TestAppliedCopy(t *testing.T) {
+	recorded := &mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{ProjectID: "tenant-a-project"}}
+	for _, tc := range []struct {
+		name    string
+		applied *mpv1alpha1.ProviderConfigSpec
+	}{
+		{"nothing recorded", nil},
+		{"a section recorded", recorded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pc := &mpv1alpha1.ProviderConfig{Status: mpv1alpha1.ProviderConfigStatus{AppliedSpec: tc.applied}}
+			got := appliedCopy(pc)
+			want := mpv1alpha1.ProviderConfigSpec{}
+			if tc.applied != nil {
+				want = *tc.applied.DeepCopy()
+			}
+			if got == nil || !apiequality.Semantic.DeepEqual(*got, want) {
+				t.Fatalf("appliedCopy = %+v, want %+v", got, want)
+			}
+			got.GCP = &mpv1alpha1.GCPConfig{ProjectID: "changed"}
+			if tc.applied != nil && pc.Status.AppliedSpec.GCP.ProjectID != "tenant-a-project" {
+				t.Error("changing the copy changed the ProviderConfig's status")
+			}
+		})
+	}
+}

@@ -18,6 +18,7 @@ package providerconfig
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,6 +30,7 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 )
 
@@ -160,4 +162,92 @@ func TestHeldByShardIsToldAgainForARecreatedTenant(t *testing.T) {
 	}
 	f.create(held())
 	f.waitFor("the Event for the recreated tenant", func() bool { return f.events.Count(corev1.EventTypeNormal, EventHeldByShard) == 2 })
+}
+
+// TestOnlyOwnedTenantsRunAndAreWritten: a sharded replica runs, and writes the finalizer and status of, only the
+// ProviderConfigs it owns; a drained one stops without cleanup (its finalizer stays for the next owner), and
+// StopUnowned refuses a tenant that is still owned.
+func TestOnlyOwnedTenantsRunAndAreWritten(t *testing.T) {
+	metrics.Register()
+	f := newFixtureWith(t, fixtureConfig{workers: 2, shard: "me"})
+	for name, labels := range map[string]map[string]string{"mine": {sharding.ShardLabel: "me"}, "theirs": {sharding.ShardLabel: "other"}, "unassigned": nil} {
+		pc := providerConfig(name, "c-1")
+		pc.Labels = labels
+		f.create(pc)
+	}
+	f.waitFor("the owned tenant Ready", f.conditionIs("mine", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionTrue, ReasonAllControllersReady))
+	if got := f.get("mine").Status.Shard; got != "me" {
+		t.Errorf("status.shard = %q, want the shard that runs it", got)
+	}
+	f.waitFor("a finished sync of each tenant it does not own", func() bool {
+		for _, name := range []string{"theirs", "unassigned"} {
+			if n, _ := metrics.ProviderConfigSyncs.Value(name, "success"); n == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, name := range []string{"theirs", "unassigned"} {
+		if pc := f.get(name); len(pc.Finalizers) > 0 || len(pc.Status.Conditions) > 0 || pc.Status.AppliedSpec != nil {
+			t.Errorf("%s is not owned but was written: finalizers %v, status %+v", name, pc.Finalizers, pc.Status)
+		}
+		if running := f.manager.Running(name); len(running) > 0 {
+			t.Errorf("%s is not owned but runs %v", name, running)
+		}
+	}
+	for _, a := range f.mp.Actions() {
+		if n := objectName(a); a.GetVerb() == "patch" && (n == "theirs" || n == "unassigned") {
+			t.Errorf("wrote a ProviderConfig it does not own: %s %s", a.GetVerb(), n)
+		}
+	}
+	if err := f.controller.StopUnowned(f.ctx, "mine"); err == nil {
+		t.Error("StopUnowned stopped a tenant that is still owned")
+	}
+	if len(f.manager.Running("mine")) == 0 {
+		t.Fatal("the owned tenant stopped")
+	}
+
+	f.update("mine", func(pc *mpv1alpha1.ProviderConfig) { pc.Labels[sharding.DrainLabel] = "true" })
+	f.waitFor("the drained tenant to stop", func() bool { return len(f.manager.Running("mine")) == 0 })
+	if err := f.controller.StopUnowned(f.ctx, "mine"); err != nil {
+		t.Errorf("StopUnowned of a drained tenant: %v", err)
+	}
+	if pc := f.get("mine"); !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
+		t.Errorf("a drain removed the finalizer: the next owner could not clean up (%v)", pc.Finalizers)
+	}
+	if n := f.probes.cleanups("mine"); n != 0 {
+		t.Errorf("a drain ran %d cleanups; the tenant only moves", n)
+	}
+}
+
+// TestStopUnownedWaitsForADetachedController: a drained tenant's controller that outlives the stop timeout is
+// detached but still acts, so StopUnowned keeps failing (the Drainer does not acknowledge, and no other shard may
+// start the tenant) until it has returned.
+func TestStopUnownedWaitsForADetachedController(t *testing.T) {
+	probes := newProbes()
+	hold := make(chan struct{})
+	probes.hold = hold
+	f := newFixtureWith(t, fixtureConfig{workers: 1, stopTimeout: 50 * time.Millisecond, probes: probes, shard: "me"})
+	pc := providerConfig("a", "c-1")
+	pc.Labels = map[string]string{sharding.ShardLabel: "me"}
+	f.create(pc)
+	f.waitFor("the probe", func() bool { return len(f.manager.Running("a")) == 1 })
+
+	f.update("a", func(pc *mpv1alpha1.ProviderConfig) { pc.Labels[sharding.DrainLabel] = "true" })
+	f.waitFor("the drain to reach the informer", func() bool {
+		got, err := f.controller.lister.Get("a")
+		return err == nil && got.Labels[sharding.DrainLabel] == "true"
+	})
+	for range 2 {
+		if err := f.controller.StopUnowned(f.ctx, "a"); err == nil {
+			t.Fatal("StopUnowned succeeded while the tenant's controller still runs")
+		}
+	}
+	close(hold)
+	f.waitFor("StopUnowned to succeed once the controller returned", func() bool {
+		return f.controller.StopUnowned(f.ctx, "a") == nil
+	})
+	if got := f.probes.most("a"); got != 1 {
+		t.Errorf("%d instances ran at once, want 1", got)
+	}
 }
