@@ -20,6 +20,8 @@ limitations under the License.
 //   - ShardLease: this replica's own Lease, `<group>-<identity>` labeled multiproject.io/shard-group=<group>,
 //     renewed like a leader-election Lease; a replica that cannot renew it is told to stop all its tenants before
 //     the Lease expires (OnLost).
+//   - RenewalTracker: when a Lease the process holds was last renewed, its /healthz verdict and its watchdog; the
+//     ShardLease and the binary's leader election both keep their renewals in one.
 //   - LiveShards: which shards hold an unexpired Lease.
 //   - Rendezvous and Decide: where a ProviderConfig belongs, and what the sharder does about it (assign, drain,
 //     reassign at once when its shard is dead, or nothing).
