@@ -29,6 +29,9 @@ limitations under the License.
 //     multiproject.io/shard=<shard> and starts a move with multiproject.io/drain=true.
 //   - Drainer: the shard side of a move: stop the tenant, then acknowledge by removing both labels.
 //
+// The Sharder and the Drainer are controllers on the product's one worker runtime (pkg/worker), with its retry,
+// metrics and log policy, on a clock their tests replace.
+//
 // Every write to the two labels is a JSON patch that first tests the labels it read, so a decision taken on a
 // stale cache fails instead of overwriting a newer one: a tenant is never assigned to two shards.
 // The package does not start or stop tenants itself; the binary hands it a Stop callback. See docs/sharding.md.
