@@ -20,12 +20,17 @@ limitations under the License.
 //   - ShardLease: this replica's own Lease, `<group>-<identity>` labeled multiproject.io/shard-group=<group>,
 //     renewed like a leader-election Lease; a replica that cannot renew it is told to stop all its tenants before
 //     the Lease expires (OnLost).
+//   - RenewalTracker: when a Lease the process holds was last renewed, its /healthz verdict and its watchdog; the
+//     ShardLease and the binary's leader election both keep their renewals in one.
 //   - LiveShards: which shards hold an unexpired Lease.
 //   - Rendezvous and Decide: where a ProviderConfig belongs, and what the sharder does about it (assign, drain,
 //     reassign at once when its shard is dead, or nothing).
 //   - Sharder: the controller, run by the elected replica only, that writes the assignment as the label
 //     multiproject.io/shard=<shard> and starts a move with multiproject.io/drain=true.
 //   - Drainer: the shard side of a move: stop the tenant, then acknowledge by removing both labels.
+//
+// The Sharder and the Drainer are controllers on the product's one worker runtime (pkg/worker), with its retry,
+// metrics and log policy, on a clock their tests replace.
 //
 // Every write to the two labels is a JSON patch that first tests the labels it read, so a decision taken on a
 // stale cache fails instead of overwriting a newer one: a tenant is never assigned to two shards.

@@ -20,21 +20,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // DrainerConfig configures a shard's Drainer.
@@ -50,8 +48,8 @@ type DrainerConfig struct {
 	// failed acknowledgement calls it again) and must exclude a concurrent start of the same tenant that decided
 	// on an older read, for example by taking the same per-tenant lock as the start and reading Owns under it.
 	Stop func(ctx context.Context, tenant string) error
-	// Clock defaults to the real clock.
-	Clock clock.WithTicker
+	// Clock defaults to the real clock. It also runs the timers of the drainer's queue: its retries.
+	Clock clock.WithDelayedExecution
 }
 
 // Drainer is the shard side of a move: for a ProviderConfig labeled with this shard and DrainLabel=true it calls
@@ -59,9 +57,9 @@ type DrainerConfig struct {
 // assign the tenant elsewhere.
 type Drainer struct {
 	cfg   DrainerConfig
-	clock clock.WithTicker
+	clock clock.WithDelayedExecution
 	pcs   mplisters.ProviderConfigLister
-	queue workqueue.TypedRateLimitingInterface[string]
+	queue *worker.Queue
 }
 
 // NewDrainer builds a Drainer.
@@ -70,58 +68,37 @@ func NewDrainer(cfg DrainerConfig) *Drainer {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Drainer{
+	d := &Drainer{
 		cfg:   cfg,
 		clock: clk,
 		pcs:   mplisters.NewProviderConfigLister(cfg.ProviderConfigs.GetIndexer()),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "shard-drainer", Clock: clk}),
 	}
+	// A failed drain is retried with the runtime's backoff (client-go's controller rate limiter) on the drainer's clock.
+	d.queue = worker.New(worker.Config{Controller: "shard-drainer", KeyName: "providerConfig", Clock: clk,
+		Sync: func(ctx context.Context, name string) (worker.Result, error) {
+			return worker.Result{}, d.sync(ctx, name)
+		}})
+	return d
 }
 
-// Run handles drains until ctx ends. The caller starts the informer.
+// Run handles drains until ctx ends, and then returns nil once the workers have returned, also when ctx ends before
+// the informer has synced. It fails only when it cannot watch the informer (stopped already). The caller starts
+// the informer.
 func (d *Drainer) Run(ctx context.Context, workers int) error {
-	defer utilruntime.HandleCrash()
-	defer d.queue.ShutDown()
 	enqueue := func(obj any) {
 		if pc, ok := obj.(*mpv1alpha1.ProviderConfig); ok && draining(d.cfg.Shard, pc.Labels) {
 			d.queue.Add(pc.Name)
 		}
 	}
-	reg, err := d.cfg.ProviderConfigs.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := d.queue.Watch(d.cfg.ProviderConfigs, cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
-	})
-	if err != nil {
+	}); err != nil {
+		d.queue.Close(ctx)
 		return err
 	}
-	defer func() { _ = d.cfg.ProviderConfigs.RemoveEventHandler(reg) }()
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, reg.HasSynced) {
-		return ctx.Err()
-	}
-	for range workers {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			for d.processNextWorkItem(ctx) {
-			}
-		}, time.Second)
-	}
-	<-ctx.Done()
+	d.queue.Run(ctx, worker.RunOptions{Workers: workers})
 	return nil
-}
-
-func (d *Drainer) processNextWorkItem(ctx context.Context) bool {
-	key, shutdown := d.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer d.queue.Done(key)
-	if err := d.sync(ctx, key); err != nil {
-		utilruntime.HandleErrorWithContext(ctx, err, "Draining ProviderConfig; retrying", "providerConfig", key)
-		d.queue.AddRateLimited(key)
-		return true
-	}
-	d.queue.Forget(key)
-	return true
 }
 
 // sync stops a draining tenant and acknowledges the drain.
@@ -165,6 +142,6 @@ func (d *Drainer) sync(ctx context.Context, name string) error {
 		return fmt.Errorf("acknowledging the drain: %w", err)
 	}
 	ShardDrainDuration.Observe(d.clock.Since(start).Seconds())
-	klog.FromContext(ctx).V(2).Info("Drained ProviderConfig", "providerConfig", name, "shard", d.cfg.Shard)
+	klog.FromContext(ctx).V(2).Info("Drained ProviderConfig", "shard", d.cfg.Shard)
 	return nil
 }

@@ -31,7 +31,6 @@ import (
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/component-base/metrics/testutil"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -39,6 +38,8 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
 	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 func shardLease(shard string, renew time.Time) *coordinationv1.Lease {
@@ -101,10 +102,10 @@ func newWorld(t *testing.T, seed int64, tenants int, shards []string, live []str
 		cfg: SharderConfig{Group: "mp", Namespace: "kube-system", KubeClient: fake.NewClientset(leaseObjs...), Client: w.client,
 			Recorder: record.NewFakeRecorder(1 << 20)},
 		clock: clk, leases: coordinationlisters.NewLeaseLister(leaseIndexer), pcs: mplisters.NewProviderConfigLister(w.caches["sharder"]),
-		queue:  workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		queue:  worker.New(worker.Config{Controller: "sharder", Clock: clk}),
 		gauged: map[string]bool{}, dead: map[string]bool{}, waiting: map[string]string{},
 	}
-	t.Cleanup(w.sharder.queue.ShutDown)
+	t.Cleanup(func() { w.sharder.queue.Close(ctx) })
 	for _, shard := range shards {
 		w.running[shard] = map[string]bool{}
 		w.drain[shard] = &Drainer{cfg: DrainerConfig{Shard: shard, Client: w.client, Stop: w.stopper(shard)}, clock: clk,

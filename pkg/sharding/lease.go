@@ -72,11 +72,12 @@ type ShardLease struct {
 	lock     *resourcelock.LeaseLock
 	clock    clock.Clock
 	acquired chan struct{}
+	// renewals counts the renew deadline from the time written into renewTime, taken before the request: the
+	// Lease's expiry as the sharder computes it, on this process's clock.
+	renewals *RenewalTracker
 
-	mu          sync.Mutex
-	lastRenewal time.Time
-	running     bool
-	lost        bool
+	mu      sync.Mutex
+	running bool
 }
 
 // NewShardLease checks cfg and returns the (not yet running) Lease.
@@ -106,6 +107,7 @@ func NewShardLease(cfg ShardLeaseConfig) (*ShardLease, error) {
 			Labels:     map[string]string{ShardGroupLabel: cfg.Group},
 		},
 		acquired: make(chan struct{}),
+		renewals: NewRenewalTracker(clk, cfg.RenewDeadline),
 	}, nil
 }
 
@@ -150,38 +152,34 @@ func (l *ShardLease) Run(ctx context.Context) error {
 	defer stopRenewing()
 	fatal := make(chan error, 1)
 	go func() { fatal <- l.renewLoop(renewCtx) }()
-	for {
-		deadline := l.lastRenewed().Add(l.cfg.RenewDeadline)
-		timer := l.clock.NewTimer(deadline.Sub(l.clock.Now()))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			// Wait for a renewal in flight (its request ends with renewCtx): one landing after a Release would make
-			// the shard look live again until the Lease expires.
-			stopRenewing()
-			<-fatal
-			return nil
-		case err := <-fatal:
-			timer.Stop()
-			if ctx.Err() != nil {
-				return nil
-			}
-			return l.lose(logger, stopRenewing, err)
-		case <-timer.C():
-			if overdue := l.clock.Since(l.lastRenewed()); overdue >= l.cfg.RenewDeadline {
-				return l.lose(logger, stopRenewing, fmt.Errorf("no successful renewal for %s (renew deadline %s)",
-					overdue.Round(time.Millisecond), l.cfg.RenewDeadline))
-			}
+	overdue := make(chan struct{})
+	go func() {
+		if l.renewals.WaitOverdue(renewCtx, l.cfg.RenewDeadline) {
+			close(overdue)
 		}
+	}()
+	select {
+	case <-ctx.Done():
+		// Wait for a renewal in flight (its request ends with renewCtx): one landing after a Release would make
+		// the shard look live again until the Lease expires.
+		stopRenewing()
+		<-fatal
+		return nil
+	case err := <-fatal:
+		if ctx.Err() != nil {
+			return nil
+		}
+		return l.lose(logger, stopRenewing, err)
+	case <-overdue:
+		return l.lose(logger, stopRenewing, fmt.Errorf("no successful renewal for %s (renew deadline %s)",
+			l.clock.Since(l.renewals.LastRenewal()).Round(time.Millisecond), l.cfg.RenewDeadline))
 	}
 }
 
 // lose stops the renewals (a renewal in flight may still land; that only delays the Lease's expiry) and calls OnLost.
 func (l *ShardLease) lose(logger klog.Logger, stopRenewing context.CancelFunc, reason error) error {
 	stopRenewing()
-	l.mu.Lock()
-	l.lost = true
-	l.mu.Unlock()
+	l.renewals.SetLost()
 	err := fmt.Errorf("%w: %w", errLost, reason)
 	logger.Error(err, "Shard Lease lost; stopping every tenant of this shard")
 	l.cfg.OnLost(err)
@@ -226,7 +224,7 @@ func (l *ShardLease) tryAcquireOrRenew(ctx context.Context, holding bool) (bool,
 		if err := l.lock.Create(ctx, record); err != nil {
 			return false, err
 		}
-		l.renewed(now)
+		l.renewals.Renewed(now)
 		return true, nil
 	case err != nil:
 		return false, err
@@ -247,7 +245,7 @@ func (l *ShardLease) tryAcquireOrRenew(ctx context.Context, holding bool) (bool,
 	if err := l.lock.Update(ctx, record); err != nil {
 		return false, err
 	}
-	l.renewed(now)
+	l.renewals.Renewed(now)
 	return true, nil
 }
 
@@ -275,33 +273,11 @@ func (l *ShardLease) Release(ctx context.Context) error {
 func (l *ShardLease) Name() string { return "shard-lease" }
 
 func (l *ShardLease) Check(*http.Request) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case l.lost:
+	err := l.renewals.Check()
+	if errors.Is(err, ErrLeaseLost) {
 		return errors.New("this replica lost its shard Lease and is exiting")
-	case l.lastRenewal.IsZero():
-		return nil
 	}
-	if since := l.clock.Since(l.lastRenewal); since > l.cfg.RenewDeadline {
-		return fmt.Errorf("the shard Lease was last renewed %s ago, longer than the renew deadline %s",
-			since.Round(time.Millisecond), l.cfg.RenewDeadline)
-	}
-	return nil
-}
-
-func (l *ShardLease) renewed(at time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	// The deadline counts from the time written into renewTime, taken before the request: the Lease's expiry as
-	// the sharder computes it, on this process's clock.
-	l.lastRenewal = at
-}
-
-func (l *ShardLease) lastRenewed() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.lastRenewal
+	return err
 }
 
 // wait returns false when ctx ends before d has passed on the clock.

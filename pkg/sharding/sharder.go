@@ -33,19 +33,19 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coordinationinformers "k8s.io/client-go/informers/coordination/v1"
 	"k8s.io/client-go/kubernetes"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // Reasons of the sharder's Events on a ProviderConfig.
@@ -70,8 +70,8 @@ type SharderConfig struct {
 	ProviderConfigs cache.SharedIndexInformer
 	// Recorder records the Events of every move on the ProviderConfig.
 	Recorder record.EventRecorder
-	// Clock defaults to the real clock.
-	Clock clock.WithTicker
+	// Clock defaults to the real clock. It also runs the timers of the sharder's queue: its retries and delayed looks.
+	Clock clock.WithDelayedExecution
 }
 
 // Sharder assigns every ProviderConfig to a live shard. Run it only on the replica that holds the leader-election
@@ -79,11 +79,11 @@ type SharderConfig struct {
 // causing harm, but two would fight).
 type Sharder struct {
 	cfg           SharderConfig
-	clock         clock.WithTicker
+	clock         clock.WithDelayedExecution
 	leaseInformer cache.SharedIndexInformer
 	leases        coordinationlisters.LeaseLister
 	pcs           mplisters.ProviderConfigLister
-	queue         workqueue.TypedRateLimitingInterface[string]
+	queue         *worker.Queue
 	leasesChanged chan struct{}
 
 	mu sync.Mutex
@@ -106,66 +106,62 @@ func NewSharder(cfg SharderConfig) *Sharder {
 	selector := labels.Set{ShardGroupLabel: cfg.Group}.AsSelector().String()
 	leaseInformer := coordinationinformers.NewFilteredLeaseInformer(cfg.KubeClient, cfg.Namespace, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = selector })
-	return &Sharder{
+	s := &Sharder{
 		cfg:           cfg,
 		clock:         clk,
 		leaseInformer: leaseInformer,
 		leases:        coordinationlisters.NewLeaseLister(leaseInformer.GetIndexer()),
 		pcs:           mplisters.NewProviderConfigLister(cfg.ProviderConfigs.GetIndexer()),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "sharder", Clock: clk}),
 		leasesChanged: make(chan struct{}, 1),
 		gauged:        map[string]bool{},
 		dead:          map[string]bool{},
 		waiting:       map[string]string{},
 	}
+	// A failed sync is retried with the runtime's backoff (client-go's controller rate limiter) on the sharder's
+	// clock; errStaleLabels is an ErrWaiting, which the runtime logs at V(4) only.
+	s.queue = worker.New(worker.Config{Controller: "sharder", KeyName: "providerConfig", Clock: clk,
+		Sync: func(ctx context.Context, name string) (worker.Result, error) {
+			return worker.Result{}, s.sync(ctx, name)
+		}})
+	return s
 }
 
-// Run runs the Lease informer, the Lease watch and workers until ctx ends, and then returns nil, even when ctx ends
-// before the caches have synced.
+// Run runs the Lease informer, the Lease watch and workers until ctx ends, and then returns nil once the workers
+// have returned, also when ctx ends before the caches have synced: that is a stop, such as SIGTERM just after this
+// replica was elected, and not a failure that should make the process exit non-zero. It fails only when it cannot
+// watch the ProviderConfig informer (stopped already).
 func (s *Sharder) Run(ctx context.Context, workers int) error {
-	defer utilruntime.HandleCrash()
-	defer s.queue.ShutDown()
-	logger := klog.FromContext(ctx)
-
 	enqueue := func(obj any) {
 		if pc, ok := obj.(*mpv1alpha1.ProviderConfig); ok {
 			s.queue.Add(pc.Name)
 		}
 	}
-	pcReg, err := s.cfg.ProviderConfigs.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := s.queue.Watch(s.cfg.ProviderConfigs, cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
-	})
-	if err != nil {
+	}); err != nil {
+		s.queue.Close(ctx)
 		return err
 	}
-	defer func() { _ = s.cfg.ProviderConfigs.RemoveEventHandler(pcReg) }()
 	signal := func() {
 		select {
 		case s.leasesChanged <- struct{}{}:
 		default:
 		}
 	}
-	if _, err := s.leaseInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := s.queue.Watch(s.leaseInformer, cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { signal() },
 		UpdateFunc: func(any, any) { signal() },
 		DeleteFunc: func(any) { signal() },
 	}); err != nil {
+		s.queue.Close(ctx)
 		return err
 	}
 	go s.leaseInformer.Run(ctx.Done())
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, s.leaseInformer.HasSynced, pcReg.HasSynced) {
-		// ctx ended first (the only way the wait fails): a stop, such as SIGTERM just after this replica was
-		// elected, and not a failure that should make the process exit non-zero.
-		return nil
-	}
-	logger.Info("Sharder started", "group", s.cfg.Group, "namespace", s.cfg.Namespace)
-	go s.watchLeases(ctx)
-	for range workers {
-		go wait.UntilWithContext(ctx, s.runWorker, time.Second)
-	}
-	<-ctx.Done()
+	s.queue.Run(ctx, worker.RunOptions{Workers: workers, Started: func() {
+		klog.FromContext(ctx).Info("Sharder started", "group", s.cfg.Group, "namespace", s.cfg.Namespace)
+		go s.watchLeases(ctx)
+	}})
 	return nil
 }
 
@@ -287,84 +283,15 @@ func (s *Sharder) observeTenants(live []string, pcs []*mpv1alpha1.ProviderConfig
 	}
 }
 
-func (s *Sharder) runWorker(ctx context.Context) {
-	for s.processNextWorkItem(ctx) {
-	}
-}
-
-func (s *Sharder) processNextWorkItem(ctx context.Context) bool {
-	key, shutdown := s.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer s.queue.Done(key)
-	if err := s.sync(ctx, key); err != nil {
-		if errors.Is(err, errStaleLabels) {
-			// Expected after our own write, before the informer has delivered it: the compare-and-swap did its job.
-			klog.FromContext(ctx).V(2).Info("The labels changed since the cache saw them; looking again", "providerConfig", key, "err", err)
-		} else {
-			utilruntime.HandleErrorWithContext(ctx, err, "Sharding ProviderConfig; retrying", "providerConfig", key)
-		}
-		s.queue.AddRateLimited(key)
-		return true
-	}
-	s.queue.Forget(key)
-	return true
-}
-
-// sync carries out Decide for one ProviderConfig.
+// sync carries out Decide for one ProviderConfig: one compare-and-swap patch of its labels, then an Event.
 func (s *Sharder) sync(ctx context.Context, name string) error {
-	pc, err := s.pcs.Get(name)
-	if apierrors.IsNotFound(err) {
-		s.mu.Lock()
-		delete(s.waiting, name)
-		s.mu.Unlock()
-		return nil
-	}
-	if err != nil {
+	pc, d, err := s.decide(ctx, name)
+	if err != nil || pc == nil {
 		return err
-	}
-	leases, err := s.shardLeases()
-	if err != nil {
-		return err
-	}
-	live := LiveShards(leases, s.clock.Now())
-	d := Decide(name, pc.Labels, pc.Status.Shard, live)
-	if pc.Labels[ShardLabel] == "" && (d.Action == Assign || d.Action == ReassignNow) {
-		// Without a label, only the status says whether a shard may still run the tenant, and our cache may not
-		// have seen a shard record itself there yet: decide on the object as stored. Nothing can record itself
-		// afterwards, because a shard records itself only while labeled with it (a write conditional on the
-		// resourceVersion it read), and the label patch below fails if a label appeared.
-		if pc, err = s.cfg.Client.MultiprojectV1alpha1().ProviderConfigs().Get(ctx, name, metav1.GetOptions{}); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			return err
-		}
-		d = Decide(name, pc.Labels, pc.Status.Shard, live)
 	}
 	s.noteWaiting(pc, d)
-	var patch []byte
-	switch d.Action {
-	case Nothing, WaitForRelease:
-		return nil
-	case ReassignNow:
-		dead, retryAt, err := s.confirmDead(ctx, d.From)
-		if err != nil {
-			return err
-		}
-		if !dead {
-			// Our Lease cache is behind: the shard renewed. Look again when the Lease we just read expires.
-			s.queue.AddAfter(name, retryAt.Sub(s.clock.Now()))
-			return nil
-		}
-		fallthrough
-	case Assign:
-		patch, err = labelPatch(pc.Labels, map[string]string{ShardLabel: d.Shard}, DrainLabel)
-	case Drain:
-		patch, err = labelPatch(pc.Labels, map[string]string{DrainLabel: "true"})
-	}
-	if err != nil {
+	patch, err := s.movePatch(ctx, pc, d)
+	if err != nil || patch == nil {
 		return err
 	}
 	if _, err := s.cfg.Client.MultiprojectV1alpha1().ProviderConfigs().Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
@@ -374,24 +301,88 @@ func (s *Sharder) sync(ctx context.Context, name string) error {
 		}
 		return fmt.Errorf("%s %s: %w", d.Action, d.Shard, err)
 	}
+	s.recordMove(ctx, pc, d)
+	return nil
+}
+
+// decide reads the ProviderConfig and decides what to do about it; the ProviderConfig is nil when it is gone.
+func (s *Sharder) decide(ctx context.Context, name string) (*mpv1alpha1.ProviderConfig, Decision, error) {
+	pc, err := s.pcs.Get(name)
+	if apierrors.IsNotFound(err) {
+		s.mu.Lock()
+		delete(s.waiting, name)
+		s.mu.Unlock()
+		return nil, Decision{}, nil
+	}
+	if err != nil {
+		return nil, Decision{}, err
+	}
+	leases, err := s.shardLeases()
+	if err != nil {
+		return nil, Decision{}, err
+	}
+	live := LiveShards(leases, s.clock.Now())
+	d := Decide(name, pc.Labels, pc.Status.Shard, live)
+	if pc.Labels[ShardLabel] == "" && (d.Action == Assign || d.Action == ReassignNow) {
+		// Without a label, only the status says whether a shard may still run the tenant, and our cache may not
+		// have seen a shard record itself there yet: decide on the object as stored. Nothing can record itself
+		// afterwards, because a shard records itself only while labeled with it (a write conditional on the
+		// resourceVersion it read), and the label patch fails if a label appeared.
+		pc, err = s.cfg.Client.MultiprojectV1alpha1().ProviderConfigs().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, Decision{}, nil
+		}
+		if err != nil {
+			return nil, Decision{}, err
+		}
+		d = Decide(name, pc.Labels, pc.Status.Shard, live)
+	}
+	return pc, d, nil
+}
+
+// movePatch is the label patch that carries out d, or nil when d writes nothing now. A dead shard's tenant moves
+// without a handshake only once a fresh read of the shard's Lease confirms that it is dead.
+func (s *Sharder) movePatch(ctx context.Context, pc *mpv1alpha1.ProviderConfig, d Decision) ([]byte, error) {
+	switch d.Action {
+	case ReassignNow:
+		dead, retryAt, err := s.confirmDead(ctx, d.From)
+		if err != nil {
+			return nil, err
+		}
+		if !dead {
+			// Our Lease cache is behind: the shard renewed. Look again when the Lease we just read expires.
+			s.queue.AddAfter(pc.Name, retryAt.Sub(s.clock.Now()))
+			return nil, nil
+		}
+		return labelPatch(pc.Labels, map[string]string{ShardLabel: d.Shard}, DrainLabel)
+	case Assign:
+		return labelPatch(pc.Labels, map[string]string{ShardLabel: d.Shard}, DrainLabel)
+	case Drain:
+		return labelPatch(pc.Labels, map[string]string{DrainLabel: "true"})
+	}
+	// Nothing, WaitForRelease.
+	return nil, nil
+}
+
+// recordMove counts, records and logs the move step a patch carried out.
+func (s *Sharder) recordMove(ctx context.Context, pc *mpv1alpha1.ProviderConfig, d Decision) {
 	logger := klog.FromContext(ctx)
 	switch d.Action {
 	case Assign:
 		ShardMoves.WithLabelValues(ReasonAssigned).Inc()
 		s.cfg.Recorder.Eventf(pc, corev1.EventTypeNormal, EventShardAssigned, "Assigned to shard %s", d.Shard)
-		logger.V(2).Info("Assigned ProviderConfig", "providerConfig", name, "shard", d.Shard)
+		logger.V(2).Info("Assigned ProviderConfig", "shard", d.Shard)
 	case Drain:
 		ShardMoves.WithLabelValues(ReasonDrain).Inc()
 		s.cfg.Recorder.Eventf(pc, corev1.EventTypeNormal, EventShardDraining,
-			"Shard %s is asked to stop the tenant; it moves to shard %s once it has", d.Shard, Rendezvous(name, s.liveShards()))
-		logger.V(2).Info("Draining ProviderConfig", "providerConfig", name, "shard", d.Shard)
+			"Shard %s is asked to stop the tenant; it moves to shard %s once it has", d.Shard, Rendezvous(pc.Name, s.liveShards()))
+		logger.V(2).Info("Draining ProviderConfig", "shard", d.Shard)
 	case ReassignNow:
 		ShardMoves.WithLabelValues(ReasonShardDead).Inc()
 		s.cfg.Recorder.Eventf(pc, corev1.EventTypeNormal, EventShardReassigned,
 			"Shard %s is dead (its Lease expired or was released); reassigned to shard %s", d.From, d.Shard)
-		logger.Info("Reassigned ProviderConfig of a dead shard", "providerConfig", name, "from", d.From, "shard", d.Shard)
+		logger.Info("Reassigned ProviderConfig of a dead shard", "from", d.From, "shard", d.Shard)
 	}
-	return nil
 }
 
 // noteWaiting records an Event when the sharder starts waiting for a live shard to release a tenant that lost its
@@ -412,8 +403,10 @@ func (s *Sharder) noteWaiting(pc *mpv1alpha1.ProviderConfig, d Decision) {
 		ShardLabel, d.Shard)
 }
 
-// errStaleLabels marks a label patch whose test failed: the labels were not as the cache had them.
-var errStaleLabels = errors.New("labels changed since read")
+// errStaleLabels marks a label patch whose test failed: the labels were not as the cache had them. It is expected
+// after our own write, before the informer has delivered it (the compare-and-swap did its job), so it is a wait,
+// retried and logged quietly, not a failure.
+var errStaleLabels = fmt.Errorf("labels changed since read: %w", worker.ErrWaiting)
 
 // failedTest says whether a JSON patch was refused because one of its test operations failed, which the API server
 // answers with 422 Unprocessable Entity.

@@ -15,7 +15,8 @@ limitations under the License.
 */
 
 // Package worker owns the one worker runtime of the product: a typed workqueue, the workers that drain it with one
-// processNextWorkItem and one requeue policy, the event handlers that feed it, the StopSignal a run ends on, and
-// the helpers every handler shares (a tombstone's last state, the resync skip). It knows nothing of tenants beyond
-// a label: the per-tenant controllers, the ProviderConfig controller and the sharder all run on it.
+// processNextWorkItem and one requeue policy (retries paced by a rate limiter, on a clock a test may replace), the
+// event handlers that feed it, the StopSignal a run ends on, and the helpers every handler shares (a tombstone's
+// last state, the resync skip). It knows nothing of tenants beyond a label: the per-tenant controllers, the
+// ProviderConfig controller, and the sharding package's sharder and drainer all run on it.
 package worker

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 )
@@ -64,6 +65,13 @@ type Config struct {
 	Observe func(key string, err error)
 	// AfterSync, if set (by tests), is called after every sync with its outcome.
 	AfterSync func(key string, err error)
+	// RateLimiter, if set, decides how long a failed key waits before its next sync. nil is client-go's default
+	// controller rate limiter (per key, 5 ms doubling up to 1000 s; overall, 10 retries a second), made at the
+	// first failure.
+	RateLimiter workqueue.TypedRateLimiter[string]
+	// Clock, if set, runs the timers of delayed keys (AddAfter, RequeueAfter, a retry after its backoff), so that a
+	// test steps them with a fake clock. nil is the real clock.
+	Clock clock.WithDelayedExecution
 }
 
 // Queue is the runtime every controller of this manager runs on, the shape of sample-controller written once: a
@@ -108,7 +116,7 @@ type runState struct {
 }
 
 type delayed struct {
-	timer *time.Timer
+	timer clock.Timer
 	at    time.Time
 }
 
@@ -121,6 +129,9 @@ type registration struct {
 // has started.
 func New(cfg Config) *Queue {
 	cfg.Workers = max(cfg.Workers, 1)
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	return &Queue{cfg: cfg}
 }
 
@@ -161,7 +172,7 @@ func (w *Queue) AddAfter(key string, delay time.Duration) {
 	if w.stopped {
 		return
 	}
-	at := time.Now().Add(delay)
+	at := w.cfg.Clock.Now().Add(delay)
 	if d, ok := w.timers[key]; ok {
 		if !at.Before(d.at) {
 			return
@@ -169,7 +180,7 @@ func (w *Queue) AddAfter(key string, delay time.Duration) {
 		d.timer.Stop()
 	}
 	d := &delayed{at: at}
-	d.timer = time.AfterFunc(delay, func() {
+	d.timer = w.cfg.Clock.AfterFunc(delay, func() {
 		w.mu.Lock()
 		if w.timers[key] == d {
 			delete(w.timers, key)
@@ -222,6 +233,9 @@ func (w *Queue) NumRequeues(key string) int {
 func (w *Queue) retryDelay(key string) time.Duration {
 	w.backoffMu.Lock()
 	defer w.backoffMu.Unlock()
+	if w.backoff == nil {
+		w.backoff = w.cfg.RateLimiter
+	}
 	if w.backoff == nil {
 		w.backoff = workqueue.DefaultTypedControllerRateLimiter[string]()
 	}

@@ -34,8 +34,10 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 )
@@ -437,4 +439,36 @@ func TestStartedIdleWorkersHoldNoGoroutine(t *testing.T) {
 	if informer.handlers() != 0 {
 		t.Errorf("%d handlers left after the stop", informer.handlers())
 	}
+}
+
+// A failed key waits the delay its Config's RateLimiter gives, on its Config's Clock: a fake clock alone decides
+// when the retry comes, as the sharder's and the drainer's tests need, and the limiter's delays (1 s, then 2 s)
+// are the ones waited, not the default limiter's milliseconds.
+func TestRetriesWaitTheRateLimitersDelayOnTheClock(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var syncs atomic.Int32
+	w := New(Config{Controller: "clocked", KeyName: "key", Clock: clk,
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute),
+		Sync: func(context.Context, string) (Result, error) {
+			if syncs.Add(1) <= 2 {
+				return Result{}, errors.New("boom")
+			}
+			return Result{}, nil
+		}})
+	runWorkers(t, ctx, w, 1)
+	w.Add("ns/key")
+	for failures, backoff := range []time.Duration{time.Second, 2 * time.Second} {
+		waitUntil(t, "a failed sync waiting for its retry", func() bool { return syncs.Load() == int32(failures+1) && clk.HasWaiters() })
+		clk.Step(backoff - time.Millisecond)
+		if n := syncs.Load(); n != int32(failures+1) || !clk.HasWaiters() {
+			t.Fatalf("retried before the backoff of %s had passed on the clock: %d syncs", backoff, n)
+		}
+		if n := w.NumRequeues("ns/key"); n != failures+1 {
+			t.Errorf("NumRequeues = %d, want %d", n, failures+1)
+		}
+		clk.Step(time.Millisecond)
+	}
+	waitUntil(t, "the third sync", func() bool { return syncs.Load() == 3 })
+	waitUntil(t, "the success forgotten", func() bool { return w.NumRequeues("ns/key") == 0 })
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 )
 
 // errLeaderElectionLost makes the process exit non-zero: another replica may already be acting, so this one must
@@ -193,7 +194,7 @@ func (e *election) lead(ctx, leaderCtx context.Context, run func(context.Context
 
 // watchRenewals loses leadership once no renewal has succeeded for renewLimit, until leaderCtx ends.
 func (e *election) watchRenewals(leaderCtx context.Context) {
-	if watchRenewals(leaderCtx, e.health.clock, e.health.lastRenewal, e.renewLimit) {
+	if e.health.renewals.WaitOverdue(leaderCtx, e.renewLimit) {
 		e.loseLeadership(fmt.Errorf("no successful renewal of the Lease for %s (renew deadline + retry period)", e.renewLimit))
 	}
 }
@@ -258,24 +259,6 @@ func (e *election) result() error {
 	}
 }
 
-// watchRenewals returns true once no renewal has succeeded for limit since lastRenewal, and false when ctx ends
-// first. It wakes up once per limit at most, however often the Lease is renewed.
-func watchRenewals(ctx context.Context, clk clock.Clock, lastRenewal func() time.Time, limit time.Duration) bool {
-	for {
-		wait := lastRenewal().Add(limit).Sub(clk.Now())
-		if wait <= 0 {
-			return true
-		}
-		timer := clk.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return false
-		case <-timer.C():
-		}
-	}
-}
-
 // electionLock is the Lease lock as client-go's elector sees it. It tells health about every successful write that
 // names this process (the acquisition and each renewal), and it refuses the writes this process must not make: any
 // write once leadership is lost, and a release (a write naming no holder) before run has returned. The elector
@@ -329,60 +312,33 @@ func (l *electionLock) Update(ctx context.Context, record resourcelock.LeaderEle
 // leaderElectionHealth is the "leader-election" check of /healthz. It fails once this process has lost its
 // leadership (until it exits), and while it leads but last renewed the Lease longer ago than the renew deadline:
 // client-go's elector gives up one retry period later, so a liveness probe sees an API server (or an elector) that
-// hangs before the process exits, and restarts a process that fails to exit.
+// hangs before the process exits, and restarts a process that fails to exit. The renewals are tracked as the shard
+// Lease's are.
 type leaderElectionHealth struct {
-	clock         clock.Clock
-	renewDeadline time.Duration
-
-	mu        sync.Mutex
-	leading   bool
-	lost      bool
-	renewedAt time.Time
+	clock    clock.Clock
+	renewals *sharding.RenewalTracker
 }
 
 func newLeaderElectionHealth(clk clock.Clock, renewDeadline time.Duration) *leaderElectionHealth {
-	return &leaderElectionHealth{clock: clk, renewDeadline: renewDeadline}
+	return &leaderElectionHealth{clock: clk, renewals: sharding.NewRenewalTracker(clk, renewDeadline)}
 }
 
 func (h *leaderElectionHealth) Name() string { return "leader-election" }
 
 func (h *leaderElectionHealth) Check(*http.Request) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.lost {
+	err := h.renewals.Check()
+	switch {
+	case errors.Is(err, sharding.ErrLeaseLost):
 		return errors.New("this process lost its leadership and is exiting")
-	}
-	if h.leading {
-		if since := h.clock.Since(h.renewedAt); since > h.renewDeadline {
-			return fmt.Errorf("leading, but the Lease was last renewed %s ago, longer than the renew deadline %s",
-				since.Round(time.Millisecond), h.renewDeadline)
-		}
+	case err != nil:
+		return fmt.Errorf("leading, but %w", err)
 	}
 	return nil
 }
 
 // renewed records a successful acquisition or renewal of the Lease, now.
-func (h *leaderElectionHealth) renewed() {
-	now := h.clock.Now()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.renewedAt = now
-}
+func (h *leaderElectionHealth) renewed() { h.renewals.Renewed(h.clock.Now()) }
 
-func (h *leaderElectionHealth) lastRenewal() time.Time {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.renewedAt
-}
+func (h *leaderElectionHealth) setLeading(leading bool) { h.renewals.SetHeld(leading) }
 
-func (h *leaderElectionHealth) setLeading(leading bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.leading = leading
-}
-
-func (h *leaderElectionHealth) setLost() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.lost = true
-}
+func (h *leaderElectionHealth) setLost() { h.renewals.SetLost() }

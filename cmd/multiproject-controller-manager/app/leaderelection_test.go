@@ -89,66 +89,6 @@ func TestLeaderElectionHealthStates(t *testing.T) {
 	check("lost, whatever renewed", true)
 }
 
-func TestWatchRenewalsFiresOnlyOnceRenewalIsOverdue(t *testing.T) {
-	ctx := t.Context()
-	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	limit := 4500 * time.Millisecond
-	var last atomic.Pointer[time.Time]
-	renew := func() { now := clk.Now(); last.Store(&now) }
-	renew()
-
-	fired := make(chan bool, 1)
-	go func() { fired <- watchRenewals(ctx, clk, func() time.Time { return *last.Load() }, limit) }()
-	// armed waits until the watcher has set its timer, after a start or a wake-up.
-	armed := func() {
-		t.Helper()
-		if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-			return clk.HasWaiters(), nil
-		}); err != nil {
-			t.Fatal("the watcher set no timer")
-		}
-	}
-	notFired := func(state string) {
-		t.Helper()
-		select {
-		case <-fired:
-			t.Fatalf("%s: the watcher reported an overdue renewal", state)
-		default:
-		}
-	}
-
-	armed()
-	clk.Step(limit - time.Millisecond)
-	notFired("just before the limit")
-	renew()
-	// Its timer fires at the first limit; the renewal moved the deadline, so it sets another.
-	clk.Step(time.Millisecond)
-	armed()
-	notFired("renewed before the limit")
-	clk.Step(limit - 2*time.Millisecond)
-	armed()
-	notFired("just before the limit of the second renewal")
-	clk.Step(time.Millisecond)
-	select {
-	case got := <-fired:
-		if !got {
-			t.Fatal("the watcher returned false, want true (overdue)")
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the watcher did not report the overdue renewal")
-	}
-
-	// A watcher whose context ends returns false.
-	ctx2, cancel := context.WithCancel(ctx)
-	renew()
-	go func() { fired <- watchRenewals(ctx2, clk, func() time.Time { return *last.Load() }, limit) }()
-	armed()
-	cancel()
-	if got := <-fired; got {
-		t.Fatal("the watcher returned true after its context ended")
-	}
-}
-
 func TestElectionLockRecordsRenewalsAndRefusesWhatTheProcessMustNotWrite(t *testing.T) {
 	ctx := t.Context()
 	client := fake.NewClientset()
@@ -387,9 +327,7 @@ func TestLostLeaseIsNotReleased(t *testing.T) {
 	<-runStopped
 	// leaderElectAndRun does not wait for the elector; its OnStoppedLeading comes after its release attempt.
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		health.mu.Lock()
-		defer health.mu.Unlock()
-		return !health.leading, nil
+		return !health.renewals.Held(), nil
 	}); err != nil {
 		t.Fatal("the elector never stopped")
 	}

@@ -134,25 +134,35 @@ func (s *shard) run(ctx context.Context, c config.CompletedConfig, descriptors *
 		}
 		cancelWork()
 	}
-	// Every tenant has stopped: the Lease may go, and with it the tenants, to the other shards at once. Not when a
-	// controller outlived the stop timeout: it still acts until the process exits, so the Lease must expire.
+	// Every tenant has stopped: no renewal may land after the release.
 	stopLease()
 	<-leaseDone
-	if errors.Is(tenantsErr, providerconfig.ErrControllersStillRunning) {
-		logger.Error(tenantsErr, "Not releasing the shard Lease; its tenants move when it expires")
-	} else if s.lost.Err() == nil {
-		releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.LeaderElection.RenewDeadline.Duration)
-		if err := s.lease.Release(releaseCtx); err != nil {
-			logger.Error(err, "Could not release the shard Lease; its tenants move when it expires")
-		} else {
-			logger.Info("Released the shard Lease")
-		}
-		cancel()
-	}
+	s.release(ctx, c, tenantsErr)
 	if sharderRunning {
 		sharderErr = <-sharderDone
 	}
 	return errors.Join(tenantsErr, sharderErr)
+}
+
+// release releases the shard Lease once its renewals have stopped and every tenant has stopped: the tenants go to
+// the other shards at once. Not when a controller outlived the stop timeout (tenantsErr says so): it still acts
+// until the process exits, so the Lease must expire; nor when the Lease is lost already.
+func (s *shard) release(ctx context.Context, c config.CompletedConfig, tenantsErr error) {
+	logger := klog.FromContext(ctx)
+	if errors.Is(tenantsErr, providerconfig.ErrControllersStillRunning) {
+		logger.Error(tenantsErr, "Not releasing the shard Lease; its tenants move when it expires")
+		return
+	}
+	if s.lost.Err() != nil {
+		return
+	}
+	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.LeaderElection.RenewDeadline.Duration)
+	defer cancel()
+	if err := s.lease.Release(releaseCtx); err != nil {
+		logger.Error(err, "Could not release the shard Lease; its tenants move when it expires")
+		return
+	}
+	logger.Info("Released the shard Lease")
 }
 
 // runSharder runs the sharder on the elected replica until ctx ends, on an informer of every ProviderConfig of its

@@ -26,13 +26,9 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	restclient "k8s.io/client-go/rest"
 	cliflag "k8s.io/component-base/cli/flag"
-	componentbaseconfig "k8s.io/component-base/config"
 
-	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/pkg/apibudget"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
@@ -98,31 +94,6 @@ func TestDefaultsAreValid(t *testing.T) {
 	// A tenant's share defaults to a quarter of the client's budget, burst rounded up.
 	if qps, burst := o.tenantBudget(); qps != 5 || burst != 8 {
 		t.Errorf("per-tenant budget default = %v/%d, want 5/8 (a quarter of 20/30)", qps, burst)
-	}
-}
-
-func TestTenantBudgetDefaultFollowsTheClientBudget(t *testing.T) {
-	cases := []struct {
-		args       []string
-		qps        float32
-		burst      int
-		wantErrMsg string
-	}{
-		{args: []string{"--kube-api-qps=100", "--kube-api-burst=200"}, qps: 25, burst: 50},
-		{args: []string{"--kube-api-qps=2", "--kube-api-burst=2"}, qps: 0.5, burst: 1},
-		{args: []string{"--kube-api-qps-per-tenant=7", "--kube-api-burst-per-tenant=9"}, qps: 7, burst: 9},
-		{args: []string{"--kube-api-qps-per-tenant=0"}, qps: 0, burst: 8},
-		{args: []string{"--kube-api-qps-per-tenant=0", "--kube-api-burst-per-tenant=0"}, qps: 0, burst: 0},
-		{args: []string{"--kube-api-qps=20", "--kube-api-qps-per-tenant=20", "--kube-api-burst-per-tenant=30"}, qps: 20, burst: 30},
-	}
-	for _, tc := range cases {
-		o, _ := parse(t, tc.args...)
-		if err := o.Validate(); err != nil {
-			t.Errorf("%v: %v", tc.args, err)
-		}
-		if qps, burst := o.tenantBudget(); qps != tc.qps || burst != tc.burst {
-			t.Errorf("%v: per-tenant budget = %v/%d, want %v/%d", tc.args, qps, burst, tc.qps, tc.burst)
-		}
 	}
 }
 
@@ -196,20 +167,6 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 				t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
 			}
 		})
-	}
-}
-
-func TestValidateLeaderElectionReportsEveryProblem(t *testing.T) {
-	errs := ValidateLeaderElection(&componentbaseconfig.LeaderElectionConfiguration{
-		LeaderElect:   true,
-		LeaseDuration: metav1.Duration{Duration: time.Second},
-		RenewDeadline: metav1.Duration{Duration: 2 * time.Second},
-		RetryPeriod:   metav1.Duration{Duration: 2 * time.Second},
-		ResourceLock:  "configmaps",
-	})
-	// lease <= renew, renew <= 1.2*retry, lock, empty name, empty namespace.
-	if len(errs) != 5 {
-		t.Fatalf("got %d errors, want 5: %v", len(errs), errs)
 	}
 }
 
@@ -303,34 +260,5 @@ current-context: x
 	o, _ = parse(t, "--kubeconfig="+kubeconfig, "--controllers=bogus")
 	if _, err := o.Config(); err == nil {
 		t.Error("Config accepted invalid options")
-	}
-}
-
-func TestShardNameIsALabelValueAndNeverRepeats(t *testing.T) {
-	for host, want := range map[string]string{
-		"multiproject-controller-manager-7d9f8c5b4-x2kqz": "multiproject-controller-manager-7d9f8c5b4-x2kqz-abcde",
-		"Laptop.Example.COM":                              "laptop-example-com-abcde",
-		strings.Repeat("a", 80):                           strings.Repeat("a", 57) + "-abcde",
-		strings.Repeat("a", 56) + "-b":                    strings.Repeat("a", 56) + "-abcde",
-		"_":                                               "shard-abcde",
-	} {
-		got := ShardName(host, "abcde")
-		if got != want {
-			t.Errorf("ShardName(%q) = %q, want %q", host, got, want)
-		}
-		if msgs := validation.IsValidLabelValue(got); len(msgs) > 0 || len(got) > 63 {
-			t.Errorf("ShardName(%q) = %q is not a label value: %v", host, got, msgs)
-		}
-	}
-	o, _ := parse(t, "--sharding")
-	a, b := &config.Config{}, &config.Config{}
-	if err := o.applyIdentity(a); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.applyIdentity(b); err != nil {
-		t.Fatal(err)
-	}
-	if a.Sharding.Shard == b.Sharding.Shard || a.Identity == b.Identity {
-		t.Errorf("two processes on one host got the same shard %q or identity %q", a.Sharding.Shard, a.Identity)
 	}
 }
