@@ -261,6 +261,15 @@ func (w *Queue) Len() int {
 	return w.queue.Len()
 }
 
+// Idle reports whether no key waits in the queue and no worker is syncing one. Len alone cannot say it: a key a
+// worker took is no longer queued while its sync still runs and may still write. Keys waiting on a timer (a retry,
+// a RequeueAfter) do not count until it fires.
+func (w *Queue) Idle() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return (w.queue == nil || w.queue.Len() == 0) && w.active == 0 && w.reserved == 0 && w.starting == 0
+}
+
 // Watch adds a handler to an informer (typically a tenant view). Run waits for the informer and the handler to
 // have synced before it starts the workers, and removes the handler when it returns. Call it before Run.
 func (w *Queue) Watch(informer cache.SharedIndexInformer, handler cache.ResourceEventHandler) error {

@@ -273,6 +273,7 @@ func runWorkers(t *testing.T, ctx context.Context, w *Queue, workers int) {
 	}
 }
 
+// idle is Idle, and also the queue dropped: an idle controller holds none.
 func (w *Queue) idle() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -471,4 +472,31 @@ func TestRetriesWaitTheRateLimitersDelayOnTheClock(t *testing.T) {
 	}
 	waitUntil(t, "the third sync", func() bool { return syncs.Load() == 3 })
 	waitUntil(t, "the success forgotten", func() bool { return w.NumRequeues("ns/key") == 0 })
+}
+
+// Idle stays false while a sync runs, though its key is no longer queued: a test that waits for Len() == 0 before it
+// counts what syncs wrote can miss a write still on its way.
+func TestIdleWaitsForTheSyncUnderWay(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	w := New(Config{Tenant: "tenant-a", Controller: "busy", KeyName: "key",
+		Sync: func(context.Context, string) (Result, error) {
+			close(started)
+			<-release
+			return Result{}, nil
+		}})
+	runWorkers(t, ctx, w, 1)
+	if !w.Idle() {
+		t.Fatal("a queue that never had a key is not idle")
+	}
+	w.Add("ns/a")
+	<-started
+	if w.Len() != 0 {
+		t.Fatalf("Len() = %d while the only key is being synced, want 0", w.Len())
+	}
+	if w.Idle() {
+		t.Error("Idle() while a sync runs")
+	}
+	close(release)
+	waitUntil(t, "idle once the sync returned", w.Idle)
 }

@@ -222,7 +222,7 @@ func (h *harness) waitQuiet(name string) {
 		if err != nil || !exists {
 			return false
 		}
-		return obj.(*mpv1alpha1.Translation).ResourceVersion == h.get(name).ResourceVersion && h.pusher.workers.Len() == 0
+		return obj.(*mpv1alpha1.Translation).ResourceVersion == h.get(name).ResourceVersion && h.pusher.workers.Idle()
 	})
 }
 

@@ -77,7 +77,7 @@ func TestCreatesNEGsWithTheirEndpointsInFewestAttachCalls(t *testing.T) {
 	h.gce.ResetCalls()
 	writes := len(h.client.Actions())
 	h.pusher.workers.Add("shop/web")
-	h.waitFor("the resync to be processed", func() bool { return h.pusher.workers.Len() == 0 })
+	h.waitFor("the resync to be processed", func() bool { return h.pusher.workers.Idle() })
 	h.shutdown() // drains the worker, so the counts below are final
 	if c := h.gce.Calls(testProject); len(c) != 0 {
 		t.Errorf("a converged resync made GCE calls: %v", c)
