@@ -18,10 +18,13 @@ package claims
 
 import (
 	"context"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
@@ -48,4 +51,77 @@ func TenantRuns(ctx context.Context, kube kubernetes.Interface, mp mpclientset.I
 		return false, err
 	}
 	return pc.DeletionTimestamp == nil && runs(pc), nil
+}
+
+// TenantObjects describes, for RecordsOf, a kind of claimant that is an object of a tenant's namespace (an Ingress,
+// a Service) and the objects that publish its names (PangolinResources, Translations): only what differs between
+// the controllers that claim names.
+type TenantObjects[Claimer metav1.Object, Publisher any] struct {
+	// Kube and MP read the claimants' namespaces and the tenants' ProviderConfigs (TenantRuns).
+	Kube kubernetes.Interface
+	MP   mpclientset.Interface
+	// LabelKey is the label that names a namespace's tenant.
+	LabelKey string
+	// GetClaimant reads a claimant from the API server.
+	GetClaimant func(ctx context.Context, namespace, name string) (Claimer, error)
+	// ClaimedNames are the names a claimant, as read, claims now.
+	ClaimedNames func(Claimer) []string
+	// Runs says whether a tenant's ProviderConfig has the controller's section.
+	Runs func(*mpv1alpha1.ProviderConfig) bool
+	// GetPublisher reads an object of the holdings resource from the API server.
+	GetPublisher func(ctx context.Context, namespace, name string) (Publisher, error)
+	// HoldingOf says what an object of the holdings resource publishes.
+	HoldingOf HoldingFunc
+}
+
+// RecordsOf returns the Records of such claimants: claim records in namespace (kube-system when empty) read through
+// informer; Live reads a recorded holder, its names and its tenant; Object reads a previous holder's object.
+func RecordsOf[Claimer metav1.Object, Publisher any](objects TenantObjects[Claimer, Publisher], informer cache.SharedIndexInformer,
+	namespace string) *Records {
+	if namespace == "" {
+		namespace = metav1.NamespaceSystem
+	}
+	return &Records{Client: objects.Kube, Namespace: namespace, Informer: informer, Live: objects.live, Object: objects.publishes}
+}
+
+// live is the LiveFunc of TenantObjects: a claimant that is gone, was replaced (another UID), claims nothing or
+// whose tenant no longer runs the controller claims nothing.
+func (o TenantObjects[Claimer, Publisher]) live(ctx context.Context, tenant, key string, uid types.UID) ([]string, error) {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil, nil
+	}
+	claimant, err := o.GetClaimant(ctx, namespace, name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil || claimant.GetUID() != uid {
+		return nil, err
+	}
+	names := o.ClaimedNames(claimant)
+	if len(names) == 0 {
+		return nil, nil
+	}
+	runs, err := TenantRuns(ctx, o.Kube, o.MP, o.LabelKey, tenant, namespace, o.Runs)
+	if !runs {
+		return nil, err
+	}
+	return names, nil
+}
+
+// publishes is the ObjectFunc of TenantObjects.
+func (o TenantObjects[Claimer, Publisher]) publishes(ctx context.Context, key, name string) (bool, error) {
+	namespace, objectName, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return false, nil
+	}
+	obj, err := o.GetPublisher(ctx, namespace, objectName)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	h, publishes := o.HoldingOf(obj)
+	return publishes && slices.Contains(h.Names, name), nil
 }

@@ -23,9 +23,7 @@ import (
 	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
@@ -131,52 +129,18 @@ func resourceHolding(obj any) (claims.Holding, bool) {
 // claimRecords is how the controller's host claims hold across replicas: records in namespace, a live read of a
 // recorded holder's Ingress and tenant, and of a previous holder's PangolinResource.
 func (c *Controller) claimRecords(records cache.SharedIndexInformer, namespace, labelKey string) *claims.Records {
-	if namespace == "" {
-		namespace = metav1.NamespaceSystem
-	}
-	return &claims.Records{Client: c.kube, Namespace: namespace, Informer: records,
-		Live: func(ctx context.Context, tenant, key string, uid types.UID) ([]string, error) {
-			namespace, name, err := cache.SplitMetaNamespaceKey(key)
-			if err != nil {
-				return nil, nil
-			}
-			ing, err := c.kube.NetworkingV1().Ingresses(namespace).Get(ctx, name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return nil, nil
-			}
-			if err != nil || ing.UID != uid {
-				return nil, err
-			}
-			var names []string
-			for _, h := range claimedHosts(ing) {
-				names = append(names, h.name)
-			}
-			if len(names) == 0 {
-				return nil, nil
-			}
-			runs, err := claims.TenantRuns(ctx, c.kube, c.client, labelKey, tenant, namespace,
-				func(pc *mpv1alpha1.ProviderConfig) bool { return pc.Spec.Pangolin != nil })
-			if !runs {
-				return nil, err
-			}
-			return names, nil
+	return claims.RecordsOf(claims.TenantObjects[*networkingv1.Ingress, *tunnelv1alpha1.PangolinResource]{
+		Kube: c.kube, MP: c.client, LabelKey: labelKey,
+		GetClaimant: func(ctx context.Context, namespace, name string) (*networkingv1.Ingress, error) {
+			return c.kube.NetworkingV1().Ingresses(namespace).Get(ctx, name, metav1.GetOptions{})
 		},
-		Object: func(ctx context.Context, key, name string) (bool, error) {
-			namespace, resName, err := cache.SplitMetaNamespaceKey(key)
-			if err != nil {
-				return false, nil
-			}
-			res, err := c.client.TunnelV1alpha1().PangolinResources(namespace).Get(ctx, resName, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return false, nil
-			}
-			if err != nil {
-				return false, err
-			}
-			h, publishes := resourceHolding(res)
-			return publishes && slices.Contains(h.Names, name), nil
+		ClaimedNames: claimedNames,
+		Runs:         func(pc *mpv1alpha1.ProviderConfig) bool { return pc.Spec.Pangolin != nil },
+		GetPublisher: func(ctx context.Context, namespace, name string) (*tunnelv1alpha1.PangolinResource, error) {
+			return c.client.TunnelV1alpha1().PangolinResources(namespace).Get(ctx, name, metav1.GetOptions{})
 		},
-	}
+		HoldingOf: resourceHolding,
+	}, records, namespace)
 }
 
 // conflictMessage is the same whether the holder claimed the host first or is letting it go while its

@@ -95,30 +95,17 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return err
 	}
 
+	return c.publish(ctx, key, ing, tunnel, owned)
+}
+
+// publish makes the Ingress's PangolinResources on tunnel those of its plan, for the hosts it holds, and deletes the
+// rest of owned.
+func (c *Controller) publish(ctx context.Context, key string, ing *networkingv1.Ingress, tunnel string,
+	owned []*tunnelv1alpha1.PangolinResource) error {
 	p := c.planner.plan(ing, tunnel)
-	found = p.problems
-	// A host another Ingress claimed first is not this Ingress's to publish: its resource of that host, if any, goes
-	// (the holder waits for that), whatever the plan would keep.
+	found := p.problems
 	self := claimantOf(ing)
-	lost, taken := map[string]bool{}, map[string]string{}
-	var errs []error
-	for _, h := range claimedHosts(ing) {
-		holder, isSelf, err := c.hosts.Decide(ctx, h.name, self)
-		if err != nil {
-			// Undecided (another replica raced for the name): nothing is created for it, what exists stays, and
-			// the retry decides.
-			lost[h.host] = true
-			errs = append(errs, err)
-			continue
-		}
-		if !isSelf {
-			lost[h.host] = true
-			name := ResourceName(ing.Namespace, ing.Name, h.host)
-			p.keep.Delete(name)
-			taken[name] = "another Ingress claimed its host first"
-			found.add(ReasonHostConflict, "%s", conflictMessage(h.host, h.name, c.hosts.Describe(holder)))
-		}
-	}
+	lost, taken, errs := c.decideHosts(ctx, ing, self, p.keep, &found)
 	for _, want := range p.resources {
 		if lost[hostOf(want)] {
 			continue
@@ -145,6 +132,32 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		errs = append(errs, err)
 	}
 	return utilerrors.NewAggregate(errs)
+}
+
+// decideHosts decides, across replicas, who holds each host the Ingress claims. A host another Ingress claimed first
+// is not this Ingress's to publish: its resource of that host, if any, goes from keep (the holder waits for that),
+// whatever the plan would keep, and taken says why. lost lists the hosts the Ingress must not write now: those
+// another holds, and those left undecided by an error (another replica raced for the name), for which nothing is
+// created, what exists stays, and the retry decides.
+func (c *Controller) decideHosts(ctx context.Context, ing *networkingv1.Ingress, self claims.Claimant, keep sets.Set[string],
+	found *problems) (lost map[string]bool, taken map[string]string, errs []error) {
+	lost, taken = map[string]bool{}, map[string]string{}
+	for _, h := range claimedHosts(ing) {
+		holder, isSelf, err := c.hosts.Decide(ctx, h.name, self)
+		if err != nil {
+			lost[h.host] = true
+			errs = append(errs, err)
+			continue
+		}
+		if !isSelf {
+			lost[h.host] = true
+			name := ResourceName(ing.Namespace, ing.Name, h.host)
+			keep.Delete(name)
+			taken[name] = "another Ingress claimed its host first"
+			found.add(ReasonHostConflict, "%s", conflictMessage(h.host, h.name, c.hosts.Describe(holder)))
+		}
+	}
+	return lost, taken, errs
 }
 
 // withdraw deletes the PangolinResources the tenant made for an Ingress that still exists but is no longer the

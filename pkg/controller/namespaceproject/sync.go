@@ -67,7 +67,6 @@ const fieldManager = "multiproject-namespace-project"
 // sync decides one namespace. It writes only when the namespace differs from the decision, with one patch
 // conditional on the resourceVersion it decided on, so a concurrent manual assignment is never overwritten.
 func (c *Controller) sync(ctx context.Context, name string) error {
-	logger := klog.FromContext(ctx)
 	projects, ok := c.clusterProjects()
 	if !ok {
 		// The management cluster does not answer: leave the namespace as it is. Once it answers, every namespace
@@ -89,39 +88,53 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return nil
 	}
 
+	project, ok, err := c.chooseProject(ns, projects, owner)
+	if err != nil || !ok {
+		return err
+	}
+	return c.assign(ctx, ns, project, owner)
+}
+
+// chooseProject returns the one Project of the cluster that matches owner, if the namespace may be assigned to it:
+// it is in no Project, in the one the controller assigned, or already in this one. Otherwise it warns why not.
+func (c *Controller) chooseProject(ns *corev1.Namespace, projects rancherlisters.ProjectNamespaceLister,
+	owner string) (*rancherv3.Project, bool, error) {
 	current := ns.Annotations[rancherv3.ProjectIDAnnotationKey]
 	ours := current == "" || current == ns.Annotations[AssignedProjectAnnotationKey]
-
 	candidates, err := candidates(projects, owner)
 	if err != nil {
-		return err
+		return nil, false, err
 	}
 	switch len(candidates) {
 	case 0:
 		c.warn(ns, ReasonProjectNotFound, fmt.Sprintf("no Project of Rancher cluster %s has the display name %q; "+
 			"the namespace joins one as soon as it exists", c.clusterID, owner))
-		return nil
+		return nil, false, nil
 	case 1:
 	default:
 		c.warn(ns, ReasonAmbiguousProject, fmt.Sprintf("%d Projects of Rancher cluster %s match %q (%s); "+
 			"the namespace is not assigned until exactly one does", len(candidates), c.clusterID, owner, projectIDs(candidates)))
-		return nil
+		return nil, false, nil
 	}
-
 	project := candidates[0]
-	want := projectID(project)
-	if !ours && current != want {
+	if want := projectID(project); !ours && current != want {
 		c.warn(ns, ReasonAssignedElsewhere, fmt.Sprintf("the namespace is in Project %s, set by someone else; "+
 			"app owner %q names %s (%s); leaving it", current, owner, want, project.Spec.DisplayName))
-		return nil
+		return nil, false, nil
 	}
+	return project, true, nil
+}
 
+// assign puts the namespace into project for owner, with one patch conditional on the resourceVersion it was decided
+// on, unless it is there already; only a move between Projects, or into the first, is news for its users.
+func (c *Controller) assign(ctx context.Context, ns *corev1.Namespace, project *rancherv3.Project, owner string) error {
+	current, want := ns.Annotations[rancherv3.ProjectIDAnnotationKey], projectID(project)
 	patch, changed := assignmentPatch(ns, project, owner)
 	if !changed {
-		c.warnings.Forget(name)
+		c.warnings.Forget(ns.Name)
 		return nil
 	}
-	_, err = c.kube.CoreV1().Namespaces().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+	_, err := c.kube.CoreV1().Namespaces().Patch(ctx, ns.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil
@@ -135,8 +148,8 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return err
 	}
 
-	c.warnings.Forget(name)
-	logger.V(2).Info("Assigned namespace", "project", want, "appOwner", owner, "previous", current)
+	c.warnings.Forget(ns.Name)
+	klog.FromContext(ctx).V(2).Info("Assigned namespace", "project", want, "appOwner", owner, "previous", current)
 	switch current {
 	case want:
 		// Only the derived label or our record changed: bookkeeping, not news for the namespace's users.

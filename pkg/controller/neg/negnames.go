@@ -22,9 +22,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
@@ -135,49 +133,21 @@ func (t *translator) reserveName(ctx context.Context, svc *corev1.Service, name,
 // claimRecords is how the translator's NEG name claims hold across replicas: records in namespace, a live read of
 // a recorded holder's Service and tenant, and of a previous holder's Translation.
 func (t *translator) claimRecords(records cache.SharedIndexInformer, namespace string) *claims.Records {
-	if namespace == "" {
-		namespace = metav1.NamespaceSystem
-	}
-	return &claims.Records{Client: t.kube, Namespace: namespace, Informer: records,
-		Live: func(ctx context.Context, tenant, key string, uid types.UID) ([]string, error) {
-			namespace, name, err := cache.SplitMetaNamespaceKey(key)
-			if err != nil {
-				return nil, nil
-			}
-			svc, err := t.kube.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return nil, nil
-			}
-			if err != nil || svc.UID != uid {
-				return nil, err
-			}
+	return claims.RecordsOf(claims.TenantObjects[*corev1.Service, *mpv1alpha1.Translation]{
+		Kube: t.kube, MP: t.mp, LabelKey: t.labelKey,
+		GetClaimant: func(ctx context.Context, namespace, name string) (*corev1.Service, error) {
+			return t.kube.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+		},
+		ClaimedNames: func(svc *corev1.Service) []string {
 			names, _ := claimedNEGNames(svc)
-			if len(names) == 0 {
-				return nil, nil
-			}
-			runs, err := claims.TenantRuns(ctx, t.kube, t.mp, t.labelKey, tenant, namespace,
-				func(pc *mpv1alpha1.ProviderConfig) bool { return pc.Spec.GCP != nil })
-			if !runs {
-				return nil, err
-			}
-			return names, nil
+			return names
 		},
-		Object: func(ctx context.Context, key, name string) (bool, error) {
-			namespace, trName, err := cache.SplitMetaNamespaceKey(key)
-			if err != nil {
-				return false, nil
-			}
-			tr, err := t.mp.MultiprojectV1alpha1().Translations(namespace).Get(ctx, trName, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return false, nil
-			}
-			if err != nil {
-				return false, err
-			}
-			h, publishes := translationHolding(tr)
-			return publishes && slices.Contains(h.Names, name), nil
+		Runs: func(pc *mpv1alpha1.ProviderConfig) bool { return pc.Spec.GCP != nil },
+		GetPublisher: func(ctx context.Context, namespace, name string) (*mpv1alpha1.Translation, error) {
+			return t.mp.MultiprojectV1alpha1().Translations(namespace).Get(ctx, name, metav1.GetOptions{})
 		},
-	}
+		HoldingOf: translationHolding,
+	}, records, namespace)
 }
 
 func (t *translator) nameCreated(name, object string, created bool) {

@@ -1,0 +1,43 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package claims decides, across every tenant of the process, which object may publish a name that must be
+// published once: a host of a Pangolin-class Ingress (the Pangolin operator binds a second PangolinResource for a
+// host to the first one's remote resource, across tenants), or a custom NEG name of a Service.
+//
+// Two things are tracked per name, in one Registry per kind of name:
+//
+//   - Claims: the objects (Ingresses, Services) that ask for the name, fed by each tenant's controller from its own
+//     filtered view. So only objects of tenants whose controller runs in this process claim anything: an object the
+//     manager ignores (no tenant, a tenant without the controller's section, a tenant that left) never blocks a
+//     name. The earliest claim holds the name: the earlier creation, then the smaller UID.
+//   - Holdings: the objects that publish the name (PangolinResources, Translations), from the unfiltered shared
+//     informer of their kind, whatever their tenant. A claimant creates its object only once no object of another
+//     claimant publishes the name, and a reservation taken under the registry's lock covers the time between its
+//     create call and the informer showing the object, so two tenants' workers never both create one.
+//
+// When the holder of a name changes, every claimant of the name is enqueued in its own tenant's controller; when an
+// object publishing a name goes, the claimants waiting for that are enqueued.
+//
+// That is enough while one process runs every tenant. Replicas that share the tenants (--sharding) each know only
+// their own tenants' claims, so a Registry with Records (records.go) lets the API server decide: one claim record
+// (a Lease) per name, created once, taken over with compare-and-swap updates by an earlier claimant or from a
+// holder a live read no longer finds, and announcing each object before it is created (Decide, Acquire).
+//
+// claims.go holds the Registry and its membership (Join, Leave) and the worker that releases records; member.go what
+// a member asks (Claim, Holder, Reserve, Created); holdings.go the holdings informer's events; records.go the claim
+// records (Decide, Acquire); live.go the live reads a controller builds its Records from.
+package claims
