@@ -28,7 +28,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // Claimant is an object that claims names, as its tenant's controller read it.
@@ -105,7 +106,7 @@ type Registry struct {
 	// records, if set, makes the claims hold across processes (records.go); releases deletes the records of names
 	// this process's claimants stopped claiming, off the event handlers.
 	records        *Records
-	releases       workqueue.TypedRateLimitingInterface[string]
+	releases       *worker.Queue
 	releasesDone   chan struct{}
 	stopReleases   context.CancelFunc
 	carriedRecords cache.ResourceEventHandlerRegistration
@@ -306,33 +307,20 @@ func (m *Member) Leave() {
 	r.wake(wake)
 }
 
-// startReleases starts the registry's one worker that releases claim records.
+// startReleases starts the registry's release queue: one worker, on the product's runtime, that deletes the claim
+// records of names this process stopped claiming, retried with backoff.
 func (r *Registry) startReleases() {
-	r.releases = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "claims-" + strings.ToLower(r.kind)})
+	r.releases = worker.New(worker.Config{Controller: "claims", Queue: strings.ToLower(r.kind), KeyName: "name",
+		Sync: func(ctx context.Context, name string) (worker.Result, error) {
+			if err := r.release(ctx, name); err != nil {
+				return worker.Result{}, fmt.Errorf("claims: releasing the claim record of %q: %w", name, err)
+			}
+			return worker.Result{}, nil
+		}})
 	ctx, cancel := context.WithCancel(context.Background())
-	queue, done := r.releases, make(chan struct{})
+	done := make(chan struct{})
 	r.stopReleases, r.releasesDone = cancel, done
-	go func() {
-		defer close(done)
-		for r.releaseNext(ctx, queue) {
-		}
-	}()
-}
-
-func (r *Registry) releaseNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string]) bool {
-	name, quit := queue.Get()
-	if quit {
-		return false
-	}
-	defer queue.Done(name)
-	if err := r.release(ctx, name); err != nil {
-		utilruntime.HandleError(fmt.Errorf("claims: releasing the claim record of %q: %w", name, err))
-		queue.AddRateLimited(name)
-		return true
-	}
-	queue.Forget(name)
-	return true
+	r.releases.Start(ctx, worker.RunOptions{}, func() { close(done) })
 }
 
 // stopReleasesLocked ends the release worker of a registry that has no member left; releases not made yet are
@@ -342,7 +330,6 @@ func (r *Registry) stopReleasesLocked() <-chan struct{} {
 		return nil
 	}
 	r.stopReleases()
-	r.releases.ShutDown()
 	r.releases = nil
 	return r.releasesDone
 }
