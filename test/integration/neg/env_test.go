@@ -33,7 +33,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
@@ -90,41 +89,31 @@ func newEnv(t testing.TB) *env {
 
 func newEnvWith(t testing.TB, opts envOptions) *env {
 	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	e := &env{t: t, ctx: ctx, adminKube: controlPlane.AdminClient()}
-	e.gce = fakegce.New(fakegce.Options{})
-	e.gce.Start()
-	t.Cleanup(e.gce.Close)
-
-	var err error
-	if e.admin, err = mpclientset.NewForConfig(controlPlane.AdminConfig()); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := controlPlane.ManagerConfig(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 200, 400 // the manager's --kube-api-qps/burst would be set for scale too
+	// The manager's --kube-api-qps/burst would be set for scale too.
+	envOpts := framework.EnvOptions{GCE: &fakegce.Options{}, QPS: 200, Burst: 400}
+	var calls *framework.APICalls
 	if opts.countCalls {
-		e.calls = &framework.APICalls{}
-		cfg.Wrap(e.calls.Wrap)
+		calls = &framework.APICalls{}
+		envOpts.Wrap = calls.Wrap
 	}
-	if e.kube, err = kubernetes.NewForConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
-	if e.mp, err = mpclientset.NewForConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
+	return startNEG(t, controlPlane.NewEnv(t, envOpts), calls, opts.resync, 500)
+}
+
+// startNEG runs, on fw, the shared informers (resyncing every resync period, 0 for never) and the Manager with the
+// neg controller, which it starts for each tenant the test starts, each tenant with gceQPS Compute Engine calls per
+// second. calls, if not nil, is what fw counts the manager's requests with.
+func startNEG(t testing.TB, fw *framework.Env, calls *framework.APICalls, resync time.Duration, gceQPS float32) *env {
+	t.Helper()
+	e := &env{t: t, ctx: fw.Ctx, gce: fw.GCE, adminKube: fw.AdminKube, admin: fw.Admin, kube: fw.Kube, mp: fw.MP, calls: calls}
 	// The unfiltered Translations are shared too: there the translators meet other tenants' claims of custom NEG
 	// names, as the manager's do.
 	routed := []schema.GroupVersionResource{informerset.Services, informerset.EndpointSlices, informerset.Nodes, informerset.Translations}
-	e.tenancy = framework.StartTenancyWithResync(t, ctx, e.kube, e.mp, labelKey, opts.resync, routed)
-	e.manager = framework.StartManager(t, ctx, framework.ManagerOptions{
+	e.tenancy = framework.StartTenancyWithResync(t, e.ctx, e.kube, e.mp, labelKey, resync, routed)
+	e.manager = framework.StartManager(t, e.ctx, framework.ManagerOptions{
 		Tenancy: e.tenancy, KubeClient: e.kube, MultiprojectClient: e.mp, Admin: e.admin, LabelKey: labelKey,
 		Controllers: []providerconfig.NamedFactory{framework.Enable(framework.Descriptor(names.NEGController), 5)},
-		Options:     tenant.Options{ClusterName: clusterName, ClusterUID: clusterUID, GCEEndpoint: e.gce.Endpoint(), GCEQPS: 500, GCEBurst: 500},
+		Options: tenant.Options{ClusterName: clusterName, ClusterUID: clusterUID, GCEEndpoint: e.gce.Endpoint(),
+			GCEQPS: gceQPS, GCEBurst: int(gceQPS)},
 	})
 	return e
 }

@@ -32,7 +32,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2/ktesting"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
@@ -70,28 +69,10 @@ func newEnv(t *testing.T) *env { return newEnvWith(t, fakegce.Options{}) }
 // newEnvWith takes the fake GCE's options, e.g. OperationPolls to make every operation need a wait.
 func newEnvWith(t *testing.T, gceOptions fakegce.Options) *env {
 	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	e := &env{t: t, ctx: ctx, namespace: controlPlane.CreateNamespace(t), adminKube: controlPlane.AdminClient()}
-	e.gce = fakegce.New(gceOptions)
-	e.gce.Start()
-	t.Cleanup(e.gce.Close)
-
-	var err error
-	if e.admin, err = mpclientset.NewForConfig(controlPlane.AdminConfig()); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := controlPlane.ManagerConfig(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.kube, err = kubernetes.NewForConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
-	if e.mp, err = mpclientset.NewForConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
+	fw := controlPlane.NewEnv(t, framework.EnvOptions{GCE: &gceOptions})
+	e := &env{t: t, ctx: fw.Ctx, namespace: controlPlane.CreateNamespace(t), gce: fw.GCE, admin: fw.Admin, adminKube: fw.AdminKube,
+		kube: fw.Kube, mp: fw.MP}
+	ctx := e.ctx
 	// The shared informers and router the manager would have, on the manager's identity.
 	tn := framework.StartTenancy(t, ctx, e.kube, e.mp, labelKey, []schema.GroupVersionResource{informerset.Translations})
 	e.tenancy = tn
