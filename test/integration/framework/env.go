@@ -18,12 +18,10 @@ package framework
 
 import (
 	"context"
-	"net/http"
 	"testing"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
@@ -40,15 +38,10 @@ type EnvOptions struct {
 	// AdminQPS and AdminBurst limit the admin clients; 0 keeps client-go's defaults.
 	AdminQPS   float32
 	AdminBurst int
-	// QPS and Burst limit the manager's clients, as --kube-api-qps and --kube-api-burst do; 0 keeps client-go's
-	// defaults.
+	// QPS and Burst limit the test's own clients of the manager's identity (Env.Kube and Env.MP), e.g. as the
+	// manager's --kube-api-qps and --kube-api-burst; 0 keeps client-go's defaults.
 	QPS   float32
 	Burst int
-	// RateLimiter, if set, gives each of the manager's two clients a limiter of its own instead, as the binary's
-	// clients each have their own budget (QPS and Burst then count for nothing).
-	RateLimiter func() flowcontrol.RateLimiter
-	// Wrap, if set, wraps the transport of the manager's clients, e.g. APICalls.Wrap to count their requests.
-	Wrap func(http.RoundTripper) http.RoundTripper
 	// GCE, if set, starts a fake GCE with these options for the test.
 	GCE *fakegce.Options
 }
@@ -57,11 +50,13 @@ type EnvOptions struct {
 // administrator for the fixtures, the manager's clients (the ServiceAccount of manifests/rbac, so that RBAC applies
 // as to the binary), and a fake GCE if asked for.
 type Env struct {
+	cp  *ControlPlane
 	Ctx context.Context
 	// AdminKube and Admin are system:masters: RBAC never denies them.
 	AdminKube kubernetes.Interface
 	Admin     mpclientset.Interface
-	// Kube and MP are the manager's.
+	// Kube and MP act as the manager's ServiceAccount, for a test that does what the manager would (a baseline)
+	// or checks what its RBAC allows; the manager (StartManager) builds its own clients, as the binary does.
 	Kube kubernetes.Interface
 	MP   mpclientset.Interface
 	// GCE is nil unless EnvOptions.GCE was set; it closes when the test ends.
@@ -77,7 +72,7 @@ func (cp *ControlPlane) NewEnv(t testing.TB, opts EnvOptions) *Env {
 	}
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	t.Cleanup(cancel)
-	e := &Env{Ctx: ctx}
+	e := &Env{cp: cp, Ctx: ctx}
 	admin := cp.AdminConfig()
 	if opts.AdminQPS > 0 {
 		admin.QPS, admin.Burst = opts.AdminQPS, opts.AdminBurst
@@ -90,15 +85,7 @@ func (cp *ControlPlane) NewEnv(t testing.TB, opts EnvOptions) *Env {
 	if opts.QPS > 0 {
 		manager.QPS, manager.Burst = opts.QPS, opts.Burst
 	}
-	if opts.Wrap != nil {
-		manager.Wrap(opts.Wrap)
-	}
-	kubeConfig, mpConfig := manager, rest.CopyConfig(manager)
-	if opts.RateLimiter != nil {
-		kubeConfig.RateLimiter, mpConfig.RateLimiter = opts.RateLimiter(), opts.RateLimiter()
-	}
-	e.Kube, _ = newClients(t, kubeConfig)
-	_, e.MP = newClients(t, mpConfig)
+	e.Kube, e.MP = newClients(t, manager)
 	if opts.GCE != nil {
 		e.GCE = fakegce.New(*opts.GCE)
 		e.GCE.Start()

@@ -24,12 +24,15 @@ import (
 	"testing"
 
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 )
@@ -41,9 +44,12 @@ type ManagerProcess struct {
 	// Flags changes the command's defaulted options, as flags would, after the framework's own: the manifests'
 	// ServiceAccount's kubeconfig, no leader election, no serving port.
 	Flags func(*options.Options)
-	// Calls, if not nil, counts every request of the manager's two shared clients (the controllers', the
-	// informers', the Events').
-	Calls *APICalls
+	// Wrap, if set, wraps the transport of the manager's two shared clients (the controllers', the informers',
+	// the Events'), e.g. APICalls.Wrap to count their requests.
+	Wrap func(http.RoundTripper) http.RoundTripper
+	// RateLimiter, if set, builds those two clients again, each with a new limiter of its own instead of the
+	// binary's budget, for a test that measures how long requests wait in it.
+	RateLimiter func() flowcontrol.RateLimiter
 }
 
 // ManagerProcessConfig builds the manager's configuration the way the binary does (app.NewOptions, then
@@ -69,10 +75,30 @@ func (cp *ControlPlane) ManagerProcessConfig(t testing.TB, ctx context.Context, 
 	if err != nil {
 		t.Fatalf("framework: the manager's options: %v", err)
 	}
-	if p.Calls != nil {
-		wrapClients(p.Calls.Wrap, c.Client, c.MultiprojectClient)
+	if p.RateLimiter != nil {
+		limitClients(t, c, p.RateLimiter)
+	}
+	if p.Wrap != nil {
+		wrapClients(p.Wrap, c.Client, c.MultiprojectClient)
 	}
 	return c.Complete()
+}
+
+// limitClients builds the two shared clients of c again as Options.Config does, each with a limiter of newLimiter.
+func limitClients(t testing.TB, c *config.Config, newLimiter func() flowcontrol.RateLimiter) {
+	t.Helper()
+	kubeConfig, crdConfig := rest.CopyConfig(c.Kubeconfig), rest.CopyConfig(c.Kubeconfig)
+	kubeConfig.RateLimiter, crdConfig.RateLimiter = newLimiter(), newLimiter()
+	// Custom resources have no protobuf encoding.
+	crdConfig.ContentType, crdConfig.AcceptContentTypes = "application/json", "application/json"
+	var err error
+	if c.Client, err = kubernetes.NewForConfig(rest.AddUserAgent(kubeConfig, names.ComponentName)); err != nil {
+		t.Fatal(err)
+	}
+	if c.MultiprojectClient, err = mpclientset.NewForConfig(rest.AddUserAgent(crdConfig, names.ComponentName)); err != nil {
+		t.Fatal(err)
+	}
+	c.EventSink = &typedcorev1.EventSinkImpl{Interface: c.Client.CoreV1().Events("")}
 }
 
 // wrapClients puts wrap around the transport of each clientset: every API group client of a clientset, and its

@@ -45,6 +45,7 @@ import (
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
@@ -78,22 +79,23 @@ func newEnv(t testing.TB, qps float32, burst int) *env {
 	if _, ok := t.(*testing.B); ok {
 		verbosity = 0
 	}
-	requests := &requestCounter{counts: map[string]int{}}
 	fw := controlPlane.NewEnv(t, framework.EnvOptions{
 		Logger:   ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(verbosity))),
 		AdminQPS: 1000, AdminBurst: 2000,
-		QPS: qps, Burst: burst, Wrap: requests.wrap,
+		QPS: qps, Burst: burst,
 	})
-	e := &env{t: t, ctx: fw.Ctx, adminKube: fw.AdminKube, admin: fw.Admin, kube: fw.Kube, mp: fw.MP, requests: requests}
-	tn := framework.StartTenancy(t, e.ctx, e.kube, e.mp, labelKey,
-		[]schema.GroupVersionResource{informerset.Ingresses, informerset.Services, informerset.PangolinResources},
-		informerset.PangolinTunnels)
+	e := &env{t: t, ctx: fw.Ctx, adminKube: fw.AdminKube, admin: fw.Admin, kube: fw.Kube, mp: fw.MP,
+		requests: &requestCounter{counts: map[string]int{}}}
+	e.manager = framework.StartManager(t, fw, framework.ManagerOptions{
+		Controllers: []providerconfig.NamedFactory{framework.Enable(framework.Descriptor(names.IngressTunnelController), 0)},
+		Served: []schema.GroupVersionResource{informerset.Ingresses, informerset.Services, informerset.PangolinResources,
+			informerset.PangolinTunnels},
+		Flags: func(o *options.Options) { o.ClientConnection.QPS, o.ClientConnection.Burst = qps, int32(burst) },
+		Wrap:  e.requests.wrap,
+	})
+	tn := e.manager.Tenancy()
 	e.resources = tn.Informers[informerset.PangolinResources]
 	e.ingresses = tn.Informers[informerset.Ingresses]
-	e.manager = framework.StartManager(t, e.ctx, framework.ManagerOptions{
-		Tenancy: tn, KubeClient: e.kube, MultiprojectClient: e.mp, Admin: e.admin, LabelKey: labelKey,
-		Controllers: []providerconfig.NamedFactory{framework.Enable(framework.Descriptor(names.IngressTunnelController), 0)},
-	})
 	return e
 }
 

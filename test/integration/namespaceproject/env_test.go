@@ -31,6 +31,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -41,8 +42,8 @@ import (
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
@@ -86,11 +87,13 @@ func newEnv(t testing.TB, opts envOptions) *env {
 	}
 	fw := controlPlane.NewEnv(t, envOpts)
 	e := &env{t: t, ctx: fw.Ctx, adminKube: fw.AdminKube, admin: fw.Admin, kube: fw.Kube}
-	tn := framework.StartTenancy(t, e.ctx, e.kube, fw.MP, labelKey, nil, informerset.Projects)
-	e.manager = framework.StartManager(t, e.ctx, framework.ManagerOptions{
-		Tenancy: tn, KubeClient: e.kube, MultiprojectClient: fw.MP, Admin: e.admin, LabelKey: labelKey,
+	e.manager = framework.StartManager(t, fw, framework.ManagerOptions{
 		Controllers: []providerconfig.NamedFactory{framework.Enable(framework.Descriptor(names.NamespaceProjectController), 0)},
-		Options:     tenant.Options{AppOwnerLabelKey: appOwnerKey},
+		Served:      []schema.GroupVersionResource{informerset.Projects},
+		Flags: func(o *options.Options) {
+			o.ClientConnection.QPS, o.ClientConnection.Burst = envOpts.QPS, int32(envOpts.Burst)
+			o.TenantControllers.AppOwnerLabelKey = appOwnerKey
+		},
 	})
 	return e
 }

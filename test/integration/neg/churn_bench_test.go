@@ -48,6 +48,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
@@ -187,11 +188,11 @@ func newChurnEnv(b *testing.B, s churnSettings, onCall func(fakegce.CallRecord))
 	fw := controlPlane.NewEnv(b, framework.EnvOptions{
 		Logger: ktesting.NewLogger(b, ktesting.NewConfig(ktesting.Verbosity(2))),
 		GCE:    &fakegce.Options{OnCall: onCall},
-		Wrap:   calls.Wrap,
-		// One token bucket per client, as the binary's --kube-api-qps gives each of its clients.
-		RateLimiter: func() flowcontrol.RateLimiter { return limiter.bucket(s.kubeQPS, s.kubeBurst) },
 	})
-	return startNEG(b, fw, calls, 0, s.gceQPS), limiter
+	manager := framework.ManagerOptions{Wrap: calls.Wrap,
+		// One token bucket per client, as the binary's --kube-api-qps gives each of its clients.
+		RateLimiter: func() flowcontrol.RateLimiter { return limiter.bucket(s.kubeQPS, s.kubeBurst) }}
+	return startNEG(b, fw, calls, manager, s.gceQPS, func(*options.Options) {}), limiter
 }
 
 // churnLimiter sums, over the token buckets it made, how long requests waited for a token.

@@ -30,10 +30,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
 
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
 	"github.com/multiproject/multiproject-controller-manager/pkg/apibudget"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
@@ -186,9 +186,11 @@ func runNoisyNeighbour(tb testing.TB, budget apibudget.Options, noisyServices in
 // (cmd/multiproject-controller-manager/app/options).
 func newBudgetEnv(tb testing.TB, budget apibudget.Options) *env {
 	tb.Helper()
-	fw := controlPlane.NewEnv(tb, framework.EnvOptions{GCE: &fakegce.Options{},
-		RateLimiter: func() flowcontrol.RateLimiter { return apibudget.New(budget) }})
-	return startNEG(tb, fw, nil, 0, 500)
+	fw := controlPlane.NewEnv(tb, framework.EnvOptions{GCE: &fakegce.Options{}})
+	return startNEG(tb, fw, nil, framework.ManagerOptions{}, 500, func(o *options.Options) {
+		o.ClientConnection.QPS, o.ClientConnection.Burst = budget.QPS, int32(budget.Burst)
+		o.KubeAPIQPSPerTenant, o.KubeAPIBurstPerTenant = budget.TenantQPS, int32(budget.TenantBurst)
+	})
 }
 
 // quietEndpoints is the quiet Service's one endpoint per zone after round r: only the zone-b one moves.

@@ -155,7 +155,7 @@ func runTenantsAndRestart(b *testing.B, n, services int) {
 	start := func() {
 		calls = &framework.APICalls{}
 		descriptors := app.NewControllerDescriptors()
-		c := controlPlane.ManagerProcessConfig(b, ctx, framework.ManagerProcess{Descriptors: descriptors, Calls: calls,
+		c := controlPlane.ManagerProcessConfig(b, ctx, framework.ManagerProcess{Descriptors: descriptors, Wrap: calls.Wrap,
 			Flags: func(o *options.Options) {
 				o.ClientConnection.QPS, o.ClientConnection.Burst = 500, 1000
 				o.CacheSyncTimeout.Duration = time.Minute
