@@ -53,7 +53,6 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
-	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
 	"github.com/multiproject/multiproject-controller-manager/pkg/apibudget"
 	"github.com/multiproject/multiproject-controller-manager/pkg/clusterid"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
@@ -79,7 +78,7 @@ func init() {
 // NewControllerManagerCommand returns the cobra command of the binary.
 func NewControllerManagerCommand() *cobra.Command {
 	descriptors := NewControllerDescriptors()
-	o := options.NewOptions(catalog{descriptors})
+	o := NewOptions(descriptors)
 
 	cmd := &cobra.Command{
 		Use: names.ComponentName,

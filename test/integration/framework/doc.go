@@ -29,10 +29,15 @@ limitations under the License.
 //		framework.Main(m, framework.Options{ControllerManager: true}, &controlPlane)
 //	}
 //
-// Controller tests run their tenants the way the binary does: StartTenancy builds the shared informers and the
-// tenancy Router, and StartManager runs each tenant's controllers through the production ControllersManager
-// (pkg/controller/providerconfig) on them. A test creates a ProviderConfig (Manager.Create) and starts and stops
-// its tenant (Tenant.Start, Tenant.Stop); the Manager builds every tenant.Context, Event broadcaster and condition.
+// Every test starts from NewEnv: a context that ends with the test, admin clients for its fixtures, clients of the
+// manager's ServiceAccount, and a fake GCE if it asks for one. The manager itself is the binary's, run in process:
+// its config comes from app.NewOptions and Options.Config (ManagerProcessConfig, with a test's values where the
+// binary has flags), and RunManager runs app.Run on it, as the providerconfig tests do. Controller tests use
+// StartManager, which runs the same process's controller context (app.CreateControllerContext and
+// app.StartControllers: the shared informers, the tenancy Router and the real ProviderConfig controller with its
+// ControllersManager) as a shard of its own, for which the test plays the sharder: it creates a ProviderConfig
+// (Manager.Create) and says when the tenant runs (Tenant.Start labels it for the shard) and when it no longer does
+// (Tenant.Stop removes the label, and the controllers stop without cleanup).
 //
 // The package itself has no build tag so that `go vet ./...` checks it; the integration tests that use it carry
 // the `integration` build tag, which keeps `go test ./...` a fast unit run.

@@ -36,9 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
@@ -47,6 +45,7 @@ import (
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
@@ -80,50 +79,24 @@ func newEnv(t testing.TB, qps float32, burst int) *env {
 	if _, ok := t.(*testing.B); ok {
 		verbosity = 0
 	}
-	ctx := klog.NewContext(context.Background(), ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(verbosity))))
-	ctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	adminConfig := controlPlane.AdminConfig()
-	adminConfig.QPS, adminConfig.Burst = 1000, 2000
-	e := &env{t: t, ctx: ctx}
-	var err error
-	if e.adminKube, err = kubernetes.NewForConfig(adminConfig); err != nil {
-		t.Fatal(err)
-	}
-	if e.admin, err = mpclientset.NewForConfig(adminConfig); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := controlPlane.ManagerConfig(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = qps, burst
-	e.requests = &requestCounter{counts: map[string]int{}}
-	cfg.Wrap(e.requests.wrap)
-	e.kube, e.mp = managerClients(t, cfg)
-
-	tn := framework.StartTenancy(t, ctx, e.kube, e.mp, labelKey,
-		[]schema.GroupVersionResource{informerset.Ingresses, informerset.Services, informerset.PangolinResources},
-		informerset.PangolinTunnels)
+	fw := controlPlane.NewEnv(t, framework.EnvOptions{
+		Logger:   ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(verbosity))),
+		AdminQPS: 1000, AdminBurst: 2000,
+		QPS: qps, Burst: burst,
+	})
+	e := &env{t: t, ctx: fw.Ctx, adminKube: fw.AdminKube, admin: fw.Admin, kube: fw.Kube, mp: fw.MP,
+		requests: &requestCounter{counts: map[string]int{}}}
+	e.manager = framework.StartManager(t, fw, framework.ManagerOptions{
+		Controllers: []providerconfig.NamedFactory{framework.Enable(framework.Descriptor(names.IngressTunnelController), 0)},
+		Served: []schema.GroupVersionResource{informerset.Ingresses, informerset.Services, informerset.PangolinResources,
+			informerset.PangolinTunnels},
+		Flags: func(o *options.Options) { o.ClientConnection.QPS, o.ClientConnection.Burst = qps, int32(burst) },
+		Wrap:  e.requests.wrap,
+	})
+	tn := e.manager.Tenancy()
 	e.resources = tn.Informers[informerset.PangolinResources]
 	e.ingresses = tn.Informers[informerset.Ingresses]
-	e.manager = framework.StartManager(t, ctx, framework.ManagerOptions{
-		Tenancy: tn, KubeClient: e.kube, MultiprojectClient: e.mp, Admin: e.admin, LabelKey: labelKey,
-		Controllers: []providerconfig.NamedFactory{framework.Enable(framework.Descriptor(names.IngressTunnelController), 0)},
-	})
 	return e
-}
-
-func managerClients(t testing.TB, cfg *rest.Config) (kubernetes.Interface, mpclientset.Interface) {
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mp, err := mpclientset.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kube, mp
 }
 
 // tenantRun is one ProviderConfig and its running controller.

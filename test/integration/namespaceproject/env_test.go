@@ -31,20 +31,19 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	rancherv3 "github.com/multiproject/api/rancher/management/v3"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
@@ -77,48 +76,26 @@ type envOptions struct {
 // with the namespace-project controller enabled.
 func newEnv(t testing.TB, opts envOptions) *env {
 	t.Helper()
-	var ctx context.Context
+	// The manager's defaults (--kube-api-qps=20, --kube-api-burst=30) unless the options say otherwise.
+	envOpts := framework.EnvOptions{QPS: 20, Burst: 30}
+	if opts.qps > 0 {
+		envOpts.QPS, envOpts.Burst = opts.qps, opts.burst
+	}
 	if _, ok := t.(*testing.B); ok {
 		// A benchmark prints what it logs: keep the controllers' per-namespace lines (V(2)) out of its output.
-		ctx = klog.NewContext(context.Background(), klog.Background())
-	} else {
-		_, ctx = ktesting.NewTestContext(t)
+		envOpts.Logger = klog.Background()
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	e := &env{t: t, ctx: ctx, adminKube: controlPlane.AdminClient()}
-	var err error
-	if e.admin, err = mpclientset.NewForConfig(controlPlane.AdminConfig()); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := controlPlane.ManagerConfig(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg = managerClientSettings(cfg, opts)
-	if e.kube, err = kubernetes.NewForConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
-	mp, err := mpclientset.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tn := framework.StartTenancy(t, ctx, e.kube, mp, labelKey, nil, informerset.Projects)
-	e.manager = framework.StartManager(t, ctx, framework.ManagerOptions{
-		Tenancy: tn, KubeClient: e.kube, MultiprojectClient: mp, Admin: e.admin, LabelKey: labelKey,
+	fw := controlPlane.NewEnv(t, envOpts)
+	e := &env{t: t, ctx: fw.Ctx, adminKube: fw.AdminKube, admin: fw.Admin, kube: fw.Kube}
+	e.manager = framework.StartManager(t, fw, framework.ManagerOptions{
 		Controllers: []providerconfig.NamedFactory{framework.Enable(framework.Descriptor(names.NamespaceProjectController), 0)},
-		Options:     tenant.Options{AppOwnerLabelKey: appOwnerKey},
+		Served:      []schema.GroupVersionResource{informerset.Projects},
+		Flags: func(o *options.Options) {
+			o.ClientConnection.QPS, o.ClientConnection.Burst = envOpts.QPS, int32(envOpts.Burst)
+			o.TenantControllers.AppOwnerLabelKey = appOwnerKey
+		},
 	})
 	return e
-}
-
-func managerClientSettings(cfg *rest.Config, opts envOptions) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = 20, 30
-	if opts.qps > 0 {
-		cfg.QPS, cfg.Burst = opts.qps, opts.burst
-	}
-	return cfg
 }
 
 // tenantRun is one tenant, a ProviderConfig whose controller the Manager runs.

@@ -41,23 +41,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/component-base/metrics/legacyregistry"
-	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
-	mpclientset "github.com/multiproject/client-go/clientset/versioned"
-
-	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
-	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
 
@@ -192,43 +184,15 @@ func churnSettingsFromEnv(b *testing.B) churnSettings {
 // how long requests waited in it, the fake GCE's OnCall hook, and a logger at verbosity 2.
 func newChurnEnv(b *testing.B, s churnSettings, onCall func(fakegce.CallRecord)) (*env, *churnLimiter) {
 	b.Helper()
-	logger := ktesting.NewLogger(b, ktesting.NewConfig(ktesting.Verbosity(2)))
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	b.Cleanup(cancel)
-	e := &env{t: b, ctx: ctx, adminKube: controlPlane.AdminClient(), calls: &framework.APICalls{}}
-	e.gce = fakegce.New(fakegce.Options{OnCall: onCall})
-	e.gce.Start()
-	b.Cleanup(e.gce.Close)
-
-	var err error
-	if e.admin, err = mpclientset.NewForConfig(controlPlane.AdminConfig()); err != nil {
-		b.Fatal(err)
-	}
-	cfg, err := controlPlane.ManagerConfig(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.Wrap(e.calls.Wrap)
-	limiter := &churnLimiter{}
-	// One token bucket per client, as the binary's --kube-api-qps gives each of its clients.
-	kubeCfg, mpCfg := rest.CopyConfig(cfg), rest.CopyConfig(cfg)
-	kubeCfg.RateLimiter = limiter.bucket(s.kubeQPS, s.kubeBurst)
-	mpCfg.RateLimiter = limiter.bucket(s.kubeQPS, s.kubeBurst)
-	if e.kube, err = kubernetes.NewForConfig(kubeCfg); err != nil {
-		b.Fatal(err)
-	}
-	if e.mp, err = mpclientset.NewForConfig(mpCfg); err != nil {
-		b.Fatal(err)
-	}
-	routed := []schema.GroupVersionResource{informerset.Services, informerset.EndpointSlices, informerset.Nodes, informerset.Translations}
-	e.tenancy = framework.StartTenancyWithResync(b, ctx, e.kube, e.mp, labelKey, 0, routed)
-	e.manager = framework.StartManager(b, ctx, framework.ManagerOptions{
-		Tenancy: e.tenancy, KubeClient: e.kube, MultiprojectClient: e.mp, Admin: e.admin, LabelKey: labelKey,
-		Controllers: []providerconfig.NamedFactory{framework.Enable(framework.Descriptor(names.NEGController), 5)},
-		Options: tenant.Options{ClusterName: clusterName, ClusterUID: clusterUID, GCEEndpoint: e.gce.Endpoint(),
-			GCEQPS: s.gceQPS, GCEBurst: int(s.gceQPS)},
+	calls, limiter := &framework.APICalls{}, &churnLimiter{}
+	fw := controlPlane.NewEnv(b, framework.EnvOptions{
+		Logger: ktesting.NewLogger(b, ktesting.NewConfig(ktesting.Verbosity(2))),
+		GCE:    &fakegce.Options{OnCall: onCall},
 	})
-	return e, limiter
+	manager := framework.ManagerOptions{Wrap: calls.Wrap,
+		// One token bucket per client, as the binary's --kube-api-qps gives each of its clients.
+		RateLimiter: func() flowcontrol.RateLimiter { return limiter.bucket(s.kubeQPS, s.kubeBurst) }}
+	return startNEG(b, fw, calls, manager, s.gceQPS, func(*options.Options) {}), limiter
 }
 
 // churnLimiter sums, over the token buckets it made, how long requests waited for a token.

@@ -33,13 +33,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
@@ -90,42 +90,42 @@ func newEnv(t testing.TB) *env {
 
 func newEnvWith(t testing.TB, opts envOptions) *env {
 	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	e := &env{t: t, ctx: ctx, adminKube: controlPlane.AdminClient()}
-	e.gce = fakegce.New(fakegce.Options{})
-	e.gce.Start()
-	t.Cleanup(e.gce.Close)
-
-	var err error
-	if e.admin, err = mpclientset.NewForConfig(controlPlane.AdminConfig()); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := controlPlane.ManagerConfig(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 200, 400 // the manager's --kube-api-qps/burst would be set for scale too
+	// The manager's --kube-api-qps/burst would be set for scale too; the test's own clients of its identity get
+	// the same.
+	fw := controlPlane.NewEnv(t, framework.EnvOptions{GCE: &fakegce.Options{}, QPS: 200, Burst: 400})
+	var manager framework.ManagerOptions
+	var calls *framework.APICalls
 	if opts.countCalls {
-		e.calls = &framework.APICalls{}
-		cfg.Wrap(e.calls.Wrap)
+		calls = &framework.APICalls{}
+		manager.Wrap = calls.Wrap
 	}
-	if e.kube, err = kubernetes.NewForConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
-	if e.mp, err = mpclientset.NewForConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
+	return startNEG(t, fw, calls, manager, 500, func(o *options.Options) {
+		o.ClientConnection.QPS, o.ClientConnection.Burst = 200, 400
+		o.ResyncPeriod.Duration = opts.resync
+	})
+}
+
+// startNEG runs on fw the manager with the neg controller, which runs for each tenant the test starts, with gceQPS
+// Compute Engine calls per second each. manager says how the manager's clients are counted or limited (calls, if
+// not nil, is what it counts with), flags set what else the manager's flags would.
+func startNEG(t testing.TB, fw *framework.Env, calls *framework.APICalls, manager framework.ManagerOptions, gceQPS float32,
+	flags func(*options.Options)) *env {
+	t.Helper()
+	e := &env{t: t, ctx: fw.Ctx, gce: fw.GCE, adminKube: fw.AdminKube, admin: fw.Admin, kube: fw.Kube, mp: fw.MP, calls: calls}
+	manager.Controllers = []providerconfig.NamedFactory{framework.Enable(framework.Descriptor(names.NEGController), 5)}
 	// The unfiltered Translations are shared too: there the translators meet other tenants' claims of custom NEG
 	// names, as the manager's do.
-	routed := []schema.GroupVersionResource{informerset.Services, informerset.EndpointSlices, informerset.Nodes, informerset.Translations}
-	e.tenancy = framework.StartTenancyWithResync(t, ctx, e.kube, e.mp, labelKey, opts.resync, routed)
-	e.manager = framework.StartManager(t, ctx, framework.ManagerOptions{
-		Tenancy: e.tenancy, KubeClient: e.kube, MultiprojectClient: e.mp, Admin: e.admin, LabelKey: labelKey,
-		Controllers: []providerconfig.NamedFactory{framework.Enable(framework.Descriptor(names.NEGController), 5)},
-		Options:     tenant.Options{ClusterName: clusterName, ClusterUID: clusterUID, GCEEndpoint: e.gce.Endpoint(), GCEQPS: 500, GCEBurst: 500},
-	})
+	manager.Served = []schema.GroupVersionResource{informerset.Services, informerset.EndpointSlices, informerset.Nodes, informerset.Translations}
+	manager.Flags = func(o *options.Options) {
+		o.TenantControllers.ClusterName, o.TenantControllers.ClusterUID = clusterName, clusterUID
+		o.TenantControllers.GCEEndpoint = e.gce.Endpoint()
+		o.TenantControllers.GCEQPS, o.TenantControllers.GCEBurst = gceQPS, int(gceQPS)
+		// The tests' NEGs outlive their tenants' Translations only where a test says so.
+		o.TenantControllers.NEGGCPeriod = 0
+		flags(o)
+	}
+	e.manager = framework.StartManager(t, fw, manager)
+	e.tenancy = e.manager.Tenancy()
 	return e
 }
 

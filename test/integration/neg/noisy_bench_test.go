@@ -28,23 +28,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
-	"k8s.io/klog/v2/ktesting"
 
-	mpclientset "github.com/multiproject/client-go/clientset/versioned"
-
-	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
 	"github.com/multiproject/multiproject-controller-manager/pkg/apibudget"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
-	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
 
@@ -194,37 +186,11 @@ func runNoisyNeighbour(tb testing.TB, budget apibudget.Options, noisyServices in
 // (cmd/multiproject-controller-manager/app/options).
 func newBudgetEnv(tb testing.TB, budget apibudget.Options) *env {
 	tb.Helper()
-	_, ctx := ktesting.NewTestContext(tb)
-	ctx, cancel := context.WithCancel(ctx)
-	tb.Cleanup(cancel)
-	e := &env{t: tb, ctx: ctx, adminKube: controlPlane.AdminClient()}
-	e.gce = fakegce.New(fakegce.Options{})
-	e.gce.Start()
-	tb.Cleanup(e.gce.Close)
-	var err error
-	if e.admin, err = mpclientset.NewForConfig(controlPlane.AdminConfig()); err != nil {
-		tb.Fatal(err)
-	}
-	cfg, err := controlPlane.ManagerConfig(ctx)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	kubeCfg, mpCfg := rest.CopyConfig(cfg), rest.CopyConfig(cfg)
-	kubeCfg.RateLimiter, mpCfg.RateLimiter = apibudget.New(budget), apibudget.New(budget)
-	if e.kube, err = kubernetes.NewForConfig(kubeCfg); err != nil {
-		tb.Fatal(err)
-	}
-	if e.mp, err = mpclientset.NewForConfig(mpCfg); err != nil {
-		tb.Fatal(err)
-	}
-	routed := []schema.GroupVersionResource{informerset.Services, informerset.EndpointSlices, informerset.Nodes, informerset.Translations}
-	e.tenancy = framework.StartTenancyWithResync(tb, ctx, e.kube, e.mp, labelKey, 0, routed)
-	e.manager = framework.StartManager(tb, ctx, framework.ManagerOptions{
-		Tenancy: e.tenancy, KubeClient: e.kube, MultiprojectClient: e.mp, Admin: e.admin, LabelKey: labelKey,
-		Controllers: []providerconfig.NamedFactory{framework.Enable(framework.Descriptor(names.NEGController), 5)},
-		Options:     tenant.Options{ClusterName: clusterName, ClusterUID: clusterUID, GCEEndpoint: e.gce.Endpoint(), GCEQPS: 500, GCEBurst: 500},
+	fw := controlPlane.NewEnv(tb, framework.EnvOptions{GCE: &fakegce.Options{}})
+	return startNEG(tb, fw, nil, framework.ManagerOptions{}, 500, func(o *options.Options) {
+		o.ClientConnection.QPS, o.ClientConnection.Burst = budget.QPS, int32(budget.Burst)
+		o.KubeAPIQPSPerTenant, o.KubeAPIBurstPerTenant = budget.TenantQPS, int32(budget.TenantBurst)
 	})
-	return e
 }
 
 // quietEndpoints is the quiet Service's one endpoint per zone after round r: only the zone-b one moves.

@@ -32,12 +32,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2/ktesting"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
@@ -70,39 +70,23 @@ func newEnv(t *testing.T) *env { return newEnvWith(t, fakegce.Options{}) }
 // newEnvWith takes the fake GCE's options, e.g. OperationPolls to make every operation need a wait.
 func newEnvWith(t *testing.T, gceOptions fakegce.Options) *env {
 	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	e := &env{t: t, ctx: ctx, namespace: controlPlane.CreateNamespace(t), adminKube: controlPlane.AdminClient()}
-	e.gce = fakegce.New(gceOptions)
-	e.gce.Start()
-	t.Cleanup(e.gce.Close)
-
-	var err error
-	if e.admin, err = mpclientset.NewForConfig(controlPlane.AdminConfig()); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := controlPlane.ManagerConfig(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.kube, err = kubernetes.NewForConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
-	if e.mp, err = mpclientset.NewForConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
-	// The shared informers and router the manager would have, on the manager's identity.
-	tn := framework.StartTenancy(t, ctx, e.kube, e.mp, labelKey, []schema.GroupVersionResource{informerset.Translations})
-	e.tenancy = tn
+	fw := controlPlane.NewEnv(t, framework.EnvOptions{GCE: &gceOptions})
+	e := &env{t: t, ctx: fw.Ctx, namespace: controlPlane.CreateNamespace(t), gce: fw.GCE, admin: fw.Admin, adminKube: fw.AdminKube,
+		kube: fw.Kube, mp: fw.MP}
 	// The neg controller as the manager knows it, built as its pusher alone: the tests write the Translations.
 	pusherOnly := framework.Enable(framework.Descriptor(names.NEGController), 2)
 	pusherOnly.New = func(_ context.Context, c *tenant.Context) (tenant.Controller, error) { return pusher.New(c) }
-	e.manager = framework.StartManager(t, ctx, framework.ManagerOptions{
-		Tenancy: tn, KubeClient: e.kube, MultiprojectClient: e.mp, Admin: e.admin, LabelKey: labelKey,
+	e.manager = framework.StartManager(t, fw, framework.ManagerOptions{
 		Controllers: []providerconfig.NamedFactory{pusherOnly},
-		Options:     tenant.Options{ClusterName: "it-cluster", ClusterUID: "it-cluster-uid", GCEEndpoint: e.gce.Endpoint(), GCEQPS: 200, GCEBurst: 200},
+		Served:      []schema.GroupVersionResource{informerset.Translations},
+		Flags: func(o *options.Options) {
+			o.TenantControllers.ClusterName, o.TenantControllers.ClusterUID = "it-cluster", "it-cluster-uid"
+			o.TenantControllers.GCEEndpoint = e.gce.Endpoint()
+			o.TenantControllers.GCEQPS, o.TenantControllers.GCEBurst = 200, 200
+			o.TenantControllers.NEGGCPeriod = 0
+		},
 	})
+	e.tenancy = e.manager.Tenancy()
 	return e
 }
 

@@ -276,9 +276,11 @@ func TestForeignNEGIsNeverTouched(t *testing.T) {
 		}
 		return false, nil
 	})
-	if c, ok := a.condition(); !ok || c.Status != metav1.ConditionFalse || c.Reason != pusher.ReasonNameCollision {
-		t.Errorf("NEGReady report = %+v", c)
-	}
+	// The ProviderConfig controller writes the report into the tenant's status after the pusher made it.
+	e.waitFor("NEGReady False/"+pusher.ReasonNameCollision, 30*time.Second, func() (bool, error) {
+		c, ok := a.condition()
+		return ok && c.Status == metav1.ConditionFalse && c.Reason == pusher.ReasonNameCollision, nil
+	})
 
 	if err := e.admin.MultiprojectV1alpha1().Translations(e.namespace).Delete(e.ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

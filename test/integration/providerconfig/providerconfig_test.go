@@ -34,22 +34,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	componentbaseconfig "k8s.io/component-base/config"
-	"k8s.io/klog/v2/ktesting"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
-	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app"
-	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
+	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
 
 const labelKey = mpv1alpha1.DefaultProviderConfigLabelKey
@@ -154,20 +149,19 @@ func (p probe) Run(ctx context.Context) {
 
 // env is one test's manager and clients.
 type env struct {
-	t      *testing.T
-	ctx    context.Context
-	kube   kubernetes.Interface
-	mp     mpclientset.Interface
-	views  *views
-	cancel context.CancelFunc
-	done   chan error
+	t     *testing.T
+	ctx   context.Context
+	kube  kubernetes.Interface
+	mp    mpclientset.Interface
+	views *views
+	// stopManager stops the manager started last, if any, and waits for it.
+	stopManager func()
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
-	admin := controlPlane.AdminConfig()
-	e := &env{t: t, ctx: ctx, kube: kubernetes.NewForConfigOrDie(admin), mp: mpclientset.NewForConfigOrDie(admin), views: newViews()}
+	fw := controlPlane.NewEnv(t, framework.EnvOptions{})
+	e := &env{t: t, ctx: fw.Ctx, kube: fw.AdminKube, mp: fw.Admin, views: newViews(), stopManager: func() {}}
 	t.Cleanup(func() {
 		e.stopManager()
 		// Leave no ProviderConfig (and its finalizer) behind for the next test.
@@ -192,53 +186,20 @@ func (e *env) startManager() {
 // startManagerWith runs the manager in process, as the manifests' ServiceAccount, with the given controllers.
 func (e *env) startManagerWith(descriptors ...*registry.Descriptor) {
 	e.t.Helper()
-	restConfig, err := controlPlane.ManagerConfig(e.ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
 	reg, err := registry.New(descriptors...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	var names []string
-	syncs := map[string]int{}
-	for _, d := range descriptors {
-		names = append(names, d.Name)
-		syncs[d.Name] = 1
-	}
-	client := kubernetes.NewForConfigOrDie(restConfig)
-	broadcaster := record.NewBroadcaster()
-	c := &config.Config{
-		Controllers:            names,
-		ConcurrentSyncs:        syncs,
-		ProviderConfigWorkers:  2,
-		ProviderConfigLabelKey: labelKey,
-		ShutdownTimeout:        30 * time.Second,
-		CacheSyncTimeout:       time.Minute,
-		LeaderElection:         componentbaseconfig.LeaderElectionConfiguration{LeaderElect: false},
-		Kubeconfig:             restConfig,
-		Client:                 client,
-		MultiprojectClient:     mpclientset.NewForConfigOrDie(restConfig),
-		LeaderElectionClient:   client,
-		EventBroadcaster:       broadcaster,
-		EventRecorder:          broadcaster.NewRecorder(providerconfig.Scheme, corev1.EventSource{Component: "multiproject-controller-manager"}),
-		EventSink:              &typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")},
-	}
-	ctx, cancel := context.WithCancel(e.ctx)
-	e.cancel = cancel
-	e.done = make(chan error, 1)
-	go func() { e.done <- app.Run(ctx, c.Complete(), reg) }()
-}
-
-func (e *env) stopManager() {
-	if e.cancel == nil {
-		return
-	}
-	e.cancel()
-	if err := <-e.done; err != nil {
-		e.t.Errorf("manager returned %v", err)
-	}
-	e.cancel = nil
+	c := controlPlane.ManagerProcessConfig(e.t, e.ctx, framework.ManagerProcess{Descriptors: reg, Flags: func(o *options.Options) {
+		o.Controllers = nil
+		for _, d := range descriptors {
+			o.Controllers = append(o.Controllers, d.Name)
+			*o.ConcurrentSyncs[d.Name] = 1
+		}
+		o.ProviderConfigWorkers = 2
+		o.CacheSyncTimeout.Duration = time.Minute
+	}})
+	e.stopManager = framework.RunManager(e.t, e.ctx, c, reg)
 }
 
 func (e *env) waitFor(what string, cond func() bool) {

@@ -38,11 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
-	componentbaseconfig "k8s.io/component-base/config"
 	"k8s.io/component-base/metrics/legacyregistry"
-	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 	"k8s.io/utils/ptr"
 
@@ -50,10 +46,7 @@ import (
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app"
-	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
-	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
@@ -148,57 +141,29 @@ var benchZones = []string{"europe-west1-b", "europe-west1-c", "europe-west1-d"}
 func runTenantsAndRestart(b *testing.B, n, services int) {
 	// Logs go to stderr as the binary's do: a testing logger would keep every line in the benchmark's buffer,
 	// and count it in the heap per tenant.
-	ctx := klog.NewContext(context.Background(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(os.Stderr))))
-	admin := controlPlane.AdminConfig()
-	admin.QPS, admin.Burst = 500, 1000
-	mp := mpclientset.NewForConfigOrDie(admin)
-	gce := fakegce.New(fakegce.Options{})
-	gce.Start()
-	b.Cleanup(gce.Close)
+	fw := controlPlane.NewEnv(b, framework.EnvOptions{
+		Logger:   textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(os.Stderr))),
+		AdminQPS: 500, AdminBurst: 1000,
+		GCE: &fakegce.Options{},
+	})
+	ctx, mp, kube, gce := fw.Ctx, fw.Admin, fw.AdminKube, fw.GCE
 	// Each start counts its own manager's requests: writes the stopped manager's Event broadcaster still sends (the
 	// last tenants' start Events, queued when it stopped) are not the restarted manager's.
 	var calls *framework.APICalls
 
 	var stop func()
 	start := func() {
-		restConfig, err := controlPlane.ManagerConfig(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		restConfig.QPS, restConfig.Burst = 500, 1000
 		calls = &framework.APICalls{}
-		restConfig.Wrap(calls.Wrap)
-		client := kubernetes.NewForConfigOrDie(restConfig)
-		broadcaster := record.NewBroadcaster()
-		c := &config.Config{
-			Controllers:            []string{names.NEGController, names.NamespaceProjectController, names.IngressTunnelController},
-			ProviderConfigWorkers:  5,
-			ProviderConfigLabelKey: labelKey,
-			ShutdownTimeout:        30 * time.Second,
-			CacheSyncTimeout:       time.Minute,
-			LeaderElection:         componentbaseconfig.LeaderElectionConfiguration{LeaderElect: false},
-			Kubeconfig:             restConfig,
-			Client:                 client,
-			MultiprojectClient:     mpclientset.NewForConfigOrDie(restConfig),
-			LeaderElectionClient:   client,
-			EventBroadcaster:       broadcaster,
-			EventRecorder:          broadcaster.NewRecorder(providerconfig.Scheme, corev1.EventSource{Component: names.ComponentName}),
-			EventSink:              &typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")},
-			TenantControllers: tenant.Options{ClusterName: "bench", AppOwnerLabelKey: "appOwner", GCEEndpoint: gce.Endpoint(),
-				GCEQPS: 10, GCEBurst: 20, NEGGCPeriod: 2 * time.Minute}, // the flags' defaults
-		}
-		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- app.Run(runCtx, c.Complete(), app.NewControllerDescriptors()) }()
-		stop = func() {
-			cancel()
-			if err := <-done; err != nil {
-				b.Errorf("manager returned %v", err)
-			}
-			broadcaster.Shutdown()
-		}
+		descriptors := app.NewControllerDescriptors()
+		c := controlPlane.ManagerProcessConfig(b, ctx, framework.ManagerProcess{Descriptors: descriptors, Wrap: calls.Wrap,
+			Flags: func(o *options.Options) {
+				o.ClientConnection.QPS, o.ClientConnection.Burst = 500, 1000
+				o.CacheSyncTimeout.Duration = time.Minute
+				o.TenantControllers.ClusterName = "bench"
+				o.TenantControllers.GCEEndpoint = gce.Endpoint()
+			}})
+		stop = framework.RunManager(b, ctx, c, descriptors)
 	}
-	kube := kubernetes.NewForConfigOrDie(admin)
 	b.Cleanup(func() { deleteTenants(mp, kube) })
 	if services > 0 {
 		createZoneNodes(b, ctx, kube)
