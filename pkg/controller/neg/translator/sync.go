@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package neg
+package translator
 
 import (
 	"context"
@@ -48,7 +48,7 @@ const (
 )
 
 // sync makes the Translations and the neg-status annotation of one Service match what it asks for.
-func (t *translator) sync(ctx context.Context, key string) error {
+func (t *Translator) sync(ctx context.Context, key string) error {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil
@@ -148,7 +148,7 @@ func findServicePort(svc *corev1.Service, port int32) *corev1.ServicePort {
 // description, and users attach standalone NEGs to their own backend services, so an upgrade renames nothing. The
 // legacy marker names this Service's UID, which no other cluster's Service has, so keeping it adopts only this
 // cluster's NEGs.
-func (t *translator) negIdentity(svc *corev1.Service, p exposedPort) (name, description string) {
+func (t *Translator) negIdentity(svc *corev1.Service, p exposedPort) (name, description string) {
 	name, description = p.CustomName, negDescription(t.cluster, t.tenant, svc.Namespace, svc.Name, string(svc.UID), p.Port)
 	legacyDescription := negDescription(t.cluster.legacy(), t.tenant, svc.Namespace, svc.Name, string(svc.UID), p.Port)
 	legacyName := p.CustomName
@@ -164,7 +164,7 @@ func (t *translator) negIdentity(svc *corev1.Service, p exposedPort) (name, desc
 
 // declaresLegacy says whether the Service's cached Translation of that name declares a NEG of the legacy name and
 // marker.
-func (t *translator) declaresLegacy(svc *corev1.Service, translation, name, description string) bool {
+func (t *Translator) declaresLegacy(svc *corev1.Service, translation, name, description string) bool {
 	obj, exists, err := t.allTranslationIndex.GetByKey(svc.Namespace + "/" + translation)
 	if err != nil || !exists {
 		return false
@@ -179,7 +179,7 @@ func (t *translator) declaresLegacy(svc *corev1.Service, translation, name, desc
 }
 
 // endpointSlicesOf returns the tenant's EndpointSlices of the Service, from the cache's index by Service.
-func (t *translator) endpointSlicesOf(svc *corev1.Service) ([]*discoveryv1.EndpointSlice, error) {
+func (t *Translator) endpointSlicesOf(svc *corev1.Service) ([]*discoveryv1.EndpointSlice, error) {
 	objs, err := t.sliceIndex.ByIndex(informerset.EndpointSlicesByService, informerset.ServiceKey(svc.Namespace, svc.Name))
 	if err != nil {
 		return nil, err
@@ -195,7 +195,7 @@ func (t *translator) endpointSlicesOf(svc *corev1.Service) ([]*discoveryv1.Endpo
 
 // translation builds the desired Translation of one Service port: one NEG per zone of the tenant's Nodes, in zone
 // order, each named name, marked with description, and holding the ready endpoints of that zone.
-func (t *translator) translation(svc *corev1.Service, servicePort *corev1.ServicePort, name, description string, topo *topology) (*mpv1alpha1.Translation, int, error) {
+func (t *Translator) translation(svc *corev1.Service, servicePort *corev1.ServicePort, name, description string, topo *topology) (*mpv1alpha1.Translation, int, error) {
 	endpointSlices, err := t.endpointSlicesOf(svc)
 	if err != nil {
 		return nil, 0, err
@@ -239,7 +239,7 @@ func ownerReference(svc *corev1.Service) metav1.OwnerReference {
 
 // writeStatus patches the neg-status annotation when it differs from want (nil: absent). The cached Service is
 // compared only once it shows the translator's last patch: until then it would ask for the same patch again.
-func (t *translator) writeStatus(ctx context.Context, svc *corev1.Service, want *negStatus) error {
+func (t *Translator) writeStatus(ctx context.Context, svc *corev1.Service, want *negStatus) error {
 	key := svc.Namespace + "/" + svc.Name
 	if t.writes.statusPending(key, svc.UID, svc.ResourceVersion) {
 		return errCacheLagging

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package neg
+package translator
 
 import (
 	"context"
@@ -49,10 +49,10 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
-// translator is one tenant's Kubernetes half of the neg controller: Services, EndpointSlices and Nodes in,
+// Translator is one tenant's Kubernetes half of the neg controller: Services, EndpointSlices and Nodes in,
 // Translations and the neg-status annotation out. This file builds and runs it; sync.go and reconcile.go reconcile
 // one Service.
-type translator struct {
+type Translator struct {
 	tenant   string
 	labelKey string
 	cluster  clusterIdentity
@@ -111,7 +111,9 @@ type translator struct {
 	topology       atomic.Pointer[topologyAt]
 }
 
-func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
+// New builds the translator of the tenant c describes; onSynced is called once its caches have synced and its
+// workers run. It makes no API call.
+func New(c *tenant.Context, onSynced func()) (*Translator, error) {
 	if c.ProviderConfig == nil || c.ProviderConfig.Spec.GCP == nil {
 		return nil, errors.New("neg: the ProviderConfig has no spec.gcp")
 	}
@@ -119,7 +121,7 @@ func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
 		// Without it, NEG names and markers would be those another cluster with the same --cluster-name makes.
 		return nil, errors.New("neg: the cluster's identity (tenant.Options.ClusterUID) is not known")
 	}
-	t := &translator{
+	t := &Translator{
 		tenant:      c.Name(),
 		labelKey:    c.ProviderConfigLabelKey,
 		cluster:     clusterIdentity{name: c.Options.ClusterName, uid: c.Options.ClusterUID},
@@ -184,7 +186,7 @@ func newTranslator(c *tenant.Context, onSynced func()) (*translator, error) {
 // failure, and gets no backoff: every write the translator waits for (a Translation created, or updated in its
 // spec, labels or owner reference; a Service patched) makes an event its handlers pass on, which brings the key back
 // as soon as the cache shows it. The requeue is for a write the cache never shows, forgotten by then.
-func (t *translator) syncKey(ctx context.Context, key string) (worker.Result, error) {
+func (t *Translator) syncKey(ctx context.Context, key string) (worker.Result, error) {
 	err := t.sync(ctx, key)
 	if errors.Is(err, errCacheLagging) {
 		klog.FromContext(ctx).V(4).Info("Waiting for the informer cache to show the translator's own writes")
@@ -199,14 +201,14 @@ const lagRecheck = ownWriteTimeout + time.Second
 
 // Run translates until ctx ends. On return its handlers are removed, its workers are gone and its NEG name claims
 // are released.
-func (t *translator) Run(ctx context.Context) {
+func (t *Translator) Run(ctx context.Context) {
 	stopped := make(chan struct{})
 	t.Start(ctx, func() { close(stopped) })
 	<-stopped
 }
 
 // Start sets the translator up and returns; done is called once it has stopped after ctx ended.
-func (t *translator) Start(ctx context.Context, done func()) {
+func (t *Translator) Start(ctx context.Context, done func()) {
 	logger := klog.FromContext(ctx)
 	// Joined before the Service handler is added, which claims the tenant's NEG names from its initial list on.
 	names, err := claims.JoinWithRecords(claimKind, t.allTranslations, translationHolding, t.nameRecords, t.tenant, t.add)
@@ -251,10 +253,10 @@ func (t *translator) Start(ctx context.Context, done func()) {
 // without an allocation: a ResourceEventHandlerFuncs of three method values costs about 80 bytes, for each handler
 // of every tenant.
 type (
-	serviceEvents     struct{ t *translator }
-	sliceEvents       struct{ t *translator }
-	nodeEvents        struct{ t *translator }
-	translationEvents struct{ t *translator }
+	serviceEvents     struct{ t *Translator }
+	sliceEvents       struct{ t *Translator }
+	nodeEvents        struct{ t *Translator }
+	translationEvents struct{ t *Translator }
 )
 
 func (e serviceEvents) OnAdd(obj any, _ bool)           { e.t.onService(obj) }
@@ -280,7 +282,7 @@ func wantsNEGs(svc *corev1.Service) bool {
 
 // onService records the custom NEG names a Service claims before it is synced, so that its sync and the other
 // claimants' see the claim.
-func (t *translator) onService(obj any) {
+func (t *Translator) onService(obj any) {
 	svc, ok := obj.(*corev1.Service)
 	if !ok || !wantsNEGs(svc) {
 		return
@@ -289,7 +291,7 @@ func (t *translator) onService(obj any) {
 	t.enqueue(svc.Namespace, svc.Name)
 }
 
-func (t *translator) onServiceUpdate(oldObj, newObj any) {
+func (t *Translator) onServiceUpdate(oldObj, newObj any) {
 	oldSvc, ok1 := oldObj.(*corev1.Service)
 	newSvc, ok2 := newObj.(*corev1.Service)
 	if !ok1 || !ok2 || (!wantsNEGs(oldSvc) && !wantsNEGs(newSvc)) {
@@ -304,7 +306,7 @@ func (t *translator) onServiceUpdate(oldObj, newObj any) {
 
 // onServiceDelete releases the names of a Service that is gone, or that left the tenant (the tenant that gains it
 // claims them again).
-func (t *translator) onServiceDelete(obj any) {
+func (t *Translator) onServiceDelete(obj any) {
 	obj = worker.LastState(obj)
 	svc, ok := obj.(*corev1.Service)
 	if !ok || !wantsNEGs(svc) {
@@ -314,14 +316,14 @@ func (t *translator) onServiceDelete(obj any) {
 	t.enqueue(svc.Namespace, svc.Name)
 }
 
-func (t *translator) onSlice(obj any) {
+func (t *Translator) onSlice(obj any) {
 	obj = worker.LastState(obj)
 	if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
 		t.enqueueSliceService(slice)
 	}
 }
 
-func (t *translator) onSliceUpdate(oldObj, newObj any) {
+func (t *Translator) onSliceUpdate(oldObj, newObj any) {
 	oldSlice, ok1 := oldObj.(*discoveryv1.EndpointSlice)
 	newSlice, ok2 := newObj.(*discoveryv1.EndpointSlice)
 	if !ok1 || !ok2 {
@@ -338,7 +340,7 @@ func (t *translator) onSliceUpdate(oldObj, newObj any) {
 
 // enqueueSliceService enqueues the Service of a slice if it asks for NEGs; slices of other Services cost a map
 // lookup.
-func (t *translator) enqueueSliceService(slice *discoveryv1.EndpointSlice) {
+func (t *Translator) enqueueSliceService(slice *discoveryv1.EndpointSlice) {
 	name := slice.Labels[discoveryv1.LabelServiceName]
 	if name == "" {
 		return
@@ -353,7 +355,7 @@ func (t *translator) enqueueSliceService(slice *discoveryv1.EndpointSlice) {
 
 // onNodeAdd counts a Node that appeared for the tenant. A Node without a zone changes nothing: its endpoints are
 // left out either way. The initial list enqueues nothing: every Service is enqueued by its own initial Add.
-func (t *translator) onNodeAdd(obj any, isInInitialList bool) {
+func (t *Translator) onNodeAdd(obj any, isInInitialList bool) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		return
@@ -369,7 +371,7 @@ func (t *translator) onNodeAdd(obj any, isInInitialList bool) {
 	}
 }
 
-func (t *translator) onNodeUpdate(oldObj, newObj any) {
+func (t *Translator) onNodeUpdate(oldObj, newObj any) {
 	oldNode, ok1 := oldObj.(*corev1.Node)
 	newNode, ok2 := newObj.(*corev1.Node)
 	if !ok1 || !ok2 {
@@ -388,7 +390,7 @@ func (t *translator) onNodeUpdate(oldObj, newObj any) {
 	t.nodeChanged(newNode.Name, zonesChanged)
 }
 
-func (t *translator) onNodeDelete(obj any) {
+func (t *Translator) onNodeDelete(obj any) {
 	obj = worker.LastState(obj)
 	n, ok := obj.(*corev1.Node)
 	if !ok {
@@ -406,7 +408,7 @@ func (t *translator) onNodeDelete(obj any) {
 // nodeChanged enqueues the Services a Node's appearance, disappearance or zone change concerns: all of them when
 // the tenant's set of zones changed (one NEG per zone, and the zones in neg-status), otherwise those with an
 // endpoint on the Node (whether it counts, and in which zone, depends on the Node).
-func (t *translator) nodeChanged(node string, zonesChanged bool) {
+func (t *Translator) nodeChanged(node string, zonesChanged bool) {
 	if zonesChanged {
 		t.enqueueAllServices()
 		return
@@ -423,7 +425,7 @@ func (t *translator) nodeChanged(node string, zonesChanged bool) {
 	}
 }
 
-func (t *translator) enqueueAllServices() {
+func (t *Translator) enqueueAllServices() {
 	services, err := t.serviceLister.List(labels.Everything())
 	if err != nil {
 		utilruntime.HandleError(err)
@@ -438,7 +440,7 @@ func (t *translator) enqueueAllServices() {
 
 // onTranslation enqueues the Service of a Translation of ours that appeared, so that one edited by hand, of another
 // version or left without its Service is dealt with.
-func (t *translator) onTranslation(obj any) {
+func (t *Translator) onTranslation(obj any) {
 	if tr, ok := obj.(*mpv1alpha1.Translation); ok {
 		t.enqueueOwner(tr)
 	}
@@ -446,7 +448,7 @@ func (t *translator) onTranslation(obj any) {
 
 // onTranslationDelete enqueues the Service of a Translation of ours that disappeared: one deleted by hand is put
 // back, and a Service waiting for a predecessor's Translation of the same name to go creates its own.
-func (t *translator) onTranslationDelete(obj any) {
+func (t *Translator) onTranslationDelete(obj any) {
 	obj = worker.LastState(obj)
 	if tr, ok := obj.(*mpv1alpha1.Translation); ok {
 		t.deleting.Delete(tr.UID)
@@ -461,7 +463,7 @@ func (t *translator) onTranslationDelete(obj any) {
 // owner references (the garbage collector removes them when the Service is deleted with --cascade=orphan) and the
 // deletion mark are the translator's business, and so is a Translation of this version becoming synced while one of
 // another version for the same Service port waits for it.
-func (t *translator) onTranslationUpdate(oldObj, newObj any) {
+func (t *Translator) onTranslationUpdate(oldObj, newObj any) {
 	oldTr, ok1 := oldObj.(*mpv1alpha1.Translation)
 	newTr, ok2 := newObj.(*mpv1alpha1.Translation)
 	if !ok1 || !ok2 {
@@ -478,8 +480,8 @@ func (t *translator) onTranslationUpdate(oldObj, newObj any) {
 
 // enqueueOwner enqueues the Service a Translation of ours was made for: the one its controller reference names or,
 // once the reference is gone, the one its name names.
-func (t *translator) enqueueOwner(tr *mpv1alpha1.Translation) {
-	if !isOurs(tr) {
+func (t *Translator) enqueueOwner(tr *mpv1alpha1.Translation) {
+	if !IsOurs(tr) {
 		return
 	}
 	if service, ok := serviceOf(tr); ok {
@@ -489,7 +491,7 @@ func (t *translator) enqueueOwner(tr *mpv1alpha1.Translation) {
 
 // hasPredecessorVersion says whether the tenant's view holds a Translation of another version for the same Service
 // port as tr, a Translation of this version (which waits for tr to be synced before it is deleted).
-func (t *translator) hasPredecessorVersion(tr *mpv1alpha1.Translation) bool {
+func (t *Translator) hasPredecessorVersion(tr *mpv1alpha1.Translation) bool {
 	version, service, port, ok := parseTranslationName(tr.Name)
 	if !ok || version != translationVersion {
 		return false
@@ -502,6 +504,6 @@ func (t *translator) hasPredecessorVersion(tr *mpv1alpha1.Translation) bool {
 	return false
 }
 
-func (t *translator) enqueue(namespace, name string) {
+func (t *Translator) enqueue(namespace, name string) {
 	t.add(namespace + "/" + name)
 }

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package neg
+package translator
 
 import (
 	"context"
@@ -56,7 +56,7 @@ var errWaiting = fmt.Errorf("%w for an old Translation of the same name to be de
 // NEGs: a NEG belongs to one Translation at a time, so the old one's deletion never takes the new one's NEG. So does
 // a Translation of another Service, of any tenant, that declares a custom NEG name (custom: by Translation name) the
 // desired one declares; the NEGNameConflict warnings that says so are returned.
-func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Service, desired []*mpv1alpha1.Translation, custom map[string]string) ([]tenant.Warning, error) {
+func (t *Translator) reconcileTranslations(ctx context.Context, svc *corev1.Service, desired []*mpv1alpha1.Translation, custom map[string]string) ([]tenant.Warning, error) {
 	logger := klog.FromContext(ctx)
 	key := svc.Namespace + "/" + svc.Name
 	if t.writes.translationsPending(key, t.cachedTranslation(svc.Namespace)) {
@@ -233,7 +233,7 @@ func (t *translator) reconcileTranslations(ctx context.Context, svc *corev1.Serv
 // NEGs are pushed before the old ones are deleted. It returns "" when have may go now: it has no successor, its
 // successor is synced, or they share a NEG (a custom name), which must be deleted by the old one before the new one
 // may declare it.
-func (t *translator) pendingSuccessor(svc *corev1.Service, have *mpv1alpha1.Translation, wanted, existing map[string]*mpv1alpha1.Translation) string {
+func (t *Translator) pendingSuccessor(svc *corev1.Service, have *mpv1alpha1.Translation, wanted, existing map[string]*mpv1alpha1.Translation) string {
 	version, _, port, ok := parseTranslationName(have.Name)
 	if !ok || version == translationVersion || have.Labels[t.labelKey] != t.tenant {
 		return ""
@@ -262,7 +262,7 @@ func blockedBy(want *mpv1alpha1.Translation, leaving []*mpv1alpha1.Translation) 
 }
 
 // deletePredecessor deletes a Translation left by a former Service of svc's name and says so on svc.
-func (t *translator) deletePredecessor(ctx context.Context, svc *corev1.Service, old *mpv1alpha1.Translation) (bool, error) {
+func (t *Translator) deletePredecessor(ctx context.Context, svc *corev1.Service, old *mpv1alpha1.Translation) (bool, error) {
 	deleted, err := t.deleteTranslation(ctx, old)
 	if deleted {
 		klog.FromContext(ctx).Info("Deleted a Translation left by a former Service of the same name",
@@ -276,7 +276,7 @@ func (t *translator) deletePredecessor(ctx context.Context, svc *corev1.Service,
 
 // deleteTranslation deletes a Translation, with its UID as precondition so that a successor of the same name is
 // never hit. It reports whether this call asked for the deletion: false if it was gone or already going.
-func (t *translator) deleteTranslation(ctx context.Context, tr *mpv1alpha1.Translation) (bool, error) {
+func (t *Translator) deleteTranslation(ctx context.Context, tr *mpv1alpha1.Translation) (bool, error) {
 	if t.leaving(tr) {
 		return false, nil
 	}
@@ -305,7 +305,7 @@ func (t *translator) deleteTranslation(ctx context.Context, tr *mpv1alpha1.Trans
 // are deleted here, so that the pusher deletes their NEGs and removes their finalizer. They are read from the
 // tenant's view; only when there is one to delete, one read of the Service confirms that the view's absence of it
 // is not a lag (and tells a Service that left from one that was deleted, for the log).
-func (t *translator) releaseDeparted(ctx context.Context, namespace, name string) error {
+func (t *Translator) releaseDeparted(ctx context.Context, namespace, name string) error {
 	logger := klog.FromContext(ctx)
 	key := namespace + "/" + name
 	if t.writes.translationsPending(key, t.cachedTranslation(namespace)) {
@@ -357,10 +357,10 @@ func (t *translator) releaseDeparted(ctx context.Context, namespace, name string
 
 // translationsNaming returns the Translations of ours in the tenant's view (labeled for the tenant) that were made
 // for a Service of that namespace and name, whatever its UID. It reads the cache's owner index only.
-func (t *translator) translationsNaming(namespace, service string) []*mpv1alpha1.Translation {
+func (t *Translator) translationsNaming(namespace, service string) []*mpv1alpha1.Translation {
 	var out []*mpv1alpha1.Translation
 	for _, tr := range translationsByOwner(t.translationIndex, serviceKeys(namespace, service)...) {
-		if s, ok := serviceOf(tr); ok && s == service && isOurs(tr) && tr.Labels[t.labelKey] == t.tenant {
+		if s, ok := serviceOf(tr); ok && s == service && IsOurs(tr) && tr.Labels[t.labelKey] == t.tenant {
 			out = append(out, tr)
 		}
 	}
@@ -369,11 +369,11 @@ func (t *translator) translationsNaming(namespace, service string) []*mpv1alpha1
 
 // cachedTranslationsFor returns, sorted by name, the Translations of ours of any tenant in the Service's namespace
 // that were made for it (its UID) or for a Service of its name. It reads the unfiltered cache's owner index only.
-func (t *translator) cachedTranslationsFor(svc *corev1.Service) []*mpv1alpha1.Translation {
+func (t *Translator) cachedTranslationsFor(svc *corev1.Service) []*mpv1alpha1.Translation {
 	keys := append(serviceKeys(svc.Namespace, svc.Name), informerset.TranslationOwnerUIDKey(svc.Namespace, svc.UID))
 	var out []*mpv1alpha1.Translation
 	for _, tr := range translationsByOwner(t.allTranslationIndex, keys...) {
-		if !isOurs(tr) {
+		if !IsOurs(tr) {
 			continue
 		}
 		if service, ok := serviceOf(tr); ownerUID(tr) == svc.UID || (ok && service == svc.Name) {
@@ -410,7 +410,7 @@ func translationsByOwner(indexer cache.Indexer, keys ...string) []*mpv1alpha1.Tr
 }
 
 // cachedTranslation looks a Translation of the namespace up by name in the unfiltered cache, for ownWrites.
-func (t *translator) cachedTranslation(namespace string) func(name string) cached {
+func (t *Translator) cachedTranslation(namespace string) func(name string) cached {
 	return func(name string) cached {
 		obj, exists, err := t.allTranslationIndex.GetByKey(namespace + "/" + name)
 		if err != nil || !exists {
@@ -426,7 +426,7 @@ func (t *translator) cachedTranslation(namespace string) func(name string) cache
 
 // leaving says whether a Translation is on its way out: marked for deletion, or deleted by this translator and not
 // yet seen so by the view.
-func (t *translator) leaving(tr *mpv1alpha1.Translation) bool {
+func (t *Translator) leaving(tr *mpv1alpha1.Translation) bool {
 	if tr.DeletionTimestamp != nil {
 		return true
 	}
@@ -447,7 +447,7 @@ func onlySpecDiffers(have, want *mpv1alpha1.Translation) bool {
 // synced by one worker at a time, and a tenant runs on one replica), and the pusher's status writes change the
 // resourceVersion all the time, so an update bound to the cached version would often be refused (409) and
 // retried. A failed test (422: the Translation was replaced) or a missing one (404) is retried from the cache.
-func (t *translator) patchSpec(ctx context.Context, client mpv1alpha1client.TranslationInterface, key string, have, want *mpv1alpha1.Translation) error {
+func (t *Translator) patchSpec(ctx context.Context, client mpv1alpha1client.TranslationInterface, key string, have, want *mpv1alpha1.Translation) error {
 	patch, err := json.Marshal([]map[string]any{
 		{"op": "test", "path": "/metadata/uid", "value": have.UID},
 		{"op": "replace", "path": "/spec", "value": want.Spec},

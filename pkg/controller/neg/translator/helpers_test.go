@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package neg
+package translator
 
 import (
 	"context"
@@ -116,7 +116,7 @@ type harness struct {
 	conditions *tenanttest.Conditions
 	informers  map[string]*countingInformer
 	tctx       *tenant.Context
-	translator *translator
+	translator *Translator
 
 	mu sync.Mutex
 	// enqueued are the keys the translator enqueued since the last queued().
@@ -182,7 +182,7 @@ func newHarness(t testing.TB, objects ...runtime.Object) *harness {
 		Options:       tenant.Options{ClusterName: testCluster, ClusterUID: testClusterUID},
 		Workers:       2,
 	}
-	tr, err := newTranslator(h.tctx, nil)
+	tr, err := New(h.tctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
