@@ -644,3 +644,28 @@ func TestAnUpgradeKeepsTheLegacyNEGsOfItsOwnServices(t *testing.T) {
 		t.Errorf("another Service's legacy Translation made this one adopt %s", name)
 	}
 }
+
+// TestAPredecessorAlreadyGoneDoesNotHoldTheCreateBack: the cache still shows a predecessor's Translation that the API
+// no longer has. Its deletion is not asked (404), so nothing is leaving, and the Service's own Translation of that
+// name is created in the same sync.
+func TestAPredecessorAlreadyGoneDoesNotHoldTheCreateBack(t *testing.T) {
+	name := negName(translationVersion, testIdentity, testTenant, testNamespace, "web", 80)
+	h := newHarness(t, append(webObjects(), translationOf("neg-v1-web-80", "web", "uid-old", testTenant, false, name))...)
+	h.freezeTranslations()
+	if err := h.mp.MultiprojectV1alpha1().Translations(testNamespace).Delete(h.ctx, "neg-v1-web-80", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.writes()
+	if err := h.translator.sync(h.ctx, testNamespace+"/web"); err != nil {
+		t.Fatalf("sync = %v", err)
+	}
+	if tr := h.translations()["neg-v1-web-80"]; tr == nil || tr.Labels[mpv1alpha1.TranslationOwnerUIDLabelKey] != "uid-web" {
+		t.Fatalf("the Service's own Translation = %+v, want it created", tr)
+	}
+	if got := h.events.With("Normal " + ReasonStaleTranslationDeleted); len(got) != 0 {
+		t.Errorf("a deletion that was not made was reported: %v", got)
+	}
+	if got := h.events.With("Normal " + ReasonTranslationCreated); len(got) != 1 {
+		t.Errorf("want one %s Event, got %v", ReasonTranslationCreated, got)
+	}
+}
