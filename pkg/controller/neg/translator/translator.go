@@ -128,40 +128,8 @@ func New(c *tenant.Context, onSynced func()) (*Translator, error) {
 		warnings:    tenant.NewWarnings(c.EventRecorder),
 		writes:      newOwnWrites(clock.RealClock{}),
 	}
-	var err error
-	if t.services, err = c.Informers.Informer(informerset.Services); err != nil {
-		return nil, fmt.Errorf("neg: %w", err)
-	}
-	if t.slices, err = c.Informers.Informer(informerset.EndpointSlices); err != nil {
-		return nil, fmt.Errorf("neg: %w", err)
-	}
-	if t.nodes, err = c.Informers.Informer(informerset.Nodes); err != nil {
-		return nil, fmt.Errorf("neg: %w", err)
-	}
-	if t.translations, err = c.Informers.Informer(informerset.Translations); err != nil {
-		return nil, fmt.Errorf("neg: %w", err)
-	}
-	if t.allTranslations, err = c.Informers.Shared(informerset.Translations); err != nil {
-		return nil, fmt.Errorf("neg: %w", err)
-	}
-	// Sharded replicas have the claim records; without them (one process runs every tenant) NEG name claims are
-	// decided in memory.
-	if records, err := c.Informers.Shared(informerset.ClaimRecords); err == nil && records != nil {
-		t.nameRecords = t.claimRecords(records, c.Options.ClaimsNamespace)
-	}
-	t.serviceLister = corelisters.NewServiceLister(t.services.GetIndexer())
-	t.sliceIndex = t.slices.GetIndexer()
-	t.sliceLister = discoverylisters.NewEndpointSliceLister(t.sliceIndex)
-	t.nodeLister = corelisters.NewNodeLister(t.nodes.GetIndexer())
-	t.translationIndex, t.allTranslationIndex = t.translations.GetIndexer(), t.allTranslations.GetIndexer()
-	// A sync reads a Service's slices and Translations through these indexes, never by listing its namespace.
-	for _, need := range []struct {
-		informer cache.SharedIndexInformer
-		index    string
-	}{{t.slices, informerset.EndpointSlicesByService}, {t.translations, informerset.TranslationsByOwner}, {t.allTranslations, informerset.TranslationsByOwner}} {
-		if _, ok := need.informer.GetIndexer().GetIndexers()[need.index]; !ok {
-			return nil, fmt.Errorf("neg: the shared informer lacks the index %s (informerset.Resources installs it)", need.index)
-		}
+	if err := t.useInformers(c); err != nil {
+		return nil, err
 	}
 	t.workers = worker.New(worker.Config{
 		Tenant:     t.tenant,
@@ -173,6 +141,47 @@ func New(c *tenant.Context, onSynced func()) (*Translator, error) {
 	})
 	t.add = t.workers.Add
 	return t, nil
+}
+
+// useInformers takes the tenant's views and the shared informers the translator reads, and the claim records if
+// the replicas are sharded. A sync reads a Service's slices and Translations through indexes, never by listing its
+// namespace, so an informer without them is refused.
+func (t *Translator) useInformers(c *tenant.Context) error {
+	var err error
+	if t.services, err = c.Informers.Informer(informerset.Services); err != nil {
+		return fmt.Errorf("neg: %w", err)
+	}
+	if t.slices, err = c.Informers.Informer(informerset.EndpointSlices); err != nil {
+		return fmt.Errorf("neg: %w", err)
+	}
+	if t.nodes, err = c.Informers.Informer(informerset.Nodes); err != nil {
+		return fmt.Errorf("neg: %w", err)
+	}
+	if t.translations, err = c.Informers.Informer(informerset.Translations); err != nil {
+		return fmt.Errorf("neg: %w", err)
+	}
+	if t.allTranslations, err = c.Informers.Shared(informerset.Translations); err != nil {
+		return fmt.Errorf("neg: %w", err)
+	}
+	// Sharded replicas have the claim records; without them (one process runs every tenant) NEG name claims are
+	// decided in memory.
+	if records, err := c.Informers.Shared(informerset.ClaimRecords); err == nil && records != nil {
+		t.nameRecords = t.claimRecords(records, c.Options.ClaimsNamespace)
+	}
+	t.serviceLister = corelisters.NewServiceLister(t.services.GetIndexer())
+	t.sliceIndex = t.slices.GetIndexer()
+	t.sliceLister = discoverylisters.NewEndpointSliceLister(t.sliceIndex)
+	t.nodeLister = corelisters.NewNodeLister(t.nodes.GetIndexer())
+	t.translationIndex, t.allTranslationIndex = t.translations.GetIndexer(), t.allTranslations.GetIndexer()
+	for _, need := range []struct {
+		informer cache.SharedIndexInformer
+		index    string
+	}{{t.slices, informerset.EndpointSlicesByService}, {t.translations, informerset.TranslationsByOwner}, {t.allTranslations, informerset.TranslationsByOwner}} {
+		if _, ok := need.informer.GetIndexer().GetIndexers()[need.index]; !ok {
+			return fmt.Errorf("neg: the shared informer lacks the index %s (informerset.Resources installs it)", need.index)
+		}
+	}
+	return nil
 }
 
 // syncKey is sync as the workers run it. Waiting for the cache to show the translator's own writes is not a
