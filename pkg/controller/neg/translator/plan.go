@@ -155,13 +155,13 @@ func planTranslations(in planInput) plan {
 				"before it disappears, and this Service's own Translations are declared without it", old.Name, ownerUID(old))}})
 	}
 	for _, want := range in.desired {
-		p.add(in, want, existing[want.Name], leaving)
+		p.planWrite(in, want, existing[want.Name], leaving)
 	}
 	return p
 }
 
-// add plans the write, if any, that makes have (nil: none) want.
-func (p *plan) add(in planInput, want, have *mpv1alpha1.Translation, leaving []*mpv1alpha1.Translation) {
+// planWrite plans the write, if any, that makes have (nil: none) want.
+func (p *plan) planWrite(in planInput, want, have *mpv1alpha1.Translation, leaving []*mpv1alpha1.Translation) {
 	// A custom name the Service's Translation does not declare yet is reserved before the write: no other
 	// Service's Translation may declare it, nor be about to.
 	reserve := in.custom[want.Name]
