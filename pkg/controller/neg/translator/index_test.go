@@ -159,7 +159,7 @@ func TestTranslatorNeedsTheIndexes(t *testing.T) {
 	for _, missing := range []string{informerset.EndpointSlicesByService, informerset.TranslationsByOwner} {
 		_, err := New(c, nil)
 		if err == nil || !strings.Contains(err.Error(), missing) {
-			t.Fatalf("without %s: newTranslator = %v, want an error naming it", missing, err)
+			t.Fatalf("without %s: New = %v, want an error naming it", missing, err)
 		}
 		if missing == informerset.EndpointSlicesByService {
 			indexed(t, slices, informerset.EndpointSliceIndexers())
@@ -281,6 +281,6 @@ func TestTranslatorNeedsTheClusterIdentity(t *testing.T) {
 		Options: tenant.Options{ClusterName: testCluster},
 	}
 	if _, err := New(c, nil); err == nil || !strings.Contains(err.Error(), "ClusterUID") {
-		t.Fatalf("newTranslator without a cluster UID = %v, want an error naming it", err)
+		t.Fatalf("New without a cluster UID = %v, want an error naming it", err)
 	}
 }

@@ -86,7 +86,7 @@ func serviceKeys(namespace, service string) []string {
 }
 
 // translationsByOwner returns the Translations that indexer's owner index files under any of keys, each once.
-// newTranslator made sure the index exists, so a lookup cannot fail.
+// New made sure the index exists, so a lookup cannot fail.
 func translationsByOwner(indexer cache.Indexer, keys ...string) []*mpv1alpha1.Translation {
 	var out []*mpv1alpha1.Translation
 	for _, key := range keys {
