@@ -42,7 +42,7 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/ingresstunnel"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/namespaceproject"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
 )
 
 // TestBadInputIsReportedAndContained: one manager, one tenant with all three controllers, and in the same run, next
@@ -167,12 +167,12 @@ func TestBadInputIsReportedAndContained(t *testing.T) {
 	// --- Each bad input was reported where the user looks. ------------------------------------------------------
 	t.Run("malformed neg annotations", func(t *testing.T) {
 		for name := range badNEG {
-			waitEvent(ctx, t, "Service", w.appNS, name, neg.ReasonInvalidAnnotation)
+			waitEvent(ctx, t, "Service", w.appNS, name, translator.ReasonInvalidAnnotation)
 			svc, err := w.kube.CoreV1().Services(w.appNS).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if v, ok := svc.Annotations[neg.NEGStatusAnnotationKey]; ok {
+			if v, ok := svc.Annotations[translator.NEGStatusAnnotationKey]; ok {
 				t.Errorf("Service %s with a malformed annotation got a neg-status %q", name, v)
 			}
 		}
@@ -217,7 +217,7 @@ func TestBadInputIsReportedAndContained(t *testing.T) {
 		count := func() map[string]int {
 			c := map[string]int{}
 			for name := range badNEG {
-				c["Service "+name] = eventCount(events(ctx, t, "Service", w.appNS, name, neg.ReasonInvalidAnnotation))
+				c["Service "+name] = eventCount(events(ctx, t, "Service", w.appNS, name, translator.ReasonInvalidAnnotation))
 			}
 			c["Namespace "+ambiguous] = eventCount(events(ctx, t, "Namespace", "", ambiguous, namespaceproject.ReasonAmbiguousProject))
 			return c
@@ -334,7 +334,7 @@ func invalidProviderConfigs(t *testing.T, w *workload) {
 func createBadNEGService(t *testing.T, w *workload, name, annotation string) {
 	t.Helper()
 	_, err := w.kube.CoreV1().Services(w.appNS).Create(w.ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.appNS, Name: name, Annotations: map[string]string{neg.NEGAnnotationKey: annotation}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.appNS, Name: name, Annotations: map[string]string{translator.NEGAnnotationKey: annotation}},
 		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -381,7 +381,7 @@ func createGhostObjects(t *testing.T, w *workload, ns string) {
 	t.Helper()
 	for _, svc := range []*corev1.Service{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backend"}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Annotations: map[string]string{neg.NEGAnnotationKey: `{"exposed_ports":{"80":{}}}`}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Annotations: map[string]string{translator.NEGAnnotationKey: `{"exposed_ports":{"80":{}}}`}}},
 	} {
 		svc.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}
 		if _, err := w.kube.CoreV1().Services(ns).Create(w.ctx, svc, metav1.CreateOptions{}); err != nil {
@@ -413,7 +413,7 @@ func checkGhostUntouched(t *testing.T, w *workload, m *manager, ghost, ns string
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := svc.Annotations[neg.NEGStatusAnnotationKey]; ok {
+	if v, ok := svc.Annotations[translator.NEGStatusAnnotationKey]; ok {
 		t.Errorf("Service %s/web of the missing ProviderConfig got neg-status %q", ns, v)
 	}
 	nsObj, err := w.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})

@@ -36,7 +36,7 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/ingresstunnel"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
 )
 
 // TestClaimsHoldAcrossShardedReplicas: three replicas of the built binary with --sharding=true share six tenants;
@@ -88,7 +88,7 @@ func TestClaimsHoldAcrossShardedReplicas(t *testing.T) {
 			<-start
 			svc := &corev1.Service{
 				ObjectMeta: metav1.ObjectMeta{Namespace: w.appNS, Name: "api",
-					Annotations: map[string]string{neg.NEGAnnotationKey: fmt.Sprintf(`{"exposed_ports":{"80":{"name":%q}}}`, negName)}},
+					Annotations: map[string]string{translator.NEGAnnotationKey: fmt.Sprintf(`{"exposed_ports":{"80":{"name":%q}}}`, negName)}},
 				Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
 			}
 			if _, err := w.kube.CoreV1().Services(w.appNS).Create(w.ctx, svc, metav1.CreateOptions{}); err != nil {
@@ -125,7 +125,7 @@ func TestClaimsHoldAcrossShardedReplicas(t *testing.T) {
 			waitEvent(w.ctx, t, "Ingress", w.appNS, "web", ingresstunnel.ReasonHostConflict, host, "Ingress "+ingHolder.appNS+"/web")
 		}
 		if w != svcHolder {
-			waitEvent(w.ctx, t, "Service", w.appNS, "api", neg.ReasonNameConflict, negName, "Service "+svcHolder.appNS+"/api")
+			waitEvent(w.ctx, t, "Service", w.appNS, "api", translator.ReasonNameConflict, negName, "Service "+svcHolder.appNS+"/api")
 		}
 	}
 	// Exactly the holders publish.

@@ -37,6 +37,7 @@ import (
 	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
@@ -68,7 +69,7 @@ func NewCleanup(_ context.Context, c *tenant.Context) (tenant.Controller, error)
 		Informer: informer,
 		Select: func(obj any) (string, bool) {
 			tr, ok := obj.(*mpv1alpha1.Translation)
-			if !ok || !isOurs(tr) || tr.DeletionTimestamp != nil {
+			if !ok || !translator.IsOurs(tr) || tr.DeletionTimestamp != nil {
 				return "", false
 			}
 			return tr.Namespace + "/" + tr.Name, true
@@ -116,7 +117,7 @@ func Abandon(ctx context.Context, c *tenant.Context) (string, error) {
 	}
 	var translations []*mpv1alpha1.Translation
 	if err := cache.ListAll(informer.GetIndexer(), labels.Everything(), func(obj any) {
-		if tr, ok := obj.(*mpv1alpha1.Translation); ok && isOurs(tr) {
+		if tr, ok := obj.(*mpv1alpha1.Translation); ok && translator.IsOurs(tr) {
 			translations = append(translations, tr)
 		}
 	}); err != nil {

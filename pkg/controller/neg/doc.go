@@ -14,12 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package neg owns the Kubernetes half of the per-tenant `neg` controller and the composition of both halves.
+// Package neg composes the per-tenant `neg` controller from its two halves and owns what ends it.
 //
-// The translator reads the tenant's Services that carry the `cloud.google.com/neg` annotation, their
-// EndpointSlices and the tenant's Nodes, and declares what GCE must hold in Translation objects: one Translation per
-// exposed Service port, owned by the Service, listing one zonal NEG per zone of the tenant's Nodes with the complete
-// set of ready endpoints in that zone. It writes the `cloud.google.com/neg-status` annotation back on the Service.
-// It never calls GCE: the pusher (package pusher) is the only writer to Compute Engine. Descriptor runs both for a
-// tenant. docs/neg.md describes the flow end to end.
+// The translator (package translator) turns the tenant's annotated Services, their EndpointSlices and its Nodes
+// into Translation objects; the pusher (package pusher) makes GCE hold what they declare and is the only writer to
+// Compute Engine. New runs both for a tenant behind one NEGReady condition (neg.go); NewCleanup and Abandon end a
+// tenant's NEGs when it no longer configures spec.gcp (cleanup.go). docs/neg.md describes the flow end to end.
 package neg

@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
 
@@ -37,15 +38,15 @@ const DefaultConcurrentSyncs = 5
 
 // Controller is one tenant's neg controller: the translator and the pusher, run side by side.
 type Controller struct {
-	translator *translator
+	translator *translator.Translator
 	pusher     tenant.Starter
 }
 
 // New builds the translator and the pusher of the tenant c describes. Neither makes an API call here.
 func New(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
 	gate := &conditionGate{target: c.Condition, message: fmt.Sprintf(
-		"translating the tenant's Services with annotation %s into NEGs in GCP project %s", NEGAnnotationKey, projectOf(c))}
-	t, err := newTranslator(c, gate.translatorSynced)
+		"translating the tenant's Services with annotation %s into NEGs in GCP project %s", translator.NEGAnnotationKey, projectOf(c))}
+	t, err := translator.New(c, gate.translatorSynced)
 	if err != nil {
 		return nil, err
 	}

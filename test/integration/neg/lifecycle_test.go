@@ -37,7 +37,7 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 )
 
@@ -100,8 +100,8 @@ func TestOrphanDeleteThenRecreateReplacesTheTranslation(t *testing.T) {
 			t.Errorf("NEG %s in %s still carries the old Service's marker", n.Name, path.Base(n.Zone))
 		}
 	}
-	e.waitFor("the "+neg.ReasonStaleTranslationDeleted+" Event on the new Service", 30*time.Second, func() (bool, error) {
-		for _, ev := range e.events(ns, "web", neg.ReasonStaleTranslationDeleted) {
+	e.waitFor("the "+translator.ReasonStaleTranslationDeleted+" Event on the new Service", 30*time.Second, func() (bool, error) {
+		for _, ev := range e.events(ns, "web", translator.ReasonStaleTranslationDeleted) {
 			if ev.InvolvedObject.UID == svc.UID && ev.Type == "Normal" && strings.Contains(ev.Message, string(old.UID)) {
 				return true, nil
 			}

@@ -31,7 +31,7 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
 )
 
 // declarations follows, from one watch of every Translation of the cluster, how many declare one NEG name at once.
@@ -149,7 +149,7 @@ func TestCustomNEGNameClaimedByTwoTenants(t *testing.T) {
 	}
 	holderName := fmt.Sprintf("Service %s/%s", holder.Namespace, holder.Name)
 	e.waitFor("a NEGNameConflict Warning on the other Service", 30*time.Second, func() (bool, error) {
-		return len(e.events(other.Namespace, other.Name, neg.ReasonNameConflict)) > 0, nil
+		return len(e.events(other.Namespace, other.Name, translator.ReasonNameConflict)) > 0, nil
 	})
 	e.waitConverged(holderProject, holder.Namespace, "web", 80, 8080, eps)
 	if tr := e.translation(other.Namespace, "neg-v1-web-80"); tr != nil {
@@ -162,7 +162,7 @@ func TestCustomNEGNameClaimedByTwoTenants(t *testing.T) {
 	e.waitConverged(otherProject, other.Namespace, "web", 80, 8080, eps)
 	e.waitFor("the holder's NEGs to be deleted", 30*time.Second, func() (bool, error) { return e.negsGone(holderProject, name), nil })
 	var conflicts []string
-	for _, ev := range e.events(other.Namespace, other.Name, neg.ReasonNameConflict) {
+	for _, ev := range e.events(other.Namespace, other.Name, translator.ReasonNameConflict) {
 		for range max(ev.Count, 1) {
 			conflicts = append(conflicts, ev.Type+" "+ev.Message)
 		}
@@ -170,7 +170,7 @@ func TestCustomNEGNameClaimedByTwoTenants(t *testing.T) {
 	if len(conflicts) != 1 || !strings.HasPrefix(conflicts[0], corev1.EventTypeWarning) || !strings.Contains(conflicts[0], holderName) {
 		t.Errorf("NEGNameConflict Events on the other Service: %q; want one Warning naming %s", conflicts, holderName)
 	}
-	if got := e.events(holder.Namespace, holder.Name, neg.ReasonNameConflict); len(got) != 0 {
+	if got := e.events(holder.Namespace, holder.Name, translator.ReasonNameConflict); len(got) != 0 {
 		t.Errorf("NEGNameConflict Events on the holder: %d", len(got))
 	}
 	d.check()

@@ -37,6 +37,7 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 )
 
@@ -57,7 +58,7 @@ func (e *env) negStatus(ns, name string) (negStatus, bool) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	v, ok := svc.Annotations[neg.NEGStatusAnnotationKey]
+	v, ok := svc.Annotations[translator.NEGStatusAnnotationKey]
 	if !ok {
 		return negStatus{}, false
 	}
@@ -154,7 +155,7 @@ func TestServiceLifecycle(t *testing.T) {
 
 	// Port 443 removed: its Translation goes, its NEGs are deleted, the status forgets it; port 80 is untouched.
 	e.gce.ResetCalls()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, neg.NEGAnnotationKey, `{"exposed_ports":{"80":{}}}`)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, translator.NEGAnnotationKey, `{"exposed_ports":{"80":{}}}`)
 	if _, err := e.adminKube.CoreV1().Services(ns).Patch(e.ctx, "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ func TestServiceLifecycle(t *testing.T) {
 	// A malformed annotation on another Service is a Warning on it, and the rest keeps working.
 	e.service(ns, "broken", `{"exposed_ports":{"80":{}}`)
 	e.waitFor("the InvalidNEGAnnotation Warning", 30*time.Second, func() (bool, error) {
-		return len(e.events(ns, "broken", neg.ReasonInvalidAnnotation)) > 0, nil
+		return len(e.events(ns, "broken", translator.ReasonInvalidAnnotation)) > 0, nil
 	})
 
 	// Background delete of a second Service: the collector deletes its Translation; the pusher deletes the NEGs

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package neg
+package translator
 
 import (
 	"slices"
@@ -31,7 +31,7 @@ import (
 // What a Translation of ours says about the Service it was made for and the NEGs it declares; naming.go makes and
 // parses its name.
 
-func isOurs(tr *mpv1alpha1.Translation) bool {
+func IsOurs(tr *mpv1alpha1.Translation) bool {
 	rest, found := strings.CutPrefix(tr.Name, translationPrefix)
 	return found && rest != ""
 }

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package neg
+package translator
 
 import (
 	"context"
@@ -66,7 +66,7 @@ func claimedNEGNames(svc *corev1.Service) (names []string, ok bool) {
 // made for.
 func translationHolding(obj any) (claims.Holding, bool) {
 	tr, ok := obj.(*mpv1alpha1.Translation)
-	if !ok || !isOurs(tr) {
+	if !ok || !IsOurs(tr) {
 		return claims.Holding{}, false
 	}
 	var names []string
@@ -94,7 +94,7 @@ func nameConflictMessage(name string, port int32, holder string) string {
 
 // claimOf records what a Service claims. A translator driven without Run (unit tests of one sync) has no
 // membership and claims nothing.
-func (t *translator) claimOf(svc *corev1.Service) {
+func (t *Translator) claimOf(svc *corev1.Service) {
 	if t.names == nil {
 		return
 	}
@@ -103,14 +103,14 @@ func (t *translator) claimOf(svc *corev1.Service) {
 	}
 }
 
-func (t *translator) releaseClaims(svc *corev1.Service) {
+func (t *Translator) releaseClaims(svc *corev1.Service) {
 	if t.names != nil {
 		t.names.Claim(claimantOf(svc), nil)
 	}
 }
 
 // nameHolder returns who holds a custom NEG name, if not svc, deciding it across replicas (claims.Member.Decide).
-func (t *translator) nameHolder(ctx context.Context, svc *corev1.Service, name string) (string, bool, error) {
+func (t *Translator) nameHolder(ctx context.Context, svc *corev1.Service, name string) (string, bool, error) {
 	if t.names == nil {
 		return "", false, nil
 	}
@@ -123,7 +123,7 @@ func (t *translator) nameHolder(ctx context.Context, svc *corev1.Service, name s
 
 // reserveName asks to create the Translation object (namespace/name) declaring a custom NEG name; see
 // claims.Member.Acquire. Every reservation that returns ok must be followed by nameCreated.
-func (t *translator) reserveName(ctx context.Context, svc *corev1.Service, name, object string) (blockedBy string, ok bool, err error) {
+func (t *Translator) reserveName(ctx context.Context, svc *corev1.Service, name, object string) (blockedBy string, ok bool, err error) {
 	if t.names == nil {
 		return "", true, nil
 	}
@@ -132,7 +132,7 @@ func (t *translator) reserveName(ctx context.Context, svc *corev1.Service, name,
 
 // claimRecords is how the translator's NEG name claims hold across replicas: records in namespace, a live read of
 // a recorded holder's Service and tenant, and of a previous holder's Translation.
-func (t *translator) claimRecords(records cache.SharedIndexInformer, namespace string) *claims.Records {
+func (t *Translator) claimRecords(records cache.SharedIndexInformer, namespace string) *claims.Records {
 	return claims.RecordsOf(claims.TenantObjects[*corev1.Service, *mpv1alpha1.Translation]{
 		Kube: t.kube, MP: t.mp, LabelKey: t.labelKey,
 		GetClaimant: func(ctx context.Context, namespace, name string) (*corev1.Service, error) {
@@ -150,7 +150,7 @@ func (t *translator) claimRecords(records cache.SharedIndexInformer, namespace s
 	}, records, namespace)
 }
 
-func (t *translator) nameCreated(name, object string, created bool) {
+func (t *Translator) nameCreated(name, object string, created bool) {
 	if t.names != nil {
 		t.names.Created(name, object, created)
 	}

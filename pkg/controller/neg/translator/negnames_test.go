@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package neg
+package translator
 
 import (
 	"context"
@@ -157,7 +157,7 @@ func (c *negCluster) start(name, namespace string) *negTenant {
 	kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(c.kube, 0, kubeinformers.WithNamespace(namespace))
 	mpFactory := mpinformers.NewSharedInformerFactoryWithOptions(c.mp, 0, mpinformers.WithNamespace(namespace))
 	nt := &negTenant{events: &recorder{}, done: make(chan struct{})}
-	tr, err := newTranslator(&tenant.Context{
+	tr, err := New(&tenant.Context{
 		Controller: "neg",
 		ProviderConfig: &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{ProjectID: name + "-project", Network: "vpc"}}},

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package neg
+package translator
 
 import (
 	"fmt"
@@ -157,16 +157,16 @@ func TestTranslatorNeedsTheIndexes(t *testing.T) {
 		Options:       tenant.Options{ClusterName: testCluster, ClusterUID: testClusterUID},
 	}
 	for _, missing := range []string{informerset.EndpointSlicesByService, informerset.TranslationsByOwner} {
-		_, err := newTranslator(c, nil)
+		_, err := New(c, nil)
 		if err == nil || !strings.Contains(err.Error(), missing) {
-			t.Fatalf("without %s: newTranslator = %v, want an error naming it", missing, err)
+			t.Fatalf("without %s: New = %v, want an error naming it", missing, err)
 		}
 		if missing == informerset.EndpointSlicesByService {
 			indexed(t, slices, informerset.EndpointSliceIndexers())
 		}
 	}
 	indexed(t, translations, informerset.TranslationIndexers())
-	if _, err := newTranslator(c, nil); err != nil {
+	if _, err := New(c, nil); err != nil {
 		t.Fatalf("with both indexes: %v", err)
 	}
 }
@@ -280,7 +280,7 @@ func TestTranslatorNeedsTheClusterIdentity(t *testing.T) {
 			Spec: mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{ProjectID: "p", Network: "vpc"}}},
 		Options: tenant.Options{ClusterName: testCluster},
 	}
-	if _, err := newTranslator(c, nil); err == nil || !strings.Contains(err.Error(), "ClusterUID") {
-		t.Fatalf("newTranslator without a cluster UID = %v, want an error naming it", err)
+	if _, err := New(c, nil); err == nil || !strings.Contains(err.Error(), "ClusterUID") {
+		t.Fatalf("New without a cluster UID = %v, want an error naming it", err)
 	}
 }

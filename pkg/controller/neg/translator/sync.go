@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package neg
+package translator
 
 import (
 	"context"
@@ -47,8 +47,12 @@ const (
 	ReasonStaleTranslationDeleted = "StaleTranslationDeleted"
 )
 
-// sync makes the Translations and the neg-status annotation of one Service match what it asks for.
-func (t *translator) sync(ctx context.Context, key string) error {
+// sync makes the Translations and the neg-status annotation of one Service match what it asks for. It reads only
+// caches: the Service, its EndpointSlices and the tenant's Nodes from the tenant's views, its Translations from the
+// unfiltered Translation cache, which also holds those labeled for another tenant (made before the Service moved
+// here, or by a former Service of its name). A cache that does not show the translator's own last writes yet is
+// waited for (errCacheLagging), and so is one that does not show yet a Translation a create meets (errWaiting).
+func (t *Translator) sync(ctx context.Context, key string) error {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil
@@ -66,16 +70,14 @@ func (t *translator) sync(ctx context.Context, key string) error {
 		return nil
 	}
 
-	value, annotated := svc.Annotations[NEGAnnotationKey]
 	var ports []exposedPort
-	if annotated {
+	if value, annotated := svc.Annotations[NEGAnnotationKey]; annotated {
 		if ports, err = parseNEGAnnotation(value); err != nil {
 			// Leave the Translations (and so the NEGs) as they are: a typo must not take a working port down.
 			t.warnings.Report(key, svc, tenant.Warning{Reason: ReasonInvalidAnnotation, Message: err.Error()})
 			return nil
 		}
 	}
-
 	// Only a Service that asks for NEGs needs the topology: a tenant without one never builds or keeps it.
 	var topo *topology
 	if len(ports) > 0 {
@@ -83,14 +85,45 @@ func (t *translator) sync(ctx context.Context, key string) error {
 			return err
 		}
 	}
-	var warnings []tenant.Warning
-	var desired []*mpv1alpha1.Translation
-	negs := map[int32]string{}
-	custom := map[string]string{} // Translation name → the custom NEG name it declares
+	d, err := t.desiredTranslations(ctx, svc, ports, topo)
+	if err != nil {
+		return err
+	}
+	if t.writes.translationsPending(key, t.cachedTranslation(namespace)) {
+		t.warnings.Report(key, svc, d.warnings...)
+		return errCacheLagging
+	}
+	blocked, err := t.apply(ctx, svc, planTranslations(t.planInput(svc, d)))
+	t.warnings.Report(key, svc, append(d.warnings, blocked...)...)
+	if err != nil {
+		return err
+	}
+	var want *negStatus
+	if len(d.translations) > 0 {
+		s := newNEGStatus(d.negs, topo.zones)
+		want = &s
+	}
+	return t.writeStatus(ctx, svc, want)
+}
+
+// desired is what a Service asks for: its Translations, the NEG of each port, the custom NEG names they declare, and
+// the warnings about the ports it asks for in vain.
+type desired struct {
+	translations []*mpv1alpha1.Translation
+	negs         map[int32]string
+	// custom maps a Translation's name to the custom NEG name it declares.
+	custom   map[string]string
+	warnings []tenant.Warning
+}
+
+// desiredTranslations builds the Translation of each exposed port that is a port of the Service and whose custom
+// NEG name, if any, no other Service holds.
+func (t *Translator) desiredTranslations(ctx context.Context, svc *corev1.Service, ports []exposedPort, topo *topology) (desired, error) {
+	d := desired{negs: map[int32]string{}, custom: map[string]string{}}
 	for _, p := range ports {
 		servicePort := findServicePort(svc, p.Port)
 		if servicePort == nil {
-			warnings = append(warnings, tenant.Warning{Reason: ReasonPortNotExposed, Message: fmt.Sprintf(
+			d.warnings = append(d.warnings, tenant.Warning{Reason: ReasonPortNotExposed, Message: fmt.Sprintf(
 				"Port %d in annotation %s is not a port of the Service; no NEG is made for it", p.Port, NEGAnnotationKey)})
 			continue
 		}
@@ -99,39 +132,29 @@ func (t *translator) sync(ctx context.Context, key string) error {
 			// it (made while this Service held the name) is deleted, and the holder waits for that.
 			holder, taken, err := t.nameHolder(ctx, svc, p.CustomName)
 			if err != nil {
-				return err
+				return desired{}, err
 			}
 			if taken {
-				warnings = append(warnings, tenant.Warning{Reason: ReasonNameConflict, Message: nameConflictMessage(p.CustomName, p.Port, holder)})
+				d.warnings = append(d.warnings, tenant.Warning{Reason: ReasonNameConflict, Message: nameConflictMessage(p.CustomName, p.Port, holder)})
 				continue
 			}
-			custom[translationName(svc.Name, p.Port)] = p.CustomName
+			d.custom[translationName(svc.Name, p.Port)] = p.CustomName
 		}
 		name, description := t.negIdentity(svc, p)
 		tr, skipped, err := t.translation(svc, servicePort, name, description, topo)
 		if err != nil {
-			return err
+			return desired{}, err
 		}
 		if skipped > 0 {
 			// No count in the message: it would make every endpoint change a new Event.
-			warnings = append(warnings, tenant.Warning{Reason: ReasonEndpointsSkipped, Message: fmt.Sprintf(
+			d.warnings = append(d.warnings, tenant.Warning{Reason: ReasonEndpointsSkipped, Message: fmt.Sprintf(
 				"Some ready endpoints of port %d run on Nodes this tenant does not have, or that have no zone; "+
 					"they are left out of the NEGs", p.Port)})
 		}
-		desired = append(desired, tr)
-		negs[p.Port] = name
+		d.translations = append(d.translations, tr)
+		d.negs[p.Port] = name
 	}
-	blocked, err := t.reconcileTranslations(ctx, svc, desired, custom)
-	t.warnings.Report(key, svc, append(warnings, blocked...)...)
-	if err != nil {
-		return err
-	}
-	var want *negStatus
-	if len(desired) > 0 {
-		s := newNEGStatus(negs, topo.zones)
-		want = &s
-	}
-	return t.writeStatus(ctx, svc, want)
+	return d, nil
 }
 
 func findServicePort(svc *corev1.Service, port int32) *corev1.ServicePort {
@@ -148,7 +171,7 @@ func findServicePort(svc *corev1.Service, port int32) *corev1.ServicePort {
 // description, and users attach standalone NEGs to their own backend services, so an upgrade renames nothing. The
 // legacy marker names this Service's UID, which no other cluster's Service has, so keeping it adopts only this
 // cluster's NEGs.
-func (t *translator) negIdentity(svc *corev1.Service, p exposedPort) (name, description string) {
+func (t *Translator) negIdentity(svc *corev1.Service, p exposedPort) (name, description string) {
 	name, description = p.CustomName, negDescription(t.cluster, t.tenant, svc.Namespace, svc.Name, string(svc.UID), p.Port)
 	legacyDescription := negDescription(t.cluster.legacy(), t.tenant, svc.Namespace, svc.Name, string(svc.UID), p.Port)
 	legacyName := p.CustomName
@@ -164,7 +187,7 @@ func (t *translator) negIdentity(svc *corev1.Service, p exposedPort) (name, desc
 
 // declaresLegacy says whether the Service's cached Translation of that name declares a NEG of the legacy name and
 // marker.
-func (t *translator) declaresLegacy(svc *corev1.Service, translation, name, description string) bool {
+func (t *Translator) declaresLegacy(svc *corev1.Service, translation, name, description string) bool {
 	obj, exists, err := t.allTranslationIndex.GetByKey(svc.Namespace + "/" + translation)
 	if err != nil || !exists {
 		return false
@@ -179,7 +202,7 @@ func (t *translator) declaresLegacy(svc *corev1.Service, translation, name, desc
 }
 
 // endpointSlicesOf returns the tenant's EndpointSlices of the Service, from the cache's index by Service.
-func (t *translator) endpointSlicesOf(svc *corev1.Service) ([]*discoveryv1.EndpointSlice, error) {
+func (t *Translator) endpointSlicesOf(svc *corev1.Service) ([]*discoveryv1.EndpointSlice, error) {
 	objs, err := t.sliceIndex.ByIndex(informerset.EndpointSlicesByService, informerset.ServiceKey(svc.Namespace, svc.Name))
 	if err != nil {
 		return nil, err
@@ -195,7 +218,7 @@ func (t *translator) endpointSlicesOf(svc *corev1.Service) ([]*discoveryv1.Endpo
 
 // translation builds the desired Translation of one Service port: one NEG per zone of the tenant's Nodes, in zone
 // order, each named name, marked with description, and holding the ready endpoints of that zone.
-func (t *translator) translation(svc *corev1.Service, servicePort *corev1.ServicePort, name, description string, topo *topology) (*mpv1alpha1.Translation, int, error) {
+func (t *Translator) translation(svc *corev1.Service, servicePort *corev1.ServicePort, name, description string, topo *topology) (*mpv1alpha1.Translation, int, error) {
 	endpointSlices, err := t.endpointSlicesOf(svc)
 	if err != nil {
 		return nil, 0, err
@@ -239,7 +262,7 @@ func ownerReference(svc *corev1.Service) metav1.OwnerReference {
 
 // writeStatus patches the neg-status annotation when it differs from want (nil: absent). The cached Service is
 // compared only once it shows the translator's last patch: until then it would ask for the same patch again.
-func (t *translator) writeStatus(ctx context.Context, svc *corev1.Service, want *negStatus) error {
+func (t *Translator) writeStatus(ctx context.Context, svc *corev1.Service, want *negStatus) error {
 	key := svc.Namespace + "/" + svc.Name
 	if t.writes.statusPending(key, svc.UID, svc.ResourceVersion) {
 		return errCacheLagging

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package neg
+package translator
 
 import (
 	"cmp"
@@ -67,7 +67,7 @@ type topologyAt struct {
 // since; else one built from the Node cache now. A sync then reads the Nodes once per topology change, not once per
 // sync. The generation is read before the cache: an event whose handler runs during the build makes the next sync
 // build again, and one whose handler has not run yet enqueues the Services it concerns once it does.
-func (t *translator) currentTopology() (*topology, error) {
+func (t *Translator) currentTopology() (*topology, error) {
 	generation := t.nodeGeneration.Load()
 	if known := t.topology.Load(); known != nil && known.generation == generation {
 		return known.topology, nil
