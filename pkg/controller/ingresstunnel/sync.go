@@ -193,13 +193,12 @@ func (c *Controller) withdraw(ctx context.Context, key string) error {
 			errs = append(errs, err)
 			continue
 		}
-		err := c.client.TunnelV1alpha1().PangolinResources(res.Namespace).Delete(ctx, res.Name,
-			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &res.UID}})
-		switch {
-		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-			continue
-		case err != nil:
+		deleted, err := c.deleteResource(ctx, res)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("delete PangolinResource %s/%s: %w", res.Namespace, res.Name, err))
+			continue
+		}
+		if !deleted {
 			continue
 		}
 		logger.V(2).Info("Deleted PangolinResource of an Ingress that left the tenant", "resource", klog.KObj(res), "host", hostOf(res))
@@ -332,14 +331,12 @@ func (c *Controller) deleteUnwanted(ctx context.Context, ing *networkingv1.Ingre
 		if keep.Has(res.Name) || !metav1.IsControlledBy(res, ing) || res.DeletionTimestamp != nil {
 			continue
 		}
-		err := c.client.TunnelV1alpha1().PangolinResources(res.Namespace).Delete(ctx, res.Name,
-			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &res.UID}})
-		switch {
-		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-			// Already gone, or re-created under the same name since the cache saw it.
-			continue
-		case err != nil:
+		deleted, err := c.deleteResource(ctx, res)
+		if err != nil {
 			errs = append(errs, writeFailed(found, ing, "delete", res.Name, err))
+			continue
+		}
+		if !deleted {
 			continue
 		}
 		why := "its host is no longer in the Ingress"
@@ -352,6 +349,18 @@ func (c *Controller) deleteUnwanted(ctx context.Context, ing *networkingv1.Ingre
 		c.recorder.Eventf(ing, corev1.EventTypeNormal, ReasonDeleted, "Deleted PangolinResource %s for host %s: %s", res.Name, hostOf(res), why)
 	}
 	return utilerrors.NewAggregate(errs)
+}
+
+// deleteResource deletes res as the cache saw it. It reports false, and no error, when res is already gone or was
+// re-created under the same name since (the UID precondition fails): no Event is recorded for a delete that did
+// not happen.
+func (c *Controller) deleteResource(ctx context.Context, res *tunnelv1alpha1.PangolinResource) (bool, error) {
+	err := c.client.TunnelV1alpha1().PangolinResources(res.Namespace).Delete(ctx, res.Name,
+		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &res.UID}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // ingressSelector selects the PangolinResources made for ing.
