@@ -224,19 +224,36 @@ func checkBatch(endpoints []*compute.NetworkEndpoint) error {
 
 // ListEndpoints returns every endpoint of the NEG, following pages (500 per call).
 func (c *Client) ListEndpoints(ctx context.Context, zone, name string) ([]*compute.NetworkEndpoint, error) {
-	req := &compute.NetworkEndpointGroupsListEndpointsRequest{HealthStatus: "SKIP"}
+	items, err := c.listEndpoints(ctx, zone, name, "SKIP")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*compute.NetworkEndpoint, 0, len(items))
+	for _, item := range items {
+		if item.NetworkEndpoint != nil {
+			out = append(out, item.NetworkEndpoint)
+		}
+	}
+	return out, nil
+}
+
+// ListEndpointHealths returns the endpoints of a NEG with the health each backend service that uses the NEG reports
+// for them (healthStatus SHOW): an endpoint's Healths is empty while the NEG is in no backend service with a health
+// check.
+func (c *Client) ListEndpointHealths(ctx context.Context, zone, name string) ([]*compute.NetworkEndpointWithHealthStatus, error) {
+	return c.listEndpoints(ctx, zone, name, "SHOW")
+}
+
+func (c *Client) listEndpoints(ctx context.Context, zone, name, healthStatus string) ([]*compute.NetworkEndpointWithHealthStatus, error) {
+	req := &compute.NetworkEndpointGroupsListEndpointsRequest{HealthStatus: healthStatus}
 	call := c.svc.NetworkEndpointGroups.ListNetworkEndpoints(c.project, zone, name, req).Context(c.withTransport(ctx))
-	var out []*compute.NetworkEndpoint
+	var out []*compute.NetworkEndpointWithHealthStatus
 	err := c.pages(ctx, MethodListEndpoints, func(token string) (string, error) {
 		page, err := call.PageToken(token).Do()
 		if err != nil {
 			return "", err
 		}
-		for _, item := range page.Items {
-			if item.NetworkEndpoint != nil {
-				out = append(out, item.NetworkEndpoint)
-			}
-		}
+		out = append(out, page.Items...)
 		return page.NextPageToken, nil
 	})
 	if err != nil {

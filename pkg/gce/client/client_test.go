@@ -165,3 +165,38 @@ func TestUserAgentNamesTheReplica(t *testing.T) {
 		t.Errorf("user agents %q, want one call carrying the replica's name", agents)
 	}
 }
+
+// ListEndpointHealths shows what the backend services that use a NEG report of its endpoints, and nothing while no
+// backend service uses it (where attached is all a readiness check can learn).
+func TestListEndpointHealthsShowsTheBackendServicesView(t *testing.T) {
+	ctx := context.Background()
+	c, srv := newClient(t, fakegce.Options{})
+	const zone = "europe-west1-b"
+	if err := c.InsertNEG(ctx, zone, &compute.NetworkEndpointGroup{Name: "neg", NetworkEndpointType: "GCE_VM_IP_PORT", DefaultPort: 80}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AttachEndpoints(ctx, zone, "neg", []*compute.NetworkEndpoint{{Instance: "vm", IpAddress: "10.0.0.1", Port: 8080}}); err != nil {
+		t.Fatal(err)
+	}
+	listed, err := c.ListEndpointHealths(ctx, zone, "neg")
+	if err != nil || len(listed) != 1 || listed[0].NetworkEndpoint.IpAddress != "10.0.0.1" {
+		t.Fatalf("listed %+v, %v; want the one endpoint", listed, err)
+	}
+	if h := listed[0].Healths; len(h) != 0 {
+		t.Errorf("healths of a NEG in no backend service: %+v, want none", h)
+	}
+	if err := srv.SetInUseBy("p-tenant-a", zone, "neg", "web-backend"); err != nil {
+		t.Fatal(err)
+	}
+	listed, err = c.ListEndpointHealths(ctx, zone, "neg")
+	if err != nil || len(listed) != 1 {
+		t.Fatalf("listed %+v, %v; want the one endpoint", listed, err)
+	}
+	if h := listed[0].Healths; len(h) != 1 || h[0].HealthState != "HEALTHY" || h[0].BackendService == nil {
+		t.Errorf("healths in a backend service: %+v, want one HEALTHY naming its backend service", h)
+	}
+	plain, err := c.ListEndpoints(ctx, zone, "neg")
+	if err != nil || len(plain) != 1 || plain[0].Port != 8080 {
+		t.Errorf("ListEndpoints = %+v, %v; want the endpoint with its port", plain, err)
+	}
+}
