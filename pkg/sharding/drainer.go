@@ -74,7 +74,7 @@ func NewDrainer(cfg DrainerConfig) *Drainer {
 		pcs:   mplisters.NewProviderConfigLister(cfg.ProviderConfigs.GetIndexer()),
 	}
 	// A failed drain is retried with the runtime's backoff (client-go's controller rate limiter) on the drainer's clock.
-	d.queue = worker.New(worker.Config{Controller: "shard-drainer", KeyName: "providerConfig", Clock: clk,
+	d.queue = worker.New(worker.Config{Controller: "shard-drainer", KeyName: "providerConfig", Retry: &worker.Retry{Clock: clk},
 		Sync: func(ctx context.Context, name string) (worker.Result, error) {
 			return worker.Result{}, d.sync(ctx, name)
 		}})

@@ -102,7 +102,7 @@ func newWorld(t *testing.T, seed int64, tenants int, shards []string, live []str
 		cfg: SharderConfig{Group: "mp", Namespace: "kube-system", KubeClient: fake.NewClientset(leaseObjs...), Client: w.client,
 			Recorder: record.NewFakeRecorder(1 << 20)},
 		clock: clk, leases: coordinationlisters.NewLeaseLister(leaseIndexer), pcs: mplisters.NewProviderConfigLister(w.caches["sharder"]),
-		queue:  worker.New(worker.Config{Controller: "sharder", Clock: clk}),
+		queue:  worker.New(worker.Config{Controller: "sharder", Retry: &worker.Retry{Clock: clk}}),
 		gauged: map[string]bool{}, dead: map[string]bool{}, waiting: map[string]string{},
 	}
 	t.Cleanup(func() { w.sharder.queue.Close(ctx) })

@@ -119,7 +119,7 @@ func NewSharder(cfg SharderConfig) *Sharder {
 	}
 	// A failed sync is retried with the runtime's backoff (client-go's controller rate limiter) on the sharder's
 	// clock; errStaleLabels is an ErrWaiting, which the runtime logs at V(4) only.
-	s.queue = worker.New(worker.Config{Controller: "sharder", KeyName: "providerConfig", Clock: clk,
+	s.queue = worker.New(worker.Config{Controller: "sharder", KeyName: "providerConfig", Retry: &worker.Retry{Clock: clk},
 		Sync: func(ctx context.Context, name string) (worker.Result, error) {
 			return worker.Result{}, s.sync(ctx, name)
 		}})

@@ -65,6 +65,14 @@ type Config struct {
 	Observe func(key string, err error)
 	// AfterSync, if set (by tests), is called after every sync with its outcome.
 	AfterSync func(key string, err error)
+	// Retry, if set, replaces how failed keys are retried and on which clock keys wait. nil: client-go's default
+	// controller rate limiter on the real clock. A pointer, because a Queue holds its Config and an idle tenant
+	// holds several Queues: the sharder and the drainer set it, no tenant controller does.
+	Retry *Retry
+}
+
+// Retry is how a Queue retries failed keys and times the keys that wait.
+type Retry struct {
 	// RateLimiter, if set, decides how long a failed key waits before its next sync. nil is client-go's default
 	// controller rate limiter (per key, 5 ms doubling up to 1000 s; overall, 10 retries a second), made at the
 	// first failure.
@@ -72,6 +80,16 @@ type Config struct {
 	// Clock, if set, runs the timers of delayed keys (AddAfter, RequeueAfter, a retry after its backoff), so that a
 	// test steps them with a fake clock. nil is the real clock.
 	Clock clock.WithDelayedExecution
+}
+
+// realClock times the keys of every Queue without a Retry.Clock.
+var realClock clock.WithDelayedExecution = clock.RealClock{}
+
+func (w *Queue) clock() clock.WithDelayedExecution {
+	if w.cfg.Retry != nil && w.cfg.Retry.Clock != nil {
+		return w.cfg.Retry.Clock
+	}
+	return realClock
 }
 
 // Queue is the runtime every controller of this manager runs on, the shape of sample-controller written once: a
@@ -96,13 +114,14 @@ type Queue struct {
 	queue workqueue.TypedInterface[string]
 	// active counts the workers running, starting those not yet looking for a key, reserved the keys workers
 	// are about to Get: a worker calls Get only when the queue holds a key no other worker has reserved, so none
-	// ever blocks in Get on an empty queue.
-	active, starting, reserved int
+	// ever blocks in Get on an empty queue. int32 and beside stopped: they fit in two words, which keeps a Queue in
+	// the allocator's 240-byte class (an idle tenant holds several).
+	active, starting, reserved int32
+	stopped                    bool
 	// run holds what Run set up; nil before Run and after it returned (keys wait in the queue, or are dropped).
 	run *runState
 	// timers hold the keys to add later, each with the earliest time asked for; nil until there is one.
-	timers  map[string]*delayed
-	stopped bool
+	timers map[string]*delayed
 
 	registrations []registration
 	synced        []cache.InformerSynced
@@ -129,9 +148,6 @@ type registration struct {
 // has started.
 func New(cfg Config) *Queue {
 	cfg.Workers = max(cfg.Workers, 1)
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
-	}
 	return &Queue{cfg: cfg}
 }
 
@@ -172,7 +188,7 @@ func (w *Queue) AddAfter(key string, delay time.Duration) {
 	if w.stopped {
 		return
 	}
-	at := w.cfg.Clock.Now().Add(delay)
+	at := w.clock().Now().Add(delay)
 	if d, ok := w.timers[key]; ok {
 		if !at.Before(d.at) {
 			return
@@ -180,7 +196,7 @@ func (w *Queue) AddAfter(key string, delay time.Duration) {
 		d.timer.Stop()
 	}
 	d := &delayed{at: at}
-	d.timer = w.cfg.Clock.AfterFunc(delay, func() {
+	d.timer = w.clock().AfterFunc(delay, func() {
 		w.mu.Lock()
 		if w.timers[key] == d {
 			delete(w.timers, key)
@@ -200,7 +216,7 @@ func (w *Queue) startWorkersLocked() {
 	if w.run == nil || w.queue == nil {
 		return
 	}
-	for w.active < w.run.workers && w.queue.Len()-w.reserved-w.starting > 0 {
+	for int(w.active) < w.run.workers && w.queue.Len()-int(w.reserved+w.starting) > 0 {
 		w.active++
 		w.starting++
 		run, queue := w.run, w.queue
@@ -233,8 +249,8 @@ func (w *Queue) NumRequeues(key string) int {
 func (w *Queue) retryDelay(key string) time.Duration {
 	w.backoffMu.Lock()
 	defer w.backoffMu.Unlock()
-	if w.backoff == nil {
-		w.backoff = w.cfg.RateLimiter
+	if w.backoff == nil && w.cfg.Retry != nil {
+		w.backoff = w.cfg.Retry.RateLimiter
 	}
 	if w.backoff == nil {
 		w.backoff = workqueue.DefaultTypedControllerRateLimiter[string]()
@@ -401,7 +417,7 @@ func (w *Queue) work(run *runState, queue workqueue.TypedInterface[string]) {
 	w.mu.Lock()
 	w.starting--
 	for {
-		if queue.Len()-w.reserved <= 0 || run.workCtx.Err() != nil {
+		if queue.Len()-int(w.reserved) <= 0 || run.workCtx.Err() != nil {
 			w.active--
 			if w.active == 0 && w.queue == queue && queue.Len() == 0 {
 				w.queue = nil

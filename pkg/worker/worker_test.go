@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -442,15 +443,15 @@ func TestStartedIdleWorkersHoldNoGoroutine(t *testing.T) {
 	}
 }
 
-// A failed key waits the delay its Config's RateLimiter gives, on its Config's Clock: a fake clock alone decides
+// A failed key waits the delay its Config's Retry.RateLimiter gives, on its Retry.Clock: a fake clock alone decides
 // when the retry comes, as the sharder's and the drainer's tests need, and the limiter's delays (1 s, then 2 s)
 // are the ones waited, not the default limiter's milliseconds.
 func TestRetriesWaitTheRateLimitersDelayOnTheClock(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	var syncs atomic.Int32
-	w := New(Config{Controller: "clocked", KeyName: "key", Clock: clk,
-		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute),
+	w := New(Config{Controller: "clocked", KeyName: "key", Retry: &Retry{Clock: clk,
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute)},
 		Sync: func(context.Context, string) (Result, error) {
 			if syncs.Add(1) <= 2 {
 				return Result{}, errors.New("boom")
@@ -499,4 +500,12 @@ func TestIdleWaitsForTheSyncUnderWay(t *testing.T) {
 	}
 	close(release)
 	waitUntil(t, "idle once the sync returned", w.Idle)
+}
+
+// An idle tenant holds several Queues: one stays in the allocator's 240-byte size class, where it was before the
+// retry options came (the idle-tenant benchmark measured the next class up).
+func TestAQueueStaysInItsSizeClass(t *testing.T) {
+	if size := unsafe.Sizeof(Queue{}); size > 240 {
+		t.Errorf("a Queue is %d bytes, want at most 240", size)
+	}
 }

@@ -236,7 +236,8 @@ func conflictKey(negType string, k endpointKey) string {
 
 // normalizeEndpoint validates one endpoint of an attach or detach request against the NEG's type and returns its
 // identity and the endpoint as the NEG stores it: the instance reduced to its name, the IP and port defaulted. The
-// rules are the NetworkEndpoint field descriptions of the compute/v1 discovery document.
+// rules are the NetworkEndpoint field descriptions of the compute/v1 discovery document. It reads better whole:
+// one rule after another, in the order of those descriptions, each with the error the real API answers.
 func (p *project) normalizeEndpoint(neg *compute.NetworkEndpointGroup, zone string, i int, ep *compute.NetworkEndpoint) (endpointKey, *compute.NetworkEndpoint, *apiError) {
 	field := fmt.Sprintf("resource.networkEndpoints[%d]", i)
 	var k endpointKey
