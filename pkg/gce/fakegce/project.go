@@ -91,6 +91,10 @@ type negState struct {
 	byConflict map[string]endpointKey
 	// inUseBy lists the URLs of backend services that reference the NEG; a NEG in use cannot be deleted.
 	inUseBy []string
+	// health holds the states tests set for attached endpoints (SetEndpointHealth); a detach forgets its endpoints'.
+	// defaultHealth ("": HEALTHY) is the state of the others (SetDefaultEndpointHealth).
+	health        map[endpointKey]string
+	defaultHealth string
 }
 
 // newProject returns an empty project. Its maps are made by their first write (initMap): most projects a test's
