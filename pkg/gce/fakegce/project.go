@@ -148,11 +148,12 @@ func (p *project) countCall(now time.Time, m Method, zone string) time.Duration 
 
 // admit decides whether a counted call may run: first the rate quota, then injected faults. A fault with Async set on
 // a mutating method is returned for the handler to put in the call's operation instead of failing the call.
-func (p *project) admit(now time.Time, m Method) (*Fault, *apiError) {
+// healthStatus is the call's, for listNetworkEndpoints (see fireFault).
+func (p *project) admit(now time.Time, m Method, healthStatus string) (*Fault, *apiError) {
 	if aerr := p.takeQuota(now, m); aerr != nil {
 		return nil, aerr
 	}
-	f := p.fireFault(m)
+	f := p.fireFault(m, healthStatus)
 	if f == nil {
 		return nil, nil
 	}
