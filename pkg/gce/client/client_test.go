@@ -200,3 +200,41 @@ func TestListEndpointHealthsShowsTheBackendServicesView(t *testing.T) {
 		t.Errorf("ListEndpoints = %+v, %v; want the endpoint with its port", plain, err)
 	}
 }
+
+// A readiness check learns from ListEndpointHealths which endpoints a backend service reports UNHEALTHY: each
+// endpoint carries its own state, not the NEG's.
+func TestListEndpointHealthsReportsEachEndpointsState(t *testing.T) {
+	ctx := context.Background()
+	c, srv := newClient(t, fakegce.Options{})
+	const zone = "europe-west1-b"
+	if err := c.InsertNEG(ctx, zone, &compute.NetworkEndpointGroup{Name: "neg", NetworkEndpointType: "GCE_VM_IP_PORT", DefaultPort: 80}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AttachEndpoints(ctx, zone, "neg", []*compute.NetworkEndpoint{
+		{Instance: "vm", IpAddress: "10.0.0.1", Port: 8080},
+		{Instance: "vm", IpAddress: "10.0.0.2", Port: 8080},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.SetInUseBy("p-tenant-a", zone, "neg", "web-backend"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.SetEndpointHealth("p-tenant-a", zone, "neg", "10.0.0.1", 8080, fakegce.HealthUnhealthy); err != nil {
+		t.Fatal(err)
+	}
+	listed, err := c.ListEndpointHealths(ctx, zone, "neg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, ep := range listed {
+		if len(ep.Healths) != 1 || ep.Healths[0].BackendService == nil ||
+			!strings.HasSuffix(ep.Healths[0].BackendService.BackendService, "/global/backendServices/web-backend") {
+			t.Fatalf("healths of %s: %+v, want one naming web-backend", ep.NetworkEndpoint.IpAddress, ep.Healths)
+		}
+		got[ep.NetworkEndpoint.IpAddress] = ep.Healths[0].HealthState
+	}
+	if want := map[string]string{"10.0.0.1": "UNHEALTHY", "10.0.0.2": "HEALTHY"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("health states %v, want %v", got, want)
+	}
+}

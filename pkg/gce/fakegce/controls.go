@@ -46,6 +46,10 @@ type Fault struct {
 	// Operation, which becomes DONE with this error in Operation.error and httpErrorStatusCode, and the call changes
 	// nothing. For other methods Async is ignored.
 	Async bool
+	// HealthStatus, for MethodListEndpoints only, limits the fault to calls with this healthStatus: "SHOW" fails a
+	// readiness poll's health lists and leaves the endpoint lists of a NEG controller ("SKIP", or none) alone.
+	// "": every call of the method.
+	HealthStatus string
 }
 
 type faultState struct {
@@ -66,11 +70,15 @@ func (f *Fault) apiError() *apiError {
 	return &apiError{code: f.Code, reason: reason, message: msg}
 }
 
-// fireFault returns the first fault of the method (then of AnyMethod) that fires for this call, or nil.
-func (p *project) fireFault(m Method) *Fault {
+// fireFault returns the first fault of the method (then of AnyMethod) that fires for this call, or nil. healthStatus
+// is the call's healthStatus, normalized ("SKIP" when absent), for listNetworkEndpoints, and "" for other methods.
+func (p *project) fireFault(m Method, healthStatus string) *Fault {
 	for _, key := range []Method{m, AnyMethod} {
 		list := p.faults[key]
 		for i, fs := range list {
+			if fs.HealthStatus != "" && fs.HealthStatus != healthStatus {
+				continue
+			}
 			fs.matched++
 			if fs.EveryNth > 1 && fs.matched%fs.EveryNth != 0 {
 				continue
@@ -94,6 +102,9 @@ func (p *project) fireFault(m Method) *Fault {
 func (s *Server) InjectFault(project string, method Method, f Fault) {
 	if f.Code < 400 || f.Code > 599 {
 		panic(fmt.Sprintf("fakegce: fault code %d is not an HTTP error status", f.Code))
+	}
+	if f.HealthStatus != "" && (method != MethodListEndpoints || (f.HealthStatus != "SHOW" && f.HealthStatus != "SKIP")) {
+		panic(fmt.Sprintf("fakegce: fault HealthStatus %q: want SHOW or SKIP, on %s only", f.HealthStatus, MethodListEndpoints))
 	}
 	p := s.project(project)
 	p.mu.Lock()

@@ -34,7 +34,8 @@ limitations under the License.
 // ([Server.ZoneCalls]); it injects faults per project and method ([Server.InjectFault]), latency
 // ([Server.SetLatency]) and a per-minute rate quota ([Server.SetQuota]) on an injectable clock; and it lets tests
 // read and seed state directly ([Server.NEG], [Server.Endpoints], [Server.SeedNEG], [Server.SetInUseBy],
-// [Server.AddInstance]).
+// [Server.AddInstance]), including the health that listNetworkEndpoints reports for an endpoint in a backend service
+// ([Server.SetEndpointHealth], [Server.SetDefaultEndpointHealth]).
 //
 // docs/fake-gce.md lists which real-API rules are enforced, where each comes from, and what is not implemented.
 package fakegce

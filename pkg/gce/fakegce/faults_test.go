@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	compute "google.golang.org/api/compute/v1"
 	"google.golang.org/api/googleapi"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
@@ -367,4 +368,52 @@ func TestDefaultQuotaAppliesToEveryProject(t *testing.T) {
 	noErr(t, err)
 	_, err = e.svc.ZoneOperations.Get("tenant-c", zone, op.Name).Do()
 	wantAPIError(t, err, http.StatusForbidden, fakegce.ReasonRateLimitExceeded)
+}
+
+// A fault limited to healthStatus SHOW fails a readiness poll's health lists and leaves alone the endpoint lists a NEG
+// controller makes (SKIP, or no healthStatus), so a test can fail the poll without failing the controller.
+func TestFaultCanTargetTheHealthListsAlone(t *testing.T) {
+	e := newEnv(t, fakegce.Options{})
+	e.insert(t, project, zone, "neg-1")
+	_, err := e.attach(project, zone, "neg-1", endpoints(1))
+	noErr(t, err)
+	list := func(health string) error {
+		_, err := e.svc.NetworkEndpointGroups.ListNetworkEndpoints(project, zone, "neg-1",
+			&compute.NetworkEndpointGroupsListEndpointsRequest{HealthStatus: health}).Do()
+		return err
+	}
+	e.srv.InjectFault(project, fakegce.MethodListEndpoints, fakegce.Fault{Code: http.StatusServiceUnavailable, HealthStatus: "SHOW", Times: 2})
+	noErr(t, list("SKIP"))
+	wantAPIError(t, list("SHOW"), http.StatusServiceUnavailable, fakegce.ReasonBackendError)
+	noErr(t, list(""))
+	wantAPIError(t, list("SHOW"), http.StatusServiceUnavailable, fakegce.ReasonBackendError)
+	// Times counted the SHOW calls alone: the two lists without health did not spend the fault.
+	noErr(t, list("SHOW"))
+
+	// EveryNth counts the SHOW calls alone too: the SKIP list between them is not the second.
+	e.srv.InjectFault(project, fakegce.MethodListEndpoints, fakegce.Fault{Code: http.StatusServiceUnavailable, HealthStatus: "SHOW", EveryNth: 2})
+	noErr(t, list("SHOW"))
+	noErr(t, list("SKIP"))
+	wantAPIError(t, list("SHOW"), http.StatusServiceUnavailable, fakegce.ReasonBackendError)
+	e.srv.ClearFaults(project)
+
+	// SKIP also matches a list without healthStatus, which the API treats as SKIP.
+	e.srv.InjectFault(project, fakegce.MethodListEndpoints, fakegce.Fault{Code: http.StatusInternalServerError, HealthStatus: "SKIP"})
+	noErr(t, list("SHOW"))
+	wantAPIError(t, list(""), http.StatusInternalServerError, fakegce.ReasonBackendError)
+	wantAPIError(t, list("SKIP"), http.StatusInternalServerError, fakegce.ReasonBackendError)
+
+	for _, bad := range []struct {
+		method fakegce.Method
+		health string
+	}{{fakegce.MethodGet, "SHOW"}, {fakegce.AnyMethod, "SHOW"}, {fakegce.MethodListEndpoints, "show"}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("InjectFault on %s with HealthStatus %q did not panic", bad.method, bad.health)
+				}
+			}()
+			e.srv.InjectFault(project, bad.method, fakegce.Fault{Code: http.StatusServiceUnavailable, HealthStatus: bad.health})
+		}()
+	}
 }

@@ -353,6 +353,8 @@ func (c *call) detach() (any, *apiError) {
 		for _, k := range ch.keys {
 			delete(n.endpoints, k)
 			delete(n.byConflict, conflictKey(n.neg.NetworkEndpointType, k))
+			// A detached endpoint's health is forgotten: attached again, it starts from the NEG's default.
+			delete(n.health, k)
 		}
 	})
 }
@@ -421,14 +423,7 @@ func (c *call) listEndpoints() (any, *apiError) {
 		ep.Annotations = maps.Clone(ep.Annotations)
 		item := &compute.NetworkEndpointWithHealthStatus{NetworkEndpoint: &ep}
 		if req.HealthStatus == "SHOW" {
-			// The fake runs no health checks. An endpoint is reported healthy for each backend service that
-			// uses its NEG, and has no health entries when none does, as on GCE.
-			for _, bs := range n.inUseBy {
-				item.Healths = append(item.Healths, &compute.HealthStatusForNetworkEndpoint{
-					BackendService: &compute.BackendServiceReference{BackendService: bs},
-					HealthState:    "HEALTHY",
-				})
-			}
+			item.Healths = n.healths(k.key)
 		}
 		out.Items = append(out.Items, item)
 	}

@@ -238,7 +238,7 @@ func (s *Server) waitOperation(ctx context.Context, p *project, rt route) (any, 
 	p.mu.Lock()
 	start := s.clock.Now()
 	p.completeDue(start)
-	if _, aerr := p.admit(start, rt.method); aerr != nil {
+	if _, aerr := p.admit(start, rt.method, ""); aerr != nil {
 		p.mu.Unlock()
 		return nil, aerr
 	}

@@ -91,6 +91,10 @@ type negState struct {
 	byConflict map[string]endpointKey
 	// inUseBy lists the URLs of backend services that reference the NEG; a NEG in use cannot be deleted.
 	inUseBy []string
+	// health holds the states tests set for attached endpoints (SetEndpointHealth); a detach forgets its endpoints'.
+	// defaultHealth ("": HEALTHY) is the state of the others (SetDefaultEndpointHealth).
+	health        map[endpointKey]string
+	defaultHealth string
 }
 
 // newProject returns an empty project. Its maps are made by their first write (initMap): most projects a test's
@@ -144,11 +148,12 @@ func (p *project) countCall(now time.Time, m Method, zone string) time.Duration 
 
 // admit decides whether a counted call may run: first the rate quota, then injected faults. A fault with Async set on
 // a mutating method is returned for the handler to put in the call's operation instead of failing the call.
-func (p *project) admit(now time.Time, m Method) (*Fault, *apiError) {
+// healthStatus is the call's, for listNetworkEndpoints (see fireFault).
+func (p *project) admit(now time.Time, m Method, healthStatus string) (*Fault, *apiError) {
 	if aerr := p.takeQuota(now, m); aerr != nil {
 		return nil, aerr
 	}
-	f := p.fireFault(m)
+	f := p.fireFault(m, healthStatus)
 	if f == nil {
 		return nil, nil
 	}

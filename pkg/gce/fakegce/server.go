@@ -373,7 +373,7 @@ func (s *Server) serve(r *http.Request, rec *CallRecord) (any, *apiError) {
 	defer p.mu.Unlock()
 	now := s.clock.Now()
 	p.completeDue(now)
-	fault, aerr := p.admit(now, rt.method)
+	fault, aerr := p.admit(now, rt.method, requestedHealthStatus(rt.method, body))
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -399,6 +399,22 @@ func (s *Server) serve(r *http.Request, rec *CallRecord) (any, *apiError) {
 		return call.getOperation()
 	}
 	return nil, errNotImplemented("method %s", rt.method)
+}
+
+// requestedHealthStatus is the healthStatus of a listNetworkEndpoints request, SKIP when absent as the API defaults it,
+// so that a fault can target the health lists alone. A body that does not parse gives "SKIP"; the method refuses it
+// afterwards. Other methods have none ("").
+func requestedHealthStatus(m Method, body []byte) string {
+	if m != MethodListEndpoints {
+		return ""
+	}
+	var req struct {
+		HealthStatus string `json:"healthStatus"`
+	}
+	if json.Unmarshal(body, &req) != nil || req.HealthStatus == "" {
+		return "SKIP"
+	}
+	return req.HealthStatus
 }
 
 // project returns the state of a project, creating it on first use: in the fake every project exists.

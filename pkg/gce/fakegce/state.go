@@ -126,8 +126,8 @@ func (s *Server) SeedNEG(project, zone string, neg *compute.NetworkEndpointGroup
 }
 
 // SetInUseBy records that backend services (names, or URLs) use the NEG, which makes delete fail with 400
-// resourceInUseByAnotherResource and makes listNetworkEndpoints with healthStatus SHOW report each endpoint healthy
-// for each of them. With no backend services the NEG is no longer in use.
+// resourceInUseByAnotherResource and makes listNetworkEndpoints with healthStatus SHOW report each endpoint's health
+// (SetEndpointHealth; HEALTHY unless set) for each of them. With no backend services the NEG is no longer in use.
 func (s *Server) SetInUseBy(project, zone, name string, backendServices ...string) error {
 	p := s.existingProject(project)
 	if p == nil {
