@@ -19,13 +19,16 @@ package ingresstunnel
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
@@ -55,6 +58,15 @@ func TestCleanupDeletesEveryResourceOfTheTenant(t *testing.T) {
 			HTTPConfig: &tunnelv1alpha1.HTTPConfig{Subdomain: "other", DomainName: "example.com"}},
 	}
 	mp := mpfake.NewClientset(madeOne, other)
+	// The fake cannot resume a watch from a resourceVersion: a delete made between the informer's list and its watch
+	// would never reach the cache, and Pending would list it forever. The cleanup starts once the watch has.
+	watching := make(chan struct{})
+	var watchOnce sync.Once
+	mp.PrependWatchReactor("pangolinresources", func(a clienttesting.Action) (bool, watch.Interface, error) {
+		w, err := mp.Tracker().Watch(a.GetResource(), a.GetNamespace())
+		watchOnce.Do(func() { close(watching) })
+		return true, w, err
+	})
 	factory := mpinformers.NewSharedInformerFactory(mp, 0)
 	events := &tenanttest.Events{}
 	c := &tenant.Context{
@@ -76,6 +88,11 @@ func TestCleanupDeletesEveryResourceOfTheTenant(t *testing.T) {
 		factory.Shutdown()
 	}()
 	factory.WaitForCacheSync(ctx.Done())
+	select {
+	case <-watching:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the PangolinResource informer never started its watch")
+	}
 	pending, err := Pending(ctx, c)
 	if err != nil {
 		t.Fatal(err)
