@@ -16,8 +16,8 @@ limitations under the License.
 
 // Package framework owns the real control plane that this project's integration tests (and hack/local-up.sh) run
 // against: an etcd with a throwaway data directory, a kube-apiserver with RBAC authorization and ServiceAccount
-// tokens, and optionally a kube-controller-manager that runs only the garbage collector and the namespace
-// controller. It finds or builds the binaries (hack/build-controlplane.sh), starts them on free loopback ports,
+// tokens, and optionally a kube-controller-manager that runs the garbage collector and the namespace controller (and
+// whatever more controllers a package asks for, such as deployment, replicaset and endpointslice). It finds or builds the binaries (hack/build-controlplane.sh), starts them on free loopback ports,
 // waits until each one is ready, installs the project's manifests, hands out clients and isolated namespaces,
 // and stops every process it started, also when a test fails or panics.
 //
