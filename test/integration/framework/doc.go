@@ -39,6 +39,9 @@ limitations under the License.
 // (Manager.Create) and says when the tenant runs (Tenant.Start labels it for the shard) and when it no longer does
 // (Tenant.Stop removes the label, and the controllers stop without cleanup).
 //
+// There are no real Nodes and no kubelet: StartKubelet plays the kubelet of a test's fake Nodes, so that Pods bound
+// to them become Running and Ready (and go away when deleted) as on a cluster.
+//
 // The package itself has no build tag so that `go vet ./...` checks it; the integration tests that use it carry
 // the `integration` build tag, which keeps `go test ./...` a fast unit run.
 package framework
