@@ -18,8 +18,9 @@ limitations under the License.
 
 // Package e2e holds the end-to-end production-readiness tests of multiproject-controller-manager: the built binary
 // (./cmd/multiproject-controller-manager), run as separate processes with the ServiceAccount and RBAC from
-// manifests/, against a real etcd, kube-apiserver and kube-controller-manager (garbage collector and namespace
-// controller) from test/integration/framework, with an in-process fake GCE (pkg/gce/fakegce) over HTTP.
+// manifests/, against a real etcd, kube-apiserver and kube-controller-manager (garbage collector, namespace,
+// deployment, replicaset and endpointslice controllers) from test/integration/framework, with a stand-in kubelet
+// for the Pods of fake Nodes and an in-process fake GCE (pkg/gce/fakegce) over HTTP.
 //
 // What they show:
 //   - leader failover: the leader SIGKILLed while its controllers have work in flight; the standby takes over
@@ -29,7 +30,9 @@ limitations under the License.
 //     would expire (TestLeaderHandoverOnSIGTERM);
 //   - least privilege: no "forbidden" in any manager log (checked for every process these tests start),
 //     SubjectAccessReviews pin what the ServiceAccount may and may not do, and manifests/ applies cleanly with a
-//     server-side dry run (TestLeastPrivilege, TestManifestsServerSideDryRun).
+//     server-side dry run (TestLeastPrivilege, TestManifestsServerSideDryRun);
+//   - NEG readiness gates: a Deployment rolled out behind a NEG Service never leaves the NEG without serving Pods
+//     when its Pods declare the gate, and the window without it is measured (TestNEGReadinessGate).
 //
 // The tests run one after another: leader election uses the one Lease (kube-system/multiproject-controller-manager)
 // that the manifests' Role lets the ServiceAccount use, so every test deletes it before and after itself.
@@ -47,7 +50,9 @@ func TestMain(m *testing.M) {
 	framework.Main(m, framework.Options{
 		// The garbage collector removes Translations and PangolinResources with their owners, and namespaces
 		// really go away.
-		ControllerManager:       true,
+		ControllerManager: true,
+		// Deployments roll out, and selector Services get EndpointSlices, from the Pods the stand-in kubelet runs.
+		ExtraControllers:        []string{"deployment", "replicaset", "endpointslice"},
 		InstallProjectManifests: true,
 		// Rancher Projects, PangolinTunnels and PangolinResources.
 		ExtraManifestDirs: []string{"test/fixtures/crds"},

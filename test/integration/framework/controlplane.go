@@ -46,6 +46,11 @@ type Options struct {
 	// both controllers have been seen doing their job.
 	ControllerManager bool
 
+	// ExtraControllers are more kube-controller-manager controllers to run beside those two (ControllerManager must
+	// be set), e.g. "deployment", "replicaset" and "endpointslice" for a test that rolls out a Deployment and plays
+	// the kubelet itself (StartKubelet). They are not probed at startup: a test waits for what they do anyway.
+	ExtraControllers []string
+
 	// InstallProjectManifests applies manifests/crds (waiting until every CRD is Established), manifests/rbac and
 	// manifests/admission once the API server is ready. A directory that does not exist yet is skipped.
 	InstallProjectManifests bool
@@ -104,6 +109,9 @@ func StartControlPlane(ctx context.Context, opts Options) (_ *ControlPlane, err 
 	if progress == nil {
 		progress = os.Stderr
 	}
+	if len(opts.ExtraControllers) > 0 && !opts.ControllerManager {
+		return nil, errors.New("the ExtraControllers option needs ControllerManager")
+	}
 	repoRoot, err := FindRepoRoot()
 	if err != nil {
 		return nil, err
@@ -152,7 +160,8 @@ func StartControlPlane(ctx context.Context, opts Options) (_ *ControlPlane, err 
 		return nil, err
 	}
 	if opts.ControllerManager {
-		if err := cp.startControllerManager(ctx, filepath.Join(binDir, controllerManagerBinary)); err != nil {
+		binary := filepath.Join(binDir, controllerManagerBinary)
+		if err := cp.startControllerManager(ctx, binary, opts.ExtraControllers); err != nil {
 			return nil, err
 		}
 	}
@@ -406,23 +415,6 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 	}
 	cp.setAPIServer(p)
 	return waitReady(ctx, p, cp.apiServerReady)
-}
-
-func (cp *ControlPlane) startControllerManager(ctx context.Context, binary string) error {
-	p, err := startProcess(cp.starter, "kube-controller-manager", binary, filepath.Join(cp.dir, "kube-controller-manager.log"), []string{
-		"--kubeconfig=" + cp.kubeconfigPath,
-		"--controllers=garbagecollector,namespace",
-		"--leader-elect=false",
-		// No serving port, so no port race and nothing to poll; readiness is proven by the controllers' work below.
-		"--secure-port=0",
-		"--use-service-account-credentials=false",
-	})
-	cp.controllerManager = p
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(cp.progress, "framework: waiting for kube-controller-manager's garbage collector and namespace controller\n")
-	return cp.probeControllers(ctx, p)
 }
 
 // startRetryingPortRaces runs attempt (pick ports, start, wait for readiness) again when the component lost a

@@ -16,8 +16,8 @@ limitations under the License.
 
 // Package framework owns the real control plane that this project's integration tests (and hack/local-up.sh) run
 // against: an etcd with a throwaway data directory, a kube-apiserver with RBAC authorization and ServiceAccount
-// tokens, and optionally a kube-controller-manager that runs only the garbage collector and the namespace
-// controller. It finds or builds the binaries (hack/build-controlplane.sh), starts them on free loopback ports,
+// tokens, and optionally a kube-controller-manager that runs the garbage collector and the namespace controller (and
+// whatever more controllers a package asks for, such as deployment, replicaset and endpointslice). It finds or builds the binaries (hack/build-controlplane.sh), starts them on free loopback ports,
 // waits until each one is ready, installs the project's manifests, hands out clients and isolated namespaces,
 // and stops every process it started, also when a test fails or panics.
 //
@@ -38,6 +38,9 @@ limitations under the License.
 // ControllersManager) as a shard of its own, for which the test plays the sharder: it creates a ProviderConfig
 // (Manager.Create) and says when the tenant runs (Tenant.Start labels it for the shard) and when it no longer does
 // (Tenant.Stop removes the label, and the controllers stop without cleanup).
+//
+// There are no real Nodes and no kubelet: StartKubelet plays the kubelet of a test's fake Nodes, so that Pods bound
+// to them become Running and Ready (and go away when deleted) as on a cluster.
 //
 // The package itself has no build tag so that `go vet ./...` checks it; the integration tests that use it carry
 // the `integration` build tag, which keeps `go test ./...` a fast unit run.
