@@ -64,7 +64,7 @@ func TestAttachedWithoutHealthCheckAndInNoNEG(t *testing.T) {
 }
 
 // TestUnhealthyWaitsHealthyIsReady: UNHEALTHY keeps the condition False (written once, however many polls), HEALTHY
-// turns it True; the Pod counts as waiting meanwhile, its wait is observed once ready, and the waiting series goes
+// turns it True (two writes in all); the Pod counts as waiting meanwhile, its wait is observed once ready, and the waiting series goes
 // with the reflector.
 func TestUnhealthyWaitsHealthyIsReady(t *testing.T) {
 	metrics.Register()
@@ -92,6 +92,9 @@ func TestUnhealthyWaitsHealthyIsReady(t *testing.T) {
 		t.Errorf("message = %q", c.Message)
 	}
 	h.waitFor("the Event", func() bool { return h.events.Count(corev1.EventTypeNormal, ReasonReady) == 1 })
+	if got := h.podWrites("web-1"); !slices.Equal(got, []string{"patch/status", "patch/status"}) {
+		t.Errorf("writes of the Pod = %v, want two status patches (False once, then True)", got)
+	}
 	h.waitFor("no Pod waiting", func() bool {
 		v, _ := metrics.NEGReadinessPodsWaiting.Value(testTenant)
 		return v == 0

@@ -69,51 +69,8 @@ func TestTenantsTouchOnlyTheirPods(t *testing.T) {
 		in("ns-a", gatedPod("lonely-a", "10.0.0.1", nil)), in("ns-a", gatedPod("web-a", "10.0.0.2", map[string]string{"app": "web"})),
 		in("ns-b", gatedPod("lonely-b", "10.0.1.1", nil)))
 	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	tn, err := informerset.NewTenancy(informerset.TenancyConfig{Config: informerset.Config{
-		Client: kube, MultiprojectClient: mpfake.NewClientset(), Discovery: servesAll{}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tn.Set.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	routing := make(chan struct{})
-	go func() {
-		defer close(routing)
-		tn.RouteOptionals(ctx, nil)
-	}()
 	h := &harness{t: t, kube: kube}
-	h.waitFor("Translations served", func() bool { return tn.Served(informerset.Translations) })
-	reflectors, events := map[string]*Reflector{}, map[string]*tenanttest.Events{}
-	var stopped []chan struct{}
-	for _, name := range []string{"tenant-a", "tenant-b"} {
-		views, err := tn.Router.Tenant(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		events[name] = &tenanttest.Events{}
-		r, err := New(&tenant.Context{Controller: "neg",
-			ProviderConfig: &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name},
-				Spec: mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{ProjectID: name + "-project"}}},
-			KubeClient: kube, Informers: tenanttest.TenantInformers{Views: views}, EventRecorder: events[name], Workers: 1,
-		}, func(context.Context, string) (HealthLister, error) { return newFakeHealth(), nil })
-		if err != nil {
-			t.Fatal(err)
-		}
-		reflectors[name] = r
-		done := make(chan struct{})
-		stopped = append(stopped, done)
-		r.Start(ctx, func() { close(done) })
-	}
-	defer func() {
-		cancel()
-		for _, done := range stopped {
-			<-done
-		}
-		<-routing
-		_ = tn.Close()
-	}()
+	reflectors, events := startTenants(t, ctx, kube, "tenant-a", "tenant-b")
 
 	get := func(ns, name string) *corev1.PodCondition {
 		pod, err := kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
@@ -144,4 +101,56 @@ func TestTenantsTouchOnlyTheirPods(t *testing.T) {
 	h.waitFor("tenant b to take the waiting Pod up and tenant a to forget it", func() bool {
 		return reflectors["tenant-b"].isWaiting("ns-a", "web-a") && !reflectors["tenant-a"].isWaiting("ns-a", "web-a")
 	})
+}
+
+// startTenants runs a reflector for each tenant on the manager's tenant views of kube's objects, until the test ends.
+func startTenants(t *testing.T, ctx context.Context, kube *kubefake.Clientset, tenants ...string) (map[string]*Reflector, map[string]*tenanttest.Events) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	tn, err := informerset.NewTenancy(informerset.TenancyConfig{Config: informerset.Config{
+		Client: kube, MultiprojectClient: mpfake.NewClientset(), Discovery: servesAll{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tn.Set.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	routing := make(chan struct{})
+	go func() {
+		defer close(routing)
+		tn.RouteOptionals(ctx, nil)
+	}()
+	h := &harness{t: t, kube: kube}
+	h.waitFor("Translations served", func() bool { return tn.Served(informerset.Translations) })
+	reflectors, events := map[string]*Reflector{}, map[string]*tenanttest.Events{}
+	var stopped []chan struct{}
+	for _, name := range tenants {
+		views, err := tn.Router.Tenant(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events[name] = &tenanttest.Events{}
+		r, err := New(&tenant.Context{Controller: "neg",
+			ProviderConfig: &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{ProjectID: name + "-project"}}},
+			KubeClient: kube, Informers: tenanttest.TenantInformers{Views: views}, EventRecorder: events[name], Workers: 1,
+		}, func(context.Context, string) (HealthLister, error) { return newFakeHealth(), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		reflectors[name] = r
+		done := make(chan struct{})
+		stopped = append(stopped, done)
+		r.Start(ctx, func() { close(done) })
+	}
+	t.Cleanup(func() {
+		cancel()
+		for _, done := range stopped {
+			<-done
+		}
+		<-routing
+		_ = tn.Close()
+	})
+	return reflectors, events
+
 }
