@@ -60,7 +60,8 @@ var registerOnce sync.Once
 // Register adds the series to the legacy registry served on /metrics. It is idempotent.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.CustomMustRegister(Syncs, QueueDepth, ProviderConfigSyncs, NEGsCollected, statusCollector, gceCollector)
+		legacyregistry.CustomMustRegister(Syncs, QueueDepth, ProviderConfigSyncs, NEGsCollected, NEGReadinessPodsWaiting, statusCollector, gceCollector)
+		legacyregistry.MustRegister(NEGReadinessAttachToReady)
 	})
 }
 
@@ -95,4 +96,7 @@ func ForgetProviderConfig(providerConfig string) {
 	gceCollector.forget(providerConfig)
 	ProviderConfigSyncs.DeleteTenant(providerConfig)
 	NEGsCollected.DeleteTenant(providerConfig)
+	NEGReadinessPodsWaiting.DeleteTenant(providerConfig)
+	// Delete, not DeleteLabelValues: the vector is nil until registered (a process or test that never serves metrics).
+	NEGReadinessAttachToReady.Delete(map[string]string{"provider_config": providerConfig})
 }

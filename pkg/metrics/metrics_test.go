@@ -249,3 +249,34 @@ func TestCompactVecsExportWhatTheyHold(t *testing.T) {
 	}
 	ForgetProviderConfig(other)
 }
+
+// TestNEGReadinessSeriesGoWithTheTenant: a tenant's readiness series, the waiting gauge and the attach-to-ready
+// histogram, are removed by ForgetProviderConfig, and another tenant's are kept.
+func TestNEGReadinessSeriesGoWithTheTenant(t *testing.T) {
+	Register()
+	NEGReadinessPodsWaiting.Set(3, "ready-a")
+	ObserveNEGReadiness("ready-a", 2*time.Second)
+	ObserveNEGReadiness("ready-b", time.Second)
+	ForgetProviderConfig("ready-a")
+	if _, ok := NEGReadinessPodsWaiting.Value("ready-a"); ok {
+		t.Error("a forgotten tenant still has its Pods waiting series")
+	}
+	count := func(tenant string) uint64 {
+		families, err := legacyregistry.DefaultGatherer.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				if f.GetName() == "multiproject_neg_readiness_attach_to_ready_seconds" && m.GetLabel()[0].GetValue() == tenant {
+					return m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+		return 0
+	}
+	if a, b := count("ready-a"), count("ready-b"); a != 0 || b != 1 {
+		t.Errorf("attach-to-ready observations: forgotten tenant %d, other %d; want 0 and 1", a, b)
+	}
+	ForgetProviderConfig("ready-b")
+}

@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/readiness"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
@@ -36,13 +37,16 @@ const ReasonRunning = "Running"
 // the pusher.
 const DefaultConcurrentSyncs = 5
 
-// Controller is one tenant's neg controller: the translator and the pusher, run side by side.
+// Controller is one tenant's neg controller: the translator, the pusher and the readiness reflector, run side by
+// side.
 type Controller struct {
 	translator *translator.Translator
 	pusher     tenant.Starter
+	readiness  *readiness.Reflector
 }
 
-// New builds the translator and the pusher of the tenant c describes. Neither makes an API call here.
+// New builds the translator, the pusher and the readiness reflector of the tenant c describes. None makes an API
+// call here.
 func New(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
 	gate := &conditionGate{target: c.Condition, message: fmt.Sprintf(
 		"translating the tenant's Services with annotation %s into NEGs in GCP project %s", translator.NEGAnnotationKey, projectOf(c))}
@@ -56,7 +60,19 @@ func New(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Controller{translator: t, pusher: p}, nil
+	// The reflector polls GCE with the pusher's client, so its calls share the tenant's rate limiter.
+	push := p.(*pusher.Pusher)
+	r, err := readiness.New(c, func(ctx context.Context, project string) (readiness.HealthLister, error) {
+		client, err := push.GCEClient(ctx, project)
+		if err != nil {
+			return nil, err
+		}
+		return client, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Controller{translator: t, pusher: p, readiness: r}, nil
 }
 
 func projectOf(c *tenant.Context) string {
@@ -66,13 +82,13 @@ func projectOf(c *tenant.Context) string {
 	return ""
 }
 
-// Run runs both halves until ctx ends and returns once both have stopped.
+// Run runs the three parts until ctx ends and returns once all have stopped.
 func (c *Controller) Run(ctx context.Context) { tenant.RunStarter(ctx, c) }
 
-// Start starts both halves and returns; done is called once both have stopped (tenant.Starter).
+// Start starts the three parts and returns; done is called once all have stopped (tenant.Starter).
 func (c *Controller) Start(ctx context.Context, done func()) {
 	var halves atomic.Int32
-	halves.Store(2)
+	halves.Store(3)
 	stopped := func() {
 		if halves.Add(-1) == 0 {
 			done()
@@ -80,6 +96,7 @@ func (c *Controller) Start(ctx context.Context, done func()) {
 	}
 	c.translator.Start(ctx, stopped)
 	c.pusher.Start(ctx, stopped)
+	c.readiness.Start(ctx, stopped)
 }
 
 // conditionGate keeps one source of truth for the tenant's NEGReady condition, which both halves want to report:

@@ -41,7 +41,7 @@ func TestNewBuildsBothHalves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ctl := c.(*Controller); ctl.translator == nil || ctl.pusher == nil {
+	if ctl := c.(*Controller); ctl.translator == nil || ctl.pusher == nil || ctl.readiness == nil {
 		t.Errorf("controller = %+v", ctl)
 	}
 	noGCP := *tctx
@@ -84,6 +84,7 @@ func tenantContext(t *testing.T) *tenant.Context {
 			informerset.EndpointSlices: endpointSlices,
 			informerset.Nodes:          kubeFactory.Core().V1().Nodes().Informer(),
 			informerset.Translations:   translations,
+			informerset.Pods:           kubeFactory.Core().V1().Pods().Informer(),
 		},
 		EventRecorder: &tenanttest.Events{},
 		Condition:     &tenanttest.Conditions{},

@@ -106,6 +106,10 @@ type Options struct {
 	// NEGGCPeriod is how often each tenant's NEG pusher sweeps the tenant's project for NEGs that carry this
 	// cluster's and tenant's ownership marker but that no Translation claims (--neg-gc-period); 0 disables it.
 	NEGGCPeriod time.Duration
+	// NEGReadinessTimeout is how long after a Pod's creation the NEG readiness reflector sets the condition
+	// cloud.google.com/load-balancer-neg-ready True anyway (reason LoadBalancerNegTimeout), so that a broken health
+	// check cannot block a rollout forever (--neg-readiness-timeout); 0 disables it.
+	NEGReadinessTimeout time.Duration
 	// GCEUserAgent identifies this process in every Compute Engine call's User-Agent, so GCE audit logs (and the
 	// fake GCE in tests) can tell which replica made a call.
 	GCEUserAgent string

@@ -91,6 +91,9 @@ func TestDefaultsAreValid(t *testing.T) {
 	if o.ProviderConfigLabelKey != "multiproject.io/provider-config" {
 		t.Errorf("label key default = %q", o.ProviderConfigLabelKey)
 	}
+	if o.TenantControllers.NEGReadinessTimeout != 10*time.Minute {
+		t.Errorf("--neg-readiness-timeout default = %s, want ingress-gce's 10m", o.TenantControllers.NEGReadinessTimeout)
+	}
 	// A tenant's share defaults to a quarter of the client's budget, burst rounded up.
 	if qps, burst := o.tenantBudget(); qps != 5 || burst != 8 {
 		t.Errorf("per-tenant budget default = %v/%d, want 5/8 (a quarter of 20/30)", qps, burst)
@@ -102,7 +105,7 @@ func TestFlagsParseIntoOptions(t *testing.T) {
 		"--controllers=*,-neg", "--kubeconfig=/k", "--kube-api-qps=50", "--kube-api-burst=80",
 		"--concurrent-neg-syncs=3", "--concurrent-ingress-tunnel-syncs=7", "--resync-period=1m",
 		"--provider-config-name-label-key=example.com/tenant", "--leader-elect=false",
-		"--leader-elect-resource-name=other", "--secure-port=0", "--profiling=false",
+		"--leader-elect-resource-name=other", "--secure-port=0", "--profiling=false", "--neg-readiness-timeout=90s",
 	)
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
@@ -118,6 +121,8 @@ func TestFlagsParseIntoOptions(t *testing.T) {
 		t.Errorf("resync %s, label %q", o.ResyncPeriod.Duration, o.ProviderConfigLabelKey)
 	case o.LeaderElection.LeaderElect, o.LeaderElection.ResourceName != "other":
 		t.Errorf("leader election = %+v", o.LeaderElection)
+	case o.TenantControllers.NEGReadinessTimeout != 90*time.Second:
+		t.Errorf("NEG readiness timeout = %s", o.TenantControllers.NEGReadinessTimeout)
 	case o.SecureServing.BindPort != 0, o.Debugging.EnableProfiling:
 		t.Errorf("serving port %d profiling %v", o.SecureServing.BindPort, o.Debugging.EnableProfiling)
 	}
@@ -140,6 +145,8 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		"zero tenant burst":                      {[]string{"--kube-api-burst-per-tenant=0"}, "--kube-api-burst-per-tenant (0) must be at least 1"},
 		"tenant burst ignored when disabled":     {[]string{"--kube-api-qps-per-tenant=0", "--kube-api-burst-per-tenant=0"}, ""},
 		"negative resync":                        {[]string{"--resync-period=-1s"}, "--resync-period must not be negative"},
+		"negative readiness timeout":             {[]string{"--neg-readiness-timeout=-1s"}, "--neg-readiness-timeout must not be negative, got -1s"},
+		"readiness timeout disabled":             {[]string{"--neg-readiness-timeout=0"}, ""},
 		"bad label key":                          {[]string{"--provider-config-name-label-key=not a key"}, "--provider-config-name-label-key"},
 		"zero cache sync timeout":                {[]string{"--cache-sync-timeout=0"}, "--cache-sync-timeout must be positive"},
 		"lease not over renew":                   {[]string{"--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=10s"}, "--leader-elect-lease-duration (10s) must be greater than --leader-elect-renew-deadline (10s)"},

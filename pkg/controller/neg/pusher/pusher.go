@@ -276,6 +276,13 @@ func (p *Pusher) onUpdate(oldObj, newObj any) {
 	p.workers.AddObject(newObj)
 }
 
+// GCEClient returns the tenant's Compute Engine client for a project, the pusher's own: the NEG readiness
+// reflector polls endpoint health with it, so its calls take their tokens from the tenant's rate limiter
+// (--gce-qps) and share the pusher's credentials.
+func (p *Pusher) GCEClient(ctx context.Context, project string) (*gceclient.Client, error) {
+	return p.gceClient(ctx, project)
+}
+
 // gceClient returns the tenant's Compute Engine client for a project, building it on first use. The credentials
 // Secret is read again once the key in use is older than credentialsRefresh, and a changed key rebuilds every
 // client, so a rotated key is picked up without a restart. A failure is not kept: the next sync tries again (the

@@ -1,0 +1,228 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package readiness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
+)
+
+// negAnnotationKey is the Service annotation that asks for NEGs (the translator's NEGAnnotationKey; not imported,
+// so that the reflector and the translator stay apart).
+const negAnnotationKey = "cloud.google.com/neg"
+
+// sync decides one Pod's condition and writes it when it changes. A Pod that waits on GCE's health report comes
+// back with backoff (an ErrWaiting); one that waits for its attach comes back with the events of its namespace's
+// Translations and Services; both come back at the timeout.
+func (r *Reflector) sync(ctx context.Context, key string) (worker.Result, error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return worker.Result{}, nil
+	}
+	pod, err := r.podLister.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		r.forget(ns, name)
+		return worker.Result{}, nil
+	}
+	if err != nil {
+		return worker.Result{}, err
+	}
+	if !gated(pod) || pod.DeletionTimestamp != nil {
+		r.forget(ns, name)
+		return worker.Result{}, nil
+	}
+	in, pollErr := r.gather(ctx, pod)
+	v := decide(in)
+	if v.write {
+		if err := r.write(ctx, pod, in.current, v); err != nil {
+			if apierrors.IsNotFound(err) {
+				// Deleted meanwhile: nothing left to do, and its delete event has forgotten it or will.
+				r.forget(ns, name)
+				return worker.Result{}, nil
+			}
+			return worker.Result{}, err
+		}
+	}
+	if v.status == corev1.ConditionTrue {
+		w := r.forget(ns, name)
+		if v.reason == ReasonReady || v.reason == ReasonWithoutHealthCheck {
+			if attachedAny(in.negs) {
+				metrics.ObserveNEGReadiness(r.tenant, in.now.Sub(firstOr(w.attachedAt, in.now)))
+			}
+		}
+		return worker.Result{}, nil
+	}
+	r.wait(ns, name, attachedAny(in.negs))
+	if !v.poll && pollErr == nil {
+		return worker.Result{RequeueAfter: v.timeoutIn}, nil
+	}
+	// The retry's backoff brings the Pod back; the timeout stands beside it (the earlier of the two fires first).
+	if v.timeoutIn > 0 {
+		r.workers.AddAfter(key, v.timeoutIn)
+	}
+	if pollErr != nil {
+		return worker.Result{}, pollErr
+	}
+	return worker.Result{}, fmt.Errorf("%w: %s", worker.ErrWaiting, v.message)
+}
+
+// gather reads what decide needs: the Pod's NEGs from the Translations of its namespace, whether a NEG Service
+// selects it, and the health of its endpoint in its attached NEGs, polled until one of them makes it ready. A
+// failed poll leaves that NEG's health unknown and is returned.
+func (r *Reflector) gather(ctx context.Context, pod *corev1.Pod) (input, error) {
+	in := input{current: condition(pod), created: pod.CreationTimestamp.Time, timeout: r.timeout}
+	ips := podIPs(pod)
+	in.negs = r.memberships(pod.Namespace, ips)
+	in.selected = r.selected(pod)
+	var errs []error
+	for i := range in.negs {
+		m := &in.negs[i]
+		if !m.attached {
+			continue
+		}
+		items, err := r.polls.list(ctx, m.neg)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if m.health, m.states = healthOf(items, ips, m.port); m.health == healthHealthy || m.health == healthNoCheck {
+			break
+		}
+	}
+	in.now = r.now()
+	return in, errors.Join(errs...)
+}
+
+// memberships are the NEGs whose Translation (of the tenant, in the Pod's namespace) lists one of the Pod's IPs.
+// One is attached once the pusher has synced the Translation's current spec: its status has observed the
+// generation and its Synced condition is True for it.
+func (r *Reflector) memberships(namespace string, ips []string) []membership {
+	if len(ips) == 0 {
+		return nil
+	}
+	objs, _ := r.translations.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+	var out []membership
+	for _, obj := range objs {
+		tr, ok := obj.(*mpv1alpha1.Translation)
+		if !ok || tr.DeletionTimestamp != nil {
+			continue
+		}
+		attached := synced(tr)
+		for i := range tr.Spec.Resources {
+			res := &tr.Spec.Resources[i]
+			if res.NetworkEndpointGroup == nil {
+				continue
+			}
+			for _, ep := range res.NetworkEndpointGroup.Endpoints {
+				if slices.Contains(ips, ep.IPAddress) {
+					port := ep.Port
+					if port == 0 {
+						port = res.NetworkEndpointGroup.Port
+					}
+					neg := negRef{project: r.projectOf(tr, res), zone: res.Zone, name: res.Name}
+					out = append(out, membership{neg: neg, port: port, attached: attached})
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+func synced(tr *mpv1alpha1.Translation) bool {
+	c := meta.FindStatusCondition(tr.Status.Conditions, mpv1alpha1.TranslationConditionSynced)
+	return tr.Status.ObservedGeneration >= tr.Generation && c != nil && c.Status == metav1.ConditionTrue &&
+		c.ObservedGeneration >= tr.Generation
+}
+
+// projectOf is the project the pusher put a NEG in: the one its status entry records, or the tenant's.
+func (r *Reflector) projectOf(tr *mpv1alpha1.Translation, res *mpv1alpha1.BackendResource) string {
+	for _, s := range tr.Status.Resources {
+		if s.Name == res.Name && s.Zone == res.Zone && s.Project != "" && s.State != mpv1alpha1.BackendResourceStateDeleting {
+			return s.Project
+		}
+	}
+	return r.project
+}
+
+// selected reports whether a Service of the Pod's namespace that asks for NEGs selects it.
+func (r *Reflector) selected(pod *corev1.Pod) bool {
+	objs, _ := r.services.GetIndexer().ByIndex(cache.NamespaceIndex, pod.Namespace)
+	for _, obj := range objs {
+		svc, ok := obj.(*corev1.Service)
+		if !ok || len(svc.Spec.Selector) == 0 || !asksForNEGs(svc) {
+			continue
+		}
+		if labels.SelectorFromValidatedSet(svc.Spec.Selector).Matches(labels.Set(pod.Labels)) {
+			return true
+		}
+	}
+	return false
+}
+
+// asksForNEGs reports whether the Service's annotation exposes a port as a NEG. A malformed annotation makes no NEG
+// (the translator refuses it with a Warning on the Service), and ingress: true makes none here either.
+func asksForNEGs(svc *corev1.Service) bool {
+	value, ok := svc.Annotations[negAnnotationKey]
+	if !ok {
+		return false
+	}
+	var ann struct {
+		ExposedPorts map[string]json.RawMessage `json:"exposed_ports"`
+	}
+	return json.Unmarshal([]byte(value), &ann) == nil && len(ann.ExposedPorts) > 0
+}
+
+func podIPs(pod *corev1.Pod) []string {
+	var ips []string
+	if pod.Status.PodIP != "" {
+		ips = append(ips, pod.Status.PodIP)
+	}
+	for _, ip := range pod.Status.PodIPs {
+		if ip.IP != "" && !slices.Contains(ips, ip.IP) {
+			ips = append(ips, ip.IP)
+		}
+	}
+	return ips
+}
+
+func attachedAny(negs []membership) bool {
+	return slices.ContainsFunc(negs, func(m membership) bool { return m.attached })
+}
+
+func firstOr(t, otherwise time.Time) time.Time {
+	if t.IsZero() {
+		return otherwise
+	}
+	return t
+}
