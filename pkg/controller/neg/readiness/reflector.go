@@ -101,13 +101,13 @@ func New(c *tenant.Context, clients ClientFunc) (*Reflector, error) {
 	}
 	r.podLister = corelisters.NewPodLister(r.pods.GetIndexer())
 	r.workers = worker.New(worker.Config{
-		Tenant:      r.tenant,
-		Controller:  c.Controller,
-		Queue:       "readiness",
-		KeyName:     "pod",
-		Workers:     c.Workers,
-		Sync:        r.sync,
-		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](pollRound, maxPollBackoff),
+		Tenant:     r.tenant,
+		Controller: c.Controller,
+		Queue:      "readiness",
+		KeyName:    "pod",
+		Workers:    c.Workers,
+		Sync:       r.sync,
+		Retry:      &worker.Retry{RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](pollRound, maxPollBackoff)},
 	})
 	return r, nil
 }
