@@ -22,7 +22,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"path"
 	"testing"
 	"time"
@@ -40,12 +39,6 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
-
-// readinessGateE2E turns on the cases that need the NEG readiness gate to be served (issue 28: the translator's
-// gated endpoints, the readiness reflector, --neg-readiness-timeout, the fake's per-endpoint health). Until those
-// are merged nothing sets the gate's condition, so they are skipped unless READINESS_GATE_E2E=1.
-// TODO(lead): remove at merge; the cases then always run.
-var readinessGateE2E = os.Getenv("READINESS_GATE_E2E") == "1"
 
 // The gate and its reasons, as a user's Pod template and kubectl show them (ingress-gce's names).
 const (
@@ -75,10 +68,7 @@ func TestNEGReadinessGate(t *testing.T) {
 	gce := fakegce.New(fakegce.Options{OperationDelay: gceOperationDelay, OnCall: lists.record})
 	gce.Start()
 	t.Cleanup(gce.Close)
-	var args []string
-	if readinessGateE2E {
-		args = append(args, "--neg-readiness-timeout="+negReadinessTimeout.String())
-	}
+	args := []string{"--neg-readiness-timeout=" + negReadinessTimeout.String()}
 	le := leaderElection{leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: time.Second}
 	startManager(t, "a", managerKubeconfig(t), gce.Endpoint(), le, args...)
 
@@ -88,20 +78,12 @@ func TestNEGReadinessGate(t *testing.T) {
 	})
 	t.Run("rollout with the gate", func(t *testing.T) {
 		t.Parallel()
-		skipUnlessGateServed(t)
 		testRolloutWithGate(t, gce)
 	})
 	t.Run("health, timeout and no NEG", func(t *testing.T) {
 		t.Parallel()
-		skipUnlessGateServed(t)
 		testHealthAndTimeout(t, gce, lists)
 	})
-}
-
-func skipUnlessGateServed(t *testing.T) {
-	if !readinessGateE2E {
-		t.Skip("the NEG readiness gate is not served on this branch yet; READINESS_GATE_E2E=1 runs it")
-	}
 }
 
 // testRolloutWithoutGate measures the window the gate closes: Pods without it are Ready as soon as their containers

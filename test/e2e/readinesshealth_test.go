@@ -63,24 +63,12 @@ func (l *endpointLists) count(project, zone, neg string) int {
 
 // --- health-aware readiness, the timeout, and a Pod in no NEG ----------------------------------------------------
 
-// endpointHealth is the fake's per-endpoint health (fakegce.Server's SetDefaultEndpointHealth and
-// SetEndpointHealth, issue 28 part A), asserted through an interface until that part is merged.
-// TODO(lead): call the methods directly at merge.
-type endpointHealth interface {
-	SetDefaultEndpointHealth(project, zone, neg, state string) error
-	SetEndpointHealth(project, zone, neg, ipAddress string, port int64, state string) error
-}
-
 // testHealthAndTimeout: a backend service uses the Service's NEGs and reports every endpoint UNHEALTHY from its
 // first listing. Two gated Pods are attached and polled for health, and both stay not Ready with
 // LoadBalancerNegNotReady; one reported HEALTHY turns True with LoadBalancerNegReady (a Normal Event says so); the
 // other turns True with LoadBalancerNegTimeout once --neg-readiness-timeout has passed since its creation, not
 // before (a Warning Event says so). A gated Pod that no NEG Service selects turns True with LoadBalancerNegReady.
 func testHealthAndTimeout(t *testing.T, gce *fakegce.Server, lists *endpointLists) {
-	health, ok := any(gce).(endpointHealth)
-	if !ok {
-		t.Fatal("the fake GCE has no per-endpoint health (SetDefaultEndpointHealth, SetEndpointHealth)")
-	}
 	w := newWorkload(t, gce)
 	startKubelet(t, w, []string{w.nodeName(0, 0)}, netip.MustParsePrefix("10.243.0.0/24"))
 	createNEGService(t, w, "web")
@@ -90,7 +78,7 @@ func testHealthAndTimeout(t *testing.T, gce *fakegce.Server, lists *endpointList
 		if err := gce.SetInUseBy(w.project, zone, n.Name, "web-backend"); err != nil {
 			t.Fatal(err)
 		}
-		if err := health.SetDefaultEndpointHealth(w.project, zone, n.Name, "UNHEALTHY"); err != nil {
+		if err := gce.SetDefaultEndpointHealth(w.project, zone, n.Name, "UNHEALTHY"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -120,7 +108,7 @@ func testHealthAndTimeout(t *testing.T, gce *fakegce.Server, lists *endpointList
 		}
 	}
 
-	if err := health.SetEndpointHealth(w.project, zone, neg, ips[healthy], servicePort, "HEALTHY"); err != nil {
+	if err := gce.SetEndpointHealth(w.project, zone, neg, ips[healthy], servicePort, "HEALTHY"); err != nil {
 		t.Fatal(err)
 	}
 	waitGate(t, w, healthy, reasonNEGReady)
