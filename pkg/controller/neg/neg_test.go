@@ -84,6 +84,7 @@ func tenantContext(t *testing.T) *tenant.Context {
 			informerset.EndpointSlices: endpointSlices,
 			informerset.Nodes:          kubeFactory.Core().V1().Nodes().Informer(),
 			informerset.Translations:   translations,
+			informerset.Pods:           kubeFactory.Core().V1().Pods().Informer(),
 		},
 		EventRecorder: &tenanttest.Events{},
 		Condition:     &tenanttest.Conditions{},
