@@ -18,11 +18,13 @@ package informerset
 
 import (
 	"maps"
+	"slices"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 )
@@ -39,9 +41,21 @@ const EndpointSlicesByService = "multiproject.io/endpointslice-service"
 // ServiceKey is the value EndpointSlicesByService files a Service's slices under.
 func ServiceKey(namespace, name string) string { return namespace + "/" + name }
 
+// EndpointSlicesByPod is the index of EndpointSlices by the Pods of their endpoints that are not ready and not
+// terminating (targetRef of kind Pod), as PodKey: a Pod's event finds the slices, and so the Services, whose
+// endpoints its state decides (the neg translator counts such an endpoint when its Pod waits only for the NEG
+// readiness gate). A ready or terminating endpoint counts or not whatever its Pod says, and a change of the Pod that
+// changes that changes the slice too, whose own event brings its Service; leaving them out keeps the index empty in
+// a converged cluster (filing every endpoint cost about 350 bytes per endpoint). Only references to a Pod of the
+// slice's own namespace are filed; a Pod elsewhere may be another tenant's.
+const EndpointSlicesByPod = "multiproject.io/endpointslice-pod"
+
+// PodKey is the value EndpointSlicesByPod files the slices with an endpoint of the Pod under.
+func PodKey(namespace, name string) string { return namespace + "/" + name }
+
 // EndpointSliceIndexers are the indexers of the shared EndpointSlice informer.
 func EndpointSliceIndexers() cache.Indexers {
-	return withNamespaceIndex(cache.Indexers{EndpointSlicesByService: endpointSliceService})
+	return withNamespaceIndex(cache.Indexers{EndpointSlicesByService: endpointSliceService, EndpointSlicesByPod: endpointSlicePods})
 }
 
 func endpointSliceService(obj any) ([]string, error) {
@@ -54,6 +68,26 @@ func endpointSliceService(obj any) ([]string, error) {
 		return nil, nil
 	}
 	return []string{ServiceKey(slice.Namespace, service)}, nil
+}
+
+func endpointSlicePods(obj any) ([]string, error) {
+	slice, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	var keys []string
+	for i := range slice.Endpoints {
+		ep := &slice.Endpoints[i]
+		ref := ep.TargetRef
+		if ptr.Deref(ep.Conditions.Ready, true) || ptr.Deref(ep.Conditions.Terminating, false) ||
+			ref == nil || ref.Kind != "Pod" || ref.Name == "" || (ref.Namespace != "" && ref.Namespace != slice.Namespace) {
+			continue
+		}
+		keys = append(keys, PodKey(slice.Namespace, ref.Name))
+	}
+	// A Pod has one endpoint per slice, but a hand-made slice may list it twice.
+	slices.Sort(keys)
+	return slices.Compact(keys), nil
 }
 
 // TranslationsByOwner is the index of Translations by the object they were made for. A Translation is filed

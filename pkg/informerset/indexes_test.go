@@ -20,6 +20,7 @@ import (
 	"reflect"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -50,6 +51,20 @@ func TestIndexFuncs(t *testing.T) {
 			Labels: map[string]string{discoveryv1.LabelServiceName: "web"}}}, endpointSliceService, []string{"shop/web"}},
 		{"a slice of no Service", &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "x"}}, endpointSliceService, nil},
 		{"not a slice", &mpv1alpha1.Translation{}, endpointSliceService, nil},
+		{"a slice's not-ready Pods, once each, not other kinds or namespaces", podSlice(
+			&corev1.ObjectReference{Kind: "Pod", Name: "web-2"}, &corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: "web-1"},
+			nil, &corev1.ObjectReference{Kind: "Node", Name: "n1"}, &corev1.ObjectReference{Kind: "Pod", Namespace: "other", Name: "x"},
+			&corev1.ObjectReference{Kind: "Pod", Name: "web-1"}), endpointSlicePods, []string{"shop/web-1", "shop/web-2"}},
+		{"a slice of no Pod", podSlice(), endpointSlicePods, nil},
+		{"ready, readiness unset, terminating: not filed", func() *discoveryv1.EndpointSlice {
+			s := podSlice(&corev1.ObjectReference{Kind: "Pod", Name: "ready"}, &corev1.ObjectReference{Kind: "Pod", Name: "unset"},
+				&corev1.ObjectReference{Kind: "Pod", Name: "terminating"}, &corev1.ObjectReference{Kind: "Pod", Name: "waiting"})
+			s.Endpoints[0].Conditions.Ready = ptr.To(true)
+			s.Endpoints[1].Conditions.Ready = nil
+			s.Endpoints[2].Conditions.Terminating = ptr.To(true)
+			return s
+		}(), endpointSlicePods, []string{"shop/waiting"}},
+		{"not a slice, for the Pod index", &mpv1alpha1.Translation{}, endpointSlicePods, nil},
 		{"a Service's Translation", translation(uidLabel("u1"), controller("Service", "web", "u1")), translationOwner,
 			[]string{"shop/uid/u1", "shop/controller/v1/Service/web"}},
 		{"its owner-UID label wins over the reference", translation(uidLabel("u2"), controller("Service", "web", "u1")), translationOwner,
@@ -67,6 +82,17 @@ func TestIndexFuncs(t *testing.T) {
 	}
 }
 
+// podSlice is a slice of the namespace shop with one endpoint not ready per reference (nil: an endpoint without
+// one).
+func podSlice(refs ...*corev1.ObjectReference) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-1"}}
+	for _, ref := range refs {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, TargetRef: ref,
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}})
+	}
+	return s
+}
+
 // TestSharedInformersCarryTheHotPathIndexes: the shared EndpointSlice and Translation informers are built with the
 // indexes the neg translator reads them by; without them it refuses to start.
 func TestSharedInformersCarryTheHotPathIndexes(t *testing.T) {
@@ -75,8 +101,10 @@ func TestSharedInformersCarryTheHotPathIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices := set.Informer(EndpointSlices)
-	if _, ok := slices.GetIndexer().GetIndexers()[EndpointSlicesByService]; !ok {
-		t.Errorf("the EndpointSlice informer lacks %s", EndpointSlicesByService)
+	for _, index := range []string{EndpointSlicesByService, EndpointSlicesByPod} {
+		if _, ok := slices.GetIndexer().GetIndexers()[index]; !ok {
+			t.Errorf("the EndpointSlice informer lacks %s", index)
+		}
 	}
 	r, _ := LookupResource(Translations)
 	translations := r.NewInformer(Clients{Kube: fake.NewClientset(), Multiproject: mpfake.NewClientset()}, 0)

@@ -41,8 +41,8 @@ var (
 	Services       = schema.GroupVersionResource{Version: "v1", Resource: "services"}
 	EndpointSlices = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
 	Nodes          = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
-	// Pods are read by the neg translator (endpoints that wait only for the NEG readiness gate) and the NEG
-	// readiness reflector; a Pod belongs to its namespace's tenant.
+	// Pods are read by the neg translator (the endpoints of Pods that wait only for the NEG readiness gate) and the
+	// readiness reflector (which sets that gate's condition); both need only what TrimPod keeps.
 	Pods = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	// Namespaces is the resource the Router is built on.
 	Namespaces = tenancy.NamespacesResource
@@ -118,6 +118,9 @@ var Resources = []Resource{
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
 			return discoveryinformers.NewEndpointSliceInformer(c.Kube, metav1.NamespaceAll, resync, EndpointSliceIndexers())
 		}},
+	// A Pod belongs to its namespace's tenant. Pods are the cluster's most numerous and most often updated objects,
+	// so each is cached as TrimPod leaves it; their conditions are written with patches of pods/status, never with an
+	// Update of a cached copy.
 	{GVR: Pods, Trim: TrimPod, Scope: tenancy.Namespaced,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
 			return coreinformers.NewPodInformer(c.Kube, metav1.NamespaceAll, resync, namespaceIndex())

@@ -60,21 +60,33 @@ func TrimNode(obj any) {
 	}
 }
 
-// TrimPod keeps of a Pod what the neg translator and the NEG readiness reflector read: its identity, labels,
-// creation and deletion times, Node, readiness gates, phase, IPs and conditions. Containers, volumes and container
-// statuses are most of a Pod, and its status changes with every probe. A controller that comes to read more of a
-// Pod must keep it here.
+// TrimPod keeps of a Pod what the neg translator and the NEG readiness reflector read: its name, namespace, UID,
+// resourceVersion, labels (Service selectors), creation and deletion timestamps; spec.nodeName and
+// spec.readinessGates; status.phase, status.podIP(s) and status.conditions. Its containers, volumes, annotations,
+// owner references and container statuses go: they are most of a Pod, and the kubelet rewrites the statuses often.
+// A controller that comes to read another field of a Pod must keep it here (TestTrimPodKeepsExactlyWhatIsRead).
 func TrimPod(obj any) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
 	}
 	*p = corev1.Pod{
-		TypeMeta: p.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-			Labels: p.Labels, CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp},
-		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName, ReadinessGates: p.Spec.ReadinessGates},
-		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs, Conditions: p.Status.Conditions},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              p.Name,
+			Namespace:         p.Namespace,
+			UID:               p.UID,
+			ResourceVersion:   p.ResourceVersion,
+			Labels:            p.Labels,
+			CreationTimestamp: p.CreationTimestamp,
+			DeletionTimestamp: p.DeletionTimestamp,
+		},
+		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName, ReadinessGates: p.Spec.ReadinessGates},
+		Status: corev1.PodStatus{
+			Phase:      p.Status.Phase,
+			PodIP:      p.Status.PodIP,
+			PodIPs:     p.Status.PodIPs,
+			Conditions: p.Status.Conditions,
+		},
 	}
 }
 

@@ -18,6 +18,9 @@ package informerset
 
 import (
 	"context"
+	"encoding/json"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -28,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
@@ -89,13 +93,14 @@ func TestTransformsKeepWhatControllersRead(t *testing.T) {
 	}
 }
 
-// TestSetCachesTrimmedObjects: the transforms are the ones the Set's informers run.
+// TestSetCachesTrimmedObjects: the transforms are the ones the Set's informers run (Nodes and Pods).
 func TestSetCachesTrimmedObjects(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	node := &corev1.Node{ObjectMeta: applied("", "node"), Status: corev1.NodeStatus{Images: []corev1.ContainerImage{{Names: []string{"img"}}}}}
-	set, err := New(Config{Client: fake.NewClientset(node), Discovery: &switchableDiscovery{}})
+	pod := &corev1.Pod{ObjectMeta: applied("ns", "pod"), Spec: corev1.PodSpec{NodeName: "node", Containers: []corev1.Container{{Name: "c"}}}}
+	set, err := New(Config{Client: fake.NewClientset(node, pod), Discovery: &switchableDiscovery{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,5 +120,74 @@ func TestSetCachesTrimmedObjects(t *testing.T) {
 	}
 	if cached.Labels[corev1.LabelTopologyZone] != "zone-a" {
 		t.Errorf("the cached Node lost its zone: %v", cached.Labels)
+	}
+	obj, exists, err = set.Informer(Pods).GetIndexer().GetByKey("ns/pod")
+	if err != nil || !exists {
+		t.Fatalf("pod not cached: %v %v", exists, err)
+	}
+	if p := obj.(*corev1.Pod); p.Spec.Containers != nil || p.Annotations != nil || p.Spec.NodeName != "node" {
+		t.Errorf("the cached Pod is not trimmed as TrimPod trims: %+v", p)
+	}
+}
+
+// TestTrimPodKeepsExactlyWhatIsRead: of a Pod as a kubelet reports it, the cached copy keeps exactly the fields the
+// neg translator and the NEG readiness reflector read, with their values, and nothing else.
+func TestTrimPodKeepsExactlyWhatIsRead(t *testing.T) {
+	created, deleted := metav1.Unix(1700000000, 0), metav1.Unix(1700000600, 0)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-1", GenerateName: "web-", UID: "u1", ResourceVersion: "42",
+			Generation: 3, Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"a": "b", LastAppliedAnnotation: "{}"},
+			CreationTimestamp: created, DeletionTimestamp: &deleted, DeletionGracePeriodSeconds: ptr.To[int64](30),
+			OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-7d9f8c", UID: "rs"}},
+			Finalizers:      []string{"f"},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
+		Spec: corev1.PodSpec{NodeName: "n1", ServiceAccountName: "default", Hostname: "web-1",
+			ReadinessGates: []corev1.PodReadinessGate{{ConditionType: "cloud.google.com/load-balancer-neg-ready"}},
+			Containers: []corev1.Container{{Name: "web", Image: "registry.example.com/web:v1",
+				Env: []corev1.EnvVar{{Name: "A", Value: "b"}}, Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}},
+			Volumes:     []corev1.Volume{{Name: "token"}},
+			Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}},
+			HostIP: "10.128.0.2", HostIPs: []corev1.HostIP{{IP: "10.128.0.2"}}, QOSClass: corev1.PodQOSBestEffort, StartTime: &created,
+			Conditions: []corev1.PodCondition{{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: created},
+				{Type: "cloud.google.com/load-balancer-neg-ready", Status: corev1.ConditionFalse, Reason: "LoadBalancerNegNotReady", Message: "waiting"}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "web", Ready: true, Image: "registry.example.com/web:v1", ImageID: "sha256:0"}}},
+	}
+	original := pod.DeepCopy()
+	out, err := transformFor(Pods)(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trimmed := out.(*corev1.Pod)
+
+	raw, err := json.Marshal(trimmed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for section, m := range fields {
+		for field := range m {
+			kept = append(kept, section+"."+field)
+		}
+	}
+	slices.Sort(kept)
+	want := []string{"metadata.creationTimestamp", "metadata.deletionTimestamp", "metadata.labels", "metadata.name",
+		"metadata.namespace", "metadata.resourceVersion", "metadata.uid", "spec.containers", "spec.nodeName",
+		"spec.readinessGates", "status.conditions", "status.phase", "status.podIP", "status.podIPs"}
+	// spec.containers is required in JSON, so an empty list is written as null.
+	if !reflect.DeepEqual(kept, want) || trimmed.Spec.Containers != nil {
+		t.Errorf("the cached Pod keeps %v (containers %v); want %v", kept, trimmed.Spec.Containers, want)
+	}
+	if trimmed.Name != original.Name || trimmed.Namespace != original.Namespace || trimmed.UID != original.UID ||
+		trimmed.ResourceVersion != original.ResourceVersion || !reflect.DeepEqual(trimmed.Labels, original.Labels) ||
+		!trimmed.CreationTimestamp.Equal(&original.CreationTimestamp) || !trimmed.DeletionTimestamp.Equal(original.DeletionTimestamp) ||
+		trimmed.Spec.NodeName != original.Spec.NodeName || !reflect.DeepEqual(trimmed.Spec.ReadinessGates, original.Spec.ReadinessGates) ||
+		trimmed.Status.Phase != original.Status.Phase || trimmed.Status.PodIP != original.Status.PodIP ||
+		!reflect.DeepEqual(trimmed.Status.PodIPs, original.Status.PodIPs) || !reflect.DeepEqual(trimmed.Status.Conditions, original.Status.Conditions) {
+		t.Errorf("a kept field changed:\n%+v\nwas\n%+v", trimmed, original)
 	}
 }

@@ -78,6 +78,7 @@ func TestLeastPrivilege(t *testing.T) {
 		{verb: "list", resource: "services"}, {verb: "watch", resource: "services"},
 		{verb: "list", resource: "nodes"}, {verb: "watch", resource: "namespaces"},
 		{verb: "list", group: "discovery.k8s.io", resource: "endpointslices"},
+		{verb: "get", resource: "pods", namespace: someNS}, {verb: "list", resource: "pods"}, {verb: "watch", resource: "pods"},
 		{verb: "watch", group: "networking.k8s.io", resource: "ingresses"},
 		// ingress-tunnel lists the published hosts in the Ingress's status.
 		{verb: "update", group: "networking.k8s.io", resource: "ingresses", subresource: "status", namespace: someNS},
@@ -98,6 +99,8 @@ func TestLeastPrivilege(t *testing.T) {
 		{verb: "patch", group: "multiproject.io", resource: "translations", namespace: someNS},
 		{verb: "delete", group: "multiproject.io", resource: "translations", namespace: someNS},
 		{verb: "update", group: "multiproject.io", resource: "translations", subresource: "status", namespace: someNS},
+		// The NEG readiness reflector: the gate's condition.
+		{verb: "patch", resource: "pods", subresource: "status", namespace: someNS},
 		{verb: "get", resource: "secrets", namespace: credentialsNS, name: "tenant-a-key"},
 		// The in-use finalizer on a tenant's key (the ProviderConfig controller).
 		{verb: "patch", resource: "secrets", namespace: credentialsNS, name: "tenant-a-key"},
@@ -153,6 +156,11 @@ func TestLeastPrivilege(t *testing.T) {
 		{verb: "patch", resource: "nodes", name: "node-1"},
 		{verb: "create", resource: "pods", namespace: someNS},
 		{verb: "delete", resource: "pods", namespace: someNS},
+		// A Pod's status is patched (one condition), never replaced; the Pod itself is never written.
+		{verb: "update", resource: "pods", subresource: "status", namespace: someNS},
+		{verb: "patch", resource: "pods", namespace: someNS},
+		{verb: "update", resource: "pods", namespace: someNS},
+		{verb: "create", resource: "pods", subresource: "eviction", namespace: someNS},
 		{verb: "update", group: "apps", resource: "deployments", namespace: someNS},
 		{verb: "patch", group: "apps", resource: "deployments", namespace: "kube-system"},
 		{verb: "get", resource: "configmaps", namespace: someNS, name: "extension-apiserver-authentication"},

@@ -122,10 +122,12 @@ func nodeZone(n *corev1.Node) string {
 // EndpointSlices. The port is the EndpointSlice port with the Service port's name and protocol (the EndpointSlice
 // controller names slice ports after Service ports), so a named targetPort resolves to each Pod's own number.
 //
-// An endpoint counts only if it is ready, has an IPv4 address and runs on a Node the tenant sees in one of its
-// zones: the instance of a GCE_VM_IP_PORT endpoint must be a VM of the tenant's project in the NEG's zone, and one
-// endpoint GCE refuses would hold back the whole NEG. skipped counts the endpoints left out for that reason.
-func endpointsByZone(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.ServicePort, topo *topology) (byZone map[string][]mpv1alpha1.NetworkEndpoint, skipped int) {
+// An endpoint counts only if ready says it is ready (Translator.endpointReady: also one whose Pod waits only for the
+// NEG readiness gate), has an IPv4 address and runs on a Node the tenant sees in one of its zones: the instance of a
+// GCE_VM_IP_PORT endpoint must be a VM of the tenant's project in the NEG's zone, and one endpoint GCE refuses would
+// hold back the whole NEG. skipped counts the endpoints left out for that reason.
+func endpointsByZone(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.ServicePort, topo *topology,
+	ready func(namespace string, ep *discoveryv1.Endpoint) bool) (byZone map[string][]mpv1alpha1.NetworkEndpoint, skipped int) {
 	byZone = map[string][]mpv1alpha1.NetworkEndpoint{}
 	inZones := map[string]bool{}
 	for _, z := range topo.zones {
@@ -146,7 +148,7 @@ func endpointsByZone(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.S
 		}
 		for i := range slice.Endpoints {
 			ep := &slice.Endpoints[i]
-			if !ptr.Deref(ep.Conditions.Ready, true) || len(ep.Addresses) == 0 {
+			if len(ep.Addresses) == 0 || !ready(slice.Namespace, ep) {
 				continue
 			}
 			node := ptr.Deref(ep.NodeName, "")

@@ -145,6 +145,7 @@ func newHarness(t testing.TB, objects ...runtime.Object) *harness {
 	h.informers["slices"] = &countingInformer{SharedIndexInformer: kubeFactory.Discovery().V1().EndpointSlices().Informer()}
 	h.informers["nodes"] = &countingInformer{SharedIndexInformer: kubeFactory.Core().V1().Nodes().Informer()}
 	h.informers["translations"] = &countingInformer{SharedIndexInformer: mpFactory.Multiproject().V1alpha1().Translations().Informer()}
+	h.informers["pods"] = &countingInformer{SharedIndexInformer: kubeFactory.Core().V1().Pods().Informer()}
 	indexed(t, h.informers["slices"], informerset.EndpointSliceIndexers())
 	indexed(t, h.informers["translations"], informerset.TranslationIndexers())
 	kubeFactory.Start(ctx.Done())
@@ -156,7 +157,7 @@ func newHarness(t testing.TB, objects ...runtime.Object) *harness {
 	})
 	kubeFactory.WaitForCacheSync(ctx.Done())
 	mpFactory.WaitForCacheSync(ctx.Done())
-	watching.wait(t, "services", "endpointslices", "nodes", "translations")
+	watching.wait(t, "services", "endpointslices", "nodes", "translations", "pods")
 
 	h.tctx = &tenant.Context{
 		Controller: "neg",
@@ -170,6 +171,7 @@ func newHarness(t testing.TB, objects ...runtime.Object) *harness {
 			informerset.EndpointSlices: h.informers["slices"],
 			informerset.Nodes:          h.informers["nodes"],
 			informerset.Translations:   h.informers["translations"],
+			informerset.Pods:           h.informers["pods"],
 		},
 		EventRecorder: h.events,
 		Condition:     h.conditions,
@@ -253,6 +255,7 @@ func (h *harness) settle() {
 		"slices":       {h.kube.Tracker(), discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice")},
 		"nodes":        {h.kube.Tracker(), corev1.SchemeGroupVersion.WithResource("nodes"), corev1.SchemeGroupVersion.WithKind("Node")},
 		"translations": {h.mp.Tracker(), mpv1alpha1.SchemeGroupVersion.WithResource("translations"), mpv1alpha1.SchemeGroupVersion.WithKind("Translation")},
+		"pods":         {h.kube.Tracker(), corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod")},
 	} {
 		err := wait.PollUntilContextTimeout(h.ctx, time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 			list, err := res.tracker.List(res.gvr, res.gvk, "")
@@ -319,10 +322,11 @@ func servicePort(name string, port int32, target string) corev1.ServicePort {
 	return corev1.ServicePort{Name: name, Port: port, Protocol: corev1.ProtocolTCP, TargetPort: intstr.Parse(target)}
 }
 
-// ep is a ready endpoint on a node; zone "" leaves the endpoint's zone field unset.
+// ep is a ready endpoint on a node; zone "" leaves the endpoint's zone field unset; pod names the Pod of the
+// namespace it is for (targetRef).
 type ep struct {
-	ip, node, zone string
-	notReady       bool
+	ip, node, zone, pod   string
+	notReady, terminating bool
 }
 
 func slice(service, name string, portName string, port int32, endpoints ...ep) *discoveryv1.EndpointSlice {
@@ -337,6 +341,12 @@ func slice(service, name string, portName string, port int32, endpoints ...ep) *
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(!e.notReady)}}
 		if e.zone != "" {
 			de.Zone = ptr.To(e.zone)
+		}
+		if e.pod != "" {
+			de.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: testNamespace, Name: e.pod, UID: types.UID("uid-" + e.pod)}
+		}
+		if e.terminating {
+			de.Conditions.Terminating = ptr.To(true)
 		}
 		s.Endpoints = append(s.Endpoints, de)
 	}
@@ -448,19 +458,6 @@ func (h *harness) thawTranslations() {
 	h.t.Helper()
 	h.settle()
 	h.useTranslationStore(h.informers["translations"].GetIndexer())
-}
-
-// indexed gives an informer that has not started the indexes the process's shared informer of its resource has
-// (informerset.Resources), and returns it.
-func indexed(t testing.TB, informer cache.SharedIndexInformer, indexers cache.Indexers) cache.SharedIndexInformer {
-	t.Helper()
-	existing := informer.GetIndexer().GetIndexers()
-	indexers = maps.Clone(indexers)
-	maps.DeleteFunc(indexers, func(index string, _ cache.IndexFunc) bool { _, ok := existing[index]; return ok })
-	if err := informer.AddIndexers(indexers); err != nil {
-		t.Fatal(err)
-	}
-	return informer
 }
 
 func (h *harness) useTranslationStore(indexer cache.Indexer) {

@@ -18,6 +18,7 @@ package translator
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"strings"
@@ -71,6 +72,19 @@ func (s *namespaceScans) ByIndex(name, value string) ([]any, error) {
 		s.n.Add(1)
 	}
 	return s.Indexer.ByIndex(name, value)
+}
+
+// indexed gives an informer that has not started the indexes the process's shared informer of its resource has
+// (informerset.Resources), and returns it.
+func indexed(t testing.TB, informer cache.SharedIndexInformer, indexers cache.Indexers) cache.SharedIndexInformer {
+	t.Helper()
+	existing := informer.GetIndexer().GetIndexers()
+	indexers = maps.Clone(indexers)
+	maps.DeleteFunc(indexers, func(index string, _ cache.IndexFunc) bool { _, ok := existing[index]; return ok })
+	if err := informer.AddIndexers(indexers); err != nil {
+		t.Fatal(err)
+	}
+	return informer
 }
 
 // withOtherServices adds n annotated Services with a slice and an endpoint each to objects.
@@ -134,8 +148,8 @@ func TestAnEndpointChangeReadsItsServicesObjectsOnly(t *testing.T) {
 	}
 }
 
-// TestTranslatorNeedsTheIndexes: on shared informers built without the indexes by Service and by owner, the
-// translator refuses to start rather than fall back to reading whole namespaces.
+// TestTranslatorNeedsTheIndexes: on shared informers built without the indexes of slices by Service and by Pod and
+// of Translations by owner, the translator refuses to start rather than fall back to reading whole namespaces.
 func TestTranslatorNeedsTheIndexes(t *testing.T) {
 	kubeFactory := kubeinformers.NewSharedInformerFactory(kubefake.NewClientset(), 0)
 	mpFactory := mpinformers.NewSharedInformerFactory(mpfake.NewClientset(), 0)
@@ -151,17 +165,23 @@ func TestTranslatorNeedsTheIndexes(t *testing.T) {
 			informerset.EndpointSlices: slices,
 			informerset.Nodes:          kubeFactory.Core().V1().Nodes().Informer(),
 			informerset.Translations:   translations,
+			informerset.Pods:           kubeFactory.Core().V1().Pods().Informer(),
 		},
 		EventRecorder: &recorder{},
 		Condition:     &tenanttest.Conditions{},
 		Options:       tenant.Options{ClusterName: testCluster, ClusterUID: testClusterUID},
 	}
-	for _, missing := range []string{informerset.EndpointSlicesByService, informerset.TranslationsByOwner} {
+	for _, missing := range []string{informerset.EndpointSlicesByService, informerset.EndpointSlicesByPod, informerset.TranslationsByOwner} {
 		_, err := New(c, nil)
 		if err == nil || !strings.Contains(err.Error(), missing) {
 			t.Fatalf("without %s: New = %v, want an error naming it", missing, err)
 		}
-		if missing == informerset.EndpointSlicesByService {
+		switch missing {
+		case informerset.EndpointSlicesByService:
+			byService := informerset.EndpointSliceIndexers()
+			delete(byService, informerset.EndpointSlicesByPod)
+			indexed(t, slices, byService)
+		case informerset.EndpointSlicesByPod:
 			indexed(t, slices, informerset.EndpointSliceIndexers())
 		}
 	}

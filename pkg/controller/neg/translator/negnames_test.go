@@ -169,6 +169,7 @@ func (c *negCluster) start(name, namespace string) *negTenant {
 			informerset.EndpointSlices: indexed(c.t, kubeFactory.Discovery().V1().EndpointSlices().Informer(), informerset.EndpointSliceIndexers()),
 			informerset.Nodes:          c.shared[informerset.Nodes],
 			informerset.Translations:   indexed(c.t, mpFactory.Multiproject().V1alpha1().Translations().Informer(), informerset.TranslationIndexers()),
+			informerset.Pods:           kubeFactory.Core().V1().Pods().Informer(),
 		}},
 		EventRecorder: nt.events,
 		Condition:     &tenanttest.Conditions{},

@@ -223,7 +223,7 @@ func (t *Translator) translation(svc *corev1.Service, servicePort *corev1.Servic
 	if err != nil {
 		return nil, 0, err
 	}
-	byZone, skipped := endpointsByZone(endpointSlices, servicePort, topo)
+	byZone, skipped := endpointsByZone(endpointSlices, servicePort, topo, t.endpointReady)
 	tr := &mpv1alpha1.Translation{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: svc.Namespace,

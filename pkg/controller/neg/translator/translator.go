@@ -41,7 +41,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
-// Translator is one tenant's Kubernetes half of the neg controller: Services, EndpointSlices and Nodes in,
+// Translator is one tenant's Kubernetes half of the neg controller: Services, EndpointSlices, Nodes and Pods in,
 // Translations and the neg-status annotation out. This file builds and runs it; handlers.go turns events into
 // Service keys, and sync.go reconciles one Service: desired Translations, planTranslations (plan.go) and apply
 // (apply.go).
@@ -54,15 +54,18 @@ type Translator struct {
 	kube kubernetes.Interface
 	mp   mpclientset.Interface
 
-	services      cache.SharedIndexInformer
-	slices        cache.SharedIndexInformer
-	nodes         cache.SharedIndexInformer
-	translations  cache.SharedIndexInformer
+	services     cache.SharedIndexInformer
+	slices       cache.SharedIndexInformer
+	nodes        cache.SharedIndexInformer
+	translations cache.SharedIndexInformer
+	// pods decide the endpoints of Pods that wait only for the NEG readiness gate (gate.go).
+	pods          cache.SharedIndexInformer
 	serviceLister corelisters.ServiceLister
 	sliceLister   discoverylisters.EndpointSliceLister
 	// sliceIndex is where a sync reads its Service's EndpointSlices (informerset.EndpointSlicesByService).
 	sliceIndex cache.Indexer
 	nodeLister corelisters.NodeLister
+	podLister  corelisters.PodLister
 
 	// allTranslations is the unfiltered Translation informer: a custom NEG name is used once in the cluster, so
 	// every tenant's Translations count when a name is taken over; and a Service's Translations may be labeled for
@@ -160,6 +163,9 @@ func (t *Translator) useInformers(c *tenant.Context) error {
 	if t.translations, err = c.Informers.Informer(informerset.Translations); err != nil {
 		return fmt.Errorf("neg: %w", err)
 	}
+	if t.pods, err = c.Informers.Informer(informerset.Pods); err != nil {
+		return fmt.Errorf("neg: %w", err)
+	}
 	if t.allTranslations, err = c.Informers.Shared(informerset.Translations); err != nil {
 		return fmt.Errorf("neg: %w", err)
 	}
@@ -172,11 +178,12 @@ func (t *Translator) useInformers(c *tenant.Context) error {
 	t.sliceIndex = t.slices.GetIndexer()
 	t.sliceLister = discoverylisters.NewEndpointSliceLister(t.sliceIndex)
 	t.nodeLister = corelisters.NewNodeLister(t.nodes.GetIndexer())
+	t.podLister = corelisters.NewPodLister(t.pods.GetIndexer())
 	t.translationIndex, t.allTranslationIndex = t.translations.GetIndexer(), t.allTranslations.GetIndexer()
 	for _, need := range []struct {
 		informer cache.SharedIndexInformer
 		index    string
-	}{{t.slices, informerset.EndpointSlicesByService}, {t.translations, informerset.TranslationsByOwner}, {t.allTranslations, informerset.TranslationsByOwner}} {
+	}{{t.slices, informerset.EndpointSlicesByService}, {t.slices, informerset.EndpointSlicesByPod}, {t.translations, informerset.TranslationsByOwner}, {t.allTranslations, informerset.TranslationsByOwner}} {
 		if _, ok := need.informer.GetIndexer().GetIndexers()[need.index]; !ok {
 			return fmt.Errorf("neg: the shared informer lacks the index %s (informerset.Resources installs it)", need.index)
 		}
@@ -237,6 +244,7 @@ func (t *Translator) Start(ctx context.Context, done func()) {
 		{"EndpointSlice", t.slices, sliceEvents{t}},
 		{"Node", t.nodes, nodeEvents{t}},
 		{"Translation", t.translations, translationEvents{t}},
+		{"Pod", t.pods, podEvents{t}},
 	} {
 		if err := t.workers.Watch(w.informer, w.handler); err != nil {
 			logger.Error(err, "Could not watch", "kind", w.kind)

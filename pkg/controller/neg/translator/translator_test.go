@@ -355,7 +355,7 @@ func TestEndpointsIgnoreOtherAddressTypesAndProtocols(t *testing.T) {
 	nilReady := slice("web", "nilready", "http", 80, ep{ip: "10.0.0.5", node: "n1"})
 	nilReady.Endpoints[0].Conditions.Ready = nil // unknown readiness counts as ready, as the API says
 	port := servicePort("http", 80, "80")
-	got, skipped := endpointsByZone([]*discoveryv1.EndpointSlice{v6, udp, unnamed, nilReady}, &port, topo)
+	got, skipped := endpointsByZone([]*discoveryv1.EndpointSlice{v6, udp, unnamed, nilReady}, &port, topo, (&Translator{}).endpointReady)
 	want := map[string][]mpv1alpha1.NetworkEndpoint{zoneB: {{Instance: "n1", IPAddress: "10.0.0.5", Port: 80}}}
 	if !reflect.DeepEqual(got, want) || skipped != 0 {
 		t.Errorf("got %v (skipped %d), want %v", got, skipped, want)

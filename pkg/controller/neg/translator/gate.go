@@ -1,0 +1,124 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package translator
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/utils/ptr"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
+)
+
+// negReadinessGate is the readiness gate of container-native load balancing (ingress-gce's): a Pod that declares it
+// is not Ready until the NEG readiness reflector sets this condition True, once its endpoint is in its NEGs. The
+// reflector's package exports it (readiness.NEGReadyCondition); this copy keeps the translator from importing the
+// reflector.
+const negReadinessGate corev1.PodConditionType = "cloud.google.com/load-balancer-neg-ready"
+
+// readyButForNEGGate says whether a Pod is ready in every respect the NEG readiness gate does not decide: it is not
+// terminating, its containers are ready, it declares the gate, and every other readiness gate it declares is True.
+// Such a Pod is not Ready, so its endpoint is not ready either, until its endpoint is in the NEGs: the translator
+// must attach it, or it would never become ready (ingress-gce does the same). The gate's own condition is not read,
+// so setting it True changes nothing here.
+func readyButForNEGGate(pod *corev1.Pod) bool {
+	if pod.DeletionTimestamp != nil || podCondition(pod, corev1.ContainersReady) != corev1.ConditionTrue {
+		return false
+	}
+	declared := false
+	for _, gate := range pod.Spec.ReadinessGates {
+		if gate.ConditionType == negReadinessGate {
+			declared = true
+		} else if podCondition(pod, gate.ConditionType) != corev1.ConditionTrue {
+			return false
+		}
+	}
+	return declared
+}
+
+func podCondition(pod *corev1.Pod, t corev1.PodConditionType) corev1.ConditionStatus {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == t {
+			return pod.Status.Conditions[i].Status
+		}
+	}
+	return corev1.ConditionUnknown
+}
+
+// endpointReady says whether an endpoint of a slice of namespace counts as ready: it is ready (unset counts as
+// ready, as the API says), or it is not terminating and it is for a Pod of the tenant's view (the same one: its UID,
+// when the reference has one) that is ready but for the NEG readiness gate. A reference to a Pod of another
+// namespace is not followed: that Pod may be another tenant's.
+func (t *Translator) endpointReady(namespace string, ep *discoveryv1.Endpoint) bool {
+	if ptr.Deref(ep.Conditions.Ready, true) {
+		return true
+	}
+	ref := ep.TargetRef
+	if ptr.Deref(ep.Conditions.Terminating, false) || ref == nil || ref.Kind != "Pod" ||
+		(ref.Namespace != "" && ref.Namespace != namespace) {
+		return false
+	}
+	pod, err := t.podLister.Pods(namespace).Get(ref.Name)
+	if err != nil {
+		return false
+	}
+	return (ref.UID == "" || ref.UID == pod.UID) && readyButForNEGGate(pod)
+}
+
+// podEvents are the translator's handlers of the tenant's Pods (see handlers.go).
+type podEvents struct{ t *Translator }
+
+// OnAdd skips the initial list: every Service is enqueued by its own initial Add, and no worker syncs before every
+// handler has synced.
+func (e podEvents) OnAdd(obj any, isInInitialList bool) {
+	if !isInInitialList {
+		e.t.onPod(nil, obj)
+	}
+}
+func (e podEvents) OnUpdate(oldObj, newObj any) { e.t.onPod(oldObj, newObj) }
+func (e podEvents) OnDelete(obj any)            { e.t.onPod(worker.LastState(obj), nil) }
+
+// onPod enqueues the Services with an endpoint of the Pod when whether it is ready but for the NEG readiness gate
+// changed: only then can a not-ready endpoint of it start or stop counting. Every other change of the Pod (most
+// are of its status) costs two passes over its conditions.
+func (t *Translator) onPod(oldObj, newObj any) {
+	oldPod, _ := oldObj.(*corev1.Pod)
+	newPod, _ := newObj.(*corev1.Pod)
+	if oldPod != nil && newPod != nil && worker.IsResync(oldPod, newPod) {
+		return
+	}
+	was, is := oldPod != nil && readyButForNEGGate(oldPod), newPod != nil && readyButForNEGGate(newPod)
+	if was == is {
+		return
+	}
+	pod := newPod
+	if pod == nil {
+		pod = oldPod
+	}
+	objs, err := t.sliceIndex.ByIndex(informerset.EndpointSlicesByPod, informerset.PodKey(pod.Namespace, pod.Name))
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, obj := range objs {
+		if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
+			t.enqueueSliceService(slice)
+		}
+	}
+}
