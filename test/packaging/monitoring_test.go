@@ -93,6 +93,8 @@ func gatherExported() (map[string]dto.MetricType, error) {
 	metrics.ProviderConfigSyncs.Inc("probe", "success")
 	metrics.NEGsCollected.Add(0, "probe")
 	metrics.ObserveGCERequest("probe", "probe", "success", 0)
+	metrics.NEGReadinessPodsWaiting.Set(0, "probe")
+	metrics.ObserveNEGReadiness("probe", 0)
 	deleting := metav1.Now()
 	defer metrics.AddTenantSource(metrics.TenantSource{
 		Statuses: func() []metrics.ProviderConfigStatus {
