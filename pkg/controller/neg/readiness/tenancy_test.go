@@ -18,6 +18,7 @@ package readiness
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -84,8 +85,12 @@ func TestTenantsTouchOnlyTheirPods(t *testing.T) {
 		return a != nil && a.Status == corev1.ConditionTrue && b != nil && b.Status == corev1.ConditionTrue
 	})
 	h.waitFor("tenant a's Pod behind a NEG Service waiting", func() bool { return reflectors["tenant-a"].isWaiting("ns-a", "web-a") })
+	// The Event is recorded after the patch the Get above already shows: wait for it, then look at it.
+	h.waitFor("an Event from each tenant", func() bool {
+		return len(events["tenant-a"].With("Normal")) > 0 && len(events["tenant-b"].With("Normal")) > 0
+	})
 	for name, want := range map[string]string{"tenant-a": "Normal LoadBalancerNegReady The Pod is not in any NEG", "tenant-b": "Normal LoadBalancerNegReady The Pod is not in any NEG"} {
-		if got := events[name].With("Normal"); len(got) != 1 || got[0][:len(want)] != want {
+		if got := events[name].With("Normal"); len(got) != 1 || !strings.HasPrefix(got[0], want) {
 			t.Errorf("%s's Events = %v, want one for its own Pod", name, got)
 		}
 	}
