@@ -94,7 +94,7 @@ ingress-tunnel (Pangolin resources for Ingresses). It runs under leader election
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// The version is stamped by the Makefile's ldflags into component-base's version package.
 			verflag.PrintAndExitIfRequested()
-			if err := logsapi.ValidateAndApply(o.Logs, utilfeature.DefaultFeatureGate); err != nil {
+			if err := logsapi.ValidateAndApply(o.Logs, o.FeatureGate); err != nil {
 				return err
 			}
 			cliflag.PrintFlags(cmd.Flags())
@@ -103,7 +103,9 @@ ingress-tunnel (Pangolin resources for Ingresses). It runs under leader election
 			if err != nil {
 				return err
 			}
-			o.Metrics.Apply()
+			o.ApplyMetrics()
+			// kubernetes_feature_enabled, one series per known gate, as kube-controller-manager exports.
+			o.FeatureGate.AddMetrics()
 			return Run(genericapiserver.SetupSignalContext(), c.Complete(), descriptors)
 		},
 		Args: func(cmd *cobra.Command, args []string) error {

@@ -31,11 +31,13 @@ import (
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
 	apiserveroptions "k8s.io/apiserver/pkg/server/options"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	cliflag "k8s.io/component-base/cli/flag"
 	componentbaseconfig "k8s.io/component-base/config"
 	componentbaseoptions "k8s.io/component-base/config/options"
+	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/component-base/metrics"
 	cmoptions "k8s.io/controller-manager/options"
@@ -95,6 +97,11 @@ type Options struct {
 	Metrics        *metrics.Options
 	Logs           *logsapi.LoggingConfiguration
 
+	// FeatureGate is what --feature-gates sets and what the logging options (LoggingAlphaOptions,
+	// LoggingBetaOptions, ContextualLogging) and the serving code are checked against: the process-wide gate of
+	// k8s.io/apiserver, as in kube-controller-manager. Tests may give a gate of their own.
+	FeatureGate featuregate.MutableVersionedFeatureGate
+
 	Master     string
 	Kubeconfig string
 
@@ -142,6 +149,7 @@ func NewOptions(catalog ControllerCatalog) *Options {
 		Authorization:  apiserveroptions.NewDelegatingAuthorizationOptions(),
 		Metrics:        metrics.NewOptions(),
 		Logs:           logsapi.NewLoggingConfiguration(),
+		FeatureGate:    utilfeature.DefaultMutableFeatureGate,
 		TenantControllers: tenant.Options{
 			ClusterName:         "default",
 			AppOwnerLabelKey:    DefaultAppOwnerLabelKey,
@@ -188,6 +196,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	generic.DurationVar(&o.CacheSyncTimeout.Duration, "cache-sync-timeout", o.CacheSyncTimeout.Duration, "How long to wait for the shared informer caches to sync after becoming leader before giving up with an error.")
 	generic.DurationVar(&o.ShutdownTimeout.Duration, "controller-shutdown-timeout", o.ShutdownTimeout.Duration, "How long to wait on shutdown for controllers to drain their queues before exiting anyway.")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, generic)
+	// Lists the known gates in --help; the alpha logging flags below work once their gate is on.
+	o.FeatureGate.AddFlag(generic)
 
 	o.addShardingFlags(fss.FlagSet("sharding"))
 
@@ -211,6 +221,24 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	misc.StringVar(&o.Master, "master", o.Master, "The address of the Kubernetes API server (overrides any value in kubeconfig).")
 	misc.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig file with authorization and API server location. Empty means the in-cluster config of the Pod's ServiceAccount.")
 	return fss
+}
+
+// ApplyMetrics applies the metrics flags to component-base's process-wide metrics settings. It does what
+// metrics.Options.Apply does, except that without --allow-metric-labels or --allow-metric-labels-manifest it leaves
+// the allow-list alone: Apply then reads the manifest anyway and logs the error "The manifest file is empty,
+// ignoring." on every clean start, an error-level line that means nothing.
+func (o *Options) ApplyMetrics() {
+	m := o.Metrics
+	if len(m.ShowHiddenMetricsForVersion) > 0 {
+		metrics.SetShowHidden()
+	}
+	metrics.SetDisabledMetrics(m.DisabledMetrics)
+	switch {
+	case len(m.AllowListMapping) > 0:
+		metrics.SetLabelAllowList(m.AllowListMapping)
+	case m.AllowListMappingManifest != "":
+		metrics.SetLabelAllowListFromManifest(m.AllowListMappingManifest)
+	}
 }
 
 // Validate returns every problem with the options, each naming its flag.
