@@ -7,11 +7,11 @@ MAKEFLAGS += --no-builtin-rules
 OUT_DIR ?= _output
 BIN_DIR := $(OUT_DIR)/bin
 GOFLAGS ?=
-VERSION ?= $(shell git describe --tags --match 'v*' 2>/dev/null || echo v0.0.0-$$(git rev-parse --short HEAD 2>/dev/null || echo unknown))
-GIT_COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
-	-X k8s.io/component-base/version.gitCommit=$(GIT_COMMIT) \
-	-X k8s.io/component-base/version.buildDate=$(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+# The version stamped into the binary (hack/version.sh computes it from git and the chart's appVersion when these
+# are empty; a release sets them, e.g. make build VERSION=v0.1.0).
+VERSION ?=
+GIT_COMMIT ?=
+export VERSION GIT_COMMIT
 # Extra flags for go test, e.g. make test-unit TESTFLAGS='-run TestFoo -v'.
 TESTFLAGS ?=
 
@@ -21,7 +21,7 @@ help: ## Print this help.
 
 .PHONY: build
 build: ## Build the binary into _output/bin.
-	go build $(GOFLAGS) -trimpath -ldflags "$(LDFLAGS)" -o $(BIN_DIR)/multiproject-controller-manager ./cmd/multiproject-controller-manager
+	go build $(GOFLAGS) -trimpath -ldflags "$$(hack/version.sh)" -o $(BIN_DIR)/multiproject-controller-manager ./cmd/multiproject-controller-manager
 
 .PHONY: test
 test: test-unit test-integration test-packaging ## Run unit, integration and packaging tests (what CI runs).

@@ -63,12 +63,17 @@ var (
 )
 
 // managerBinary builds ./cmd/multiproject-controller-manager once per test run, into the control plane's directory
-// (removed with it, kept when tests fail).
+// (removed with it, kept when tests fail), with the version stamped as `make build` stamps it (hack/version.sh).
 func managerBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		managerPath = filepath.Join(controlPlane.Dir(), "bin", "multiproject-controller-manager")
-		cmd := exec.Command("go", "build", "-o", managerPath, "./cmd/multiproject-controller-manager")
+		ldflags, err := exec.Command(filepath.Join(controlPlane.RepoRoot(), "hack", "version.sh")).Output()
+		if err != nil {
+			buildErr = fmt.Errorf("hack/version.sh: %w", err)
+			return
+		}
+		cmd := exec.Command("go", "build", "-ldflags", strings.TrimSpace(string(ldflags)), "-o", managerPath, "./cmd/multiproject-controller-manager")
 		cmd.Dir = controlPlane.RepoRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/multiproject-controller-manager: %w\n%s", err, out)

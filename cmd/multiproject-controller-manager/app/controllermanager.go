@@ -33,6 +33,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
@@ -73,6 +74,13 @@ func init() {
 	if err := logsapi.AddFeatureGates(utilfeature.DefaultMutableFeatureGate); err != nil {
 		panic(err)
 	}
+	// The gates are Kubernetes' own, versioned by Kubernetes' releases. k8s.io/apiserver sets the gate's emulation
+	// version from this binary's version, which is ours (v0.x), not Kubernetes': at "0.1" every gate would be
+	// PreAlpha, so --feature-gates would refuse them all and the libraries' beta and GA features would be off.
+	// Evaluate them at the Kubernetes release the libraries come from, as an unstamped build did.
+	if err := utilfeature.DefaultMutableFeatureGate.SetEmulationVersion(utilversion.MustParse(version.DefaultKubeBinaryVersion)); err != nil {
+		panic(err)
+	}
 }
 
 // NewControllerManagerCommand returns the cobra command of the binary.
@@ -92,7 +100,8 @@ ingress-tunnel (Pangolin resources for Ingresses). It runs under leader election
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			// The version is stamped by the Makefile's ldflags into component-base's version package.
+			// The version and the program name are stamped into component-base's version and verflag packages by
+			// hack/version.sh's ldflags, which the Makefile and the Dockerfile both use.
 			verflag.PrintAndExitIfRequested()
 			if err := logsapi.ValidateAndApply(o.Logs, o.FeatureGate); err != nil {
 				return err
