@@ -21,6 +21,7 @@ package metrics
 import (
 	"sync"
 
+	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	// Imported for its init too: it is the process's workqueue metrics provider.
@@ -55,13 +56,24 @@ var (
 		"provider_config")
 )
 
+// ControllersEnabled is how many per-tenant controllers --controllers enables in this process. 0 keeps
+// kube-controller-manager's meaning (--controllers= or only "-name" values run nothing), but such a process still
+// leads, serves and passes its probes while no tenant's controllers run: an alert on 0 sees it. Every replica
+// exports it, standbys too, from the start.
+var ControllersEnabled = metrics.NewGauge(&metrics.GaugeOpts{
+	Subsystem:      subsystem,
+	Name:           "controllers_enabled",
+	Help:           "Per-tenant controllers that --controllers enables in this process; 0 means no tenant's controllers run here.",
+	StabilityLevel: metrics.ALPHA,
+})
+
 var registerOnce sync.Once
 
 // Register adds the series to the legacy registry served on /metrics. It is idempotent.
 func Register() {
 	registerOnce.Do(func() {
 		legacyregistry.CustomMustRegister(Syncs, QueueDepth, ProviderConfigSyncs, NEGsCollected, NEGReadinessPodsWaiting, statusCollector, gceCollector)
-		legacyregistry.MustRegister(NEGReadinessAttachToReady)
+		legacyregistry.MustRegister(NEGReadinessAttachToReady, ControllersEnabled)
 	})
 }
 

@@ -72,6 +72,15 @@ func TestAlertExpressionsFireWhenTheyShould(t *testing.T) {
 				`leader_election_master_status{job="kube-controller-manager", name="kube-controller-manager"} 1x40`,
 			}},
 		},
+		"MultiprojectNoControllersEnabled": {
+			{name: "a replica started with --controllers=", series: []string{
+				`multiproject_controllers_enabled{` + jobLabel + `, instance="a"} 0x40`,
+				`multiproject_controllers_enabled{` + jobLabel + `, instance="b"} 3x40`,
+			}, fires: []string{`{` + jobLabel + `, instance="a"}`}},
+			{name: "every replica runs some", series: []string{
+				`multiproject_controllers_enabled{` + jobLabel + `, instance="a"} 1x40`,
+			}},
+		},
 		"MultiprojectTenantSyncFailing": {
 			{name: "only tenant a never succeeds", series: []string{
 				`multiproject_provider_config_syncs_total{` + jobLabel + `, provider_config="a", result="error"} 0+1x40`,

@@ -95,6 +95,7 @@ func gatherExported() (map[string]dto.MetricType, error) {
 	metrics.ObserveGCERequest("probe", "probe", "success", 0)
 	metrics.NEGReadinessPodsWaiting.Set(0, "probe")
 	metrics.ObserveNEGReadiness("probe", 0)
+	metrics.ControllersEnabled.Set(0)
 	deleting := metav1.Now()
 	defer metrics.AddTenantSource(metrics.TenantSource{
 		Statuses: func() []metrics.ProviderConfigStatus {

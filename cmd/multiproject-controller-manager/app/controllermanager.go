@@ -25,6 +25,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -161,12 +162,7 @@ func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Re
 	c.EventBroadcaster.StartRecordingToSink(c.EventSink)
 	defer c.EventBroadcaster.Shutdown()
 
-	enabled := descriptors.Enabled(c.Controllers)
-	enabledNames := make([]string, 0, len(enabled))
-	for _, d := range enabled {
-		enabledNames = append(enabledNames, d.Name)
-	}
-	logger.Info("Per-tenant controllers enabled", "controllers", enabledNames)
+	enabledNames := reportEnabled(ctx, c.Controllers, descriptors)
 
 	state := &processState{}
 	var shardRun *shard
@@ -222,6 +218,26 @@ func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Re
 		return run(ctx)
 	}
 	return leaderElectAndRun(ctx, c, electionHealth, state, run)
+}
+
+// reportEnabled logs which per-tenant controllers --controllers (canonical, in controllers) enables and exports how
+// many on multiproject_controllers_enabled. None keeps kube-controller-manager's meaning, but is said at Warning level:
+// the process would otherwise lead and pass its probes while no tenant's controllers run.
+func reportEnabled(ctx context.Context, controllers []string, descriptors *registry.Registry) []string {
+	enabled := descriptors.Enabled(controllers)
+	names := make([]string, 0, len(enabled))
+	for _, d := range enabled {
+		names = append(names, d.Name)
+	}
+	metrics.ControllersEnabled.Set(float64(len(names)))
+	if len(names) == 0 {
+		// klog's Warning: a logr logger has no level between Info and Error.
+		klog.Warningf("--controllers=%s enables no per-tenant controller: this process runs no tenant's controllers "+
+			"(known: %s; '*' enables all)", strings.Join(controllers, ","), strings.Join(descriptors.KnownControllers(), ", "))
+		return names
+	}
+	klog.FromContext(ctx).Info("Per-tenant controllers enabled", "controllers", names)
+	return names
 }
 
 // newServingMux serves /healthz (liveness: leader election and controllers), /readyz (the process does its job:
