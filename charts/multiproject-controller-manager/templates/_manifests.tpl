@@ -26,8 +26,9 @@ parsed, as a list in file order; comment-only documents and kustomizations are l
 {{/*
 mpcm.place moves a manifest object where the values put it: from kube-system to the release namespace (except the
 binding to extension-apiserver-authentication-reader, a Role that exists only in kube-system), from
-multiproject-gcp-credentials to credentialsNamespace.name, its ServiceAccount subjects with it, and adds
-commonLabels. It takes (dict "root" $ "obj" OBJ) and changes OBJ in place.
+multiproject-gcp-credentials to credentialsNamespace.name, its ServiceAccount subjects with it, adds commonLabels,
+and gives the manager's ServiceAccount serviceAccount.annotations (its GCP identity: docs/gcp-identity.md). It takes
+(dict "root" $ "obj" OBJ) and changes OBJ in place.
 */}}
 {{- define "mpcm.place" -}}
 {{- $root := .root -}}
@@ -47,6 +48,9 @@ commonLabels. It takes (dict "root" $ "obj" OBJ) and changes OBJ in place.
 {{- if eq (toString $subject.namespace) "kube-system" -}}
 {{- $_ := set $subject "namespace" $root.Release.Namespace -}}
 {{- end -}}
+{{- end -}}
+{{- if and (eq $obj.kind "ServiceAccount") (eq (toString $meta.name) (include "mpcm.name" $root)) $root.Values.serviceAccount.annotations -}}
+{{- $_ := set $meta "annotations" (merge (dict) ($meta.annotations | default dict) $root.Values.serviceAccount.annotations) -}}
 {{- end -}}
 {{- if $root.Values.commonLabels -}}
 {{- $_ := set $meta "labels" (merge (dict) ($meta.labels | default dict) $root.Values.commonLabels) -}}
