@@ -37,9 +37,11 @@ import (
 var errorLogLine = regexp.MustCompile(`(?m)^[EF]\d{4} .*$`)
 
 // TestBuiltBinaryReportsItsVersion: the binary built as `make build` builds it (hack/version.sh's ldflags) reports
-// the stamped version under its own name for --version, in its "Starting" line and in the User-Agent of every
-// Compute Engine call; and a clean start that converges a tenant logs no error-level line (the metrics options
-// used to log "The manifest file is empty, ignoring." at error level on every start).
+// the stamped version under its own name for --version, in its "Starting" line, in the User-Agent of every Compute
+// Engine call and in kubernetes_build_info; it runs with --feature-gates=LoggingAlphaOptions=true and an alpha
+// logging flag, exporting the gate's state and how many controllers run; and a clean start that converges a tenant
+// logs no error-level line (the metrics options used to log "The manifest file is empty, ignoring." at error level
+// on every start).
 func TestBuiltBinaryReportsItsVersion(t *testing.T) {
 	binary := managerBinary(t)
 	out, err := exec.Command(filepath.Join(controlPlane.RepoRoot(), "hack", "version.sh"), "--version").Output()
@@ -69,8 +71,27 @@ func TestBuiltBinaryReportsItsVersion(t *testing.T) {
 	w.setService("web", w.endpoints(1, 0, 1))
 	w.setIngress("web", "web.version.example.com")
 	le := leaderElection{leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: time.Second}
-	m := startManager(t, "a", managerKubeconfig(t), gce.Endpoint(), le)
+	// The alpha logging flags work once their gate is on (errors to stderr, the rest to stdout: one log file here).
+	m := startManager(t, "a", managerKubeconfig(t), gce.Endpoint(), le,
+		"--feature-gates=LoggingAlphaOptions=true", "--log-text-split-stream")
 	w.waitConverged("one tenant, on a clean start")
+
+	client := adminHTTPClient(t)
+	defer client.CloseIdleConnections()
+	exported := scrape(t, client, m)
+	if s := exported["kubernetes_build_info"]; len(s) != 1 || string(s[0].Metric["git_version"]) != version {
+		t.Errorf("kubernetes_build_info = %v, want git_version=%q", s, version)
+	}
+	if s := exported["multiproject_controllers_enabled"]; len(s) != 1 || s[0].Value != 3 {
+		t.Errorf("multiproject_controllers_enabled = %v, want 3 (--controllers=*)", s)
+	}
+	gates := map[string]float64{}
+	for _, s := range exported["kubernetes_feature_enabled"] {
+		gates[string(s.Metric["name"])] = float64(s.Value)
+	}
+	if gates["LoggingAlphaOptions"] != 1 {
+		t.Errorf("kubernetes_feature_enabled{name=LoggingAlphaOptions} = %v, want 1 (gates: %v)", gates["LoggingAlphaOptions"], gates)
+	}
 
 	mu.Lock()
 	defer mu.Unlock()
