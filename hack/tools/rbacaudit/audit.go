@@ -207,7 +207,9 @@ func (rep report) write(w io.Writer) {
 	for _, e := range rep.external {
 		fmt.Fprintf(w, "  (bound: %s)\n", e)
 	}
-	fmt.Fprintln(w, "refused (403):")
+	// A 403 is RBAC's refusal or an admission plugin's (a terminating namespace, an admission policy), or a
+	// kube-apiserver that serves before its authorizer has loaded the roles.
+	fmt.Fprintln(w, "refused (403: RBAC, or admission, or an API server still starting):")
 	for _, l := range rep.refused {
 		fmt.Fprintf(w, "  %s\n", l)
 	}
