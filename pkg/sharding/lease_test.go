@@ -19,11 +19,13 @@ package sharding
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -330,5 +332,83 @@ func TestLiveShards(t *testing.T) {
 	}, now)
 	if len(got) != 2 || got[0] != "a" || got[1] != "b" {
 		t.Errorf("live shards: %v, want [a b]", got)
+	}
+}
+
+// TestShardLeaseRefusedForALeaseDurationIsLostNamingTheRole: RBAC that does not grant the shard Lease (the sharded
+// Role missing, or in another namespace than --leader-elect-resource-namespace) makes every get a 403. A moment of
+// refusals is retried (a starting kube-apiserver refuses until its authorizer is ready); refusals for a whole lease
+// duration call OnLost with an error that names the Role and the namespace.
+func TestShardLeaseRefusedForALeaseDurationIsLostNamingTheRole(t *testing.T) {
+	r := newLeaseRig(t)
+	var refuse atomic.Bool
+	refuse.Store(true)
+	r.client.PrependReactor("get", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if refuse.Load() {
+			return true, nil, apierrors.NewForbidden(coordinationv1.Resource("leases"), "mp-pod-a-x1", errors.New("RBAC: access denied"))
+		}
+		return false, nil, nil
+	})
+	r.run(t)
+	// Refused for less than a lease duration, then granted: acquired, nothing lost.
+	r.step(t, 1, testRetryPeriod)
+	r.step(t, 1, testLeaseDuration-testRetryPeriod-time.Second)
+	// The attempt at t0+14s, refused, is made before the loop waits again.
+	eventually(t, "the attempt at t0+14s", func() bool { return r.clock.Waiters() == 1 })
+	refuse.Store(false)
+	r.step(t, 1, testRetryPeriod)
+	r.acquired(t)
+	if lost := r.lost.Load(); lost != nil {
+		t.Fatalf("lost after refusals shorter than a lease duration: %v", *lost)
+	}
+
+	r2 := newLeaseRig(t)
+	r2.client.PrependReactor("get", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(coordinationv1.Resource("leases"), "mp-pod-a-x1", errors.New("RBAC: access denied"))
+	})
+	r2.run(t)
+	// Refused at t0, t0+2s, ... t0+16s: the first refusal a lease duration after the first.
+	for range int(testLeaseDuration/testRetryPeriod) + 1 {
+		r2.step(t, 1, testRetryPeriod)
+	}
+	var err error
+	select {
+	case err = <-r2.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run kept retrying a Lease refused for a lease duration")
+	}
+	lost := r2.lost.Load()
+	if lost == nil || !errors.Is(*lost, ErrLeaseRefused) || !errors.Is(err, ErrLeaseRefused) {
+		t.Fatalf("Run returned %v, OnLost got %v; want ErrLeaseRefused for both", err, lost)
+	}
+	for _, want := range []string{"multiproject-controller-manager:sharding", `namespace "kube-system"`, "mp-pod-a-x1", "RBAC: access denied"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+}
+
+func TestRefusalTracker(t *testing.T) {
+	clk := testingclock.NewFakeClock(t0)
+	tr := &RefusalTracker{Clock: clk, Limit: 10 * time.Second}
+	forbidden := apierrors.NewForbidden(coordinationv1.Resource("leases"), "x", errors.New("no"))
+	steps := []struct {
+		after time.Duration
+		err   error
+		want  bool
+	}{
+		{0, forbidden, false},
+		{9 * time.Second, forbidden, false},
+		{time.Second, nil, false}, // a success ends the run of refusals
+		{time.Second, forbidden, false},
+		{5 * time.Second, apierrors.NewNotFound(coordinationv1.Resource("leases"), "x"), false}, // another error leaves it
+		{4 * time.Second, forbidden, false},
+		{time.Second, forbidden, true},
+	}
+	for i, s := range steps {
+		clk.Step(s.after)
+		if got := tr.Observe(s.err); got != s.want {
+			t.Errorf("step %d (%v after %s): Observe = %t, want %t", i, s.err, s.after, got, s.want)
+		}
 	}
 }

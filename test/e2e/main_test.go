@@ -31,6 +31,9 @@ limitations under the License.
 //   - least privilege: no "forbidden" in any manager log (checked for every process these tests start),
 //     SubjectAccessReviews pin what the ServiceAccount may and may not do, and manifests/ applies cleanly with a
 //     server-side dry run (TestLeastPrivilege, TestManifestsServerSideDryRun);
+//   - every grant used: the API server's audit log records the ServiceAccount's requests, and once the whole
+//     package has run, hack/tools/rbacaudit fails it if the manifests grant a verb no test used and no comment in
+//     the manifest explains (rbacAudit);
 //   - NEG readiness gates: a Deployment rolled out behind a NEG Service never leaves the NEG without serving Pods
 //     when its Pods declare the gate, and the window without it is measured (TestNEGReadinessGate).
 //
@@ -39,6 +42,10 @@ limitations under the License.
 package e2e
 
 import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
 	"testing"
 
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
@@ -56,5 +63,30 @@ func TestMain(m *testing.M) {
 		InstallProjectManifests: true,
 		// Rancher Projects, PangolinTunnels and PangolinResources.
 		ExtraManifestDirs: []string{"test/fixtures/crds"},
+		// The ServiceAccount's requests, for rbacAudit.
+		AuditPolicy: "test/fixtures/audit/policy.yaml",
+		AfterTests:  rbacAudit,
 	}, &controlPlane)
+}
+
+// rbacAudit compares what manifests/rbac and overlays/sharded/rbac.yaml grant the manager's ServiceAccount with what
+// it requested in these tests (the audit log), and prints the report: granted and used, unused with the reason its
+// manifest gives, unused without one. It fails the package on a grant unused without a reason, but only when every
+// test ran and passed: a run of a few tests (-run) uses a few grants.
+func rbacAudit(cp *framework.ControlPlane, passed bool) error {
+	cmd := exec.Command("go", "run", "./hack/tools/rbacaudit", "-audit-log", cp.AuditLogPath(),
+		"manifests/rbac", "overlays/sharded/rbac.yaml")
+	cmd.Dir = cp.RepoRoot()
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	err := cmd.Run()
+	whole := flag.Lookup("test.run").Value.String() == "" && flag.Lookup("test.skip").Value.String() == ""
+	switch {
+	case err == nil:
+		return nil
+	case !whole || !passed:
+		fmt.Fprintf(os.Stderr, "rbacaudit: %v (not failing: only the whole package, passing, proves a grant unused)\n", err)
+		return nil
+	default:
+		return fmt.Errorf("rbacaudit: %w", err)
+	}
 }

@@ -19,3 +19,11 @@ multiproject-controller-manager
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 {{- end -}}
+
+{{/*
+mpcm.leaseNamespace is the namespace of the leader-election Lease (--leader-elect-resource-namespace), of the shard
+Leases and claim records, and of the cluster-id ConfigMap: leaderElection.resourceNamespace, or the release's.
+*/}}
+{{- define "mpcm.leaseNamespace" -}}
+{{- .Values.leaderElection.resourceNamespace | default .Release.Namespace -}}
+{{- end -}}

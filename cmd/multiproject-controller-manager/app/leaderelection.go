@@ -37,6 +37,9 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 )
 
+// leaderElectionRole is the Role (and RoleBinding) of manifests/rbac/leader-election.yaml that grants the Lease.
+const leaderElectionRole = "multiproject-controller-manager:leader-election"
+
 // errLeaderElectionLost makes the process exit non-zero: another replica may already be acting, so this one must
 // not go on, and the Deployment restarts it as a standby.
 var errLeaderElectionLost = errors.New("leader election lost")
@@ -135,16 +138,25 @@ func newElection(ctx context.Context, c config.CompletedConfig, health *leaderEl
 	if err != nil {
 		return nil, fmt.Errorf("leader election lock: %w", err)
 	}
+	lock := &electionLock{Interface: inner, renewed: health.renewed,
+		// A starting kube-apiserver refuses requests until its RBAC authorizer has loaded the roles, and a
+		// leader's renewals may be refused so for a moment: only refusals for a whole renew deadline count.
+		refusals: &sharding.RefusalTracker{Clock: health.clock, Limit: c.LeaderElection.RenewDeadline.Duration},
+	}
 	e := &election{
 		logger:     klog.FromContext(ctx),
 		identity:   identity,
-		lock:       &electionLock{Interface: inner, renewed: health.renewed},
+		lock:       lock,
 		health:     health,
 		state:      state,
 		renewLimit: c.LeaderElection.RenewDeadline.Duration + c.LeaderElection.RetryPeriod.Duration,
 	}
 	e.stopped, e.stop = context.WithCancel(context.WithoutCancel(ctx))
 	e.lost, e.cancelLost = context.WithCancelCause(context.Background())
+	lock.refused = func(verb string, err error) {
+		e.loseLeadership(sharding.LeaseRefusedError(verb, c.LeaderElection.ResourceNamespace, c.LeaderElection.ResourceName,
+			leaderElectionRole, err))
+	}
 	return e, nil
 }
 
@@ -264,9 +276,18 @@ func (e *election) result() error {
 // write once leadership is lost, and a release (a write naming no holder) before run has returned. The elector
 // releases the Lease both on cancel and after it fails to renew, and in the second case it does so before it
 // cancels the leader's context; without this guard a standby could act while our controllers still run.
+//
+// It also watches for a Lease that RBAC does not grant: client-go's elector logs a refused get or create and retries
+// forever, so a manager whose Role does not follow --leader-elect-resource-name or --leader-elect-resource-namespace
+// would wait as a standby for good. Once refusals last the renew deadline, refused ends the election with an error
+// naming the Role to fix (sharding.LeaseRefusedError).
 type electionLock struct {
 	resourcelock.Interface
 	renewed func()
+
+	// refusals and refused are optional (tests build the lock without them).
+	refusals *sharding.RefusalTracker
+	refused  func(verb string, err error)
 
 	lost           atomic.Bool
 	releaseAllowed atomic.Bool
@@ -287,11 +308,25 @@ func (l *electionLock) mayWrite(record resourcelock.LeaderElectionRecord) error 
 	return nil
 }
 
+// observe tells refused about a Lease that RBAC keeps refusing.
+func (l *electionLock) observe(verb string, err error) {
+	if l.refusals != nil && l.refusals.Observe(err) && l.refused != nil {
+		l.refused(verb, err)
+	}
+}
+
+func (l *electionLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	record, raw, err := l.Interface.Get(ctx)
+	l.observe("get", err)
+	return record, raw, err
+}
+
 func (l *electionLock) Create(ctx context.Context, record resourcelock.LeaderElectionRecord) error {
 	if err := l.mayWrite(record); err != nil {
 		return err
 	}
 	err := l.Interface.Create(ctx, record)
+	l.observe("create", err)
 	if err == nil && record.HolderIdentity == l.Identity() {
 		l.renewed()
 	}
@@ -303,6 +338,7 @@ func (l *electionLock) Update(ctx context.Context, record resourcelock.LeaderEle
 		return err
 	}
 	err := l.Interface.Update(ctx, record)
+	l.observe("update", err)
 	if err == nil && record.HolderIdentity == l.Identity() {
 		l.renewed()
 	}

@@ -44,6 +44,7 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 )
 
 // realHealth is the health check Run builds, for tests that call leaderElectAndRun directly.
@@ -381,5 +382,52 @@ func TestLeaseIsNotReleasedWhileAControllerStillRuns(t *testing.T) {
 	}
 	if h := holder(getLease(t, client)); h != me || h == "" {
 		t.Errorf("the Lease names %q after the stop, want still %q: released while a controller still runs", h, me)
+	}
+}
+
+// TestRunExitsNamingTheRoleWhenTheLeaseIsRefused: a manager started with --leader-elect-resource-name or
+// --leader-elect-resource-namespace that its Role does not follow is refused its Lease (403). client-go's elector
+// would log and retry forever; Run returns, once the refusals have lasted the renew deadline, an error that says
+// which Lease, which Role and RoleBinding in which namespace, and what they must grant.
+func TestRunExitsNamingTheRoleWhenTheLeaseIsRefused(t *testing.T) {
+	for _, verb := range []string{"get", "create"} {
+		t.Run(verb, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			client := fake.NewClientset()
+			le := leaderElection(3*time.Second, time.Second, 100*time.Millisecond)
+			le.ResourceName, le.ResourceNamespace = "renamed", "elsewhere"
+			c := testConfig(client, le)
+			client.PrependReactor(verb, "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewForbidden(coordinationv1.Resource("leases"), "renamed",
+					errors.New(`User "system:serviceaccount:kube-system:multiproject-controller-manager" cannot `+verb))
+			})
+			started := time.Now()
+			done := make(chan error, 1)
+			go func() {
+				done <- leaderElectAndRun(ctx, c, realHealth(c), &processState{}, func(context.Context) error {
+					t.Error("a manager refused its Lease ran its controllers")
+					return nil
+				})
+			}()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("a manager refused its Lease kept retrying")
+			}
+			if !errors.Is(err, sharding.ErrLeaseRefused) || !errors.Is(err, errLeaderElectionLost) {
+				t.Fatalf("leaderElectAndRun returned %v, want ErrLeaseRefused (and the process to exit)", err)
+			}
+			for _, want := range []string{verb + " of Lease elsewhere/renamed", "Role " + leaderElectionRole,
+				`namespace "elsewhere"`, `leases.coordination.k8s.io "renamed"`, "--leader-elect-resource-name",
+				"leaderElection.resourceName", `cannot ` + verb} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the error does not say %q:\n%v", want, err)
+				}
+			}
+			if d := time.Since(started); d < le.RenewDeadline.Duration {
+				t.Errorf("gave up after %s, before refusals lasted the renew deadline %s", d, le.RenewDeadline.Duration)
+			}
+		})
 	}
 }

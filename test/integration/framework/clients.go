@@ -19,6 +19,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -59,6 +60,10 @@ func (cp *ControlPlane) RepoRoot() string { return cp.repoRoot }
 
 // Dir is the control plane's temporary directory (data, credentials, one log file per component).
 func (cp *ControlPlane) Dir() string { return cp.dir }
+
+// AuditLogPath is kube-apiserver's audit log (Options.AuditPolicy), one JSON event per line; the file exists only
+// when the control plane was started with an audit policy.
+func (cp *ControlPlane) AuditLogPath() string { return filepath.Join(cp.dir, "audit.log") }
 
 // ServiceAccountConfig returns a config that authenticates as the ServiceAccount namespace/name with a token from
 // the TokenRequest API, so requests are authorized by RBAC exactly as for a Pod running as that ServiceAccount.

@@ -56,6 +56,12 @@ func runWithControlPlane(m *testing.M, opts Options, controlPlane **ControlPlane
 	}()
 
 	code := m.Run()
+	if opts.AfterTests != nil {
+		if err := opts.AfterTests(cp, code == 0); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+			code = 1
+		}
+	}
 	if err := cp.stop(code != 0); err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: stopping the integration control plane: %v\n", err)
 		if code == 0 {
