@@ -19,6 +19,7 @@ package translator
 import (
 	"maps"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -99,10 +100,11 @@ func (t *Translator) onServiceDelete(obj any) {
 	t.enqueue(svc.Namespace, svc.Name)
 }
 
+// onSlice enqueues the Service of a slice that appeared or went, after the batch period.
 func (t *Translator) onSlice(obj any) {
 	obj = worker.LastState(obj)
 	if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
-		t.enqueueSliceService(slice)
+		t.enqueueSliceService(slice, t.batchPeriod)
 	}
 }
 
@@ -116,14 +118,14 @@ func (t *Translator) onSliceUpdate(oldObj, newObj any) {
 		return
 	}
 	if oldSlice.Labels[discoveryv1.LabelServiceName] != newSlice.Labels[discoveryv1.LabelServiceName] {
-		t.enqueueSliceService(oldSlice)
+		t.enqueueSliceService(oldSlice, t.batchPeriod)
 	}
-	t.enqueueSliceService(newSlice)
+	t.enqueueSliceService(newSlice, t.batchPeriod)
 }
 
-// enqueueSliceService enqueues the Service of a slice if it asks for NEGs; slices of other Services cost a map
-// lookup.
-func (t *Translator) enqueueSliceService(slice *discoveryv1.EndpointSlice) {
+// enqueueSliceService enqueues the Service of a slice if it asks for NEGs, after delay; slices of other Services
+// cost a map lookup.
+func (t *Translator) enqueueSliceService(slice *discoveryv1.EndpointSlice, delay time.Duration) {
 	name := slice.Labels[discoveryv1.LabelServiceName]
 	if name == "" {
 		return
@@ -131,6 +133,10 @@ func (t *Translator) enqueueSliceService(slice *discoveryv1.EndpointSlice) {
 	svc, err := t.serviceLister.Services(slice.Namespace).Get(name)
 	if err != nil || !wantsNEGs(svc) {
 		// Not seen yet: its own Add event enqueues it.
+		return
+	}
+	if delay > 0 {
+		t.addAfter(slice.Namespace+"/"+name, delay)
 		return
 	}
 	t.enqueue(slice.Namespace, name)
@@ -203,7 +209,7 @@ func (t *Translator) nodeChanged(node string, zonesChanged bool) {
 	}
 	for _, s := range endpointSlices {
 		if slices.ContainsFunc(s.Endpoints, func(ep discoveryv1.Endpoint) bool { return ptr.Deref(ep.NodeName, "") == node }) {
-			t.enqueueSliceService(s)
+			t.enqueueSliceService(s, 0)
 		}
 	}
 }
