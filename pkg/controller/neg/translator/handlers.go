@@ -251,17 +251,26 @@ func (t *Translator) onTranslationDelete(obj any) {
 // onTranslationUpdate ignores most of the pusher's status and finalizer writes: the spec (generation), labels,
 // owner references (the garbage collector removes them when the Service is deleted with --cascade=orphan) and the
 // deletion mark are the translator's business, and so is a Translation of this version becoming synced while one of
-// another version for the same Service port waits for it.
+// another version for the same Service port waits for it. With a batch period, a new spec alone waits for it.
 func (t *Translator) onTranslationUpdate(oldObj, newObj any) {
 	oldTr, ok1 := oldObj.(*mpv1alpha1.Translation)
 	newTr, ok2 := newObj.(*mpv1alpha1.Translation)
 	if !ok1 || !ok2 {
 		return
 	}
-	if oldTr.Generation == newTr.Generation && oldTr.DeletionTimestamp.Equal(newTr.DeletionTimestamp) &&
-		maps.Equal(oldTr.Labels, newTr.Labels) &&
-		apiequality.Semantic.DeepEqual(oldTr.OwnerReferences, newTr.OwnerReferences) &&
+	sameMeta := oldTr.DeletionTimestamp.Equal(newTr.DeletionTimestamp) && maps.Equal(oldTr.Labels, newTr.Labels) &&
+		apiequality.Semantic.DeepEqual(oldTr.OwnerReferences, newTr.OwnerReferences)
+	if oldTr.Generation == newTr.Generation && sameMeta &&
 		(isSynced(oldTr) || !isSynced(newTr) || !t.hasPredecessorVersion(newTr)) {
+		return
+	}
+	if sameMeta && oldTr.Generation != newTr.Generation && t.batchPeriod > 0 {
+		// A new spec is nearly always the translator's own patch coming back. Synced at once, the Service would
+		// write the endpoint changes that came since, which wait for the batch period: they would not be batched.
+		// A spec edited by someone else is put back one period later.
+		if service, ok := serviceOf(newTr); ok && IsOurs(newTr) {
+			t.addAfter(newTr.Namespace+"/"+service, t.batchPeriod)
+		}
 		return
 	}
 	t.enqueueOwner(newTr)
