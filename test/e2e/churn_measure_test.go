@@ -339,5 +339,5 @@ func (c *e2eChurn) record(slicesAlone, fast, paced []churnPass, plain churnPass)
 		}
 	}
 	row("neg-churn-manager-cpu", "The manager binary's own CPU per endpoint change (utime + stime of its process, /proc/<pid>/stat), the fake GCE and the load outside it. Goal: at most 1 ms.",
-		"", fmt.Sprintf("All of the process's CPU during the pass: its idle CPU (%.3f cores, measured before the passes), its logging at --v=2 and the client side of its GCE calls included. Paced, where each change is synced alone, it is above the goal; batched or coalesced, below.", paced[0].managerIdle), cpu...)
+		"", fmt.Sprintf("All of the process's CPU during the pass: its idle CPU (%.3f cores, measured before the passes), its logging at --v=2 and the client side of its GCE calls included. It follows the Translation writes per change, which the notes of neg-churn-apiserver-work give for each pass.", paced[0].managerIdle), cpu...)
 }
