@@ -242,16 +242,7 @@ func (w *workload) endpoints(serial, gen, n int) []endpoint {
 // the neg annotation exposing port 80 (target port 8080).
 func (w *workload) setService(name string, eps []endpoint) {
 	w.t.Helper()
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.appNS, Name: name + "-http",
-			Labels: map[string]string{discoveryv1.LabelServiceName: name}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
-	}
-	for _, ep := range eps {
-		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{ep.ip}, NodeName: ptr.To(ep.node),
-			Zone: ptr.To(zones[ep.zone]), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
-	}
+	slice := endpointSlice(w.appNS, name, eps)
 	slices := w.kube.DiscoveryV1().EndpointSlices(w.appNS)
 	existing, err := slices.Get(w.ctx, slice.Name, metav1.GetOptions{})
 	switch {
@@ -280,6 +271,21 @@ func (w *workload) setService(name string, eps []endpoint) {
 	if err != nil {
 		w.t.Fatalf("creating Service %s: %v", name, err)
 	}
+}
+
+// endpointSlice is the Service's EndpointSlice in ns holding eps, port http → 8080.
+func endpointSlice(ns, service string, eps []endpoint) *discoveryv1.EndpointSlice {
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: service + "-http",
+			Labels: map[string]string{discoveryv1.LabelServiceName: service}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	for _, ep := range eps {
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{ep.ip}, NodeName: ptr.To(ep.node),
+			Zone: ptr.To(zones[ep.zone]), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+	}
+	return slice
 }
 
 func (w *workload) deleteService(name string) {

@@ -110,6 +110,9 @@ type Options struct {
 	// cloud.google.com/load-balancer-neg-ready True anyway (reason LoadBalancerNegTimeout), so that a broken health
 	// check cannot block a rollout forever (--neg-readiness-timeout); 0 disables it.
 	NEGReadinessTimeout time.Duration
+	// NEGEndpointBatchPeriod delays the NEG translator's sync after an EndpointSlice change, so that the changes of
+	// one Service inside the period make one Translation write (--neg-endpoint-batch-period); 0 syncs at once.
+	NEGEndpointBatchPeriod time.Duration
 	// GCEUserAgent identifies this process in every Compute Engine call's User-Agent, so GCE audit logs (and the
 	// fake GCE in tests) can tell which replica made a call.
 	GCEUserAgent string

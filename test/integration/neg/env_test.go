@@ -81,6 +81,8 @@ type envOptions struct {
 	countCalls bool
 	// resync is the shared informers' resync period (the manager's --resync-period); 0 disables it, as by default.
 	resync time.Duration
+	// batchPeriod is the manager's --neg-endpoint-batch-period; 0, as by default, syncs at once.
+	batchPeriod time.Duration
 }
 
 func newEnv(t testing.TB) *env {
@@ -102,6 +104,7 @@ func newEnvWith(t testing.TB, opts envOptions) *env {
 	return startNEG(t, fw, calls, manager, 500, func(o *options.Options) {
 		o.ClientConnection.QPS, o.ClientConnection.Burst = 200, 400
 		o.ResyncPeriod.Duration = opts.resync
+		o.TenantControllers.NEGEndpointBatchPeriod = opts.batchPeriod
 	})
 }
 

@@ -94,6 +94,9 @@ func TestDefaultsAreValid(t *testing.T) {
 	if o.TenantControllers.NEGReadinessTimeout != 10*time.Minute {
 		t.Errorf("--neg-readiness-timeout default = %s, want ingress-gce's 10m", o.TenantControllers.NEGReadinessTimeout)
 	}
+	if o.TenantControllers.NEGEndpointBatchPeriod != 0 {
+		t.Errorf("--neg-endpoint-batch-period default = %s, want 0 (write at once)", o.TenantControllers.NEGEndpointBatchPeriod)
+	}
 	// A tenant's share defaults to a quarter of the client's budget, burst rounded up.
 	if qps, burst := o.tenantBudget(); qps != 5 || burst != 8 {
 		t.Errorf("per-tenant budget default = %v/%d, want 5/8 (a quarter of 20/30)", qps, burst)
@@ -106,6 +109,7 @@ func TestFlagsParseIntoOptions(t *testing.T) {
 		"--concurrent-neg-syncs=3", "--concurrent-ingress-tunnel-syncs=7", "--resync-period=1m",
 		"--provider-config-name-label-key=example.com/tenant", "--leader-elect=false",
 		"--leader-elect-resource-name=other", "--secure-port=0", "--profiling=false", "--neg-readiness-timeout=90s",
+		"--neg-endpoint-batch-period=250ms",
 	)
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
@@ -123,6 +127,8 @@ func TestFlagsParseIntoOptions(t *testing.T) {
 		t.Errorf("leader election = %+v", o.LeaderElection)
 	case o.TenantControllers.NEGReadinessTimeout != 90*time.Second:
 		t.Errorf("NEG readiness timeout = %s", o.TenantControllers.NEGReadinessTimeout)
+	case o.TenantControllers.NEGEndpointBatchPeriod != 250*time.Millisecond:
+		t.Errorf("NEG endpoint batch period = %s", o.TenantControllers.NEGEndpointBatchPeriod)
 	case o.SecureServing.BindPort != 0, o.Debugging.EnableProfiling:
 		t.Errorf("serving port %d profiling %v", o.SecureServing.BindPort, o.Debugging.EnableProfiling)
 	}
@@ -147,6 +153,7 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		"negative resync":                        {[]string{"--resync-period=-1s"}, "--resync-period must not be negative"},
 		"negative readiness timeout":             {[]string{"--neg-readiness-timeout=-1s"}, "--neg-readiness-timeout must not be negative, got -1s"},
 		"readiness timeout disabled":             {[]string{"--neg-readiness-timeout=0"}, ""},
+		"negative batch period":                  {[]string{"--neg-endpoint-batch-period=-1s"}, "--neg-endpoint-batch-period must not be negative, got -1s"},
 		"bad label key":                          {[]string{"--provider-config-name-label-key=not a key"}, "--provider-config-name-label-key"},
 		"zero cache sync timeout":                {[]string{"--cache-sync-timeout=0"}, "--cache-sync-timeout must be positive"},
 		"lease not over renew":                   {[]string{"--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=10s"}, "--leader-elect-lease-duration (10s) must be greater than --leader-elect-renew-deadline (10s)"},

@@ -32,6 +32,7 @@ func (o *Options) addTenantControllerFlags(tcfs *pflag.FlagSet) {
 	tcfs.Float32Var(&o.TenantControllers.GCEQPS, "gce-qps", o.TenantControllers.GCEQPS, "Compute Engine calls per second allowed to each tenant (client-side token bucket).")
 	tcfs.DurationVar(&o.TenantControllers.NEGGCPeriod, "neg-gc-period", o.TenantControllers.NEGGCPeriod, "How often each tenant's NEGs are swept: a NEG in the tenant's project that carries this cluster's and tenant's ownership marker, but that no Translation claims over two sweeps, is deleted. 0 disables the sweep.")
 	tcfs.DurationVar(&o.TenantControllers.NEGReadinessTimeout, "neg-readiness-timeout", o.TenantControllers.NEGReadinessTimeout, "How long after a Pod's creation its readiness gate cloud.google.com/load-balancer-neg-ready is set True even if its endpoint was not reported healthy in a NEG (reason LoadBalancerNegTimeout), so that a broken health check cannot block a rollout forever. 0 disables the timeout.")
+	tcfs.DurationVar(&o.TenantControllers.NEGEndpointBatchPeriod, "neg-endpoint-batch-period", o.TenantControllers.NEGEndpointBatchPeriod, "How long the neg controller waits after a Service's endpoints change before it writes the Service's Translation, so that the changes inside the period make one write (as kube-controller-manager's --endpointslice-updates-batch-period). Adds up to the period to the time an endpoint takes to reach its NEG; 0 writes at once.")
 	tcfs.IntVar(&o.TenantControllers.GCEBurst, "gce-burst", o.TenantControllers.GCEBurst, "Burst of Compute Engine calls allowed to each tenant.")
 }
 
@@ -55,6 +56,9 @@ func (o *Options) validateTenantControllers() []error {
 	}
 	if tc.NEGReadinessTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--neg-readiness-timeout must not be negative, got %s", tc.NEGReadinessTimeout))
+	}
+	if tc.NEGEndpointBatchPeriod < 0 {
+		errs = append(errs, fmt.Errorf("--neg-endpoint-batch-period must not be negative, got %s", tc.NEGEndpointBatchPeriod))
 	}
 	if tc.GCEQPS <= 0 {
 		errs = append(errs, fmt.Errorf("--gce-qps must be greater than 0, got %v", tc.GCEQPS))

@@ -19,6 +19,7 @@ package translator
 import (
 	"maps"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -99,10 +100,11 @@ func (t *Translator) onServiceDelete(obj any) {
 	t.enqueue(svc.Namespace, svc.Name)
 }
 
+// onSlice enqueues the Service of a slice that appeared or went, after the batch period.
 func (t *Translator) onSlice(obj any) {
 	obj = worker.LastState(obj)
 	if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
-		t.enqueueSliceService(slice)
+		t.enqueueSliceService(slice, t.batchPeriod)
 	}
 }
 
@@ -116,14 +118,14 @@ func (t *Translator) onSliceUpdate(oldObj, newObj any) {
 		return
 	}
 	if oldSlice.Labels[discoveryv1.LabelServiceName] != newSlice.Labels[discoveryv1.LabelServiceName] {
-		t.enqueueSliceService(oldSlice)
+		t.enqueueSliceService(oldSlice, t.batchPeriod)
 	}
-	t.enqueueSliceService(newSlice)
+	t.enqueueSliceService(newSlice, t.batchPeriod)
 }
 
-// enqueueSliceService enqueues the Service of a slice if it asks for NEGs; slices of other Services cost a map
-// lookup.
-func (t *Translator) enqueueSliceService(slice *discoveryv1.EndpointSlice) {
+// enqueueSliceService enqueues the Service of a slice if it asks for NEGs, after delay; slices of other Services
+// cost a map lookup.
+func (t *Translator) enqueueSliceService(slice *discoveryv1.EndpointSlice, delay time.Duration) {
 	name := slice.Labels[discoveryv1.LabelServiceName]
 	if name == "" {
 		return
@@ -131,6 +133,10 @@ func (t *Translator) enqueueSliceService(slice *discoveryv1.EndpointSlice) {
 	svc, err := t.serviceLister.Services(slice.Namespace).Get(name)
 	if err != nil || !wantsNEGs(svc) {
 		// Not seen yet: its own Add event enqueues it.
+		return
+	}
+	if delay > 0 {
+		t.addAfter(slice.Namespace+"/"+name, delay)
 		return
 	}
 	t.enqueue(slice.Namespace, name)
@@ -203,7 +209,7 @@ func (t *Translator) nodeChanged(node string, zonesChanged bool) {
 	}
 	for _, s := range endpointSlices {
 		if slices.ContainsFunc(s.Endpoints, func(ep discoveryv1.Endpoint) bool { return ptr.Deref(ep.NodeName, "") == node }) {
-			t.enqueueSliceService(s)
+			t.enqueueSliceService(s, 0)
 		}
 	}
 }
@@ -245,17 +251,26 @@ func (t *Translator) onTranslationDelete(obj any) {
 // onTranslationUpdate ignores most of the pusher's status and finalizer writes: the spec (generation), labels,
 // owner references (the garbage collector removes them when the Service is deleted with --cascade=orphan) and the
 // deletion mark are the translator's business, and so is a Translation of this version becoming synced while one of
-// another version for the same Service port waits for it.
+// another version for the same Service port waits for it. With a batch period, a new spec alone waits for it.
 func (t *Translator) onTranslationUpdate(oldObj, newObj any) {
 	oldTr, ok1 := oldObj.(*mpv1alpha1.Translation)
 	newTr, ok2 := newObj.(*mpv1alpha1.Translation)
 	if !ok1 || !ok2 {
 		return
 	}
-	if oldTr.Generation == newTr.Generation && oldTr.DeletionTimestamp.Equal(newTr.DeletionTimestamp) &&
-		maps.Equal(oldTr.Labels, newTr.Labels) &&
-		apiequality.Semantic.DeepEqual(oldTr.OwnerReferences, newTr.OwnerReferences) &&
+	sameMeta := oldTr.DeletionTimestamp.Equal(newTr.DeletionTimestamp) && maps.Equal(oldTr.Labels, newTr.Labels) &&
+		apiequality.Semantic.DeepEqual(oldTr.OwnerReferences, newTr.OwnerReferences)
+	if oldTr.Generation == newTr.Generation && sameMeta &&
 		(isSynced(oldTr) || !isSynced(newTr) || !t.hasPredecessorVersion(newTr)) {
+		return
+	}
+	if sameMeta && oldTr.Generation != newTr.Generation && t.batchPeriod > 0 {
+		// A new spec is nearly always the translator's own patch coming back. Synced at once, the Service would
+		// write the endpoint changes that came since, which wait for the batch period: they would not be batched.
+		// A spec edited by someone else is put back one period later.
+		if service, ok := serviceOf(newTr); ok && IsOurs(newTr) {
+			t.addAfter(newTr.Namespace+"/"+service, t.batchPeriod)
+		}
 		return
 	}
 	t.enqueueOwner(newTr)

@@ -81,8 +81,13 @@ type Translator struct {
 	// concurrency is how many workers sync at once (--concurrent-neg-syncs), for the start log.
 	concurrency int
 	// add enqueues a Service key; tests replace it to see what the handlers enqueue.
-	add      func(key string)
-	recorder record.EventRecorder
+	add func(key string)
+	// batchPeriod delays the sync an EndpointSlice event asks for (--neg-endpoint-batch-period), so that the changes
+	// of one Service inside the period make one Translation write; 0 syncs at once. The first event of a period
+	// decides when it ends: the queue keeps the earliest time asked for a key.
+	batchPeriod time.Duration
+	addAfter    func(key string, delay time.Duration)
+	recorder    record.EventRecorder
 	// onSynced is called once the caches have synced and the workers run.
 	onSynced func()
 	// stop is the run's StopSignal (tenant.Context.Stop), nil when ctx's end is the signal.
@@ -110,6 +115,11 @@ type Translator struct {
 // New builds the translator of the tenant c describes; onSynced is called once its caches have synced and its
 // workers run. It makes no API call.
 func New(c *tenant.Context, onSynced func()) (*Translator, error) {
+	return newWithClock(c, onSynced, nil)
+}
+
+// newWithClock is New with the clock the queue's delayed keys wait on (the batch period's); nil is the real clock.
+func newWithClock(c *tenant.Context, onSynced func(), clk clock.WithDelayedExecution) (*Translator, error) {
 	if c.ProviderConfig == nil || c.ProviderConfig.Spec.GCP == nil {
 		return nil, errors.New("neg: the ProviderConfig has no spec.gcp")
 	}
@@ -128,21 +138,26 @@ func New(c *tenant.Context, onSynced func()) (*Translator, error) {
 		onSynced:    onSynced,
 		stop:        c.Stop,
 		concurrency: max(c.Workers, 1),
+		batchPeriod: c.Options.NEGEndpointBatchPeriod,
 		warnings:    tenant.NewWarnings(c.EventRecorder),
 		writes:      newOwnWrites(clock.RealClock{}),
 	}
 	if err := t.useInformers(c); err != nil {
 		return nil, err
 	}
-	t.workers = worker.New(worker.Config{
+	cfg := worker.Config{
 		Tenant:     t.tenant,
 		Controller: c.Controller,
 		Queue:      "translator",
 		KeyName:    "service",
 		Workers:    c.Workers,
 		Sync:       t.syncKey,
-	})
-	t.add = t.workers.Add
+	}
+	if clk != nil {
+		cfg.Retry = &worker.Retry{Clock: clk}
+	}
+	t.workers = worker.New(cfg)
+	t.add, t.addAfter = t.workers.Add, t.workers.AddAfter
 	return t, nil
 }
 

@@ -1,0 +1,492 @@
+//go:build integration
+
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	mpclientset "github.com/multiproject/client-go/clientset/versioned"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
+)
+
+// BenchmarkEndToEndChurn measures, in one run on one API server, what an endpoint change costs when the built
+// binary handles it, against what the same API writes cost without it. The world: one tenant (the workload of the
+// other e2e tests), E2E_CHURN_SERVICES annotated Services (default 100), each with one EndpointSlice of one ready
+// endpoint per zone. One pass is E2E_CHURN_CHANGES endpoint additions (default 1,000), spread round-robin over the
+// Services and written by E2E_CHURN_WORKERS goroutines (default 8; each owns a fixed share of the Services, so no
+// write conflicts), as the cluster administrator. The passes, in order:
+//
+//  1. slices alone: the additions with no manager running, as fast as the writers go and paced (below), so
+//     kube-apiserver's CPU for the user's own writes is known (its process_cpu_seconds_total, from its /metrics: the
+//     kernel's accounting of its process);
+//  2. the manager, once per batch period of E2E_CHURN_BATCH_PERIODS (default "0,1s,2s": today's behaviour, then
+//     --neg-endpoint-batch-period=1s and 2s): the binary started as the Deployment starts it (client and GCE QPS 1,000),
+//     converged, then two passes: the additions as fast as the writers go, then paced at E2E_CHURN_PACED_RATE
+//     changes/s (default 100, one change per Service per second: a rate the manager keeps up with, where changes do
+//     not coalesce in its queues by themselves). A pass ends when the fake GCE (in this process) holds every
+//     Service's endpoints and every Translation is synced. Measured: the rate (changes ÷ time from the first write
+//     to that end), kube-apiserver's CPU, the binary's own CPU (utime + stime of /proc/<pid>/stat) and the API
+//     writes by resource (kube-apiserver's apiserver_request_total). Each pass ends with the exact audit the e2e
+//     tests use (workload.waitConverged: every NEG holds exactly its slice's ready endpoints);
+//  3. the plain loop, as fast as the writers go: no informer, no GCE; per change the slice update, then the
+//     Translation spec patch and status update (the manager's own kinds of request, its ServiceAccount's identity,
+//     so the same API Priority and Fairness level) as many times per change as the last fast manager pass made them,
+//     on copies of its Translations.
+//
+// The rate row compares the last fast pass with the plain loop. kube-apiserver's CPU per change caused by the
+// manager is a pass's CPU beyond idle minus the slices-alone pass's at the same pace, per change; the row compares
+// the last batch period's paced pass with the first's (0: today's behaviour). CHURN_PROFILE_DIR=DIR keeps a CPU profile of the manager binary and of kube-apiserver for each manager
+// pass (E2E_CHURN_PROFILE_SECONDS long, default 10). The machine is shared: CPU seconds and ratios within the run
+// are what compare, not wall time across runs.
+//
+//	WHAT=./test/e2e hack/test-integration.sh -race=false -run '^$' -bench BenchmarkEndToEndChurn -benchtime 1x
+func BenchmarkEndToEndChurn(b *testing.B) {
+	c := newE2EChurn(b)
+	periods := envDurations(b, "E2E_CHURN_BATCH_PERIODS", []time.Duration{0, time.Second, 2 * time.Second})
+	b.ResetTimer()
+	for range b.N {
+		apiIdle, _ := c.idle(nil)
+		slicesOnly := c.pass("slices alone", nil, c.writeSlice(c.w.appNS), 0, nil)
+		slicesPaced := c.pass("slices alone, paced", nil, c.writeSlice(c.w.appNS), c.pacedRate(), nil)
+		slicesOnly.apiIdle, slicesPaced.apiIdle = apiIdle, apiIdle
+		var fast, paced []churnPass
+		for _, period := range periods {
+			f, p := c.managerPasses(period)
+			f.base, p.base = &slicesOnly, &slicesPaced
+			fast, paced = append(fast, f), append(paced, p)
+		}
+		last := fast[len(fast)-1]
+		plain := c.plainPass(last.perChange(translationSpecWrites), last.perChange(translationStatusWrites))
+		plain.base = &slicesOnly
+		c.report([]churnPass{slicesOnly, slicesPaced}, fast, paced, plain)
+	}
+}
+
+// churnPass is what one pass measured.
+type churnPass struct {
+	name    string
+	period  time.Duration
+	changes int
+	// elapsed is from the first write to the pass's end, writing until the last write's answer, inGCE until the
+	// fake GCE held every change (manager passes only).
+	elapsed, writing, inGCE time.Duration
+	// apiCPU and managerCPU are CPU seconds of kube-apiserver and of the manager binary during the pass; apiIdle
+	// and managerIdle their CPU (cores) while nothing changed, just before.
+	apiCPU, managerCPU, apiIdle, managerIdle float64
+	// base is the pass of the slice writes alone at the same pace, nil for those passes themselves.
+	base *churnPass
+	// writes counts kube-apiserver's requests but watches during the pass by "VERB resource[/subresource]".
+	writes map[string]float64
+}
+
+const (
+	translationSpecWrites   = "PATCH translations"
+	translationStatusWrites = "PUT translations/status"
+)
+
+func (p churnPass) rate() float64 { return float64(p.changes) / p.elapsed.Seconds() }
+
+func (p churnPass) perChange(kind string) float64 { return p.writes[kind] / float64(p.changes) }
+
+// apiMsPerChange is kube-apiserver's CPU per change in the pass beyond its idle CPU over the pass's time and beyond
+// what the slice writes alone at the same pace (base) spent per change beyond idle, in ms. The idle CPU (its
+// controllers, leases, the watches of an idle manager) is spent per second, not per change: a pass that takes longer
+// would otherwise be charged more.
+func (p churnPass) apiMsPerChange() float64 {
+	if p.base == nil {
+		return 0
+	}
+	own := (p.apiCPU - p.apiIdle*p.elapsed.Seconds()) / float64(p.changes)
+	users := (p.base.apiCPU - p.base.apiIdle*p.base.elapsed.Seconds()) / float64(p.base.changes)
+	return (own - users) * 1000
+}
+
+// managerMsPerChange is the manager's CPU per change in ms, all of it (net false) or beyond its idle CPU.
+func (p churnPass) managerMsPerChange(net bool) float64 {
+	cpu := p.managerCPU
+	if net {
+		cpu -= p.managerIdle * p.elapsed.Seconds()
+	}
+	return cpu / float64(p.changes) * 1000
+}
+
+type e2eChurn struct {
+	b          *testing.B
+	w          *workload
+	gce        *fakegce.Server
+	kubeconfig string
+	// writer writes as the administrator, fast; manager is the manager's ServiceAccount (the plain loop's identity).
+	writer   kubernetes.Interface
+	manager  mpclientset.Interface
+	services []*churnService
+	changes  int
+	workers  int
+}
+
+// churnService is one Service: its endpoints now, the additions it had, and its slice's resourceVersion in the
+// namespace a pass writes. A Service is written by one worker only.
+type churnService struct {
+	index, added int
+	name         string
+	eps          []endpoint
+	rv           map[string]string // namespace → resourceVersion of the slice
+	neg          string            // NEG name, once the manager has declared it
+}
+
+func newE2EChurn(b *testing.B) *e2eChurn {
+	gce := startFakeGCE(b)
+	c := &e2eChurn{b: b, gce: gce, w: newWorkload(b, gce), kubeconfig: managerKubeconfig(b),
+		changes: envInt(b, "E2E_CHURN_CHANGES", 1000), workers: envInt(b, "E2E_CHURN_WORKERS", 8)}
+	cfg := controlPlane.AdminConfig()
+	cfg.QPS, cfg.Burst = 5000, 5000
+	c.writer = kubernetes.NewForConfigOrDie(cfg)
+	managerCfg, err := controlPlane.ManagerConfig(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	managerCfg.QPS, managerCfg.Burst = 1000, 2000 // the binary's --kube-api-qps/--kube-api-burst in this benchmark
+	c.manager = mpclientset.NewForConfigOrDie(managerCfg)
+	for i := range envInt(b, "E2E_CHURN_SERVICES", 100) {
+		svc := &churnService{index: i, name: fmt.Sprintf("svc-%d", i), eps: c.w.endpoints(i, 0, 1), rv: map[string]string{}}
+		c.w.setService(svc.name, svc.eps)
+		c.services = append(c.services, svc)
+	}
+	return c
+}
+
+// addEndpoint gives the Service one more ready endpoint, in the next zone, on another address than any before.
+func (c *e2eChurn) addEndpoint(svc *churnService) {
+	n := svc.added
+	svc.added++
+	zone := n % len(zones)
+	svc.eps = append(svc.eps, endpoint{ip: fmt.Sprintf("10.%d.%d.%d", svc.index, 50+n/200, n%200+1),
+		node: c.w.nodeName(zone, n%2), zone: zone})
+}
+
+// run makes c.changes additions, change j to Service j mod len(services), each worker owning the Services whose
+// index is its own modulo the worker count; write is called after each addition. With a rate, change j is not
+// written before j/rate seconds from the start.
+func (c *e2eChurn) run(write func(*churnService) error, rate int) {
+	type change struct {
+		svc *churnService
+		due time.Duration
+	}
+	queues := make([][]change, c.workers)
+	for j := range c.changes {
+		svc := c.services[j%len(c.services)]
+		var due time.Duration
+		if rate > 0 {
+			due = time.Duration(j) * time.Second / time.Duration(rate)
+		}
+		queues[svc.index%c.workers] = append(queues[svc.index%c.workers], change{svc: svc, due: due})
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, c.workers)
+	for _, q := range queues {
+		wg.Go(func() {
+			for _, ch := range q {
+				svc := ch.svc
+				if wait := ch.due - time.Since(start); wait > 0 {
+					// The load's pace, not a wait for a condition.
+					select {
+					case <-time.After(wait):
+					case <-c.b.Context().Done():
+						return
+					}
+				}
+				c.addEndpoint(svc)
+				if err := write(svc); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		c.b.Fatal(err)
+	}
+}
+
+// writeSlice updates the Service's EndpointSlice in ns with its endpoints, and tells the workload (the audit) what
+// it now wants.
+func (c *e2eChurn) writeSlice(ns string) func(*churnService) error {
+	return func(svc *churnService) error {
+		slice := endpointSlice(ns, svc.name, svc.eps)
+		slices := c.writer.DiscoveryV1().EndpointSlices(ns)
+		var out *discoveryv1.EndpointSlice
+		var err error
+		if rv, ok := svc.rv[ns]; ok {
+			slice.ResourceVersion = rv
+			out, err = slices.Update(c.b.Context(), slice, updateOptions)
+		} else {
+			// The workload created it: read its version once.
+			if out, err = slices.Get(c.b.Context(), slice.Name, getOptions); err == nil {
+				slice.ResourceVersion = out.ResourceVersion
+				out, err = slices.Update(c.b.Context(), slice, updateOptions)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("EndpointSlice of %s/%s: %w", ns, svc.name, err)
+		}
+		svc.rv[ns] = out.ResourceVersion
+		if ns == c.w.appNS {
+			c.w.mu.Lock()
+			c.w.services[svc.name] = append([]endpoint(nil), svc.eps...)
+			c.w.mu.Unlock()
+		}
+		return nil
+	}
+}
+
+// pass runs the additions with write at rate (0: as fast as the writers go) while m (nil: no manager) runs, then
+// settle (if any), and measures both.
+func (c *e2eChurn) pass(name string, m *manager, write func(*churnService) error, rate int, settle func() time.Time) churnPass {
+	before := c.usage(m)
+	start := time.Now()
+	c.run(write, rate)
+	p := churnPass{name: name, changes: c.changes, writing: time.Since(start)}
+	if settle != nil {
+		p.inGCE = settle().Sub(start)
+	}
+	p.elapsed = time.Since(start)
+	after := c.usage(m)
+	p.apiCPU, p.managerCPU = after.apiCPU-before.apiCPU, after.managerCPU-before.managerCPU
+	p.writes = map[string]float64{}
+	for k, v := range after.writes {
+		if d := v - before.writes[k]; d > 0 {
+			p.writes[k] = d
+		}
+	}
+	return p
+}
+
+// managerPasses starts the binary with the batch period, waits until it has converged and its Events are written,
+// makes the additions as fast as the writers go and then paced, each pass until the fake GCE and every Translation
+// show them and audited, and stops the binary.
+func (c *e2eChurn) managerPasses(period time.Duration) (fast, paced churnPass) {
+	b := c.b
+	resetLease(b)
+	args := []string{"--gce-qps=1000", "--gce-burst=2000", "--kube-api-qps=1000", "--kube-api-burst=2000"}
+	if period > 0 {
+		args = append(args, "--neg-endpoint-batch-period="+period.String())
+	}
+	name := "churn-" + strings.ReplaceAll(period.String(), ".", "_")
+	le := leaderElection{leaseDuration: 60 * time.Second, renewDeadline: 40 * time.Second, retryPeriod: 2 * time.Second}
+	m := startManager(b, name, c.kubeconfig, c.gce.Endpoint(), le, args...)
+	c.learnNEGs(c.w.waitConverged(name + ": start"))
+	c.waitEventsWritten()
+	apiIdle, managerIdle := c.idle(m)
+	rate := c.pacedRate()
+	for i, pass := range []*churnPass{&fast, &paced} {
+		pace, what := 0, "fast"
+		if i == 1 {
+			pace, what = rate, fmt.Sprintf("paced %d/s", rate)
+		}
+		stopProfiles := c.profile(m, what)
+		// The pass ends once the changes are in GCE and the Translations say so.
+		*pass = c.pass(fmt.Sprintf("manager %v, %s", period, what), m, c.writeSlice(c.w.appNS), pace, c.waitSettled)
+		pass.period, pass.apiIdle, pass.managerIdle = period, apiIdle, managerIdle
+		stopProfiles()
+		c.w.waitConverged(name + ": audit after the churn, " + what)
+	}
+	c.printEvents(name)
+	m.signal(syscall.SIGTERM)
+	if err := m.waitExit(time.Minute); err != nil {
+		b.Fatalf("manager %s's shutdown: %v", name, err)
+	}
+	return fast, paced
+}
+
+// pacedRate is the paced passes' rate, changes/s.
+func (c *e2eChurn) pacedRate() int { return envInt(c.b, "E2E_CHURN_PACED_RATE", 100) }
+
+// idle measures kube-apiserver's and the manager's CPU (cores; the manager's 0 without one) over
+// E2E_CHURN_IDLE_SECONDS (default 5) in which nothing changes.
+func (c *e2eChurn) idle(m *manager) (api, manager float64) {
+	window := time.Duration(envInt(c.b, "E2E_CHURN_IDLE_SECONDS", 5)) * time.Second
+	before, start := c.usage(m), time.Now()
+	// A measuring window, not a wait for a condition.
+	select {
+	case <-time.After(window):
+	case <-c.b.Context().Done():
+		c.b.Fatal(c.b.Context().Err())
+	}
+	after, secs := c.usage(m), time.Since(start).Seconds()
+	return (after.apiCPU - before.apiCPU) / secs, (after.managerCPU - before.managerCPU) / secs
+}
+
+// waitEventsWritten waits until the Events of the manager's start (recorded asynchronously, one write each) are all
+// written: until the number of Event writes has not moved for a second, so that they do not count in a pass.
+func (c *e2eChurn) waitEventsWritten() {
+	last, still := -1.0, 0
+	err := wait.PollUntilContextTimeout(c.b.Context(), 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		u := c.usage(nil)
+		n := u.writes["POST events"] + u.writes["PATCH events"]
+		if n == last {
+			still++
+		} else {
+			last, still = n, 0
+		}
+		return still >= 4, nil
+	})
+	if err != nil {
+		c.b.Fatalf("the manager's Events were still being written after a minute")
+	}
+}
+
+// printEvents prints how many Events of each reason the tenant's namespace and the default namespace hold.
+func (c *e2eChurn) printEvents(name string) {
+	for _, ns := range []string{c.w.appNS, metav1.NamespaceDefault} {
+		list, err := c.writer.CoreV1().Events(ns).List(c.b.Context(), metav1.ListOptions{})
+		if err != nil {
+			c.b.Fatal(err)
+		}
+		counts := map[string]int32{}
+		for _, ev := range list.Items {
+			counts[ev.InvolvedObject.Kind+"/"+ev.Reason] += max(ev.Count, 1)
+		}
+		fmt.Fprintf(os.Stderr, "BenchmarkEndToEndChurn: %s: Events in %s so far: %v\n", name, ns, counts)
+	}
+}
+
+// learnNEGs records each Service's NEG name from its converged Translation.
+func (c *e2eChurn) learnNEGs(o *observed) {
+	for _, svc := range c.services {
+		tr := o.translations[translationName(svc.name)]
+		if tr == nil || len(tr.Spec.Resources) == 0 {
+			c.b.Fatalf("Service %s has no Translation with NEGs", svc.name)
+		}
+		svc.neg = tr.Spec.Resources[0].Name
+	}
+}
+
+// waitSettled waits until the fake GCE holds every Service's endpoints (checked in this process, every 20 ms, no
+// API request), and then until every Translation is synced at its generation; it returns when the first came true.
+func (c *e2eChurn) waitSettled() time.Time {
+	b := c.b
+	err := wait.PollUntilContextTimeout(b.Context(), 20*time.Millisecond, convergeTimeout, true, func(context.Context) (bool, error) {
+		for _, svc := range c.services {
+			if !c.inGCE(svc) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		b.Fatalf("the churn did not reach the fake GCE within %v", convergeTimeout)
+	}
+	inGCE := time.Now()
+	err = wait.PollUntilContextTimeout(b.Context(), 100*time.Millisecond, convergeTimeout, true, func(ctx context.Context) (bool, error) {
+		list, err := c.w.mp.MultiprojectV1alpha1().Translations(c.w.appNS).List(ctx, listFromCache)
+		if err != nil {
+			return false, nil
+		}
+		for i := range list.Items {
+			if !synced(&list.Items[i]) {
+				return false, nil
+			}
+		}
+		return len(list.Items) == len(c.services), nil
+	})
+	if err != nil {
+		b.Fatalf("the Translations were not all synced within %v", convergeTimeout)
+	}
+	return inGCE
+}
+
+// inGCE says whether the Service's NEGs in the fake GCE hold exactly its endpoints.
+func (c *e2eChurn) inGCE(svc *churnService) bool {
+	for zi, zone := range zones {
+		want := sets.New[string]()
+		for _, ep := range svc.eps {
+			if ep.zone == zi {
+				want.Insert(fmt.Sprintf("%s/%s:8080", ep.node, ep.ip))
+			}
+		}
+		got, _ := c.gce.Endpoints(c.w.project, zone, svc.neg)
+		have := sets.New[string]()
+		for _, ep := range got {
+			have.Insert(fmt.Sprintf("%s/%s:%d", path.Base(ep.Instance), ep.IpAddress, ep.Port))
+		}
+		if !have.Equal(want) {
+			return false
+		}
+	}
+	return true
+}
+
+// report prints the passes and records the rows.
+func (c *e2eChurn) report(slicesAlone, fast, paced []churnPass, plain churnPass) {
+	w := os.Stderr
+	fmt.Fprintf(w, "\nBenchmarkEndToEndChurn: %d Services, %d endpoint additions per pass, %d writers\n", len(c.services), c.changes, c.workers)
+	all := append(append(append(slices.Clone(slicesAlone), fast...), paced...), plain)
+	for _, p := range all {
+		var kinds []string
+		for k, v := range p.writes {
+			kinds = append(kinds, fmt.Sprintf("%s=%.2f", k, v/float64(p.changes)))
+		}
+		sort.Strings(kinds)
+		fmt.Fprintf(w, "%-28s %6.1f changes/s (writes done %v, in GCE %v, end %v)  kube-apiserver %5.2f ms/change (idle %.2f cores; %5.2f ms beyond idle and the slices')  manager %5.3f ms/change (%5.3f beyond its idle %.3f cores)  requests per change: %s\n",
+			p.name, p.rate(), p.writing.Round(time.Millisecond), p.inGCE.Round(time.Millisecond), p.elapsed.Round(time.Millisecond),
+			p.apiCPU/float64(p.changes)*1000, p.apiIdle, p.apiMsPerChange(), p.managerMsPerChange(false), p.managerMsPerChange(true),
+			p.managerIdle, strings.Join(kinds, " "))
+	}
+	last, lastPaced := fast[len(fast)-1], paced[len(paced)-1]
+	fmt.Fprintf(w, "end to end (batch period %v) ÷ plain loop: %.2f; paced, kube-apiserver ms per change caused by the manager: %.2f (batch period %v) ÷ %.2f (batch period %v) = %.2f\n",
+		last.period, last.rate()/plain.rate(), lastPaced.apiMsPerChange(), lastPaced.period,
+		paced[0].apiMsPerChange(), paced[0].period, lastPaced.apiMsPerChange()/paced[0].apiMsPerChange())
+	c.record(slicesAlone, fast, paced, plain)
+}
+
+func envDurations(tb testing.TB, name string, def []time.Duration) []time.Duration {
+	tb.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	var out []time.Duration
+	for _, f := range strings.Split(v, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d < 0 {
+			tb.Fatalf("%s=%q: want durations such as 0,1s", name, v)
+		}
+		out = append(out, d)
+	}
+	return out
+}

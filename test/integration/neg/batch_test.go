@@ -1,0 +1,70 @@
+//go:build integration
+
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package neg
+
+import (
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+)
+
+// TestBatchPeriodMakesOneWriteForTheChangesInsideIt: with --neg-endpoint-batch-period, five endpoint changes of a
+// converged Service written inside the period reach GCE all together, for one Translation spec patch and one status
+// update on the real API server.
+func TestBatchPeriodMakesOneWriteForTheChangesInsideIt(t *testing.T) {
+	const period, changes = 5 * time.Second, 5
+	e := newEnvWith(t, envOptions{countCalls: true, batchPeriod: period})
+	a := e.newTenant("a", projectA)
+	ns := a.namespace()
+	e.nodes(a.name, a.name, 1)
+	eps := podsIn(a.name, 0, 1, 3, 2, 1)
+	e.setSlices(ns, "web", "http", 8080, eps)
+	services, translations := a.watchView(informerset.Services), a.watchView(informerset.Translations)
+	a.start()
+	e.service(ns, "web", `{"exposed_ports":{"80":{}}}`)
+	e.waitConverged(projectA, ns, "web", 80, 8080, eps)
+	e.waitFor("the neg-status annotation", 30*time.Second, func() (bool, error) {
+		_, ok := e.negStatus(ns, "web")
+		return ok, nil
+	})
+	a.settle(services, translations, ns, "web")
+
+	before, start := e.calls.Snapshot(), time.Now()
+	for i := range changes {
+		eps[1].ip = fmt.Sprintf("10.99.0.%d", i+1)
+		e.setSlices(ns, "web", "http", 8080, eps)
+	}
+	if took := time.Since(start); took >= period {
+		t.Fatalf("writing the %d changes took %v, not inside the batch period %v", changes, took, period)
+	}
+	e.waitConverged(projectA, ns, "web", 80, 8080, eps)
+	a.settle(services, translations, ns, "web")
+	got := e.calls.Since(before)
+	writes := maps.Clone(got)
+	maps.DeleteFunc(writes, func(kind string, _ int) bool {
+		return strings.HasPrefix(kind, "get ") || strings.HasPrefix(kind, "list ")
+	})
+	if want := map[string]int{"patch translations": 1, "update translations/status": 1}; !maps.Equal(writes, want) {
+		t.Errorf("%d endpoint changes inside the batch period: writes %v, want %v", changes, writes, want)
+	}
+}
