@@ -90,6 +90,15 @@ func TestGoalMetAndNotMet(t *testing.T) {
 	}
 }
 
+// A row without any baseline shows one dash in the baseline and ratio cells, not one per measure.
+func TestTableRowWithoutBaselines(t *testing.T) {
+	r := row("no-baselines", benchresult.Measure{Label: "a", Ours: 1}, benchresult.Measure{Label: "b", Ours: 2})
+	r.Baseline = ""
+	if table := renderTable([]benchresult.Row{r}); !strings.Contains(table, "| a: 1<br>b: 2 | — | — |") {
+		t.Errorf("row without baselines:\n%s", table)
+	}
+}
+
 func TestTableEscapesCells(t *testing.T) {
 	r := row("pipes", benchresult.Measure{Ours: 1})
 	r.What = "a | b\nc"
@@ -101,7 +110,7 @@ func TestTableEscapesCells(t *testing.T) {
 func TestDetailsHaveOneSectionPerRowAnchoredByID(t *testing.T) {
 	details := renderDetails([]benchresult.Row{row("first-row", benchresult.Measure{Ours: 2, Baseline: benchresult.Float(4)}), row("second-row", benchresult.Measure{Ours: 1})})
 	for _, want := range []string{
-		"\n## first-row\n", "\n## second-row\n", "| — | 2 | 4 | 0.50 |", "- Measured: 2026-11-27, on 2 CPUs\n",
+		"\n## first-row\n\nWhat first-row. Baseline: a plain loop.\n", "\n## second-row\n", "| — | 2 | 4 | 0.50 |", "- Measured: 2026-11-27, on 2 CPUs\n",
 		"- Command: `go test -bench X ./pkg/x/`\n", "- Settings: `BURST=1000`, `QPS=500`\n", "- Explained in: [docs/x.md#bench](x.md#bench)\n",
 		"\nnoted\n",
 	} {

@@ -18,8 +18,11 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/multiproject/multiproject-controller-manager/test/benchresult"
 )
@@ -39,8 +42,12 @@ func cell(s string) string {
 	return strings.ReplaceAll(s, "\n", " ")
 }
 
-// figures prints one side of every measure of a row, one measure a line; side picks ours or the baseline.
+// figures prints one side of every measure of a row, one measure a line; side picks ours or the baseline. A side
+// that no measure has is one "—".
 func figures(r benchresult.Row, side func(benchresult.Measure) (float64, bool)) []string {
+	if !slices.ContainsFunc(r.Measures, func(m benchresult.Measure) bool { _, ok := side(m); return ok }) {
+		return []string{"—"}
+	}
 	var lines []string
 	for _, m := range r.Measures {
 		v, ok := side(m)
@@ -63,6 +70,9 @@ func baseline(m benchresult.Measure) (float64, bool) {
 }
 
 func ratios(r benchresult.Row) []string {
+	if !slices.ContainsFunc(r.Measures, func(m benchresult.Measure) bool { return m.Baseline != nil }) {
+		return []string{"—"}
+	}
 	lines := make([]string, 0, len(r.Measures))
 	for _, m := range r.Measures {
 		lines = append(lines, labeled(m, ratioText(m)))
@@ -132,11 +142,11 @@ all measured by one run. ` + "`make bench`" + ` reruns the quick rows; ` + "`mak
 `
 
 func writeSection(b *strings.Builder, r benchresult.Row) {
-	fmt.Fprintf(b, "\n## %s\n\n%s", r.ID, r.What)
+	fmt.Fprintf(b, "\n## %s\n\n%s.", r.ID, sentence(r.What))
 	if r.Baseline != "" {
-		fmt.Fprintf(b, " Baseline: %s", strings.TrimSuffix(r.Baseline, "."))
+		fmt.Fprintf(b, " Baseline: %s.", strings.TrimSuffix(r.Baseline, "."))
 	}
-	b.WriteString(".\n\n| measure | ours | baseline | ratio |\n|---|---|---|---|\n")
+	b.WriteString("\n\n| measure | ours | baseline | ratio |\n|---|---|---|---|\n")
 	for _, m := range r.Measures {
 		label := m.Label
 		if label == "" {
@@ -170,4 +180,10 @@ func writeSection(b *strings.Builder, r benchresult.Row) {
 	if r.Doc != "" {
 		fmt.Fprintf(b, "- Explained in: [%s](%s)\n", r.Doc, docLink(r.Doc))
 	}
+}
+
+// sentence starts a row's What, written to follow the table's "what" heading in lower case, with a capital letter.
+func sentence(s string) string {
+	first, size := utf8.DecodeRuneInString(s)
+	return string(unicode.ToUpper(first)) + strings.TrimSuffix(s[size:], ".")
 }
