@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs a set of benchmarks, one package at a time (-p 1: packages benchmarked in parallel would share the cores and
 # distort each other's figures). Each benchmark records its row of docs/benchmarks.md into bench/results/<id>.json
-# (test/benchresult, through BENCH_RESULTS_DIR); run make update afterwards to render the README's table and
-# docs/benchmarks.md from them, and commit the three together. The output is kept in _output/bench-<set>.txt.
+# (test/benchresult, through BENCH_RESULTS_DIR), then renders the README's table and docs/benchmarks.md from them
+# (as make update does); commit the three together. The output is kept in _output/bench-<set>.txt.
 #
 #   hack/bench.sh [quick]   the quick rows (make bench): ./pkg/..., namespaceproject, ingresstunnel, the neg rows
 #                           but churn, tenant isolation and the readiness-gated rollout (TestNEGReadinessGate);
@@ -96,5 +96,9 @@ case "${set_name}" in
     exit 2
     ;;
 esac
+# Render what was recorded, so the README and docs/benchmarks.md never lag the results files they come from.
+if [[ "${BENCH_RESULTS_DIR}" -ef "${ROOT}/bench/results" ]]; then
+  go run ./hack/tools/benchtable || status=$?
+fi
 echo "== ${set_name}: $(($(date +%s) - start)) s; results in ${BENCH_RESULTS_DIR}, output in ${out}" | tee -a "${out}"
 exit "$(finish_controlplane_run "${run_dir}" "${status}" bench)"
