@@ -41,18 +41,33 @@ test-packaging: ## Kustomize base, Helm chart, Prometheus rules and dashboard; d
 	hack/test-packaging.sh $(TESTFLAGS)
 
 .PHONY: verify
-verify: ## gofmt, go vet, license headers, import layering, generated code up to date.
+verify: ## gofmt, go vet, license headers, import layering, generated code and the benchmark table up to date.
 	hack/verify-all.sh
 
 .PHONY: update
-update: ## Regenerate generated code, add missing license headers and reformat.
+update: ## Regenerate generated code and the benchmark table, add missing license headers and reformat.
 	hack/update-boilerplate.sh
 	hack/update-gofmt.sh
 	hack/update-codegen.sh
+	hack/update-benchtable.sh
 
+# Benchmarks write their rows into bench/results (BENCH_RESULTS_DIR); make update then renders the README's table
+# and docs/benchmarks.md from them. BENCH=regexp runs only the matching ones of a set.
 .PHONY: bench
-bench: ## Benchmarks; each prints its ratio against a baseline run in the same process.
-	hack/bench.sh
+bench: ## The quick benchmarks (about 20 minutes); each records its row, ratio against a baseline in the same run.
+	hack/bench.sh quick
+
+.PHONY: bench-churn
+bench-churn: ## Endpoint churn at scale, in process and end to end (up to 90 minutes).
+	hack/bench.sh churn
+
+.PHONY: bench-scale
+bench-scale: ## 1,000 tenants: idle cost, restart at scale, cold start (IDLE_TENANTS overrides the count).
+	hack/bench.sh scale
+
+.PHONY: bench-sharded
+bench-sharded: ## Sharded replicas against one, the built binary (SHARD_BENCH_ROUNDS, default 10).
+	hack/bench.sh sharded
 
 .PHONY: local-up
 local-up: ## Run a local control plane with the manager and demo objects; Ctrl-C stops everything.

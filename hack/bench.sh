@@ -1,32 +1,108 @@
 #!/usr/bin/env bash
-# Runs every benchmark. Each one reports its own ratio against a baseline measured in the same process, so the
-# numbers are comparable on a noisy machine; none is asserted. The output is kept in _output/bench.txt.
+# Runs a set of benchmarks, one package at a time (-p 1: packages benchmarked in parallel would share the cores and
+# distort each other's figures). Each benchmark records its row of docs/benchmarks.md into bench/results/<id>.json
+# (test/benchresult, through BENCH_RESULTS_DIR), then renders the README's table and docs/benchmarks.md from them
+# (as make update does); commit the three together. The output is kept in _output/bench-<set>.txt.
 #
-#   hack/bench.sh                       unit-level benchmarks (./pkg/...), then those against the real control plane
-#                                       (./test/integration/... and ./test/e2e/...)
-#   BENCH=RouteEvent hack/bench.sh      only benchmarks matching the regexp
-#   BENCH=NoisyNeighbour hack/bench.sh  one tenant flooded with work beside a quiet one, with and without per-tenant
-#                                       API shares (test/integration/neg, about 3 minutes)
-#   BENCHTIME=3x hack/bench.sh          passed to -benchtime
+#   hack/bench.sh [quick]   the quick rows (make bench): ./pkg/..., namespaceproject, ingresstunnel, the neg rows
+#                           but churn, tenant isolation and the readiness-gated rollout (TestNEGReadinessGate);
+#                           about 20 minutes on a 2-core machine
+#   hack/bench.sh churn     endpoint churn (make bench-churn): BenchmarkChurn, BenchmarkEndpointChurn and the
+#                           end-to-end churn of test/e2e; up to 90 minutes
+#   hack/bench.sh scale     1,000 tenants idle, restarted and cold-started (make bench-scale, test/integration/providerconfig)
+#   hack/bench.sh sharded   sharded replicas against one (make bench-sharded, test/e2e BenchmarkShardedReplicas)
 #
-# Integration benchmarks run against the real control plane (built and cached on first use, like the tests).
+#   BENCH=RouteEvent hack/bench.sh      only the benchmarks (and tests) of the set matching the regexp
+#   BENCHTIME=3x hack/bench.sh          passed to -benchtime (default 1s for ./pkg/..., 1x against the API
+#                                       server)
+#   BENCH_RUN_NOTE='...' hack/bench.sh  a sentence appended to every recorded row's notes, e.g. that the machine
+#                                       was busy
+#   BENCH_RESULTS_DIR=DIR               where the rows go (default bench/results of this clone)
+#
+# Benchmarks against the real control plane use the cached etcd and kube-apiserver (built on first use, like the
+# integration tests). None runs with -race.
 set -o errexit -o nounset -o pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "${ROOT}"
 
-bench=${BENCH:-.}
-benchtime=${BENCHTIME:-1s}
-out=_output/bench.txt
-mkdir -p _output
+set_name=${1:-quick}
+export BENCH_RESULTS_DIR=${BENCH_RESULTS_DIR:-${ROOT}/bench/results}
+out=_output/bench-${set_name}.txt
+mkdir -p _output "${BENCH_RESULTS_DIR}"
 : >"${out}"
 
-echo "== unit-level benchmarks" | tee -a "${out}"
-go test -run '^$' -bench "${bench}" -benchtime "${benchtime}" -benchmem ./pkg/... 2>&1 | tee -a "${out}"
+# step TIMEOUT PACKAGE BENCH_REGEXP [TEST_REGEXP [GO TEST FLAGS...]]: benchmarks (and tests that record a row)
+# of one package. With BENCH set, the step runs the benchmarks matching it instead, and its test only if the test's
+# name matches too.
+step() {
+  local timeout=$1 pkg=$2 bench=$3 run=${4:-'^$'}
+  shift 4 2>/dev/null || shift $#
+  if [[ -n "${BENCH:-}" ]]; then
+    bench=${BENCH}
+    if [[ "${run}" != '^$' && ! "${run//[\^\$]/}" =~ ${BENCH} ]]; then
+      run='^$'
+    fi
+  fi
+  # Against the API server a benchmark is one iteration unless asked otherwise: several of them stop the timer around
+  # all but what they time, so -benchtime 1s would make the testing package raise b.N without end.
+  local tags=() benchtime=${BENCHTIME:-1s}
+  if [[ "${pkg}" == ./test/* ]]; then
+    tags=(-tags integration)
+    benchtime=${BENCHTIME:-1x}
+  fi
+  echo "== ${pkg}: -bench '${bench}' -run '${run}' (timeout ${timeout})" | tee -a "${out}"
+  go test "${tags[@]}" -p 1 -count=1 -run "${run}" -bench "${bench}" -benchtime "${benchtime}" -benchmem \
+    -timeout "${timeout}" "$@" "${pkg}" 2>&1 | tee -a "${out}"
+}
 
-if [[ -z "${CONTROLPLANE_BIN_DIR:-}" ]]; then
-  CONTROLPLANE_BIN_DIR=$(CONTROLPLANE_COMPONENTS="etcd kube-apiserver kube-controller-manager" hack/build-controlplane.sh | tail -n 1)
+controlplane() {
+  if [[ -z "${CONTROLPLANE_BIN_DIR:-}" ]]; then
+    CONTROLPLANE_BIN_DIR=$(CONTROLPLANE_COMPONENTS="etcd kube-apiserver kube-controller-manager" hack/build-controlplane.sh | tail -n 1)
+  fi
+  export CONTROLPLANE_BIN_DIR
+}
+
+# Every control plane a benchmark starts lives under run_dir, so that what a failed run leaves behind is found and
+# stopped (as hack/test-integration.sh does).
+run_dir=$(mktemp -d "${TMPDIR:-/tmp}/multiproject-bench.XXXXXX")
+export TMPDIR="${run_dir}"
+start=$(date +%s)
+status=0
+case "${set_name}" in
+  quick)
+    for pkg in $(go list ./pkg/...); do
+      # Only packages with benchmarks; go test would otherwise build and start every package's test binary.
+      grep -qs '^func Benchmark' "$(go list -f '{{.Dir}}' "${pkg}")"/*_test.go || continue
+      step 10m "${pkg/#$(go list -m)/.}" . || status=$?
+    done
+    controlplane
+    step 15m ./test/integration/namespaceproject . || status=$?
+    step 10m ./test/integration/ingresstunnel . || status=$?
+    step 20m ./test/integration/neg '^Benchmark(Convergence|NoisyNeighbour|EndpointChangeCost)$' || status=$?
+    # TestNEGReadinessGate is the readiness-gated rollout's benchmark: it records its row when it passes.
+    step 15m ./test/e2e '^BenchmarkHealthyTenantConvergence$' '^TestNEGReadinessGate$' || status=$?
+    ;;
+  churn)
+    controlplane
+    step 90m ./test/integration/neg '^Benchmark(Churn|EndpointChurn)$' || status=$?
+    step 90m ./test/e2e 'Churn' || status=$?
+    ;;
+  scale)
+    controlplane
+    IDLE_TENANTS=${IDLE_TENANTS:-1000} step 120m ./test/integration/providerconfig . || status=$?
+    ;;
+  sharded)
+    controlplane
+    SHARD_BENCH_ROUNDS=${SHARD_BENCH_ROUNDS:-10} step 60m ./test/e2e '^BenchmarkShardedReplicas$' || status=$?
+    ;;
+  *)
+    echo "unknown benchmark set ${set_name}: want quick, churn, scale or sharded" >&2
+    exit 2
+    ;;
+esac
+# Render what was recorded, so the README and docs/benchmarks.md never lag the results files they come from.
+if [[ "${BENCH_RESULTS_DIR}" -ef "${ROOT}/bench/results" ]]; then
+  go run ./hack/tools/benchtable || status=$?
 fi
-export CONTROLPLANE_BIN_DIR
-echo "== integration benchmarks (real etcd + kube-apiserver)" | tee -a "${out}"
-go test -tags integration -run '^$' -bench "${bench}" -benchtime "${benchtime}" -benchmem -timeout 60m ./test/integration/... ./test/e2e/... 2>&1 | tee -a "${out}"
-echo "results: ${out}"
+echo "== ${set_name}: $(($(date +%s) - start)) s; results in ${BENCH_RESULTS_DIR}, output in ${out}" | tee -a "${out}"
+exit "$(finish_controlplane_run "${run_dir}" "${status}" bench)"

@@ -339,10 +339,11 @@ func BenchmarkInformerMemory(b *testing.B) {
 	kubeOne, mpOne := benchCluster(1)
 	kubeMany, mpMany := benchCluster(benchManyTenants)
 	objects := float64(len(kubeOne) + len(mpOne))
+	var bare, one, many uint64
 	for range b.N {
-		bare := bareHeap(b, kubeOne, mpOne)
-		one := managerHeap(b, kubeOne, mpOne, 1)
-		many := managerHeap(b, kubeMany, mpMany, benchManyTenants)
+		bare = bareHeap(b, kubeOne, mpOne)
+		one = managerHeap(b, kubeOne, mpOne, 1)
+		many = managerHeap(b, kubeMany, mpMany, benchManyTenants)
 		b.ReportMetric(float64(one)/objects, "manager-B/object")
 		b.ReportMetric(float64(bare)/objects, "bare-B/object")
 		b.ReportMetric(float64(one)/float64(bare), "manager/bare")
@@ -350,4 +351,5 @@ func BenchmarkInformerMemory(b *testing.B) {
 		b.ReportMetric(float64(many), "tenants=1000-heap-B")
 		b.ReportMetric(float64(many)/float64(one), "tenants=1000/tenants=1")
 	}
+	recordInformerRows(b, objects, float64(bare), float64(one), float64(many))
 }

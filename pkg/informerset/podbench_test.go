@@ -122,11 +122,13 @@ func BenchmarkPodInformerMemory(b *testing.B) {
 	for i := range pods {
 		pods[i] = benchPod(i)
 	}
+	var bare, manager uint64
 	for range b.N {
-		bare := podHeap(b, pods, false)
-		manager := podHeap(b, pods, true)
+		bare = podHeap(b, pods, false)
+		manager = podHeap(b, pods, true)
 		b.ReportMetric(float64(manager)/benchPods, "manager-B/pod")
 		b.ReportMetric(float64(bare)/benchPods, "bare-B/pod")
 		b.ReportMetric(float64(manager)/float64(bare), "manager/bare")
 	}
+	recordPodRow(b, float64(bare), float64(manager))
 }

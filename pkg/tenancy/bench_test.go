@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
+	"github.com/multiproject/multiproject-controller-manager/test/benchresult"
 )
 
 // The benchmarks compare this package with the reference implementation's approach, one
@@ -160,10 +161,11 @@ func measure() memory {
 	return memory{heap: m.HeapAlloc, goroutines: runtime.NumGoroutine()}
 }
 
-func (m memory) report(b *testing.B, base memory) {
-	heap := int64(m.heap) - int64(base.heap)
-	b.ReportMetric(float64(heap), "heap-B")
+func (m memory) report(b *testing.B, base memory) (heap float64) {
+	heap = float64(int64(m.heap) - int64(base.heap))
+	b.ReportMetric(heap, "heap-B")
 	b.ReportMetric(float64(m.goroutines-base.goroutines), "goroutines")
+	return heap
 }
 
 // routerSetup is this package: one router, one registration per tenant.
@@ -265,6 +267,8 @@ func (s *filteringSetup) close() {
 // goroutines, so its real cost is higher than measured; heap-B and goroutines show what each approach holds once
 // set up (10,000 Services, one handler per tenant).
 func BenchmarkRouteEvent(b *testing.B) {
+	var figures benchresult.Figures
+	defer recordRouteRows(b, &figures)
 	for _, tenants := range benchTenantCounts {
 		b.Run(fmt.Sprintf("tenants=%d", tenants), func(b *testing.B) {
 			b.Run("router", func(b *testing.B) {
@@ -287,7 +291,8 @@ func BenchmarkRouteEvent(b *testing.B) {
 				if got := sumOf(s.handlers); got != int64(b.N) {
 					b.Fatalf("%d events reached handlers, want %d", got, b.N)
 				}
-				used.report(b, base)
+				figures.Set(figureName(tenants, "router", "heap"), used.report(b, base))
+				figures.Set(figureName(tenants, "router", "ns"), nsPerOp(b))
 			})
 			b.Run("filter-per-tenant", func(b *testing.B) {
 				c := newBenchCluster(b, tenants)
@@ -311,7 +316,8 @@ func BenchmarkRouteEvent(b *testing.B) {
 				if got := sumOf(s.handlers); got != int64(b.N) {
 					b.Fatalf("%d events reached handlers, want %d", got, b.N)
 				}
-				used.report(b, base)
+				figures.Set(figureName(tenants, "filter-per-tenant", "heap"), used.report(b, base))
+				figures.Set(figureName(tenants, "filter-per-tenant", "ns"), nsPerOp(b))
 			})
 		})
 	}
@@ -320,6 +326,8 @@ func BenchmarkRouteEvent(b *testing.B) {
 // BenchmarkTenantList measures listing one tenant's Services: through the tenant's view (the ownership index) and
 // by filtering the whole shared store, as the reference implementation's filtered store does.
 func BenchmarkTenantList(b *testing.B) {
+	var figures benchresult.Figures
+	defer recordTenantListRow(b, &figures)
 	for _, tenants := range benchTenantCounts {
 		b.Run(fmt.Sprintf("tenants=%d", tenants), func(b *testing.B) {
 			c := newBenchCluster(b, tenants)
@@ -353,6 +361,7 @@ func BenchmarkTenantList(b *testing.B) {
 						b.Fatalf("listed %d, want %d", got, want)
 					}
 				}
+				figures.Set(figureName(tenants, "index", "ns"), nsPerOp(b))
 			})
 			b.Run("post-filter", func(b *testing.B) {
 				store := c.services.GetStore()
@@ -374,6 +383,7 @@ func BenchmarkTenantList(b *testing.B) {
 						b.Fatalf("listed %d, want %d", len(owned), want)
 					}
 				}
+				figures.Set(figureName(tenants, "post-filter", "ns"), nsPerOp(b))
 			})
 		})
 	}

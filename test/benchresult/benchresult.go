@@ -39,6 +39,10 @@ import (
 // EnvDir names the directory Record writes to; unset, Record only logs the row.
 const EnvDir = "BENCH_RESULTS_DIR"
 
+// EnvRunNote, when set, is a sentence about the run as a whole ("one run on a busy machine") that Record appends to
+// every row's Notes: what bounds the figures is known to whoever starts the run, not to the benchmark.
+const EnvRunNote = "BENCH_RUN_NOTE"
+
 // Measure is one figure of a row and, when it has one, the baseline measured beside it in the same run.
 type Measure struct {
 	// Label tells measures of one row apart ("10 Services", "1,000 tenants"); empty when the row has one.
@@ -142,6 +146,9 @@ func Record(tb TB, r Row) {
 	tb.Helper()
 	r.Date = time.Now().UTC().Format("2006-01-02")
 	r.Machine = fmt.Sprintf("%d CPUs, %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	if note := strings.TrimSpace(os.Getenv(EnvRunNote)); note != "" {
+		r.Notes = strings.TrimSpace(r.Notes + " " + note)
+	}
 	if err := r.Validate(); err != nil {
 		tb.Fatalf("%v", err)
 	}

@@ -120,3 +120,40 @@ func TestLoadRefusesAFileNamedForAnotherRow(t *testing.T) {
 		t.Fatal("loaded a row from a file named for another")
 	}
 }
+
+func TestFiguresKeepTheLastRunAndNameWhatIsMissing(t *testing.T) {
+	var f Figures
+	f.Set("a", 1)
+	f.Set("a", 2)
+	f.Set("b", 3)
+	if got, missing := f.Get("a", "b"); missing != "" || len(got) != 2 || got[0] != 2 || got[1] != 3 {
+		t.Errorf("Get(a, b) = %v, %q; want [2 3]", got, missing)
+	}
+	if got, missing := f.Get("a", "c"); missing != "c" || got != nil {
+		t.Errorf("Get(a, c) = %v, %q; want nil, c", got, missing)
+	}
+}
+
+func TestGoTestSettingsAddTheBenchmarksOwn(t *testing.T) {
+	got := GoTestSettings(map[string]string{"QPS": "500"})
+	if got["QPS"] != "500" || got["GOMAXPROCS"] == "" || got["benchtime"] == "" {
+		t.Errorf("GoTestSettings = %v; want QPS, GOMAXPROCS and benchtime", got)
+	}
+}
+
+func TestRecordAppendsTheRunNote(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(EnvDir, dir)
+	t.Setenv(EnvRunNote, "One run on a busy machine.")
+	row := sampleRow()
+	row.Notes = "Bound by the API server."
+	var rec recorder
+	Record(&rec, row)
+	rows, err := Load(dir)
+	if err != nil || rec.fatal != "" {
+		t.Fatalf("Load: %v; Record: %s", err, rec.fatal)
+	}
+	if want := "Bound by the API server. One run on a busy machine."; rows[0].Notes != want {
+		t.Errorf("notes %q, want %q", rows[0].Notes, want)
+	}
+}

@@ -71,14 +71,17 @@ func TestNEGReadinessGate(t *testing.T) {
 	args := []string{"--neg-readiness-timeout=" + negReadinessTimeout.String()}
 	le := leaderElection{leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: time.Second}
 	startManager(t, "a", managerKubeconfig(t), gce.Endpoint(), le, args...)
+	// The two rollouts are the neg-readiness-rollout benchmark row, recorded once both ran (make bench runs this test).
+	row := &rolloutRow{}
+	t.Cleanup(func() { row.record(t) })
 
 	t.Run("rollout without the gate", func(t *testing.T) {
 		t.Parallel()
-		testRolloutWithoutGate(t, gce)
+		row.set(false, testRolloutWithoutGate(t, gce))
 	})
 	t.Run("rollout with the gate", func(t *testing.T) {
 		t.Parallel()
-		testRolloutWithGate(t, gce)
+		row.set(true, testRolloutWithGate(t, gce))
 	})
 	t.Run("health, timeout and no NEG", func(t *testing.T) {
 		t.Parallel()
@@ -90,7 +93,7 @@ func TestNEGReadinessGate(t *testing.T) {
 // are, the Deployment deletes old Pods before the new ones are attached, and the NEG holds fewer serving endpoints
 // meanwhile. Only what always holds is asserted (the rollout completes, the NEG ends with exactly the new Pods, no
 // Pod gets the gate's condition); the minimum is logged.
-func testRolloutWithoutGate(t *testing.T, gce *fakegce.Server) {
+func testRolloutWithoutGate(t *testing.T, gce *fakegce.Server) rolloutMeasure {
 	r := newRollout(t, gce, "plain", false, netip.MustParsePrefix("10.241.0.0/24"))
 	m := r.roll()
 	t.Logf("without the gate: rollout of %d replicas (maxUnavailable 0) complete in %s, NEG converged in %s; "+
@@ -101,12 +104,13 @@ func testRolloutWithoutGate(t *testing.T, gce *fakegce.Server) {
 			t.Errorf("Pod %s does not declare the gate but has its condition %+v", p.Name, *c)
 		}
 	}
+	return m
 }
 
 // testRolloutWithGate: sampled throughout the rollout, the NEG always holds at least the Deployment's replicas of
 // endpoints whose Pods have ready containers, and the rollout completes; the new Pods were let through because
 // they are in a NEG that no backend service uses, not by the timeout.
-func testRolloutWithGate(t *testing.T, gce *fakegce.Server) {
+func testRolloutWithGate(t *testing.T, gce *fakegce.Server) rolloutMeasure {
 	r := newRollout(t, gce, "gated", true, netip.MustParsePrefix("10.242.0.0/24"))
 	m := r.roll()
 	t.Logf("with the gate: rollout complete in %s, NEG converged in %s; serving endpoints in the NEG: min %d over %d samples",
@@ -124,6 +128,7 @@ func testRolloutWithGate(t *testing.T, gce *fakegce.Server) {
 	if len(pods) > 0 {
 		waitPodEvent(t, pods[0].Namespace, pods[0].Name, corev1.EventTypeNormal, reasonNEGWithoutHealthCheck)
 	}
+	return m
 }
 
 // --- a Deployment behind a NEG Service ---------------------------------------------------------------------------

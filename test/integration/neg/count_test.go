@@ -186,6 +186,13 @@ func (tr *tenantRun) settle(services, translations *viewRecorder, ns, service st
 // caches only) and the translator one write, the Translation's update; the pusher then records the outcome in the
 // Translation's status.
 func TestEndpointChangeCostsNoReadsAndOneWrite(t *testing.T) {
+	endpointChangeCost(t, 3)
+}
+
+// endpointChangeCost is TestEndpointChangeCostsNoReadsAndOneWrite, which BenchmarkEndpointChangeCost also runs to
+// record its row: it fails t on any read or any write but the expected ones, and returns each change's API requests.
+func endpointChangeCost(t testing.TB, changes int) []map[string]int {
+	t.Helper()
 	e := newEnvWith(t, envOptions{countCalls: true})
 	a := e.newTenant("a", projectA)
 	ns := a.namespace()
@@ -203,7 +210,8 @@ func TestEndpointChangeCostsNoReadsAndOneWrite(t *testing.T) {
 	})
 	a.settle(services, translations, ns, "web")
 
-	for i := range 3 {
+	var costs []map[string]int
+	for i := range changes {
 		before := e.calls.Snapshot()
 		eps[1].ip = fmt.Sprintf("10.99.0.%d", i+1)
 		e.setSlices(ns, "web", "http", 8080, eps)
@@ -211,6 +219,7 @@ func TestEndpointChangeCostsNoReadsAndOneWrite(t *testing.T) {
 		a.settle(services, translations, ns, "web")
 
 		got := e.calls.Since(before)
+		costs = append(costs, got)
 		t.Logf("endpoint change %d: API requests %v", i+1, got)
 		if n := framework.Reads(got); n != 0 {
 			t.Errorf("endpoint change %d: %d API reads, want none: %v", i+1, n, got)
@@ -223,6 +232,7 @@ func TestEndpointChangeCostsNoReadsAndOneWrite(t *testing.T) {
 			t.Errorf("endpoint change %d: writes %v, want %v (and the pusher's status)", i+1, writes, want)
 		}
 	}
+	return costs
 }
 
 // TestResyncsOfAConvergedTenantCostNothing: the shared informers resync every second (--resync-period); for a
