@@ -19,6 +19,9 @@ package informerset
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	coordinationinformers "k8s.io/client-go/informers/coordination/v1"
@@ -80,6 +83,9 @@ type Clients struct {
 	// ClaimsNamespace is the namespace of the claim records; empty: the process is the only one that runs
 	// tenants, and watches none (Resource.Sharded).
 	ClaimsNamespace string
+	// Scope, if set, is the shard selector the informers of the tenancy.Namespaced resources list and watch with
+	// (--sharded-watch): a sharded replica receives only the namespaces its tenants need.
+	Scope *ShardScope
 }
 
 // Resource is one resource the process watches with a shared informer.
@@ -112,10 +118,17 @@ type Resource struct {
 var Resources = []Resource{
 	{GVR: Services, Trim: DropLastApplied, Scope: tenancy.Namespaced,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			if c.Scope != nil {
+				return c.Scope.NewInformer(Services, listWatchOf(c.Kube.CoreV1().Services(metav1.NamespaceAll)), &corev1.Service{}, resync, namespaceIndex())
+			}
 			return coreinformers.NewServiceInformer(c.Kube, metav1.NamespaceAll, resync, namespaceIndex())
 		}},
 	{GVR: EndpointSlices, Trim: DropLastApplied, Scope: tenancy.Namespaced,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			if c.Scope != nil {
+				return c.Scope.NewInformer(EndpointSlices, listWatchOf(c.Kube.DiscoveryV1().EndpointSlices(metav1.NamespaceAll)),
+					&discoveryv1.EndpointSlice{}, resync, EndpointSliceIndexers())
+			}
 			return discoveryinformers.NewEndpointSliceInformer(c.Kube, metav1.NamespaceAll, resync, EndpointSliceIndexers())
 		}},
 	// A Pod belongs to its namespace's tenant. Pods are the cluster's most numerous and most often updated objects,
@@ -123,10 +136,17 @@ var Resources = []Resource{
 	// Update of a cached copy.
 	{GVR: Pods, Trim: TrimPod, Scope: tenancy.Namespaced,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			if c.Scope != nil {
+				return c.Scope.NewInformer(Pods, listWatchOf(c.Kube.CoreV1().Pods(metav1.NamespaceAll)), &corev1.Pod{}, resync, namespaceIndex())
+			}
 			return coreinformers.NewPodInformer(c.Kube, metav1.NamespaceAll, resync, namespaceIndex())
 		}},
 	{GVR: Ingresses, Scope: tenancy.Namespaced,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			if c.Scope != nil {
+				return c.Scope.NewInformer(Ingresses, listWatchOf(c.Kube.NetworkingV1().Ingresses(metav1.NamespaceAll)),
+					&networkingv1.Ingress{}, resync, namespaceIndex())
+			}
 			return networkinginformers.NewIngressInformer(c.Kube, metav1.NamespaceAll, resync, namespaceIndex())
 		}},
 	// An unlabeled Node is every tenant's.
