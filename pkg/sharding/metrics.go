@@ -57,11 +57,40 @@ var (
 	})
 )
 
+var (
+	// ShardServerSideWatch says whether the API server filters this replica's namespaced informers by its shard
+	// selector (--sharded-watch): 1 when it does, 0 when the replica filters on the client (the flag is off, or the
+	// server ignores the selector: the ShardedListAndWatch feature gate of kube-apiserver is off).
+	ShardServerSideWatch = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      "multiproject",
+		Name:           "shard_server_side_watch",
+		Help:           "1 when the API server filters this replica's namespaced informers by its shard selector, 0 when the replica filters on the client.",
+		StabilityLevel: metrics.ALPHA,
+	})
+
+	// ShardSelectorChanges counts the changes of this replica's shard selector, each a LIST of its share.
+	ShardSelectorChanges = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "multiproject",
+		Name:           "shard_selector_changes_total",
+		Help:           "Changes of this replica's shard selector, by reason (grow: a tenant's namespace was not covered; rebuild: narrowed to what its tenants need).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
+
+	// ShardSelectorBuckets is how many buckets of the namespace hash this replica's shard selector holds.
+	ShardSelectorBuckets = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      "multiproject",
+		Name:           "shard_selector_buckets",
+		Help:           "Buckets of the namespace hash (of 4096) that this replica's shard selector holds.",
+		StabilityLevel: metrics.ALPHA,
+	})
+)
+
 var registerOnce sync.Once
 
 // Register adds the sharding series to the legacy registry served on /metrics. It is idempotent.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(ShardTenants, ShardMoves, ShardDrainDuration)
+		legacyregistry.MustRegister(ShardTenants, ShardMoves, ShardDrainDuration, ShardServerSideWatch, ShardSelectorChanges,
+			ShardSelectorBuckets)
 	})
 }
