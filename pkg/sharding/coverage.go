@@ -53,8 +53,6 @@ type CoverageConfig struct {
 	LabelKey string
 	// RebuildInterval is DefaultRebuildInterval if 0.
 	RebuildInterval time.Duration
-	// OnCovered is called with every tenant that Covers turned away once the informers have listed its namespaces.
-	OnCovered func(tenant string)
 	// Clock defaults to the real clock.
 	Clock clock.WithDelayedExecution
 }
@@ -77,6 +75,8 @@ type Coverage struct {
 	waiting  sets.Set[string]
 	notified uint64
 	ignored  bool
+	// onCovered is Run's: it gets the tenants that waited once the informers have listed again.
+	onCovered func(tenant string)
 }
 
 // NewCoverage builds the Coverage and hooks it to the scope's LISTs; call it before the informers start.
@@ -95,8 +95,12 @@ func NewCoverage(cfg CoverageConfig) *Coverage {
 	return c
 }
 
-// Run keeps the selector up to date until ctx ends.
-func (c *Coverage) Run(ctx context.Context) error {
+// Run keeps the selector up to date until ctx ends, and hands onCovered every tenant that Covers turned away once
+// the informers have listed its namespaces (the ProviderConfig controller's Enqueue).
+func (c *Coverage) Run(ctx context.Context, onCovered func(tenant string)) error {
+	c.mu.Lock()
+	c.onCovered = onCovered
+	c.mu.Unlock()
 	enqueue := func(any) { c.queue.Add(coverageKey) }
 	handler := cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue}
 	for _, inf := range []cache.SharedIndexInformer{c.cfg.Namespaces, c.cfg.ProviderConfigs} {
@@ -208,13 +212,13 @@ func (c *Coverage) listed() {
 		return
 	}
 	c.notified = listed
-	waiting := c.waiting
+	waiting, onCovered := c.waiting, c.onCovered
 	c.waiting = sets.New[string]()
 	c.mu.Unlock()
-	if c.cfg.OnCovered == nil {
+	if onCovered == nil {
 		return
 	}
 	for tenant := range waiting {
-		c.cfg.OnCovered(tenant)
+		onCovered(tenant)
 	}
 }

@@ -111,15 +111,16 @@ func newCoverageFixture(t *testing.T, ctx context.Context, objs ...runtime.Objec
 	}
 	pcs := mpinformers.NewProviderConfigInformer(f.mp, 0, cache.Indexers{})
 	f.cov = NewCoverage(CoverageConfig{Scope: f.scope, Namespaces: namespaces, ProviderConfigs: pcs, LabelKey: coverageLabel,
-		RebuildInterval: time.Hour, Clock: f.clock,
-		OnCovered: func(tenant string) { f.mu.Lock(); f.covered = append(f.covered, tenant); f.mu.Unlock() }})
+		RebuildInterval: time.Hour, Clock: f.clock})
 	go f.svcs.RunWithContext(ctx)
 	go namespaces.RunWithContext(ctx)
 	go pcs.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), f.svcs.HasSynced, namespaces.HasSynced, pcs.HasSynced) {
 		t.Fatal("no sync")
 	}
-	go func() { _ = f.cov.Run(ctx) }()
+	go func() {
+		_ = f.cov.Run(ctx, func(tenant string) { f.mu.Lock(); f.covered = append(f.covered, tenant); f.mu.Unlock() })
+	}()
 	return f
 }
 

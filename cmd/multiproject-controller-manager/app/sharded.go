@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -31,6 +32,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 )
 
@@ -163,6 +165,48 @@ func (s *shard) release(ctx context.Context, c config.CompletedConfig, tenantsEr
 		return
 	}
 	logger.Info("Released the shard Lease")
+}
+
+// shardProbeTimeout bounds the start-up probe for server-side shard selectors.
+const shardProbeTimeout = 30 * time.Second
+
+// newShardScope returns the shard selector of a replica run with --sharding and --sharded-watch, where the API
+// server honours shard selectors, or nil: then the replica reads every object and filters on the client, as
+// without the flag. A plain LIST with a selector and limit=1 decides (informers list through WatchList streams,
+// which carry no list metadata to inspect); the answer is logged and kept in multiproject_shard_server_side_watch.
+func newShardScope(c config.CompletedConfig) *informerset.ShardScope {
+	if !c.Sharding.Enabled || !c.Sharding.ShardedWatch {
+		return nil
+	}
+	sharding.Register()
+	logger := klog.Background().WithValues("shard", c.Sharding.Shard)
+	ctx, cancel := context.WithTimeout(context.Background(), shardProbeTimeout)
+	defer cancel()
+	// The first selector selects nothing: the shard has no tenant before its informers have synced.
+	first := sharding.NamespaceSelector(nil)
+	honoured, err := informerset.ProbeShardSelector(ctx, c.Client, first)
+	switch {
+	case err != nil:
+		logger.Error(err, "--sharded-watch: cannot tell whether the API server honours shard selectors; this replica reads every object and filters on the client")
+	case !honoured:
+		logger.Info("--sharded-watch: the API server ignores shard selectors (kube-apiserver needs --feature-gates=ShardedListAndWatch=true); this replica reads every object and filters on the client")
+	}
+	if err != nil || !honoured {
+		sharding.ShardServerSideWatch.Set(0)
+		return nil
+	}
+	logger.Info("--sharded-watch: the API server honours shard selectors; the namespaced informers read only this shard's tenants' namespaces")
+	sharding.ShardServerSideWatch.Set(1)
+	return informerset.NewShardScope(first)
+}
+
+// newCoverage keeps scope over the namespaces of this shard's tenants; nil without a scope.
+func newCoverage(c config.CompletedConfig, scope *informerset.ShardScope, informers *informerset.Tenancy) *sharding.Coverage {
+	if scope == nil {
+		return nil
+	}
+	return sharding.NewCoverage(sharding.CoverageConfig{Scope: scope, Namespaces: informers.Set.Informer(informerset.Namespaces),
+		ProviderConfigs: informers.Set.Informer(informerset.ProviderConfigs), LabelKey: informers.Router.LabelKey()})
 }
 
 // runSharder runs the sharder on the elected replica until ctx ends, on an informer of every ProviderConfig of its
