@@ -31,6 +31,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 	managementinformers "github.com/multiproject/client-go/informers/externalversions/management/v3"
 	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
@@ -83,8 +85,10 @@ type Clients struct {
 	// ClaimsNamespace is the namespace of the claim records; empty: the process is the only one that runs
 	// tenants, and watches none (Resource.Sharded).
 	ClaimsNamespace string
-	// Scope, if set, is the shard selector the informers of the tenancy.Namespaced resources list and watch with
-	// (--sharded-watch): a sharded replica receives only the namespaces its tenants need.
+	// Scope, if set, is the shard selector the informers of the tenancy.Namespaced and tenancy.ManagerWritten
+	// resources list and watch with (--sharded-watch): a sharded replica receives only the namespaces its tenants
+	// need (for ManagerWritten ones, also the namespaces that hold what its tenants wrote there before the namespace
+	// moved to another tenant: sharding.Coverage).
 	Scope *ShardScope
 }
 
@@ -179,10 +183,18 @@ var Resources = []Resource{
 	// every controller but neg.
 	{GVR: Translations, Optional: true, CRD: true, Scope: tenancy.ManagerWritten,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			if c.Scope != nil {
+				return c.Scope.NewInformer(Translations, listWatchOf(c.Multiproject.MultiprojectV1alpha1().Translations(metav1.NamespaceAll)),
+					&mpv1alpha1.Translation{}, resync, TranslationIndexers())
+			}
 			return mpinformers.NewTranslationInformer(c.Multiproject, metav1.NamespaceAll, resync, TranslationIndexers())
 		}},
 	{GVR: PangolinResources, Optional: true, CRD: true, Scope: tenancy.ManagerWritten,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			if c.Scope != nil {
+				return c.Scope.NewInformer(PangolinResources, listWatchOf(c.Multiproject.TunnelV1alpha1().PangolinResources(metav1.NamespaceAll)),
+					&tunnelv1alpha1.PangolinResource{}, resync, namespaceIndex())
+			}
 			return tunnelinformers.NewPangolinResourceInformer(c.Multiproject, metav1.NamespaceAll, resync, namespaceIndex())
 		}},
 	// Rancher Projects and PangolinTunnels belong to no tenant: a tenant's configuration (its Rancher cluster, its

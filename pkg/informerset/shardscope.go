@@ -23,9 +23,11 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -39,8 +41,9 @@ import (
 // as expired, so each reflector lists again with the new selector and the informer turns the difference into
 // events (objects of newly selected namespaces are added, those no longer selected deleted) while its cache, its
 // handlers and every tenant's view stay as they are. The informers list with plain LISTs, not WatchList streams:
-// every response then says whether the server honoured the selector (ListMeta.ShardInfo), and when a LIST has
-// returned, Listed knows which selector its objects were read with.
+// every response then says whether the server honoured the selector (ListMeta.ShardInfo). A LIST counts as listed
+// (Listed) once the informer has delivered every object it returned to its handlers, which it does only after
+// it has put the object in its cache.
 type ShardScope struct {
 	mu       sync.Mutex
 	selector string
@@ -123,7 +126,14 @@ func (s *ShardScope) NewInformer(gvr schema.GroupVersionResource, lw *cache.List
 	s.mu.Lock()
 	s.listed[scoped] = 0
 	s.mu.Unlock()
-	return cache.NewSharedIndexInformer(scoped, example, resync, indexers)
+	inf := cache.NewSharedIndexInformer(scoped, example, resync, indexers)
+	// Never removed: it lives as long as the informer, and only counts deliveries.
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    scoped.delivered,
+		UpdateFunc: func(_, obj any) { scoped.delivered(obj) },
+		DeleteFunc: scoped.delivered,
+	})
+	return inf
 }
 
 // scopedListWatch puts the scope's selector on every request of one informer.
@@ -131,6 +141,44 @@ type scopedListWatch struct {
 	scope *ShardScope
 	gvr   schema.GroupVersionResource
 	inner *cache.ListWatch
+	// pending is the keys of the last LIST that the informer has not delivered yet, and pendingGen the generation
+	// of its selector; guarded by scope.mu.
+	pending    sets.Set[string]
+	pendingGen uint64
+}
+
+// delivered notes that the informer has cached and delivered obj: once it has delivered everything its last LIST
+// returned, that LIST's generation is listed.
+func (lw *scopedListWatch) delivered(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return
+	}
+	s := lw.scope
+	s.mu.Lock()
+	if !lw.pending.Has(key) {
+		s.mu.Unlock()
+		return
+	}
+	lw.pending.Delete(key)
+	s.mu.Unlock()
+	lw.settle()
+}
+
+// settle marks the last LIST listed once nothing of it is pending, and tells OnListed.
+func (lw *scopedListWatch) settle() {
+	s := lw.scope
+	s.mu.Lock()
+	if lw.pending.Len() > 0 || lw.pendingGen <= s.listed[lw] {
+		s.mu.Unlock()
+		return
+	}
+	s.listed[lw] = lw.pendingGen
+	onListed := s.onListed
+	s.mu.Unlock()
+	if onListed != nil {
+		onListed()
+	}
 }
 
 var _ cache.ListerWatcherWithContext = &scopedListWatch{}
@@ -159,6 +207,16 @@ func (lw *scopedListWatch) ListWithContext(ctx context.Context, options metav1.L
 			honoured = lm.ShardInfo != nil
 		}
 	}
+	keys := sets.New[string]()
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	for _, item := range items {
+		if key, err := cache.MetaNamespaceKeyFunc(item); err == nil {
+			keys.Insert(key)
+		}
+	}
 	s := lw.scope
 	s.mu.Lock()
 	if !honoured && !s.ignored {
@@ -166,14 +224,11 @@ func (lw *scopedListWatch) ListWithContext(ctx context.Context, options metav1.L
 		klog.FromContext(ctx).Info("The API server ignored the shard selector; this replica receives every object and filters on the client",
 			"resource", lw.gvr.String())
 	}
-	if gen > s.listed[lw] {
-		s.listed[lw] = gen
+	if gen > lw.pendingGen {
+		lw.pending, lw.pendingGen = keys, gen
 	}
-	onListed := s.onListed
 	s.mu.Unlock()
-	if onListed != nil {
-		onListed()
-	}
+	lw.settle()
 	return list, nil
 }
 

@@ -51,6 +51,12 @@ type CoverageConfig struct {
 	ProviderConfigs cache.SharedIndexInformer
 	// LabelKey names a Namespace's tenant.
 	LabelKey string
+	// Leftovers, if set, returns, for each of the tenants, the namespaces that hold objects its controllers wrote
+	// (Translations, PangolinResources: tenancy.ManagerWritten) whatever tenant the namespace belongs to now: a
+	// namespace that moved to another tenant keeps them until this tenant has undone what they did, so this shard
+	// must read them. Asked, from the API server, once for every tenant the shard gains, and for all of them at a
+	// rebuild.
+	Leftovers func(ctx context.Context, tenants []string) (map[string][]string, error)
 	// RebuildInterval is DefaultRebuildInterval if 0.
 	RebuildInterval time.Duration
 	// Clock defaults to the real clock.
@@ -72,9 +78,11 @@ type Coverage struct {
 	covered     map[uint32]uint64
 	lastRebuild time.Time
 	// waiting is the tenants Covers turned away since the informers last listed.
-	waiting  sets.Set[string]
-	notified uint64
-	ignored  bool
+	waiting sets.Set[string]
+	// leftovers is, per tenant of this shard whose Leftovers were read, the namespaces they named.
+	leftovers map[string]sets.Set[string]
+	notified  uint64
+	ignored   bool
 	// onCovered is Run's: it gets the tenants that waited once the informers have listed again.
 	onCovered func(tenant string)
 }
@@ -88,9 +96,10 @@ func NewCoverage(cfg CoverageConfig) *Coverage {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	c := &Coverage{cfg: cfg, clock: clk, covered: map[uint32]uint64{}, waiting: sets.New[string](), lastRebuild: clk.Now()}
+	c := &Coverage{cfg: cfg, clock: clk, covered: map[uint32]uint64{}, waiting: sets.New[string](), lastRebuild: clk.Now(),
+		leftovers: map[string]sets.Set[string]{}}
 	c.queue = worker.New(worker.Config{Controller: "shard-selector", KeyName: "key", Retry: &worker.Retry{Clock: clk},
-		Sync: func(ctx context.Context, _ string) (worker.Result, error) { return c.sync(ctx), nil }})
+		Sync: func(ctx context.Context, _ string) (worker.Result, error) { return c.sync(ctx) }})
 	cfg.Scope.OnListed(c.listed)
 	return c
 }
@@ -128,7 +137,16 @@ func (c *Coverage) Covers(tenant string) bool {
 	listed := c.cfg.Scope.Listed()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, ns := range namespaces {
+	leftovers, read := c.leftovers[tenant]
+	if c.cfg.Leftovers == nil {
+		read = true
+	}
+	if !read {
+		c.waiting.Insert(tenant)
+		c.queue.Add(coverageKey)
+		return false
+	}
+	for _, ns := range append(namespaces, leftovers.UnsortedList()...) {
 		if gen, ok := c.covered[NamespaceBucket(ns)]; !ok || gen > listed {
 			c.waiting.Insert(tenant)
 			c.queue.Add(coverageKey)
@@ -138,38 +156,78 @@ func (c *Coverage) Covers(tenant string) bool {
 	return true
 }
 
-// needed is the buckets of the namespaces of this shard's tenants.
-func (c *Coverage) needed() sets.Set[uint32] {
+// needed is the buckets of the namespaces of this shard's tenants and of their leftovers (c.mu held).
+func (c *Coverage) needed(tenants []string) sets.Set[uint32] {
 	out := sets.New[uint32]()
-	for _, key := range c.cfg.ProviderConfigs.GetStore().ListKeys() {
-		namespaces, err := tenancy.TenantNamespaces(c.cfg.Namespaces.GetIndexer(), c.cfg.LabelKey, key)
+	for _, tenant := range tenants {
+		namespaces, err := tenancy.TenantNamespaces(c.cfg.Namespaces.GetIndexer(), c.cfg.LabelKey, tenant)
 		if err != nil {
 			continue
 		}
-		for _, ns := range namespaces {
+		for _, ns := range append(namespaces, c.leftovers[tenant].UnsortedList()...) {
 			out.Insert(NamespaceBucket(ns))
 		}
 	}
 	return out
 }
 
+// readLeftovers reads the leftovers of the tenants this shard gained, or of all of them for a rebuild, and forgets
+// those of the tenants it lost (c.mu held).
+func (c *Coverage) readLeftovers(ctx context.Context, tenants []string, all bool) error {
+	current := sets.New(tenants...)
+	for tenant := range c.leftovers {
+		if !current.Has(tenant) {
+			delete(c.leftovers, tenant)
+		}
+	}
+	if c.cfg.Leftovers == nil {
+		return nil
+	}
+	var ask []string
+	for _, tenant := range tenants {
+		if _, read := c.leftovers[tenant]; all || !read {
+			ask = append(ask, tenant)
+		}
+	}
+	if len(ask) == 0 {
+		return nil
+	}
+	found, err := c.cfg.Leftovers(ctx, ask)
+	if err != nil {
+		return err
+	}
+	for _, tenant := range ask {
+		c.leftovers[tenant] = sets.New(found[tenant]...)
+	}
+	return nil
+}
+
 // sync grows the selector by the buckets it lacks, or narrows it when a rebuild is due; it comes back when the next
 // rebuild would be.
-func (c *Coverage) sync(ctx context.Context) worker.Result {
-	needed := c.needed()
+func (c *Coverage) sync(ctx context.Context) (worker.Result, error) {
+	tenants := c.cfg.ProviderConfigs.GetStore().ListKeys()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	sinceRebuild := c.clock.Since(c.lastRebuild)
+	due := sinceRebuild >= c.cfg.RebuildInterval
+	if err := c.readLeftovers(ctx, tenants, due); err != nil {
+		return worker.Result{}, err
+	}
+	needed := c.needed(tenants)
 	var missing []uint32
 	for b := range needed {
 		if _, ok := c.covered[b]; !ok {
 			missing = append(missing, b)
 		}
 	}
-	sinceRebuild := c.clock.Since(c.lastRebuild)
-	rebuild := sinceRebuild >= c.cfg.RebuildInterval && len(c.covered) > 2*needed.Len()+rebuildSlack
+	rebuild := due && len(c.covered) > 2*needed.Len()+rebuildSlack
+	if due && !rebuild {
+		// Nothing to narrow: look again in a whole interval.
+		c.lastRebuild = c.clock.Now()
+	}
 	if c.cfg.Scope.Ignored() || (len(missing) == 0 && !rebuild) {
 		// A server that ignores the selector sends everything whatever it says.
-		return worker.Result{RequeueAfter: max(c.cfg.RebuildInterval-sinceRebuild, time.Second)}
+		return worker.Result{RequeueAfter: max(c.cfg.RebuildInterval-c.clock.Since(c.lastRebuild), time.Second)}, nil
 	}
 	reason := "grow"
 	if rebuild {
@@ -195,7 +253,7 @@ func (c *Coverage) sync(ctx context.Context) worker.Result {
 	ShardSelectorBuckets.Set(float64(len(c.covered)))
 	klog.FromContext(ctx).V(2).Info("Shard selector changed; the namespaced informers list again", "reason", reason,
 		"buckets", len(c.covered), "added", len(missing), "generation", gen)
-	return worker.Result{RequeueAfter: c.cfg.RebuildInterval}
+	return worker.Result{RequeueAfter: c.cfg.RebuildInterval}, nil
 }
 
 // listed hands the tenants that waited to OnCovered once the informers have listed with a newer selector, and

@@ -81,6 +81,7 @@ type coverageFixture struct {
 	cov     *Coverage
 	clock   *testingclock.FakeClock
 	svcs    cache.SharedIndexInformer
+	pcs     cache.SharedIndexInformer
 	mu      sync.Mutex
 	covered []string
 }
@@ -92,6 +93,11 @@ func (f *coverageFixture) coveredTenants() []string {
 }
 
 func newCoverageFixture(t *testing.T, ctx context.Context, objs ...runtime.Object) *coverageFixture {
+	return newCoverageFixtureWith(t, ctx, nil, objs...)
+}
+
+func newCoverageFixtureWith(t *testing.T, ctx context.Context, leftovers func(context.Context, []string) (map[string][]string, error),
+	objs ...runtime.Object) *coverageFixture {
 	f := &coverageFixture{clock: testingclock.NewFakeClock(time.Now())}
 	var kubeObjs, mpObjs []runtime.Object
 	for _, o := range objs {
@@ -110,8 +116,9 @@ func newCoverageFixture(t *testing.T, ctx context.Context, objs ...runtime.Objec
 		t.Fatal(err)
 	}
 	pcs := mpinformers.NewProviderConfigInformer(f.mp, 0, cache.Indexers{})
+	f.pcs = pcs
 	f.cov = NewCoverage(CoverageConfig{Scope: f.scope, Namespaces: namespaces, ProviderConfigs: pcs, LabelKey: coverageLabel,
-		RebuildInterval: time.Hour, Clock: f.clock})
+		RebuildInterval: time.Hour, Clock: f.clock, Leftovers: leftovers})
 	go f.svcs.RunWithContext(ctx)
 	go namespaces.RunWithContext(ctx)
 	go pcs.RunWithContext(ctx)
@@ -211,20 +218,54 @@ func TestCoverageOnlyGrowsUntilARebuild(t *testing.T) {
 	}
 	// Tenants that leave change nothing before the rebuild is due: no LIST for them.
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return len(f.cov.needed()) == 1, nil
+		return len(f.pcs.GetStore().ListKeys()) == 1, nil
 	})
 	if err != nil {
 		t.Fatal("the Coverage never saw the tenants leave")
 	}
-	f.cov.sync(ctx)
+	if _, err := f.cov.sync(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if _, gen := f.scope.Selector(); gen != grown {
 		t.Fatal("the selector changed before the rebuild interval passed")
 	}
 
 	f.clock.Step(time.Hour)
-	f.cov.sync(ctx)
+	if _, err := f.cov.sync(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if sel, _ := f.scope.Selector(); strings.Count(sel, "shardRange") != 1 {
 		t.Fatalf("the rebuild did not narrow the selector to t1's one bucket: %s", sel)
 	}
 	f.waitCovered(t, ctx, "t1")
+}
+
+// TestCoverageReadsWhatATenantLeftInANamespaceThatMovedAway: a tenant that moves to this shard may have left
+// Translations in a namespace that now belongs to another tenant; it must still read them to undo what they did, so
+// the selector covers that namespace too, and the tenant is covered only once it has been listed.
+func TestCoverageReadsWhatATenantLeftInANamespaceThatMovedAway(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	var asked [][]string
+	leftovers := func(_ context.Context, tenants []string) (map[string][]string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, tenants)
+		return map[string][]string{"t1": {"moved-away"}}, nil
+	}
+	f := newCoverageFixtureWith(t, ctx, leftovers,
+		&mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: "t1"}},
+		tenantNamespace("t1-app", "t1"), tenantNamespace("moved-away", "someone-else"),
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "moved-away", Name: "left"}})
+	f.waitCovered(t, ctx, "t1")
+	if _, ok, _ := f.svcs.GetStore().GetByKey("moved-away/left"); !ok {
+		t.Fatal("t1 counts as covered before the namespace of its leftovers was listed")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 1 || len(asked[0]) != 1 || asked[0][0] != "t1" {
+		t.Errorf("leftovers asked %v, want once for t1", asked)
+	}
 }

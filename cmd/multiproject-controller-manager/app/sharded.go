@@ -20,13 +20,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
@@ -205,8 +210,55 @@ func newCoverage(c config.CompletedConfig, scope *informerset.ShardScope, inform
 	if scope == nil {
 		return nil
 	}
+	labelKey := informers.Router.LabelKey()
 	return sharding.NewCoverage(sharding.CoverageConfig{Scope: scope, Namespaces: informers.Set.Informer(informerset.Namespaces),
-		ProviderConfigs: informers.Set.Informer(informerset.ProviderConfigs), LabelKey: informers.Router.LabelKey()})
+		ProviderConfigs: informers.Set.Informer(informerset.ProviderConfigs), LabelKey: labelKey,
+		Leftovers: func(ctx context.Context, tenants []string) (map[string][]string, error) {
+			return managerWrittenNamespaces(ctx, c.MultiprojectClient, labelKey, tenants)
+		}})
+}
+
+// leftoverBatch is how many tenants one label-selected LIST asks for: the selector stays a few KB.
+const leftoverBatch = 100
+
+// managerWrittenNamespaces returns, per tenant, the namespaces that hold Translations or PangolinResources labeled
+// with it (the objects its controllers wrote), read from the API server with label-selected LISTs. A resource the
+// cluster does not serve holds none.
+func managerWrittenNamespaces(ctx context.Context, client mpclientset.Interface, labelKey string, tenants []string) (map[string][]string, error) {
+	out := map[string][]string{}
+	add := func(items []metav1.Object) {
+		for _, m := range items {
+			if tenant := m.GetLabels()[labelKey]; tenant != "" && !slices.Contains(out[tenant], m.GetNamespace()) {
+				out[tenant] = append(out[tenant], m.GetNamespace())
+			}
+		}
+	}
+	for batch := range slices.Chunk(tenants, leftoverBatch) {
+		req, err := labels.NewRequirement(labelKey, selection.In, batch)
+		if err != nil {
+			return nil, err
+		}
+		opts := metav1.ListOptions{LabelSelector: labels.NewSelector().Add(*req).String()}
+		translations, err := client.MultiprojectV1alpha1().Translations(metav1.NamespaceAll).List(ctx, opts)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("listing the Translations of this shard's tenants: %w", err)
+		}
+		if err == nil {
+			for i := range translations.Items {
+				add([]metav1.Object{&translations.Items[i]})
+			}
+		}
+		resources, err := client.TunnelV1alpha1().PangolinResources(metav1.NamespaceAll).List(ctx, opts)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("listing the PangolinResources of this shard's tenants: %w", err)
+		}
+		if err == nil {
+			for i := range resources.Items {
+				add([]metav1.Object{&resources.Items[i]})
+			}
+		}
+	}
+	return out, nil
 }
 
 // runSharder runs the sharder on the elected replica until ctx ends, on an informer of every ProviderConfig of its
