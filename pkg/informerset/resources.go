@@ -184,7 +184,7 @@ var Resources = []Resource{
 	{GVR: Translations, Optional: true, CRD: true, Scope: tenancy.ManagerWritten,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
 			if c.Scope != nil {
-				return c.Scope.NewInformer(Translations, listWatchOf(c.Multiproject.MultiprojectV1alpha1().Translations(metav1.NamespaceAll)),
+				return c.Scope.NewCustomResourceInformer(Translations, listWatchOf(c.Multiproject.MultiprojectV1alpha1().Translations(metav1.NamespaceAll)),
 					&mpv1alpha1.Translation{}, resync, TranslationIndexers())
 			}
 			return mpinformers.NewTranslationInformer(c.Multiproject, metav1.NamespaceAll, resync, TranslationIndexers())
@@ -192,7 +192,7 @@ var Resources = []Resource{
 	{GVR: PangolinResources, Optional: true, CRD: true, Scope: tenancy.ManagerWritten,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
 			if c.Scope != nil {
-				return c.Scope.NewInformer(PangolinResources, listWatchOf(c.Multiproject.TunnelV1alpha1().PangolinResources(metav1.NamespaceAll)),
+				return c.Scope.NewCustomResourceInformer(PangolinResources, listWatchOf(c.Multiproject.TunnelV1alpha1().PangolinResources(metav1.NamespaceAll)),
 					&tunnelv1alpha1.PangolinResource{}, resync, namespaceIndex())
 			}
 			return tunnelinformers.NewPangolinResourceInformer(c.Multiproject, metav1.NamespaceAll, resync, namespaceIndex())

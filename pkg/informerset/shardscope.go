@@ -119,14 +119,42 @@ func (s *ShardScope) Ignored() bool {
 	return s.ignored
 }
 
+// Cached returns how many objects each scoped informer holds, by resource: what this replica reads.
+func (s *ShardScope) Cached() map[schema.GroupVersionResource]int {
+	s.mu.Lock()
+	lws := make([]*scopedListWatch, 0, len(s.listed))
+	for lw := range s.listed {
+		lws = append(lws, lw)
+	}
+	s.mu.Unlock()
+	out := make(map[schema.GroupVersionResource]int, len(lws))
+	for _, lw := range lws {
+		out[lw.gvr] += len(lw.store.ListKeys())
+	}
+	return out
+}
+
 // NewInformer builds an informer of gvr whose every LIST and WATCH carries the scope's selector.
 func (s *ShardScope) NewInformer(gvr schema.GroupVersionResource, lw *cache.ListWatch, example runtime.Object, resync time.Duration,
 	indexers cache.Indexers) cache.SharedIndexInformer {
-	scoped := &scopedListWatch{scope: s, gvr: gvr, inner: lw}
+	return s.newInformer(&scopedListWatch{scope: s, gvr: gvr, inner: lw, reportsShardInfo: true}, example, resync, indexers)
+}
+
+// NewCustomResourceInformer is NewInformer for a resource served by a CustomResourceDefinition. kube-apiserver
+// 1.37 filters custom resources by the selector but does not echo it in their lists' ShardInfo, so their LISTs
+// say nothing about whether the server honours it: the built-in resources' LISTs and the probe at start do.
+func (s *ShardScope) NewCustomResourceInformer(gvr schema.GroupVersionResource, lw *cache.ListWatch, example runtime.Object,
+	resync time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
+	return s.newInformer(&scopedListWatch{scope: s, gvr: gvr, inner: lw}, example, resync, indexers)
+}
+
+func (s *ShardScope) newInformer(scoped *scopedListWatch, example runtime.Object, resync time.Duration,
+	indexers cache.Indexers) cache.SharedIndexInformer {
+	inf := cache.NewSharedIndexInformer(scoped, example, resync, indexers)
+	scoped.store = inf.GetStore()
 	s.mu.Lock()
 	s.listed[scoped] = 0
 	s.mu.Unlock()
-	inf := cache.NewSharedIndexInformer(scoped, example, resync, indexers)
 	// Never removed: it lives as long as the informer, and only counts deliveries.
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    scoped.delivered,
@@ -141,6 +169,9 @@ type scopedListWatch struct {
 	scope *ShardScope
 	gvr   schema.GroupVersionResource
 	inner *cache.ListWatch
+	store cache.Store
+	// reportsShardInfo: the server echoes an honoured selector in this resource's lists (not custom resources).
+	reportsShardInfo bool
 	// pending is the keys of the last LIST that the informer has not delivered yet, and pendingGen the generation
 	// of its selector; guarded by scope.mu.
 	pending    sets.Set[string]
@@ -219,7 +250,7 @@ func (lw *scopedListWatch) ListWithContext(ctx context.Context, options metav1.L
 	}
 	s := lw.scope
 	s.mu.Lock()
-	if !honoured && !s.ignored {
+	if lw.reportsShardInfo && !honoured && !s.ignored {
 		s.ignored = true
 		klog.FromContext(ctx).Info("The API server ignored the shard selector; this replica receives every object and filters on the client",
 			"resource", lw.gvr.String())

@@ -171,6 +171,9 @@ func TestShardScopeWidensWithoutRestartingTheInformer(t *testing.T) {
 	if _, ok, _ := inf.GetStore().GetByKey("other/c"); ok {
 		t.Error("other/c is cached though no selector selected it")
 	}
+	if got := scope.Cached()[Services]; got != 3 {
+		t.Errorf("Cached says %d Services, want the 3 of mine and joining", got)
+	}
 
 	// Narrowed: what is no longer selected is deleted from the cache.
 	gen = scope.Set(namespaceTerm("joining"))
@@ -207,4 +210,15 @@ func TestShardScopeReportsAServerThatIgnoresTheSelector(t *testing.T) {
 		t.Errorf("the probe of a server that ignores the selector said honoured=%v, err=%v", honoured, err)
 	}
 	// A server that honours it is the end-to-end test's (the fake client drops ShardInfo).
+
+	// kube-apiserver 1.37 filters custom resources without echoing ShardInfo: their LISTs say nothing.
+	crScope := NewShardScope(namespaceTerm("mine"))
+	cr := crScope.NewCustomResourceInformer(Services, listWatchOf(client.CoreV1().Services(metav1.NamespaceAll)), &corev1.Service{}, 0, namespaceIndex())
+	go cr.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), cr.HasSynced) {
+		t.Fatal("no sync")
+	}
+	if crScope.Ignored() {
+		t.Error("a custom resource's LIST without ShardInfo counted as the server ignoring the selector")
+	}
 }

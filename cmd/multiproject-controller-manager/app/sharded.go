@@ -202,7 +202,9 @@ func newShardScope(c config.CompletedConfig) *informerset.ShardScope {
 	}
 	logger.Info("--sharded-watch: the API server honours shard selectors; the namespaced informers read only this shard's tenants' namespaces")
 	sharding.ShardServerSideWatch.Set(1)
-	return informerset.NewShardScope(first)
+	scope := informerset.NewShardScope(first)
+	sharding.RegisterScope(scope)
+	return scope
 }
 
 // newCoverage keeps scope over the namespaces of this shard's tenants; nil without a scope.
