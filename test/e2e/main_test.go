@@ -56,5 +56,8 @@ func TestMain(m *testing.M) {
 		InstallProjectManifests: true,
 		// Rancher Projects, PangolinTunnels and PangolinResources.
 		ExtraManifestDirs: []string{"test/fixtures/crds"},
+		// Server-side sharded list and watch (KEP-5866, alpha) for the shards run with --sharded-watch. It changes
+		// only requests that carry a shard selector, which no other test's process sends.
+		APIServerFlags: []string{"--feature-gates=ShardedListAndWatch=true"},
 	}, &controlPlane)
 }

@@ -344,14 +344,7 @@ func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *r
 	}
 	if cc.Shard != "" {
 		pcController.RunAsShard(cc.Shard)
-		if cc.Coverage != nil {
-			pcController.WaitForCoverage(cc.Coverage)
-			wg.Go(func() {
-				if err := cc.Coverage.Run(ctx, pcController.Enqueue); err != nil && ctx.Err() == nil {
-					logger.Error(err, "The shard selector's coverage stopped")
-				}
-			})
-		}
+		startCoverage(ctx, &wg, cc.Coverage, pcController)
 		// The Drainer reads the informer the controller decides from, and stops a tenant under the same
 		// per-tenant lock as the controller's sync (StopUnowned), so a drained tenant never starts again here.
 		drainer := sharding.NewDrainer(sharding.DrainerConfig{Shard: cc.Shard, Client: c.MultiprojectClient,

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -218,6 +219,20 @@ func newCoverage(c config.CompletedConfig, scope *informerset.ShardScope, inform
 		Leftovers: func(ctx context.Context, tenants []string) (map[string][]string, error) {
 			return managerWrittenNamespaces(ctx, c.MultiprojectClient, labelKey, tenants)
 		}})
+}
+
+// startCoverage makes the ProviderConfig controller start a tenant only once the shard's informers have read its
+// namespaces, and keeps the shard selector over them on wg until ctx ends. Nothing without a Coverage.
+func startCoverage(ctx context.Context, wg *sync.WaitGroup, coverage *sharding.Coverage, pcController *providerconfig.Controller) {
+	if coverage == nil {
+		return
+	}
+	pcController.WaitForCoverage(coverage)
+	wg.Go(func() {
+		if err := coverage.Run(ctx, pcController.Enqueue); err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "The shard selector's coverage stopped")
+		}
+	})
 }
 
 // leftoverBatch is how many tenants one label-selected LIST asks for: the selector stays a few KB.
