@@ -68,6 +68,8 @@ type Config struct {
 	// ClaimsNamespace, set when this replica shares the tenants with others (--sharding), is where the claim
 	// records of hosts and NEG names are watched; empty: no Sharded resource is watched.
 	ClaimsNamespace string
+	// Scope, if set, is the shard selector of the informers of the tenancy.Namespaced resources (Clients.Scope).
+	Scope *ShardScope
 }
 
 // ResourceDiscoverer is the part of discovery the set needs; client-go's discovery clients implement it.
@@ -131,7 +133,7 @@ func New(cfg Config) (*Set, error) {
 		optionals: map[schema.GroupVersionResource]*optional{},
 	}
 	clients := Clients{Kube: cfg.Client, Multiproject: cfg.MultiprojectClient, ProviderConfigSelector: cfg.ProviderConfigSelector,
-		ClaimsNamespace: cfg.ClaimsNamespace}
+		ClaimsNamespace: cfg.ClaimsNamespace, Scope: cfg.Scope}
 	for _, r := range Resources {
 		if (r.CRD && cfg.MultiprojectClient == nil) || (r.Sharded && cfg.ClaimsNamespace == "") {
 			continue

@@ -19,6 +19,9 @@ package informerset
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	coordinationinformers "k8s.io/client-go/informers/coordination/v1"
@@ -28,6 +31,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 	managementinformers "github.com/multiproject/client-go/informers/externalversions/management/v3"
 	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
@@ -80,6 +85,11 @@ type Clients struct {
 	// ClaimsNamespace is the namespace of the claim records; empty: the process is the only one that runs
 	// tenants, and watches none (Resource.Sharded).
 	ClaimsNamespace string
+	// Scope, if set, is the shard selector the informers of the tenancy.Namespaced and tenancy.ManagerWritten
+	// resources list and watch with (--sharded-watch): a sharded replica receives only the namespaces its tenants
+	// need (for ManagerWritten ones, also the namespaces that hold what its tenants wrote there before the namespace
+	// moved to another tenant: sharding.Coverage).
+	Scope *ShardScope
 }
 
 // Resource is one resource the process watches with a shared informer.
@@ -112,10 +122,17 @@ type Resource struct {
 var Resources = []Resource{
 	{GVR: Services, Trim: DropLastApplied, Scope: tenancy.Namespaced,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			if c.Scope != nil {
+				return c.Scope.NewInformer(Services, listWatchOf(c.Kube.CoreV1().Services(metav1.NamespaceAll)), &corev1.Service{}, resync, namespaceIndex())
+			}
 			return coreinformers.NewServiceInformer(c.Kube, metav1.NamespaceAll, resync, namespaceIndex())
 		}},
 	{GVR: EndpointSlices, Trim: DropLastApplied, Scope: tenancy.Namespaced,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			if c.Scope != nil {
+				return c.Scope.NewInformer(EndpointSlices, listWatchOf(c.Kube.DiscoveryV1().EndpointSlices(metav1.NamespaceAll)),
+					&discoveryv1.EndpointSlice{}, resync, EndpointSliceIndexers())
+			}
 			return discoveryinformers.NewEndpointSliceInformer(c.Kube, metav1.NamespaceAll, resync, EndpointSliceIndexers())
 		}},
 	// A Pod belongs to its namespace's tenant. Pods are the cluster's most numerous and most often updated objects,
@@ -123,10 +140,17 @@ var Resources = []Resource{
 	// Update of a cached copy.
 	{GVR: Pods, Trim: TrimPod, Scope: tenancy.Namespaced,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			if c.Scope != nil {
+				return c.Scope.NewInformer(Pods, listWatchOf(c.Kube.CoreV1().Pods(metav1.NamespaceAll)), &corev1.Pod{}, resync, namespaceIndex())
+			}
 			return coreinformers.NewPodInformer(c.Kube, metav1.NamespaceAll, resync, namespaceIndex())
 		}},
 	{GVR: Ingresses, Scope: tenancy.Namespaced,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			if c.Scope != nil {
+				return c.Scope.NewInformer(Ingresses, listWatchOf(c.Kube.NetworkingV1().Ingresses(metav1.NamespaceAll)),
+					&networkingv1.Ingress{}, resync, namespaceIndex())
+			}
 			return networkinginformers.NewIngressInformer(c.Kube, metav1.NamespaceAll, resync, namespaceIndex())
 		}},
 	// An unlabeled Node is every tenant's.
@@ -159,10 +183,18 @@ var Resources = []Resource{
 	// every controller but neg.
 	{GVR: Translations, Optional: true, CRD: true, Scope: tenancy.ManagerWritten,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			if c.Scope != nil {
+				return c.Scope.NewCustomResourceInformer(Translations, listWatchOf(c.Multiproject.MultiprojectV1alpha1().Translations(metav1.NamespaceAll)),
+					&mpv1alpha1.Translation{}, resync, TranslationIndexers())
+			}
 			return mpinformers.NewTranslationInformer(c.Multiproject, metav1.NamespaceAll, resync, TranslationIndexers())
 		}},
 	{GVR: PangolinResources, Optional: true, CRD: true, Scope: tenancy.ManagerWritten,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			if c.Scope != nil {
+				return c.Scope.NewCustomResourceInformer(PangolinResources, listWatchOf(c.Multiproject.TunnelV1alpha1().PangolinResources(metav1.NamespaceAll)),
+					&tunnelv1alpha1.PangolinResource{}, resync, namespaceIndex())
+			}
 			return tunnelinformers.NewPangolinResourceInformer(c.Multiproject, metav1.NamespaceAll, resync, namespaceIndex())
 		}},
 	// Rancher Projects and PangolinTunnels belong to no tenant: a tenant's configuration (its Rancher cluster, its

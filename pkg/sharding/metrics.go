@@ -21,6 +21,8 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
 
 // Reasons of a move, the values of the reason label of ShardMoves.
@@ -57,11 +59,67 @@ var (
 	})
 )
 
+var (
+	// ShardServerSideWatch says whether the API server filters this replica's namespaced informers by its shard
+	// selector (--sharded-watch): 1 when it does, 0 when the replica filters on the client (the flag is off, or the
+	// server ignores the selector: the ShardedListAndWatch feature gate of kube-apiserver is off).
+	ShardServerSideWatch = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      "multiproject",
+		Name:           "shard_server_side_watch",
+		Help:           "1 when the API server filters this replica's namespaced informers by its shard selector, 0 when the replica filters on the client.",
+		StabilityLevel: metrics.ALPHA,
+	})
+
+	// ShardSelectorChanges counts the changes of this replica's shard selector, each a LIST of its share.
+	ShardSelectorChanges = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "multiproject",
+		Name:           "shard_selector_changes_total",
+		Help:           "Changes of this replica's shard selector, by reason (grow: a tenant's namespace was not covered; rebuild: narrowed to what its tenants need).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
+
+	// ShardSelectorBuckets is how many buckets of the namespace hash this replica's shard selector holds.
+	ShardSelectorBuckets = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      "multiproject",
+		Name:           "shard_selector_buckets",
+		Help:           "Buckets of the namespace hash (of 4096) that this replica's shard selector holds.",
+		StabilityLevel: metrics.ALPHA,
+	})
+)
+
+// cachedObjectsDesc describes what a replica's scoped informers hold (RegisterScope).
+var cachedObjectsDesc = metrics.NewDesc("multiproject_shard_cached_objects",
+	"Objects in this replica's informers of namespaced resources, by resource: with --sharded-watch, those of the namespaces its shard selector holds.",
+	[]string{"resource"}, nil, metrics.ALPHA, "")
+
+// cachedObjects is a collector that counts, at scrape time, the objects of a ShardScope's informers.
+type cachedObjects struct {
+	metrics.BaseStableCollector
+	scope *informerset.ShardScope
+}
+
+func (c *cachedObjects) DescribeWithStability(ch chan<- *metrics.Desc) { ch <- cachedObjectsDesc }
+
+func (c *cachedObjects) CollectWithStability(ch chan<- metrics.Metric) {
+	for gvr, n := range c.scope.Cached() {
+		ch <- metrics.NewLazyConstMetric(cachedObjectsDesc, metrics.GaugeValue, float64(n), gvr.Resource)
+	}
+}
+
+var registerScopeOnce sync.Once
+
+// RegisterScope adds multiproject_shard_cached_objects, counted from scope, to the legacy registry. A process has
+// one scope; a second call does nothing.
+func RegisterScope(scope *informerset.ShardScope) {
+	registerScopeOnce.Do(func() { legacyregistry.CustomMustRegister(&cachedObjects{scope: scope}) })
+}
+
 var registerOnce sync.Once
 
 // Register adds the sharding series to the legacy registry served on /metrics. It is idempotent.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(ShardTenants, ShardMoves, ShardDrainDuration)
+		legacyregistry.MustRegister(ShardTenants, ShardMoves, ShardDrainDuration, ShardServerSideWatch, ShardSelectorChanges,
+			ShardSelectorBuckets)
 	})
 }

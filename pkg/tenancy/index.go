@@ -67,6 +67,22 @@ func ownershipIndexFunc(labelKey string) cache.IndexFunc {
 // collide. Neither label values nor namespace names may contain '/'.
 const sharedIndexValue = "shared"
 
+// TenantNamespaces returns the names of the Namespaces in indexer (a Namespace informer's, with the ownership index
+// [Indexers] installs) that are labeled with tenant: the namespaces whose objects the tenant owns.
+func TenantNamespaces(indexer cache.Indexer, labelKey, tenant string) ([]string, error) {
+	objs, err := indexer.ByIndex(IndexName(labelKey), labelIndexValue(tenant))
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(objs))
+	for _, obj := range objs {
+		if m, err := meta.Accessor(obj); err == nil && m.GetNamespace() == "" {
+			names = append(names, m.GetName())
+		}
+	}
+	return names, nil
+}
+
 func labelIndexValue(tenant string) string { return "label/" + tenant }
 
 func namespaceIndexValue(namespace string) string { return "namespace/" + namespace }

@@ -66,6 +66,11 @@ func TestMain(m *testing.M) {
 		// The ServiceAccount's requests, for rbacAudit.
 		AuditPolicy: "test/fixtures/audit/policy.yaml",
 		AfterTests:  rbacAudit,
+		// Server-side sharded list and watch (KEP-5866, alpha) for the shards run with --sharded-watch. It changes
+		// only requests that carry a shard selector, which no other test's process sends.
+		// The framework's /24 of Service IPs holds 254 Services; BenchmarkShardedReplicas makes one per tenant for
+		// 300 tenants and more.
+		APIServerFlags: []string{"--feature-gates=ShardedListAndWatch=true", "--service-cluster-ip-range=10.0.0.0/16"},
 	}, &controlPlane)
 }
 

@@ -275,6 +275,9 @@ type ControllerContext struct {
 	// Shard is this replica's shard name with --sharding, else empty: then its ProviderConfigs informer holds only
 	// the tenants assigned to it, it runs only those it owns, and it gives up those the sharder drains.
 	Shard string
+	// Coverage, with --sharded-watch on an API server that honours shard selectors, keeps the namespaced informers'
+	// shard selector over this shard's tenants' namespaces; nil otherwise.
+	Coverage *sharding.Coverage
 }
 
 // CreateControllerContext builds the shared informers and the tenancy Router over them. Nothing runs until
@@ -286,16 +289,18 @@ func CreateControllerContext(c config.CompletedConfig) (*ControllerContext, erro
 	if c.Sharding.Enabled {
 		selector = labels.Set{sharding.ShardLabel: c.Sharding.Shard}.AsSelector().String()
 	}
+	scope := newShardScope(c)
 	informers, err := informerset.NewTenancy(informerset.TenancyConfig{
 		Config: informerset.Config{Client: c.Client, MultiprojectClient: c.MultiprojectClient, ResyncPeriod: c.ResyncPeriod,
-			ProviderConfigSelector: selector, ClaimsNamespace: c.TenantControllers.ClaimsNamespace},
+			ProviderConfigSelector: selector, ClaimsNamespace: c.TenantControllers.ClaimsNamespace, Scope: scope},
 		LabelKey: c.ProviderConfigLabelKey,
 		Recorder: c.EventRecorder,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &ControllerContext{ComponentConfig: c, Informers: informers, Shard: c.Sharding.Shard}, nil
+	return &ControllerContext{ComponentConfig: c, Informers: informers, Shard: c.Sharding.Shard,
+		Coverage: newCoverage(c, scope, informers)}, nil
 }
 
 // StartControllers starts the shared informers on ctx, waits for their caches, then runs the ProviderConfig
@@ -366,6 +371,7 @@ func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *r
 	}
 	if cc.Shard != "" {
 		pcController.RunAsShard(cc.Shard)
+		startCoverage(ctx, &wg, cc.Coverage, pcController)
 		// The Drainer reads the informer the controller decides from, and stops a tenant under the same
 		// per-tenant lock as the controller's sync (StopUnowned), so a drained tenant never starts again here.
 		drainer := sharding.NewDrainer(sharding.DrainerConfig{Shard: cc.Shard, Client: c.MultiprojectClient,

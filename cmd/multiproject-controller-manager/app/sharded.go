@@ -20,17 +20,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 )
 
@@ -163,6 +171,111 @@ func (s *shard) release(ctx context.Context, c config.CompletedConfig, tenantsEr
 		return
 	}
 	logger.Info("Released the shard Lease")
+}
+
+// shardProbeTimeout bounds the start-up probe for server-side shard selectors.
+const shardProbeTimeout = 30 * time.Second
+
+// newShardScope returns the shard selector of a replica run with --sharding and --sharded-watch, where the API
+// server honours shard selectors, or nil: then the replica reads every object and filters on the client, as
+// without the flag. A plain LIST with a selector and limit=1 decides (informers list through WatchList streams,
+// which carry no list metadata to inspect); the answer is logged and kept in multiproject_shard_server_side_watch.
+func newShardScope(c config.CompletedConfig) *informerset.ShardScope {
+	if !c.Sharding.Enabled || !c.Sharding.ShardedWatch {
+		return nil
+	}
+	sharding.Register()
+	logger := klog.Background().WithValues("shard", c.Sharding.Shard)
+	ctx, cancel := context.WithTimeout(context.Background(), shardProbeTimeout)
+	defer cancel()
+	// The first selector selects nothing: the shard has no tenant before its informers have synced.
+	first := sharding.NamespaceSelector(nil)
+	honoured, err := informerset.ProbeShardSelector(ctx, c.Client, first)
+	switch {
+	case err != nil:
+		logger.Error(err, "--sharded-watch: cannot tell whether the API server honours shard selectors; this replica reads every object and filters on the client")
+	case !honoured:
+		logger.Info("--sharded-watch: the API server ignores shard selectors (kube-apiserver needs --feature-gates=ShardedListAndWatch=true); this replica reads every object and filters on the client")
+	}
+	if err != nil || !honoured {
+		sharding.ShardServerSideWatch.Set(0)
+		return nil
+	}
+	logger.Info("--sharded-watch: the API server honours shard selectors; the namespaced informers read only this shard's tenants' namespaces")
+	sharding.ShardServerSideWatch.Set(1)
+	scope := informerset.NewShardScope(first)
+	sharding.RegisterScope(scope)
+	return scope
+}
+
+// newCoverage keeps scope over the namespaces of this shard's tenants; nil without a scope.
+func newCoverage(c config.CompletedConfig, scope *informerset.ShardScope, informers *informerset.Tenancy) *sharding.Coverage {
+	if scope == nil {
+		return nil
+	}
+	labelKey := informers.Router.LabelKey()
+	return sharding.NewCoverage(sharding.CoverageConfig{Scope: scope, Namespaces: informers.Set.Informer(informerset.Namespaces),
+		ProviderConfigs: informers.Set.Informer(informerset.ProviderConfigs), LabelKey: labelKey,
+		Leftovers: func(ctx context.Context, tenants []string) (map[string][]string, error) {
+			return managerWrittenNamespaces(ctx, c.MultiprojectClient, labelKey, tenants)
+		}})
+}
+
+// startCoverage makes the ProviderConfig controller start a tenant only once the shard's informers have read its
+// namespaces, and keeps the shard selector over them on wg until ctx ends. Nothing without a Coverage.
+func startCoverage(ctx context.Context, wg *sync.WaitGroup, coverage *sharding.Coverage, pcController *providerconfig.Controller) {
+	if coverage == nil {
+		return
+	}
+	pcController.WaitForCoverage(coverage)
+	wg.Go(func() {
+		if err := coverage.Run(ctx, pcController.Enqueue); err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "The shard selector's coverage stopped")
+		}
+	})
+}
+
+// leftoverBatch is how many tenants one label-selected LIST asks for: the selector stays a few KB.
+const leftoverBatch = 100
+
+// managerWrittenNamespaces returns, per tenant, the namespaces that hold Translations or PangolinResources labeled
+// with it (the objects its controllers wrote), read from the API server with label-selected LISTs. A resource the
+// cluster does not serve holds none.
+func managerWrittenNamespaces(ctx context.Context, client mpclientset.Interface, labelKey string, tenants []string) (map[string][]string, error) {
+	out := map[string][]string{}
+	add := func(items []metav1.Object) {
+		for _, m := range items {
+			if tenant := m.GetLabels()[labelKey]; tenant != "" && !slices.Contains(out[tenant], m.GetNamespace()) {
+				out[tenant] = append(out[tenant], m.GetNamespace())
+			}
+		}
+	}
+	for batch := range slices.Chunk(tenants, leftoverBatch) {
+		req, err := labels.NewRequirement(labelKey, selection.In, batch)
+		if err != nil {
+			return nil, err
+		}
+		opts := metav1.ListOptions{LabelSelector: labels.NewSelector().Add(*req).String()}
+		translations, err := client.MultiprojectV1alpha1().Translations(metav1.NamespaceAll).List(ctx, opts)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("listing the Translations of this shard's tenants: %w", err)
+		}
+		if err == nil {
+			for i := range translations.Items {
+				add([]metav1.Object{&translations.Items[i]})
+			}
+		}
+		resources, err := client.TunnelV1alpha1().PangolinResources(metav1.NamespaceAll).List(ctx, opts)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("listing the PangolinResources of this shard's tenants: %w", err)
+		}
+		if err == nil {
+			for i := range resources.Items {
+				add([]metav1.Object{&resources.Items[i]})
+			}
+		}
+	}
+	return out, nil
 }
 
 // runSharder runs the sharder on the elected replica until ctx ends, on an informer of every ProviderConfig of its

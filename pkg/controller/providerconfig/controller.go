@@ -104,6 +104,10 @@ type Controller struct {
 	holders ShardHolders
 	heldMu  sync.Mutex
 	heldBy  map[string]string
+
+	// coverage, if set (a shard whose namespaced informers read only its tenants' namespaces), says whether those
+	// informers have read a tenant's namespaces yet: the tenant does not start before.
+	coverage TenantCoverage
 }
 
 // NewController builds the controller. informer is the shared ProviderConfig informer; manager must have been

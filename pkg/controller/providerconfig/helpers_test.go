@@ -92,6 +92,8 @@ type fixtureConfig struct {
 	secrets bool
 	// holders, if set, makes the unsharded controller leave alone the tenants a live shard holds (YieldToShards).
 	holders ShardHolders
+	// coverage, if set, makes the shard wait until its informers have read a tenant's namespaces (WaitForCoverage).
+	coverage TenantCoverage
 }
 
 // probeSecret is the Secret a probe of a fixture with secrets reads for the cluster ID of its section.
@@ -174,6 +176,9 @@ func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
 	}
 	if fc.holders != nil {
 		f.controller.YieldToShards(fc.holders)
+	}
+	if fc.coverage != nil {
+		f.controller.WaitForCoverage(fc.coverage)
 	}
 
 	factory.Start(ctx.Done())

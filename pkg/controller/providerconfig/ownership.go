@@ -27,6 +27,7 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 // ShardHolders says which live shard may still run a tenant (sharding.Holders).
@@ -36,6 +37,16 @@ type ShardHolders interface {
 	// HeldInCache is Holder from the cache alone, for reports.
 	HeldInCache(pc *mpv1alpha1.ProviderConfig) bool
 }
+
+// TenantCoverage says whether a shard's informers have read a tenant's namespaces (sharding.Coverage).
+type TenantCoverage interface {
+	Covers(tenant string) bool
+}
+
+// WaitForCoverage makes a shard start a tenant only once its informers have read the tenant's namespaces: with
+// --sharded-watch they read only what the shard's selector holds, and a tenant that has just moved here would
+// otherwise start on caches without its objects. Call it before Run.
+func (c *Controller) WaitForCoverage(coverage TenantCoverage) { c.coverage = coverage }
 
 // RunAsShard makes the controller run, and write, only the ProviderConfigs that shard owns (sharding.Owns); any
 // other is stopped (without cleanup: its new owner carries on) on its next sync. Call it before Run.
@@ -54,7 +65,13 @@ func (c *Controller) YieldToShards(holders ShardHolders) { c.holders = holders }
 func (c *Controller) owns(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (bool, time.Duration, error) {
 	switch {
 	case c.shard != "":
-		return sharding.Owns(c.shard, pc.Labels), 0, nil
+		owned := sharding.Owns(c.shard, pc.Labels)
+		if owned && c.coverage != nil && !c.coverage.Covers(pc.Name) {
+			// Not a failure: the coverage hands the tenant back once its namespaces are read.
+			return false, 0, fmt.Errorf("%w: this shard's informers have not read the namespaces of ProviderConfig %s yet",
+				worker.ErrWaiting, pc.Name)
+		}
+		return owned, 0, nil
 	case c.holders == nil:
 		return true, 0, nil
 	}

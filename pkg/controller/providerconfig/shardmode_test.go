@@ -251,3 +251,57 @@ func TestStopUnownedWaitsForADetachedController(t *testing.T) {
 		t.Errorf("%d instances ran at once, want 1", got)
 	}
 }
+
+// fakeCoverage is a TenantCoverage whose covered tenants the test sets.
+type fakeCoverage struct {
+	mu      sync.Mutex
+	covered map[string]bool
+	refused map[string]int
+}
+
+func (c *fakeCoverage) Covers(tenant string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.covered[tenant] {
+		c.refused[tenant]++
+	}
+	return c.covered[tenant]
+}
+
+func (c *fakeCoverage) refusals(tenant string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refused[tenant]
+}
+
+func (c *fakeCoverage) cover(tenant string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.covered[tenant] = true
+}
+
+// TestShardStartsATenantOnlyOnceItsNamespacesAreRead: with --sharded-watch a shard's informers read only the
+// namespaces its selector holds, so a tenant that has just been assigned is neither started nor written until the
+// coverage says they have been read; then it starts.
+func TestShardStartsATenantOnlyOnceItsNamespacesAreRead(t *testing.T) {
+	coverage := &fakeCoverage{covered: map[string]bool{"read": true}, refused: map[string]int{}}
+	objects := []*mpv1alpha1.ProviderConfig{providerConfig("read", "c-1"), providerConfig("unread", "c-2")}
+	for _, pc := range objects {
+		pc.Labels = map[string]string{sharding.ShardLabel: "me"}
+	}
+	f := newFixtureWith(t, fixtureConfig{workers: 2, shard: "me", coverage: coverage, objects: objects})
+
+	f.waitFor("the covered tenant Ready", f.conditionIs("read", mpv1alpha1.ProviderConfigConditionReady, "True", ReasonAllControllersReady))
+	// The shard asked, and was told to wait; nothing of the tenant runs or was written.
+	f.waitFor("the uncovered tenant refused", func() bool { return coverage.refusals("unread") > 0 })
+	if running := f.manager.Running("unread"); len(running) > 0 {
+		t.Errorf("the uncovered tenant runs %v", running)
+	}
+	if pc := f.get("unread"); len(pc.Finalizers) > 0 || pc.Status.Shard != "" {
+		t.Errorf("the uncovered tenant was written: %v %+v", pc.Finalizers, pc.Status)
+	}
+
+	coverage.cover("unread")
+	f.controller.Enqueue("unread")
+	f.waitFor("the tenant Ready once covered", f.conditionIs("unread", mpv1alpha1.ProviderConfigConditionReady, "True", ReasonAllControllersReady))
+}

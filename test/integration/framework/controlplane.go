@@ -59,6 +59,11 @@ type Options struct {
 	// Relative paths are relative to the repository root. Unlike the project manifests they must exist.
 	ExtraManifestDirs []string
 
+	// APIServerFlags are appended to kube-apiserver's command line, after the framework's own (a flag given twice
+	// takes the later value), e.g. "--feature-gates=ShardedListAndWatch=true" for a test of an alpha API. A restart
+	// (RestartAPIServer) keeps them.
+	APIServerFlags []string
+
 	// Progress receives one line per startup step (and the build script's output); nil means os.Stderr.
 	Progress io.Writer
 
@@ -171,7 +176,7 @@ func StartControlPlane(ctx context.Context, opts Options) (_ *ControlPlane, err 
 			return nil, fmt.Errorf("the audit policy: %w", err)
 		}
 	}
-	if err := cp.startAPIServer(ctx, filepath.Join(binDir, apiServerBinary), etcdURL, creds); err != nil {
+	if err := cp.startAPIServer(ctx, filepath.Join(binDir, apiServerBinary), etcdURL, creds, opts.APIServerFlags); err != nil {
 		return nil, err
 	}
 	if err := WriteKubeconfig(cp.kubeconfigPath, cp.adminConfig); err != nil {
@@ -315,7 +320,7 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, binary string) (string, e
 	return clientURL, err
 }
 
-func (cp *ControlPlane) startAPIServer(ctx context.Context, binary, etcdURL string, creds *credentials) error {
+func (cp *ControlPlane) startAPIServer(ctx context.Context, binary, etcdURL string, creds *credentials, extraFlags []string) error {
 	p, err := cp.startRetryingPortRaces(ctx, "kube-apiserver", func() (*process, error) {
 		ports, err := freePorts(1)
 		if err != nil {
@@ -368,6 +373,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, binary, etcdURL stri
 			// The log backend's default mode is blocking: an event is on disk when its request has completed.
 			args = append(args, "--audit-policy-file="+cp.auditPolicy, "--audit-log-path="+cp.AuditLogPath())
 		}
+		args = append(args, extraFlags...)
 		cp.apiServerBinary, cp.apiServerArgs = binary, args
 		p, err := startProcess(cp.starter, "kube-apiserver", binary, filepath.Join(cp.dir, "kube-apiserver.log"), args)
 		if err != nil {

@@ -78,6 +78,9 @@ type Sharding struct {
 	Group string
 	// Shard is this process's shard name: its host name and a random suffix, never reused by another process.
 	Shard string
+	// ShardedWatch (--sharded-watch): the namespaced informers list and watch only the namespaces of this shard's
+	// tenants, where the API server honours shard selectors.
+	ShardedWatch bool
 }
 
 type completedConfig struct {

@@ -113,6 +113,9 @@ type Options struct {
 	// replicas that share the tenants.
 	Sharding   bool
 	ShardGroup string
+	// ShardedWatch makes a sharded replica's namespaced informers read only its tenants' namespaces, through the API
+	// server's shard selectors (KEP-5866, alpha).
+	ShardedWatch bool
 
 	catalog ControllerCatalog
 }

@@ -164,6 +164,8 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		"bad durations ignored without election": {[]string{"--leader-elect=false", "--leader-elect-retry-period=0s"}, ""},
 		"bad secure port":                        {[]string{"--secure-port=70000"}, "--secure-port"},
 		"sharding without election":              {[]string{"--sharding", "--leader-elect=false"}, "--sharding requires --leader-elect"},
+		"sharded watch without sharding":         {[]string{"--sharded-watch"}, "--sharded-watch requires --sharding"},
+		"sharded watch with sharding":            {[]string{"--sharding", "--sharded-watch"}, ""},
 		"bad shard group":                        {[]string{"--sharding", "--shard-group=Not_A_Label"}, `--shard-group "Not_A_Label" must be a DNS label`},
 		"bad shard group unsharded":              {[]string{"--shard-group=Not_A_Label"}, `--shard-group "Not_A_Label" must be a DNS label`},
 	}

@@ -39,10 +39,11 @@ const maxShardGroupLength = 63
 // shard name is a label value of at most 63 characters. A Pod's host name is its name, which fits.
 const maxShardHostLength = 57
 
-// addShardingFlags adds --sharding and --shard-group.
+// addShardingFlags adds --sharding, --shard-group and --sharded-watch.
 func (o *Options) addShardingFlags(shfs *pflag.FlagSet) {
 	shfs.BoolVar(&o.Sharding, "sharding", o.Sharding, "Divide the tenants among every replica instead of running them all on the leader. Each replica holds a shard Lease <shard-group>-<shard> in --leader-elect-resource-namespace, renewed with the --leader-elect-* timings, and runs the ProviderConfigs labeled multiproject.io/shard=<shard>; the elected replica assigns them. Requires --leader-elect.")
 	shfs.StringVar(&o.ShardGroup, "shard-group", o.ShardGroup, "Name of the group of replicas that share the tenants with --sharding: the label multiproject.io/shard-group on their shard Leases. Without --sharding, the elected replica does not start a tenant that a live shard of this group may still run. A DNS label.")
+	shfs.BoolVar(&o.ShardedWatch, "sharded-watch", o.ShardedWatch, "With --sharding, list and watch Services, EndpointSlices, Pods and Ingresses only in the namespaces of this replica's tenants, through the API server's shard selectors (KEP-5866: kube-apiserver 1.36 or later with --feature-gates=ShardedListAndWatch=true, alpha). Checked at start: where the API server ignores shard selectors, the replica reads every object and filters them itself, as without this flag, and says so in its log and in multiproject_shard_server_side_watch.")
 }
 
 // validateSharding checks --sharding and --shard-group.
@@ -50,6 +51,9 @@ func (o *Options) validateSharding() []error {
 	var errs []error
 	if o.Sharding && !o.LeaderElection.LeaderElect {
 		errs = append(errs, errors.New("--sharding requires --leader-elect: the elected replica assigns the tenants to shards"))
+	}
+	if o.ShardedWatch && !o.Sharding {
+		errs = append(errs, errors.New("--sharded-watch requires --sharding: only a shard reads less than every tenant's objects"))
 	}
 	// Unsharded, the group still names the shard Leases whose tenants the elected replica leaves alone.
 	if msgs := validation.IsDNS1123Label(o.ShardGroup); len(msgs) > 0 || len(o.ShardGroup) > maxShardGroupLength {
@@ -70,7 +74,8 @@ func (o *Options) applyIdentity(c *config.Config) error {
 	agent := c.Identity
 	c.Sharding = config.Sharding{Group: o.ShardGroup}
 	if o.Sharding {
-		c.Sharding = config.Sharding{Enabled: true, Group: o.ShardGroup, Shard: ShardName(hostname, utilrand.String(5))}
+		c.Sharding = config.Sharding{Enabled: true, Group: o.ShardGroup, Shard: ShardName(hostname, utilrand.String(5)),
+			ShardedWatch: o.ShardedWatch}
 		agent = c.Sharding.Shard
 		// Replicas that share the tenants decide who holds a host or NEG name through claim records, beside the
 		// shard Leases.

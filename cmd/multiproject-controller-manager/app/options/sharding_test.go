@@ -53,3 +53,18 @@ func TestShardNameIsALabelValueAndNeverRepeats(t *testing.T) {
 		t.Errorf("two processes on one host got the same shard %q or identity %q", a.Sharding.Shard, a.Identity)
 	}
 }
+
+func TestShardedWatchReachesTheShardConfig(t *testing.T) {
+	o, _ := parse(t, "--sharding", "--sharded-watch")
+	c := &config.Config{}
+	if err := o.applyIdentity(c); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Sharding.ShardedWatch {
+		t.Error("--sharded-watch did not reach the shard's config")
+	}
+	o, _ = parse(t, "--sharding")
+	if err := o.applyIdentity(c); err != nil || c.Sharding.ShardedWatch {
+		t.Errorf("without --sharded-watch the shard reads through shard selectors (err %v)", err)
+	}
+}
