@@ -92,6 +92,8 @@ type fixtureConfig struct {
 	secrets bool
 	// holders, if set, makes the unsharded controller leave alone the tenants a live shard holds (YieldToShards).
 	holders ShardHolders
+	// startingGrace, if set, replaces StartingReportGrace.
+	startingGrace time.Duration
 }
 
 // probeSecret is the Secret a probe of a fixture with secrets reads for the cluster ID of its section.
@@ -174,6 +176,9 @@ func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
 	}
 	if fc.holders != nil {
 		f.controller.YieldToShards(fc.holders)
+	}
+	if fc.startingGrace > 0 {
+		f.controller.startingGrace = fc.startingGrace
 	}
 
 	factory.Start(ctx.Done())
