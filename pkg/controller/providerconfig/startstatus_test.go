@@ -17,6 +17,8 @@ limitations under the License.
 package providerconfig
 
 import (
+	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -76,4 +78,36 @@ func TestAControllerSlowToReportIsReportedStarting(t *testing.T) {
 	f.waitFor("Ready False", f.conditionIs("slow", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionFalse, ReasonControllersNotReady))
 	close(ps.gate)
 	f.waitFor("Ready", f.conditionIs("slow", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionTrue, ReasonAllControllersReady))
+}
+
+// What a tenant's start writes does not grow with the number of tenants: with 40 of them starting at once, each
+// costs its finalizer and two status writes, and nothing else is written to any ProviderConfig.
+func TestStartWritesPerTenantDoNotGrowWithTheTenants(t *testing.T) {
+	const tenants = 40
+	f := newFixture(t, 5)
+	for i := range tenants {
+		f.create(providerConfig(fmt.Sprintf("t-%02d", i), fmt.Sprintf("c-%d", i)))
+	}
+	for i := range tenants {
+		name := fmt.Sprintf("t-%02d", i)
+		f.waitFor(name+" Ready", f.conditionIs(name, mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionTrue, ReasonAllControllersReady))
+	}
+	writes := map[string]map[string]int{}
+	for _, a := range f.mp.Actions() {
+		if a.GetVerb() == "get" || a.GetVerb() == "list" || a.GetVerb() == "watch" || objectName(a) == "" {
+			continue
+		}
+		kind := a.GetVerb() + " " + a.GetSubresource()
+		if writes[objectName(a)] == nil {
+			writes[objectName(a)] = map[string]int{}
+		}
+		writes[objectName(a)][kind]++
+	}
+	want := map[string]int{"create ": 1, "patch ": 1, "patch status": 2} // the test's create, then the manager's
+	for i := range tenants {
+		name := fmt.Sprintf("t-%02d", i)
+		if got := writes[name]; !maps.Equal(got, want) {
+			t.Errorf("%s: writes %v, want %v", name, got, want)
+		}
+	}
 }
