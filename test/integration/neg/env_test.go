@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
@@ -81,6 +82,8 @@ type envOptions struct {
 	countCalls bool
 	// resync is the shared informers' resync period (the manager's --resync-period); 0 disables it, as by default.
 	resync time.Duration
+	// logger, if set, is what the test's context logs with (a benchmark's quieter one); unset, the test's own.
+	logger klog.Logger
 }
 
 func newEnv(t testing.TB) *env {
@@ -92,7 +95,7 @@ func newEnvWith(t testing.TB, opts envOptions) *env {
 	t.Helper()
 	// The manager's --kube-api-qps/burst would be set for scale too; the test's own clients of its identity get
 	// the same.
-	fw := controlPlane.NewEnv(t, framework.EnvOptions{GCE: &fakegce.Options{}, QPS: 200, Burst: 400})
+	fw := controlPlane.NewEnv(t, framework.EnvOptions{GCE: &fakegce.Options{}, QPS: 200, Burst: 400, Logger: opts.logger})
 	var manager framework.ManagerOptions
 	var calls *framework.APICalls
 	if opts.countCalls {
