@@ -291,6 +291,9 @@ func (s *tenantSync) status(ctx context.Context, pc *mpv1alpha1.ProviderConfig, 
 		return 0, err
 	}
 	if wait := s.c.awaitReports(s.name, out.Conditions); wait > 0 && syncErr == nil {
+		if recheck := requeue(out); recheck > 0 {
+			wait = min(wait, recheck)
+		}
 		return wait, nil
 	}
 	written, err := s.c.writeStatus(ctx, pc, out.Conditions, ready, generation, out.Applied)
