@@ -94,6 +94,8 @@ type fixtureConfig struct {
 	holders ShardHolders
 	// startingGrace, if set, replaces StartingReportGrace.
 	startingGrace time.Duration
+	// manual leaves the controller's workers off: the test calls its sync itself.
+	manual bool
 }
 
 // probeSecret is the Secret a probe of a fixture with secrets reads for the cluster ID of its section.
@@ -185,6 +187,11 @@ func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
 	go pcInformer.RunWithContext(ctx)
 	go func() {
 		defer close(f.done)
+		if fc.manual {
+			<-ctx.Done()
+			f.manager.StopAll(context.WithoutCancel(ctx))
+			return
+		}
 		if err := f.controller.Run(ctx, workers); err != nil {
 			t.Errorf("controller: %v", err)
 		}

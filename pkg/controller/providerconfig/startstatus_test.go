@@ -19,6 +19,7 @@ package providerconfig
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -109,5 +110,27 @@ func TestStartWritesPerTenantDoNotGrowWithTheTenants(t *testing.T) {
 		if got := writes[name]; !maps.Equal(got, want) {
 			t.Errorf("%s: writes %v, want %v", name, got, want)
 		}
+	}
+}
+
+// A new tenant's first sync puts the finalizer on, records status.appliedSpec and starts the controllers: it goes on
+// with the object the finalizer patch returned instead of waiting for the informer to bring it back, a round trip
+// that every tenant of a cold start waited for in turn.
+func TestTheFirstSyncStartsTheControllers(t *testing.T) {
+	f := newFixtureWith(t, fixtureConfig{workers: 1, manual: true})
+	f.create(providerConfig("a", "c-1"))
+	f.waitFor("the informer to show a", func() bool {
+		_, err := f.controller.lister.Get("a")
+		return err == nil
+	})
+	if _, err := f.controller.sync(f.ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	pc := f.get("a")
+	if !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) || pc.Status.AppliedSpec == nil {
+		t.Errorf("after one sync: finalizers %v, status.appliedSpec %+v; want the finalizer and the record", pc.Finalizers, pc.Status.AppliedSpec)
+	}
+	if f.probes.latest("a") == nil {
+		t.Error("one sync did not start the tenant's controller")
 	}
 }
