@@ -315,7 +315,7 @@ const StartingReportGrace = 10 * time.Second
 // reported yet; 0 when none is starting, or once they have had StartingReportGrace. A started controller reports
 // as soon as its caches have synced, which for every tenant but a very large one is a few milliseconds, and its
 // report syncs the tenant again: writing "Starting" in between cost every tenant's start one more status write
-// (three instead of two, a third of a cold start's time at the client's QPS) to say something true for
+// (three instead of two: one in four of a cold start's writes on its busier client) to say something true for
 // milliseconds. One that takes longer than the grace is reported Starting.
 func (c *Controller) awaitReports(name string, conds []metav1.Condition) time.Duration {
 	starting := slices.ContainsFunc(conds, func(cond metav1.Condition) bool { return cond.Reason == ReasonStarting })
