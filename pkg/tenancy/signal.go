@@ -57,6 +57,9 @@ func (s *signal) fire() {
 	s.fired = true
 	if s.ch != nil {
 		close(s.ch)
+		// Its waiters hold it; done hands out closedChannel from now on. Kept, it cost every registration a
+		// channel for as long as it lives, once the workers wait on channels rather than poll HasSynced.
+		s.ch = nil
 	}
 }
 

@@ -44,3 +44,18 @@ func TestSignal(t *testing.T) {
 		t.Error("hasFired is false after fire")
 	}
 }
+
+// A fired signal keeps no channel of its own: every registration's synced signal is asked for its channel before
+// it fires (the workers wait on it), and a tenant keeps its registrations for as long as it runs.
+func TestAFiredSignalKeepsNoChannel(t *testing.T) {
+	var s signal
+	before := s.done()
+	s.fire()
+	<-before
+	if s.ch != nil {
+		t.Error("the fired signal still holds the channel it handed out")
+	}
+	if s.done() != closedChannel {
+		t.Error("a fired signal hands out a channel of its own")
+	}
+}

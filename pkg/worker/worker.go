@@ -124,7 +124,9 @@ type Queue struct {
 	timers map[string]*delayed
 
 	registrations []registration
-	synced        []cache.InformerSynced
+	// waits are what Start waits for before the first sync: the watched informers and handlers, as channels, and
+	// the conditions WaitFor added.
+	waits []syncWait
 }
 
 // runState is what the workers started on demand need from Run.
@@ -296,7 +298,7 @@ func (w *Queue) Watch(informer cache.SharedIndexInformer, handler cache.Resource
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.registrations = append(w.registrations, registration{informer: informer, registration: r})
-	w.synced = append(w.synced, informer.HasSynced, r.HasSynced)
+	w.waits = append(w.waits, syncWait{checker: informer.HasSyncedChecker()}, syncWait{checker: r.HasSyncedChecker()})
 	return nil
 }
 
@@ -304,7 +306,9 @@ func (w *Queue) Watch(informer cache.SharedIndexInformer, handler cache.Resource
 func (w *Queue) WaitFor(synced ...cache.InformerSynced) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.synced = append(w.synced, synced...)
+	for _, f := range synced {
+		w.waits = append(w.waits, syncWait{synced: f})
+	}
 }
 
 // Close removes every handler Watch added, stops the timers of delayed keys and shuts the queue down. Run does it
@@ -384,11 +388,11 @@ func (w *Queue) Start(ctx context.Context, opts RunOptions, done func()) {
 		metrics.ForgetQueue(w.cfg.Tenant, w.cfg.Controller, w.cfg.queueName())
 	}
 	w.mu.Lock()
-	synced := append([]cache.InformerSynced(nil), w.synced...)
+	waits := w.waits
 	w.mu.Unlock()
 	go func() {
 		defer utilruntime.HandleCrashWithContext(ctx)
-		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		if !waitForSync(ctx, waits) {
 			finish()
 			return
 		}
@@ -399,7 +403,7 @@ func (w *Queue) Start(ctx context.Context, opts RunOptions, done func()) {
 			return
 		}
 		w.run = run
-		w.synced = nil // waited for; kept, the checks cost every idle controller a few hundred bytes
+		w.waits = nil // waited for; kept, the checks cost every idle controller a few hundred bytes
 		w.startWorkersLocked()
 		w.mu.Unlock()
 		if opts.Started != nil {

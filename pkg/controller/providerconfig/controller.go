@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/keymutex"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
@@ -98,6 +99,13 @@ type Controller struct {
 	// release); it waits for the write's own event instead. Guarded by lastWritesMu.
 	superseded map[string]sets.Set[string]
 
+	// startingSince remembers, per ProviderConfig whose controllers have started and not all reported, when a sync
+	// first found them so; the status waits for their reports up to startingGrace (awaitReports). Guarded by
+	// lastWritesMu.
+	startingSince map[string]time.Time
+	startingGrace time.Duration
+	clock         clock.PassiveClock
+
 	// holders, if set (a replica that runs unsharded under leader election), says which tenants a sharded replica
 	// may still run: this replica does not start those. heldBy remembers, per tenant, the shard last reported in
 	// an Event, so that a wait is told once.
@@ -114,17 +122,20 @@ type Controller struct {
 // built with OnConditionChange set to the returned controller's Enqueue (use NewManagerAndController).
 func NewController(client mpclientset.Interface, informer cache.SharedIndexInformer, manager *Manager, recorder record.EventRecorder) *Controller {
 	c := &Controller{
-		client:      client,
-		lister:      mplisters.NewProviderConfigLister(informer.GetIndexer()),
-		informer:    informer,
-		manager:     manager,
-		recorder:    recorder,
-		lastWrites:  map[string]statusWrite{},
-		staleWarned: map[string]int64{},
-		superseded:  map[string]sets.Set[string]{},
-		listed:      map[string][]mpv1alpha1.SecretReference{},
-		protected:   map[string]sets.Set[mpv1alpha1.SecretReference]{},
-		heldBy:      map[string]string{},
+		client:        client,
+		lister:        mplisters.NewProviderConfigLister(informer.GetIndexer()),
+		informer:      informer,
+		manager:       manager,
+		recorder:      recorder,
+		lastWrites:    map[string]statusWrite{},
+		staleWarned:   map[string]int64{},
+		superseded:    map[string]sets.Set[string]{},
+		startingSince: map[string]time.Time{},
+		startingGrace: StartingReportGrace,
+		clock:         clock.RealClock{},
+		listed:        map[string][]mpv1alpha1.SecretReference{},
+		protected:     map[string]sets.Set[mpv1alpha1.SecretReference]{},
+		heldBy:        map[string]string{},
 		// Hashed: two tenants may share a lock, which at worst makes one wait for the other's sync.
 		tenantLocks: keymutex.NewHashed(64),
 	}

@@ -94,6 +94,10 @@ type fixtureConfig struct {
 	holders ShardHolders
 	// coverage, if set, makes the shard wait until its informers have read a tenant's namespaces (WaitForCoverage).
 	coverage TenantCoverage
+	// startingGrace, if set, replaces StartingReportGrace.
+	startingGrace time.Duration
+	// manual leaves the controller's workers off: the test calls its sync itself.
+	manual bool
 }
 
 // probeSecret is the Secret a probe of a fixture with secrets reads for the cluster ID of its section.
@@ -180,11 +184,19 @@ func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
 	if fc.coverage != nil {
 		f.controller.WaitForCoverage(fc.coverage)
 	}
+	if fc.startingGrace > 0 {
+		f.controller.startingGrace = fc.startingGrace
+	}
 
 	factory.Start(ctx.Done())
 	go pcInformer.RunWithContext(ctx)
 	go func() {
 		defer close(f.done)
+		if fc.manual {
+			<-ctx.Done()
+			f.manager.StopAll(context.WithoutCancel(ctx))
+			return
+		}
 		if err := f.controller.Run(ctx, workers); err != nil {
 			t.Errorf("controller: %v", err)
 		}

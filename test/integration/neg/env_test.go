@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
@@ -83,6 +84,8 @@ type envOptions struct {
 	resync time.Duration
 	// batchPeriod is the manager's --neg-endpoint-batch-period; 0, as by default, syncs at once.
 	batchPeriod time.Duration
+	// logger, if set, is what the test's context logs with (a benchmark's quieter one); unset, the test's own.
+	logger klog.Logger
 }
 
 func newEnv(t testing.TB) *env {
@@ -94,7 +97,7 @@ func newEnvWith(t testing.TB, opts envOptions) *env {
 	t.Helper()
 	// The manager's --kube-api-qps/burst would be set for scale too; the test's own clients of its identity get
 	// the same.
-	fw := controlPlane.NewEnv(t, framework.EnvOptions{GCE: &fakegce.Options{}, QPS: 200, Burst: 400})
+	fw := controlPlane.NewEnv(t, framework.EnvOptions{GCE: &fakegce.Options{}, QPS: 200, Burst: 400, Logger: opts.logger})
 	var manager framework.ManagerOptions
 	var calls *framework.APICalls
 	if opts.countCalls {
