@@ -34,6 +34,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/request/anonymous"
 	"k8s.io/apiserver/pkg/authorization/path"
@@ -80,12 +81,15 @@ func testConfig(client *fake.Clientset, le componentbaseconfig.LeaderElectionCon
 	// Every cluster has kube-system, whose UID seeds the cluster's identity (pkg/clusterid).
 	_ = client.Tracker().Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusterid.SeedNamespace, UID: "kube-system-uid"}})
 	broadcaster := record.NewBroadcaster()
+	mpClient := mpfake.NewClientset()
+	copyWatchedObjects(client)
+	copyWatchedObjects(mpClient)
 	c := &config.Config{
 		LeaderElection:         le,
 		ProviderConfigLabelKey: "multiproject.io/provider-config",
 		ProviderConfigWorkers:  1,
 		Client:                 client,
-		MultiprojectClient:     mpfake.NewClientset(),
+		MultiprojectClient:     mpClient,
 		LeaderElectionClient:   client,
 		CacheSyncTimeout:       30 * time.Second,
 		EventBroadcaster:       broadcaster,
@@ -93,6 +97,35 @@ func testConfig(client *fake.Clientset, le componentbaseconfig.LeaderElectionCon
 		EventSink:              &discardSink{},
 	}
 	return c.Complete()
+}
+
+// fakeWithTracker is what both generated fake clientsets offer.
+type fakeWithTracker interface {
+	Tracker() clienttesting.ObjectTracker
+	PrependWatchReactor(resource string, reaction clienttesting.WatchReactionFunc)
+}
+
+// copyWatchedObjects gives every watch event of the fake its own copy of the object, as a real API server's decoder
+// does. client-go's fake tracker hands a new watch the stored objects themselves when they changed after the
+// informer's list (testing/fixture.go, tracker.Watch), and the shared informers' transforms (DropManagedFields) write
+// the object they receive: without the copy, that write races with a Get of the same object from the tracker.
+func copyWatchedObjects(c fakeWithTracker) {
+	c.PrependWatchReactor("*", func(action clienttesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if a, ok := action.(clienttesting.WatchActionImpl); ok {
+			opts = a.ListOptions
+		}
+		w, err := c.Tracker().Watch(action.GetResource(), action.GetNamespace(), opts)
+		if err != nil {
+			return false, nil, err
+		}
+		return true, watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+			if e.Object != nil {
+				e.Object = e.Object.DeepCopyObject()
+			}
+			return e, true
+		}), nil
+	})
 }
 
 type discardSink struct{}
