@@ -166,7 +166,7 @@ func (l *shardBenchLoad) runSharded(b *testing.B, name, kubeconfig, gceEndpoint 
 	for i, u := range sharded {
 		r.all.cpu += u.cpu
 		r.all.writes += u.writes
-		owned := len(tenantsOn(l.ws, names, names[i]))
+		owned := len(tenantsOn(b, l.ws, names[i]))
 		r.tenants = append(r.tenants, owned)
 		// Printed, not logged: the workloads' convergence logs would push it out of the benchmark's output.
 		fmt.Fprintf(os.Stderr, "BenchmarkShardedReplicas (%s): shard %s (%s): %d tenants, %.2f CPU s, %.0f API writes\n",
@@ -377,8 +377,8 @@ func shardNames(tb testing.TB, managers []*manager) []string {
 	return names
 }
 
-// waitShardsRun waits until every tenant runs, Ready, on the shard that rendezvous hashing over shards gives it:
-// labeled with it, not draining, and with status.shard naming it.
+// waitShardsRun waits until every tenant runs, Ready, on the shard the sharder's Plan over shards gives it (rendezvous
+// hashing with bounded loads): labeled with it, not draining, and with status.shard naming it.
 func waitShardsRun(tb testing.TB, ws []*workload, shards []string) {
 	tb.Helper()
 	waitTenantsRun(tb, ws, shards, convergeTimeout)

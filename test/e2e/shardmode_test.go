@@ -121,13 +121,16 @@ func TestMovingBetweenUnshardedAndSharded(t *testing.T) {
 	waitShardsRun(t, ws, names)
 	t.Logf("unsharded → sharded: every tenant on its shard of %v", names)
 
-	// A fourth shard joins; its tenants are drained to it, and a drained one loses its label by hand meanwhile.
+	// A fourth shard joins; its tenants are drained to it, and a drained one loses its label by hand meanwhile. The
+	// sharder's Plan of the settled labels over the four shards says which tenants move.
+	settled := placements(t, ws)
 	joining := sharded("shard-d")
 	joined := shardNames(t, []*manager{joining})[0]
 	all := append(slices.Clone(names), joined)
+	predicted := sharding.Plan(settled, all)
 	var moving *workload
 	for _, w := range ws {
-		if sharding.Rendezvous(w.tenant, all) == joined {
+		if predicted[w.tenant] == joined {
 			moving = w
 			break
 		}
@@ -147,7 +150,7 @@ func TestMovingBetweenUnshardedAndSharded(t *testing.T) {
 	waitShardsRun(t, ws, names)
 	when := "during its drain"
 	switch {
-	case sharding.Rendezvous(moving.tenant, all) != joined:
+	case predicted[moving.tenant] != joined:
 		when = "on its shard"
 	case from == joined:
 		when = "after its move"
