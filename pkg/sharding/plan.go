@@ -24,10 +24,10 @@ import (
 // LoadSlackPercent is ε of the bounded loads, in percent: a shard keeps the tenants it runs up to
 // Capacity = ⌈N/S·(1+ε)⌉. Plain rendezvous hashing spreads 300 tenants over three shards about ±10 % (106/98/96 and
 // 112/105/83 in two runs), and the busiest shard sets the cost of the busiest replica. New tenants are placed only
-// below the even share ⌈N/S⌉, so the slack is never used to place; it is hysteresis: without it (ε = 0) deleting a
-// single tenant can push a shard over the bound and make it drain one, a handshake that stops and restarts a
-// tenant. 5 % keeps the busiest shard within 5 tenants of the even share at 300 tenants while a shard can lose 5 %
-// of its tenants to deletions before anything moves. An operator has no reason to tune it: a larger ε trades
+// below the even share ⌈N/S⌉, and a shard above Capacity sheds down to it, so the slack is never used to place; it
+// is hysteresis: without it (ε = 0) deleting a single tenant can push a shard over the bound and make it drain one,
+// a handshake that stops and restarts a tenant. 5 % keeps the busiest shard within 5 tenants of the even share at
+// 300 tenants, and deleting 10 of 300 tenants moves nothing. An operator has no reason to tune it: a larger ε trades
 // balance for fewer moves that only deletions cause.
 const LoadSlackPercent = 5
 
@@ -52,13 +52,14 @@ func Capacity(n, shards int) int {
 // order of the maps, so the sharder's decisions do not flap between passes:
 //
 //   - a tenant stays on its shard while the shard is live, the tenant is not draining from it, and the shard keeps
-//     at most Capacity tenants (of those over it, the ones that rank the shard highest stay);
+//     at most Capacity tenants; a shard above Capacity keeps only the even share ⌈N/S⌉, the tenants that rank it
+//     highest (shedding to the bound alone would leave the old shards full and a joining one short: 105/105/90);
 //   - every other tenant, in the order of their names, goes to its highest-ranked rendezvous shard that holds fewer
 //     than the even share ⌈N/S⌉ (a draining tenant not to the shard it is leaving, unless no other has room).
 //
-// So adding a shard moves only what the others hold above the new capacity, and only to shards with room (the new
-// one, when every other is full); removing one moves only its tenants; and a fresh start fills every shard to within
-// S tenants of the even share. The plan is computed once per change of the tenants or the live shards, not per key:
+// So adding a shard moves what the others hold above the even share, at most ⌈N/S⌉ tenants, and only to shards
+// with room (the new one, when every other is full); removing one moves only its tenants; and a fresh start fills
+// every shard to within S tenants of the even share. The plan is computed once per change of the tenants or the live shards, not per key:
 // it costs N·S hashes.
 func Plan(tenants map[string]Placement, live []string) map[string]string {
 	plan := make(map[string]string, len(tenants))
@@ -80,7 +81,7 @@ func Plan(tenants map[string]Placement, live []string) map[string]string {
 	for shard, stay := range staying {
 		if len(stay) > capacity {
 			slices.SortFunc(stay, func(a, b string) int { return byWeight(shard, a, b) })
-			stay = stay[:capacity]
+			stay = stay[:even]
 		}
 		for _, name := range stay {
 			plan[name] = shard
