@@ -254,3 +254,18 @@ func TestPlannerComputesOncePerChange(t *testing.T) {
 		t.Fatalf("listed %d times, want 4: a new live shard must recompute the plan", lists)
 	}
 }
+
+// TestPlanAThirdShardJoiningTwoGetsItsShare is BenchmarkShardedReplicas's join: 300 tenants on two shards (150
+// each), a third joins. The two are above the new capacity (105) and shed to the even share, so it ends 100/100/100;
+// shedding only to the capacity would leave 105/105/90.
+func TestPlanAThirdShardJoiningTwoGetsItsShare(t *testing.T) {
+	three := []string{"shard-a", "shard-b", "shard-c"}
+	before := Plan(unplaced(randomNames(300, 5)), three[:2])
+	after := Plan(placed(before), three)
+	if got := loads(after); got["shard-a"] != 100 || got["shard-b"] != 100 || got["shard-c"] != 100 {
+		t.Errorf("tenants per shard %v, want 100 each", got)
+	}
+	if moved, to := moves(before, after); moved != 100 || to["shard-c"] != 100 {
+		t.Errorf("%d moved, to %v; want 100, all to shard-c", moved, to)
+	}
+}
