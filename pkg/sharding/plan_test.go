@@ -239,6 +239,12 @@ func TestPlannerComputesOncePerChange(t *testing.T) {
 	if other == want {
 		other = live[1]
 	}
+	// Drained from another shard towards the plan's: the move the plan asked for.
+	p.observe("tenant-0", map[string]string{ShardLabel: other, DrainLabel: "true"}, false)
+	p.want("tenant-0", live, list)
+	if lists != 1 {
+		t.Fatalf("listed %d times, want once: a drain towards the plan's shard must not recompute it", lists)
+	}
 	p.observe("tenant-0", map[string]string{ShardLabel: other}, false)
 	p.want("tenant-0", live, list)
 	if lists != 2 {

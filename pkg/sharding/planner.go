@@ -25,8 +25,8 @@ import (
 
 // planner keeps the sharder's Plan of every tenant. Plan costs N·S hashes, so it is computed once per change that
 // can alter it (a tenant added or deleted, labeled other than the plan says, a change of the live shards), not once
-// per key; a tenant that only lands where the plan says, or loses its label at the end of a drain, leaves the plan
-// as it is, which also keeps the sharder's decisions from flapping while its own assignments are under way.
+// per key; a tenant that is drained towards where the plan says, loses its label at the end of that drain, or lands
+// there leaves the plan as it is, which keeps the sharder's decisions from flapping while its own moves are under way.
 type planner struct {
 	mu sync.Mutex
 	// plan is the last Plan, computed for live from input; nil until the first sync.
@@ -52,8 +52,11 @@ func (p *planner) observe(name string, labels map[string]string, gone bool) {
 	case gone || !planned:
 		p.stale = true
 	case now == p.input[name]:
-	case now.Shard == "" || (!now.Draining && now.Shard == want):
-		// Unlabeled (it waits to be assigned to want), or where the plan puts it: the plan holds.
+	case now.Shard == "" || (!now.Draining && now.Shard == want) || (now.Draining && now.Shard != want):
+		// Unlabeled (it waits to be assigned to want), where the plan puts it, or draining towards it: the plan
+		// holds. Computed again in the middle of a move, it would see the tenants not yet drained from a shard
+		// that sheds to the even share as staying within Capacity, and keep them there (104/104/92 instead of
+		// 100/100/100 when a third shard joins two).
 		p.input[name] = now
 	default:
 		p.stale = true
