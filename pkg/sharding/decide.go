@@ -56,18 +56,18 @@ type Decision struct {
 // that shard has stopped the tenant and cleared its status (Release), or until its Lease ends.
 const WaitForRelease Action = "WaitForRelease"
 
-// Decide is the sharder's rule for the ProviderConfig named key with these labels, the shard its status names
-// (recorded, status.shard: the shard that runs or last ran it), given the live shards. It is a pure function of its
-// arguments; the Sharder only carries its verdict out.
+// Decide is the sharder's rule for a ProviderConfig with these labels, the shard its status names (recorded,
+// status.shard: the shard that runs or last ran it), given the live shards and the shard it belongs to (want, its
+// entry in the Plan of every tenant over live; "" when no shard is live). It is a pure function of its arguments;
+// the Sharder only carries its verdict out.
 //
 // A drain, once asked for, is never cancelled: the sharder waits for the shard's acknowledgement (or for the shard
 // to die), so it never races a shard that is stopping the tenant. A missing label alone does not make a tenant
 // unowned: the shard that recorded itself in the status owns it until it releases it (clears the status, which
 // every shard does once it has stopped a tenant it no longer owns) or dies.
-func Decide(key string, labels map[string]string, recorded string, live []string) Decision {
+func Decide(labels map[string]string, recorded string, live []string, want string) Decision {
 	current := labels[ShardLabel]
 	isDraining := labels[DrainLabel] == "true"
-	want := Rendezvous(key, live)
 	switch {
 	case want == "":
 		// No live shard: nothing can run the tenant, and moving it nowhere would help no one.

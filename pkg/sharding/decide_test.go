@@ -33,6 +33,7 @@ import (
 func TestDecideEveryState(t *testing.T) {
 	live := []string{"shard-a", "shard-b", "shard-c"}
 	for _, key := range keys(20) {
+		// Any live shard stands for the one the plan gives the tenant.
 		want := Rendezvous(key, live)
 		var other string
 		for _, s := range live {
@@ -87,7 +88,12 @@ func TestDecideEveryState(t *testing.T) {
 				labels[DrainLabel] = "true"
 			}
 			name := fmt.Sprintf("%s current=%q draining=%v recorded=%q live=%v", key, c.current, c.draining, c.recorded, c.live)
-			if got := Decide(key, labels, c.recorded, c.live); got != c.expect {
+			// want is the plan's entry for the tenant: whichever live shard, "" when none is live.
+			planned := want
+			if len(c.live) == 0 {
+				planned = ""
+			}
+			if got := Decide(labels, c.recorded, c.live, planned); got != c.expect {
 				t.Errorf("%s: got %+v, want %+v", name, got, c.expect)
 			}
 		}

@@ -23,8 +23,9 @@ limitations under the License.
 //   - RenewalTracker: when a Lease the process holds was last renewed, its /healthz verdict and its watchdog; the
 //     ShardLease and the binary's leader election both keep their renewals in one.
 //   - LiveShards: which shards hold an unexpired Lease.
-//   - Rendezvous and Decide: where a ProviderConfig belongs, and what the sharder does about it (assign, drain,
-//     reassign at once when its shard is dead, or nothing).
+//   - Plan, Rendezvous and Decide: where every ProviderConfig belongs (rendezvous hashing with bounded loads: no
+//     live shard above Capacity, a tenant stays on its shard while it fits), and what the sharder does about one
+//     (assign, drain, reassign at once when its shard is dead, or nothing).
 //   - Sharder: the controller, run by the elected replica only, that writes the assignment as the label
 //     multiproject.io/shard=<shard> and starts a move with multiproject.io/drain=true.
 //   - Drainer: the shard side of a move: stop the tenant, then acknowledge by removing both labels.

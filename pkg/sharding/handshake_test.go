@@ -240,8 +240,8 @@ func (w *world) settle() {
 
 // TestHandshakeNeverRunsATenantOnTwoShards starts with every tenant on shard-a, two live shards, and a third that
 // becomes live at a random step, and lets the sharder, the drainers and the replicas' lifecycles act in random
-// orders on caches that lag independently, including steps taken while a Stop is in progress. No tenant may ever run on two shards, and all must end where they belong,
-// running exactly there.
+// orders on caches that lag independently, including steps taken while a Stop is in progress. No tenant may ever run on two shards, and all must end where the sharder's plan puts them
+// (a fixed point of Plan), running exactly there.
 func TestHandshakeNeverRunsATenantOnTwoShards(t *testing.T) {
 	shards := []string{"shard-a", "shard-b", "shard-c"}
 	for seed := int64(0); seed < 100; seed++ {
@@ -250,12 +250,26 @@ func TestHandshakeNeverRunsATenantOnTwoShards(t *testing.T) {
 			w.step()
 		}
 		w.settle()
+		// Where a tenant belongs depends on where it was (bounded loads keep it there within capacity): the settled
+		// labels must be the sharder's plan, and a fixed point of Plan, so that nothing moves any more.
+		settled := map[string]Placement{}
 		for _, tenant := range w.tenants() {
 			pc, err := w.client.MultiprojectV1alpha1().ProviderConfigs().Get(w.ctx, tenant, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := Rendezvous(tenant, shards)
+			settled[tenant] = placementOf(pc.Labels)
+		}
+		again := Plan(settled, shards)
+		for _, tenant := range w.tenants() {
+			pc, err := w.client.MultiprojectV1alpha1().ProviderConfigs().Get(w.ctx, tenant, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := w.sharder.planner.plan[tenant]
+			if again[tenant] != want {
+				t.Fatalf("seed %d: %s settled on %s, but Plan of the settled labels moves it to %s", seed, tenant, want, again[tenant])
+			}
 			if pc.Labels[ShardLabel] != want || pc.Labels[DrainLabel] != "" {
 				t.Fatalf("seed %d: %s settled with labels %v, want shard %s", seed, tenant, pc.Labels, want)
 			}
@@ -400,4 +414,27 @@ func testutilCounter(t *testing.T, reason string) float64 {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestSharderBalancesWithBoundedLoads: 90 tenants all on shard-a of three live shards, above its Capacity (32).
+// Plain rendezvous hashing would leave 34/28/28; the sharder keeps the even share (30) on shard-a, drains only the
+// rest, and every shard ends with 30.
+func TestSharderBalancesWithBoundedLoads(t *testing.T) {
+	shards := []string{"shard-a", "shard-b", "shard-c"}
+	w := newWorld(t, 0, 90, shards, shards)
+	w.settle()
+	counts := map[string]int{}
+	for _, tenant := range w.tenants() {
+		pc, err := w.client.MultiprojectV1alpha1().ProviderConfigs().Get(w.ctx, tenant, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pc.Labels[DrainLabel] != "" || !w.running[pc.Labels[ShardLabel]][tenant] {
+			t.Fatalf("%s not settled: labels %v", tenant, pc.Labels)
+		}
+		counts[pc.Labels[ShardLabel]]++
+	}
+	if counts["shard-a"] != 30 || counts["shard-b"] != 30 || counts["shard-c"] != 30 {
+		t.Errorf("tenants per shard %v; want 30 on each", counts)
+	}
 }

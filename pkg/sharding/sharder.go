@@ -85,6 +85,8 @@ type Sharder struct {
 	pcs           mplisters.ProviderConfigLister
 	queue         *worker.Queue
 	leasesChanged chan struct{}
+	// planner keeps the Plan of every tenant that Decide's want comes from.
+	planner planner
 
 	mu sync.Mutex
 	// live is the set of live shards the last full evaluation saw.
@@ -133,12 +135,24 @@ func NewSharder(cfg SharderConfig) *Sharder {
 func (s *Sharder) Run(ctx context.Context, workers int) error {
 	enqueue := func(obj any) {
 		if pc, ok := obj.(*mpv1alpha1.ProviderConfig); ok {
+			s.planner.observe(pc.Name, pc.Labels, false)
 			s.queue.Add(pc.Name)
 		}
 	}
 	if err := s.queue.Watch(s.cfg.ProviderConfigs, cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		// A deleted tenant changes the even share and the capacity, so the plan is computed again: the sync of the
+		// deleted key does that, and looks again at every tenant whose place changed.
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if pc, ok := obj.(*mpv1alpha1.ProviderConfig); ok {
+				s.planner.observe(pc.Name, nil, true)
+				s.queue.Add(pc.Name)
+			}
+		},
 	}); err != nil {
 		s.queue.Close(ctx)
 		return err
@@ -285,7 +299,7 @@ func (s *Sharder) observeTenants(live []string, pcs []*mpv1alpha1.ProviderConfig
 
 // sync carries out Decide for one ProviderConfig: one compare-and-swap patch of its labels, then an Event.
 func (s *Sharder) sync(ctx context.Context, name string) error {
-	pc, d, err := s.decide(ctx, name)
+	pc, d, want, err := s.decide(ctx, name)
 	if err != nil || pc == nil {
 		return err
 	}
@@ -301,28 +315,38 @@ func (s *Sharder) sync(ctx context.Context, name string) error {
 		}
 		return fmt.Errorf("%s %s: %w", d.Action, d.Shard, err)
 	}
-	s.recordMove(ctx, pc, d)
+	s.recordMove(ctx, pc, d, want)
 	return nil
 }
 
-// decide reads the ProviderConfig and decides what to do about it; the ProviderConfig is nil when it is gone.
-func (s *Sharder) decide(ctx context.Context, name string) (*mpv1alpha1.ProviderConfig, Decision, error) {
+// decide reads the ProviderConfig and decides what to do about it, and returns the shard the plan gives it; the
+// ProviderConfig is nil when it is gone.
+func (s *Sharder) decide(ctx context.Context, name string) (*mpv1alpha1.ProviderConfig, Decision, string, error) {
+	leases, err := s.shardLeases()
+	if err != nil {
+		return nil, Decision{}, "", err
+	}
+	live := LiveShards(leases, s.clock.Now())
+	want, changed, err := s.planner.want(name, live, func() ([]*mpv1alpha1.ProviderConfig, error) {
+		return s.pcs.List(labels.Everything())
+	})
+	if err != nil {
+		return nil, Decision{}, "", err
+	}
+	for _, other := range changed {
+		s.queue.Add(other)
+	}
 	pc, err := s.pcs.Get(name)
 	if apierrors.IsNotFound(err) {
 		s.mu.Lock()
 		delete(s.waiting, name)
 		s.mu.Unlock()
-		return nil, Decision{}, nil
+		return nil, Decision{}, "", nil
 	}
 	if err != nil {
-		return nil, Decision{}, err
+		return nil, Decision{}, "", err
 	}
-	leases, err := s.shardLeases()
-	if err != nil {
-		return nil, Decision{}, err
-	}
-	live := LiveShards(leases, s.clock.Now())
-	d := Decide(name, pc.Labels, pc.Status.Shard, live)
+	d := Decide(pc.Labels, pc.Status.Shard, live, want)
 	if pc.Labels[ShardLabel] == "" && (d.Action == Assign || d.Action == ReassignNow) {
 		// Without a label, only the status says whether a shard may still run the tenant, and our cache may not
 		// have seen a shard record itself there yet: decide on the object as stored. Nothing can record itself
@@ -330,14 +354,14 @@ func (s *Sharder) decide(ctx context.Context, name string) (*mpv1alpha1.Provider
 		// resourceVersion it read), and the label patch fails if a label appeared.
 		pc, err = s.cfg.Client.MultiprojectV1alpha1().ProviderConfigs().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return nil, Decision{}, nil
+			return nil, Decision{}, "", nil
 		}
 		if err != nil {
-			return nil, Decision{}, err
+			return nil, Decision{}, "", err
 		}
-		d = Decide(name, pc.Labels, pc.Status.Shard, live)
+		d = Decide(pc.Labels, pc.Status.Shard, live, want)
 	}
-	return pc, d, nil
+	return pc, d, want, nil
 }
 
 // movePatch is the label patch that carries out d, or nil when d writes nothing now. A dead shard's tenant moves
@@ -365,7 +389,7 @@ func (s *Sharder) movePatch(ctx context.Context, pc *mpv1alpha1.ProviderConfig, 
 }
 
 // recordMove counts, records and logs the move step a patch carried out.
-func (s *Sharder) recordMove(ctx context.Context, pc *mpv1alpha1.ProviderConfig, d Decision) {
+func (s *Sharder) recordMove(ctx context.Context, pc *mpv1alpha1.ProviderConfig, d Decision, want string) {
 	logger := klog.FromContext(ctx)
 	switch d.Action {
 	case Assign:
@@ -375,7 +399,7 @@ func (s *Sharder) recordMove(ctx context.Context, pc *mpv1alpha1.ProviderConfig,
 	case Drain:
 		ShardMoves.WithLabelValues(ReasonDrain).Inc()
 		s.cfg.Recorder.Eventf(pc, corev1.EventTypeNormal, EventShardDraining,
-			"Shard %s is asked to stop the tenant; it moves to shard %s once it has", d.Shard, Rendezvous(pc.Name, s.liveShards()))
+			"Shard %s is asked to stop the tenant; it moves to shard %s once it has", d.Shard, want)
 		logger.V(2).Info("Draining ProviderConfig", "shard", d.Shard)
 	case ReassignNow:
 		ShardMoves.WithLabelValues(ReasonShardDead).Inc()

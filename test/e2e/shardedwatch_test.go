@@ -60,7 +60,7 @@ func TestShardedWatchReadsOnlyTheShardsNamespaces(t *testing.T) {
 	second := startManager(t, "watch-b", kubeconfig, gce.Endpoint(), le, "--sharding=true", "--sharded-watch=true")
 	names := shardNames(t, []*manager{first, second})
 	waitShardsRun(t, ws, names)
-	moved := tenantsOn(ws, names, names[1])
+	moved := tenantsOn(t, ws, names[1])
 	if len(moved) == 0 || len(moved) == tenants {
 		t.Fatalf("the second shard took %d of %d tenants; the test needs a split (shards %v)", len(moved), tenants, names)
 	}

@@ -41,6 +41,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/component-base/metrics/testutil"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 	"github.com/multiproject/multiproject-controller-manager/test/benchresult"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
@@ -166,7 +167,7 @@ func (l *shardBenchLoad) runSharded(b *testing.B, name, kubeconfig, gceEndpoint 
 	for i, u := range sharded {
 		r.all.cpu += u.cpu
 		r.all.writes += u.writes
-		owned := len(tenantsOn(l.ws, names, names[i]))
+		owned := len(tenantsOn(b, l.ws, names[i]))
 		r.tenants = append(r.tenants, owned)
 		// Printed, not logged: the workloads' convergence logs would push it out of the benchmark's output.
 		fmt.Fprintf(os.Stderr, "BenchmarkShardedReplicas (%s): shard %s (%s): %d tenants, %.2f CPU s, %.0f API writes\n",
@@ -200,9 +201,10 @@ func (l *shardBenchLoad) record(b *testing.B, single usage, client, gate sharded
 	settings := map[string]string{"SHARD_BENCH_TENANTS": strconv.Itoa(l.tenants), "SHARD_BENCH_SERVICES": strconv.Itoa(l.services),
 		"SHARD_BENCH_ROUNDS": strconv.Itoa(l.rounds), "replicas": "3", "kube-apiserver": "--feature-gates=ShardedListAndWatch=true"}
 	notes := func(r shardedRun) string {
-		return fmt.Sprintf("Tenants per shard %v; fixed part per replica %.2f CPU s (3F + W = the shards' sum, F + W = the single replica); "+
-			"the third replica took its share in %s. Measured on a machine shared with five other engineers' builds and tests: "+
-			"CPU seconds from each process's own accounting are what stay meaningful.", r.tenants, r.fixed, r.join.Round(100*time.Millisecond))
+		return fmt.Sprintf("Tenants per shard %v (bounded loads: at most %d per shard, sharding.Capacity); fixed part per replica %.2f CPU s "+
+			"(3F + W = the shards' sum, F + W = the single replica); the third replica took its share in %s. Measured on a busy machine "+
+			"shared with other builds and tests: CPU seconds from each process's own accounting, and ratios within the run, are what stay meaningful.",
+			r.tenants, sharding.Capacity(l.tenants, 3), r.fixed, r.join.Round(100*time.Millisecond))
 	}
 	what := func(r shardedRun) []benchresult.Measure {
 		return []benchresult.Measure{
@@ -377,8 +379,8 @@ func shardNames(tb testing.TB, managers []*manager) []string {
 	return names
 }
 
-// waitShardsRun waits until every tenant runs, Ready, on the shard that rendezvous hashing over shards gives it:
-// labeled with it, not draining, and with status.shard naming it.
+// waitShardsRun waits until every tenant runs, Ready, on the shard the sharder's Plan over shards gives it (rendezvous
+// hashing with bounded loads): labeled with it, not draining, and with status.shard naming it.
 func waitShardsRun(tb testing.TB, ws []*workload, shards []string) {
 	tb.Helper()
 	waitTenantsRun(tb, ws, shards, convergeTimeout)

@@ -52,7 +52,7 @@ const shardGroup = "multiproject-controller-manager"
 // ServiceAccount, with overlays/sharded's RBAC and Lease policy) over 30 tenants, each with two neg Services, an
 // Ingress and an app namespace, and shows the three claims on the real parts:
 //
-//   - every tenant runs on exactly one live shard, the one rendezvous hashing gives it, and converges;
+//   - every tenant runs on exactly one live shard, the one the sharder's Plan gives it (bounded loads), and converges;
 //   - a replica killed with SIGKILL: each of its tenants runs on a survivor within the shard Lease duration + 2 s of
 //     the kill, and every tenant converges with the changes made meanwhile;
 //   - a rolling restart of all three replicas (a new one started, then an old one stopped with SIGTERM, three
@@ -112,13 +112,13 @@ func TestShardedReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	victim := slices.IndexFunc(live, func(m *manager) bool {
-		return m.identity() != sharderID && len(tenantsOn(ws, names, shardOf[m])) > 0
+		return m.identity() != sharderID && len(tenantsOn(t, ws, shardOf[m])) > 0
 	})
 	if victim < 0 {
 		t.Fatalf("no replica but the sharder owns a tenant: %v", names)
 	}
 	killed := live[victim]
-	moved := tenantsOn(ws, names, shardOf[killed])
+	moved := tenantsOn(t, ws, shardOf[killed])
 	killed.signal(syscall.SIGKILL)
 	killedAt := time.Now()
 	var exitErr *exec.ExitError
@@ -198,7 +198,7 @@ func TestShardedReplicas(t *testing.T) {
 	metricsClient := adminHTTPClient(t)
 	defer metricsClient.CloseIdleConnections()
 	gone := ws[0].tenant
-	owner := live[slices.Index(names, sharding.Rendezvous(gone, names))]
+	owner := live[slices.Index(names, placements(t, ws)[gone].Shard)]
 	if series := tenantSeries(t, metricsClient, owner, gone); !slices.ContainsFunc(series, func(s string) bool { return strings.HasPrefix(s, "workqueue_") }) {
 		t.Errorf("the owner of %s exports no workqueue series of it before its exit: %v", gone, series)
 	}
@@ -370,11 +370,33 @@ func watchOwners(t *testing.T, mp mpclientset.Interface, tenants map[string]*wor
 	return h
 }
 
-// tenantsOn returns the workloads that rendezvous hashing over shards gives to shard.
-func tenantsOn(ws []*workload, shards []string, shard string) []*workload {
+// placements reads the shard labels of every ProviderConfig. Where the sharder puts a tenant (sharding.Plan:
+// rendezvous hashing with bounded loads) depends on where the tenants were, so the tests read its decisions, or ask
+// the Plan of what they read, instead of recomputing rendezvous hashing.
+func placements(tb testing.TB, ws []*workload) map[string]sharding.Placement {
+	tb.Helper()
+	list, err := ws[0].mp.MultiprojectV1alpha1().ProviderConfigs().List(tb.Context(), metav1.ListOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return placementsOf(list.Items)
+}
+
+func placementsOf(pcs []mpv1alpha1.ProviderConfig) map[string]sharding.Placement {
+	out := make(map[string]sharding.Placement, len(pcs))
+	for _, pc := range pcs {
+		out[pc.Name] = sharding.Placement{Shard: pc.Labels[sharding.ShardLabel], Draining: pc.Labels[sharding.DrainLabel] == "true"}
+	}
+	return out
+}
+
+// tenantsOn returns the workloads labeled with shard and not draining from it: the tenants the sharder gave it.
+func tenantsOn(tb testing.TB, ws []*workload, shard string) []*workload {
+	tb.Helper()
+	at := placements(tb, ws)
 	var out []*workload
 	for _, w := range ws {
-		if sharding.Rendezvous(w.tenant, shards) == shard {
+		if p := at[w.tenant]; p.Shard == shard && !p.Draining {
 			out = append(out, w)
 		}
 	}
@@ -394,14 +416,14 @@ func logShares(t *testing.T, ws []*workload, shards []string) {
 	t.Helper()
 	var parts []string
 	for _, s := range shards {
-		parts = append(parts, fmt.Sprintf("%s: %d", s, len(tenantsOn(ws, shards, s))))
+		parts = append(parts, fmt.Sprintf("%s: %d", s, len(tenantsOn(t, ws, s))))
 	}
 	t.Logf("tenants per shard: %s", strings.Join(parts, ", "))
 }
 
-// waitTenantsRun polls the ProviderConfigs every 50 ms until each of ws runs on the shard rendezvous hashing over
-// shards gives it (labeled with it, not draining, status.shard written by it, Ready) and returns when it first saw
-// that; it fails the test after timeout. Polling from the kill measures the move without the test's own work.
+// waitTenantsRun polls the ProviderConfigs every 50 ms until each of ws runs on the shard the sharder's Plan over
+// shards gives it (labeled with it, not draining, status.shard written by it, Ready) and the labels are a fixed point
+// of the Plan (nothing moves any more), and returns when it first saw that; it fails the test after timeout. Polling from the kill measures the move without the test's own work.
 func waitTenantsRun(t testing.TB, ws []*workload, shards []string, timeout time.Duration) time.Time {
 	t.Helper()
 	pcs := ws[0].mp.MultiprojectV1alpha1().ProviderConfigs()
@@ -417,8 +439,9 @@ func waitTenantsRun(t testing.TB, ws []*workload, shards []string, timeout time.
 		for i := range list.Items {
 			byName[list.Items[i].Name] = &list.Items[i]
 		}
+		plan := sharding.Plan(placementsOf(list.Items), shards)
 		for _, w := range ws {
-			pc, want := byName[w.tenant], sharding.Rendezvous(w.tenant, shards)
+			pc, want := byName[w.tenant], plan[w.tenant]
 			if pc == nil {
 				return false, fmt.Errorf("ProviderConfig %s is gone", w.tenant)
 			}

@@ -1,0 +1,95 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sharding
+
+import (
+	"slices"
+	"sync"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+)
+
+// planner keeps the sharder's Plan of every tenant. Plan costs N·S hashes, so it is computed once per change that
+// can alter it (a tenant added or deleted, labeled other than the plan says, a change of the live shards), not once
+// per key; a tenant that is drained towards where the plan says, loses its label at the end of that drain, or lands
+// there leaves the plan as it is, which keeps the sharder's decisions from flapping while its own moves are under way.
+type planner struct {
+	mu sync.Mutex
+	// plan is the last Plan, computed for live from input; nil until the first sync.
+	plan  map[string]string
+	input map[string]Placement
+	live  []string
+	stale bool
+}
+
+func placementOf(labels map[string]string) Placement {
+	return Placement{Shard: labels[ShardLabel], Draining: labels[DrainLabel] == "true"}
+}
+
+// observe notes a ProviderConfig the informer delivered (added, updated, or deleted when gone).
+func (p *planner) observe(name string, labels map[string]string, gone bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.plan == nil || p.stale {
+		return
+	}
+	want, planned := p.plan[name]
+	switch now := placementOf(labels); {
+	case gone || !planned:
+		p.stale = true
+	case now == p.input[name]:
+	case now.Shard == "" || (!now.Draining && now.Shard == want) || (now.Draining && now.Shard != want):
+		// Unlabeled (it waits to be assigned to want), where the plan puts it, or draining towards it: the plan
+		// holds. Computed again in the middle of a move, it would see the tenants not yet drained from a shard
+		// that sheds to the even share as staying within Capacity, and keep them there (104/104/92 instead of
+		// 100/100/100 when a third shard joins two).
+		p.input[name] = now
+	default:
+		p.stale = true
+	}
+}
+
+// want returns the shard the tenant name belongs to among live ("" when it is not in the plan or no shard is live),
+// computing the plan again from list when it is stale or live changed, and the names whose entry that changed, which
+// the sharder must look at again.
+func (p *planner) want(name string, live []string, list func() ([]*mpv1alpha1.ProviderConfig, error)) (string, []string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.plan != nil && !p.stale && slices.Equal(live, p.live) {
+		return p.plan[name], nil, nil
+	}
+	pcs, err := list()
+	if err != nil {
+		return "", nil, err
+	}
+	input := make(map[string]Placement, len(pcs))
+	for _, pc := range pcs {
+		input[pc.Name] = placementOf(pc.Labels)
+	}
+	plan := Plan(input, live)
+	var changed []string
+	if p.plan != nil {
+		for n, shard := range plan {
+			if old, ok := p.plan[n]; ok && old != shard {
+				changed = append(changed, n)
+			}
+		}
+		slices.Sort(changed)
+	}
+	p.plan, p.input, p.live, p.stale = plan, input, slices.Clone(live), false
+	return plan[name], changed, nil
+}
