@@ -75,15 +75,17 @@ func honouringServices(t *testing.T, client *fake.Clientset) *cache.ListWatch {
 }
 
 type coverageFixture struct {
-	kube    *fake.Clientset
-	mp      *mpfake.Clientset
-	scope   *informerset.ShardScope
-	cov     *Coverage
-	clock   *testingclock.FakeClock
-	svcs    cache.SharedIndexInformer
-	pcs     cache.SharedIndexInformer
-	mu      sync.Mutex
-	covered []string
+	kube  *fake.Clientset
+	mp    *mpfake.Clientset
+	scope *informerset.ShardScope
+	cov   *Coverage
+	clock *testingclock.FakeClock
+	svcs  cache.SharedIndexInformer
+	pcs   cache.SharedIndexInformer
+	// namespaces is the Namespace informer Coverage reads a tenant's namespaces from.
+	namespaces cache.SharedIndexInformer
+	mu         sync.Mutex
+	covered    []string
 }
 
 func (f *coverageFixture) coveredTenants() []string {
@@ -117,6 +119,7 @@ func newCoverageFixtureWith(t *testing.T, ctx context.Context, leftovers func(co
 	}
 	pcs := mpinformers.NewProviderConfigInformer(f.mp, 0, cache.Indexers{})
 	f.pcs = pcs
+	f.namespaces = namespaces
 	f.cov = NewCoverage(CoverageConfig{Scope: f.scope, Namespaces: namespaces, ProviderConfigs: pcs, LabelKey: coverageLabel,
 		RebuildInterval: time.Hour, Clock: f.clock, Leftovers: leftovers})
 	go f.svcs.RunWithContext(ctx)
@@ -170,6 +173,14 @@ func TestCoverageGrowsToItsTenantsNamespacesAndSaysWhenTheyAreRead(t *testing.T)
 	}
 	if _, err := f.kube.CoreV1().Services("t2-app").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "t2-app", Name: "api"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// Coverage knows a tenant's namespaces from the Namespace informer: a tenant none of whose namespaces it has
+	// seen yet needs nothing read. So the tenant arrives once its namespace is known, as a tenant that moves in does.
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		_, ok, err := f.namespaces.GetStore().GetByKey("t2-app")
+		return ok, err
+	}); err != nil {
+		t.Fatalf("the Namespace informer never saw t2-app: %v", err)
 	}
 	if _, err := f.mp.MultiprojectV1alpha1().ProviderConfigs().Create(ctx, &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: "t2"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
