@@ -234,8 +234,10 @@ func TestStopDrainsAndRecordsThePushes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h.waitFor("both workers to have an attach on the wire", func() bool {
-		return h.gce.Calls(testProject)[fakegce.MethodAttachEndpoints] >= 2
+	// The third Translation must be queued, not only created: a stop drains the queue, and a Translation the
+	// informer has not handed over yet is not in it (under load it was not, once).
+	h.waitFor("both workers to have an attach on the wire and the third push queued", func() bool {
+		return h.gce.Calls(testProject)[fakegce.MethodAttachEndpoints] >= 2 && h.pusher.workers.Len() >= 1
 	})
 	h.shutdown()
 

@@ -99,6 +99,8 @@ func TestUnhealthyWaitsHealthyIsReady(t *testing.T) {
 		v, _ := metrics.NEGReadinessPodsWaiting.Value(testTenant)
 		return v == 0
 	})
+	// The sync observes the wait after it has forgotten the Pod (the gauge above), so the observation is waited for.
+	h.waitFor("the attach-to-ready observation", func() bool { return attachToReadyCount(t, testTenant) >= before+1 })
 	if n := attachToReadyCount(t, testTenant); n != before+1 {
 		t.Errorf("attach-to-ready observations = %d, want %d", n, before+1)
 	}
