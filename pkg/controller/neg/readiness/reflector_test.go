@@ -37,12 +37,13 @@ func TestAttachedWithoutHealthCheckAndInNoNEG(t *testing.T) {
 	done := gatedPod("done", "10.0.0.8", map[string]string{"app": "web"})
 	done.Status.Conditions = append(done.Status.Conditions, corev1.PodCondition{Type: NEGReadyCondition,
 		Status: corev1.ConditionTrue, Reason: ReasonReady})
-	h := newHarness(t, 10*time.Minute, nil,
+	h := newHarness(t, 10*time.Minute, func(h *harness) {
+		h.health.set("neg-web", "10.0.0.1", "")
+		h.health.set("neg-web", "10.0.0.8", "UNHEALTHY")
+	},
 		negService("web"), translation("neg-v1-web-80", "neg-web", true, "10.0.0.1", "10.0.0.8", "10.0.0.7"),
 		gatedPod("web-1", "10.0.0.1", map[string]string{"app": "web"}), lonely, done,
 		plainPod("plain", "10.0.0.7", map[string]string{"app": "web"}))
-	h.health.set("neg-web", "10.0.0.1", "")
-	h.health.set("neg-web", "10.0.0.8", "UNHEALTHY")
 
 	c := h.waitCondition("web-1", corev1.ConditionTrue, ReasonWithoutHealthCheck)
 	if c.Message != "Attached to NEG zone-a/neg-web, which no backend service health checks" {
@@ -69,10 +70,11 @@ func TestAttachedWithoutHealthCheckAndInNoNEG(t *testing.T) {
 func TestUnhealthyWaitsHealthyIsReady(t *testing.T) {
 	metrics.Register()
 	before := attachToReadyCount(t, testTenant)
-	h := newHarness(t, 10*time.Minute, nil,
+	h := newHarness(t, 10*time.Minute, func(h *harness) {
+		h.health.set("neg-web", "10.0.0.1", "UNHEALTHY")
+	},
 		negService("web"), translation("neg-v1-web-80", "neg-web", true, "10.0.0.1"),
 		gatedPod("web-1", "10.0.0.1", map[string]string{"app": "web"}))
-	h.health.set("neg-web", "10.0.0.1", "UNHEALTHY")
 
 	c := h.waitCondition("web-1", corev1.ConditionFalse, ReasonNotReady)
 	if c.Message != "Waiting for the endpoint to be healthy: zone-a/neg-web (UNHEALTHY)" {
@@ -139,9 +141,10 @@ func TestTimeout(t *testing.T) {
 	old.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
 	young := gatedPod("young", "10.0.0.2", map[string]string{"app": "web"})
 	young.CreationTimestamp = metav1.NewTime(time.Now().Add(-9*time.Minute - 58*time.Second))
-	h := newHarness(t, 10*time.Minute, nil,
+	h := newHarness(t, 10*time.Minute, func(h *harness) {
+		h.health.set("neg-web", "10.0.0.1", "UNHEALTHY")
+	},
 		negService("web"), translation("neg-v1-web-80", "neg-web", true, "10.0.0.1"), old, young)
-	h.health.set("neg-web", "10.0.0.1", "UNHEALTHY")
 
 	c := h.waitCondition("old", corev1.ConditionTrue, ReasonTimeout)
 	if c.Message != "Timed out after 10m0s waiting for the endpoint to be ready in a NEG: Waiting for the endpoint to be healthy: zone-a/neg-web (UNHEALTHY)" {
@@ -156,8 +159,9 @@ func TestTimeout(t *testing.T) {
 // polling GCE; the status write that records the attach brings it back.
 func TestTheAttachFollowsTheTranslationStatus(t *testing.T) {
 	tr := translation("neg-v1-web-80", "neg-web", false, "10.0.0.1")
-	h := newHarness(t, 0, nil, negService("web"), tr, gatedPod("web-1", "10.0.0.1", map[string]string{"app": "web"}))
-	h.health.set("neg-web", "10.0.0.1", "HEALTHY")
+	h := newHarness(t, 0, func(h *harness) {
+		h.health.set("neg-web", "10.0.0.1", "HEALTHY")
+	}, negService("web"), tr, gatedPod("web-1", "10.0.0.1", map[string]string{"app": "web"}))
 
 	c := h.waitCondition("web-1", corev1.ConditionFalse, ReasonNotReady)
 	if c.Message != "Waiting for the endpoint to be attached to the NEGs of the Services that select the Pod" {
@@ -177,11 +181,12 @@ func TestTheAttachFollowsTheTranslationStatus(t *testing.T) {
 
 // TestServicesOfTwoPorts: a Pod in the NEGs of two ports is ready once healthy in one of them.
 func TestServicesOfTwoPorts(t *testing.T) {
-	h := newHarness(t, 0, nil, negService("web"),
+	h := newHarness(t, 0, func(h *harness) {
+		h.health.set("neg-web-80", "10.0.0.1", "UNHEALTHY")
+		h.health.set("neg-web-443", "10.0.0.1", "UNHEALTHY")
+	}, negService("web"),
 		translation("neg-v1-web-80", "neg-web-80", true, "10.0.0.1"), translation("neg-v1-web-443", "neg-web-443", true, "10.0.0.1"),
 		gatedPod("web-1", "10.0.0.1", map[string]string{"app": "web"}))
-	h.health.set("neg-web-80", "10.0.0.1", "UNHEALTHY")
-	h.health.set("neg-web-443", "10.0.0.1", "UNHEALTHY")
 	h.waitCondition("web-1", corev1.ConditionFalse, ReasonNotReady)
 	h.health.set("neg-web-443", "10.0.0.1", "HEALTHY")
 	c := h.waitCondition("web-1", corev1.ConditionTrue, ReasonReady)
@@ -193,10 +198,11 @@ func TestServicesOfTwoPorts(t *testing.T) {
 // TestGCEFailingTheHealthPoll: while the list fails the Pod waits (False), and is retried with backoff; once GCE
 // answers it is ready.
 func TestGCEFailingTheHealthPoll(t *testing.T) {
-	h := newHarness(t, 0, nil, negService("web"), translation("neg-v1-web-80", "neg-web", true, "10.0.0.1"),
+	h := newHarness(t, 0, func(h *harness) {
+		h.health.set("neg-web", "10.0.0.1", "HEALTHY")
+		h.health.fail(errGCE)
+	}, negService("web"), translation("neg-v1-web-80", "neg-web", true, "10.0.0.1"),
 		gatedPod("web-1", "10.0.0.1", map[string]string{"app": "web"}))
-	h.health.set("neg-web", "10.0.0.1", "HEALTHY")
-	h.health.fail(errGCE)
 	h.waitCondition("web-1", corev1.ConditionFalse, ReasonNotReady)
 	h.waitFor("a retry", func() bool { return h.health.callsOf("neg-web") >= 2 })
 	h.health.fail(nil)
