@@ -62,6 +62,8 @@ type harness struct {
 	tctx       *tenant.Context
 	stop       context.CancelFunc
 	done       chan struct{}
+	// gcGrace, if set, replaces the pusher's grace before a sweep deletes: set before start, which the sweep reads.
+	gcGrace time.Duration
 }
 
 func newHarness(t testing.TB, gcp *mpv1alpha1.GCPConfig, objects ...runtime.Object) *harness {
@@ -105,6 +107,9 @@ func (h *harness) start(cleanupOnly bool) {
 		h.t.Fatal(err)
 	}
 	p.cleanupOnly = cleanupOnly
+	if h.gcGrace > 0 {
+		p.gcGrace = h.gcGrace
+	}
 	h.pusher = p
 	_, ctx := ktesting.NewTestContext(h.t)
 	ctx, h.stop = context.WithCancel(ctx)

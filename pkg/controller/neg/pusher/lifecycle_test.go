@@ -215,8 +215,8 @@ func TestSweepDeletesOnlyOurUnclaimedNEGs(t *testing.T) {
 
 	h.shutdown()
 	h.tctx.Options.NEGGCPeriod = 100 * time.Millisecond
+	h.gcGrace = 50 * time.Millisecond
 	h.start(false)
-	h.pusher.gcGrace = 50 * time.Millisecond
 	h.waitFor("the leaked NEG to be swept", func() bool {
 		_, ok := h.gce.NEG(testProject, "us-central1-a", "leaked")
 		return !ok
