@@ -17,6 +17,8 @@ limitations under the License.
 package framework
 
 import (
+	"bytes"
+	"io"
 	"maps"
 	"net/http"
 	"strings"
@@ -47,6 +49,18 @@ func (c *APICalls) Wrap(rt http.RoundTripper) http.RoundTripper {
 			c.counts[ConflictPrefix+kind]++
 			c.mu.Unlock()
 		}
+		if err == nil && (req.Method == http.MethodPut || req.Method == http.MethodPatch) && resp.StatusCode < 300 {
+			// The answer's Content-Type does not say it was converted; the body's kind does. Writes' answers are
+			// one object each, so reading them here costs little.
+			body, readErr := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			resp.Body = io.NopCloser(bytes.NewReader(body))
+			if readErr == nil && bytes.Contains(body, []byte(`"kind":"PartialObjectMetadata"`)) {
+				c.mu.Lock()
+				c.counts[MetadataAnswerPrefix+kind]++
+				c.mu.Unlock()
+			}
+		}
 		return resp, err
 	})
 }
@@ -54,6 +68,21 @@ func (c *APICalls) Wrap(rt http.RoundTripper) http.RoundTripper {
 // ConflictPrefix marks, in APICalls' counts, the requests answered 409 Conflict (a write based on a stale object,
 // or a create of a name that exists).
 const ConflictPrefix = "409 "
+
+// MetadataAnswerPrefix marks, in APICalls' counts, the requests the API server answered with the object's
+// PartialObjectMetadata only.
+const MetadataAnswerPrefix = "metadata-only "
+
+// MetadataAnswersSince returns the requests answered with metadata only after before was taken, by kind.
+func (c *APICalls) MetadataAnswersSince(before map[string]int) map[string]int {
+	out := map[string]int{}
+	for kind, n := range c.Snapshot() {
+		if rest, ok := strings.CutPrefix(kind, MetadataAnswerPrefix); ok && n > before[kind] {
+			out[rest] = n - before[kind]
+		}
+	}
+	return out
+}
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
@@ -72,7 +101,7 @@ func (c *APICalls) Since(before map[string]int) map[string]int {
 	out := map[string]int{}
 	for kind, n := range c.Snapshot() {
 		if d := n - before[kind]; d > 0 && !strings.HasPrefix(kind, "watch ") && kind != "get discovery" &&
-			!strings.HasPrefix(kind, ConflictPrefix) {
+			!strings.HasPrefix(kind, ConflictPrefix) && !strings.HasPrefix(kind, MetadataAnswerPrefix) {
 			out[kind] = d
 		}
 	}

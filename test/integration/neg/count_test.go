@@ -184,7 +184,7 @@ func (tr *tenantRun) settle(services, translations *viewRecorder, ns, service st
 // TestEndpointChangeCostsNoReadsAndOneWrite: once a Service has converged, one endpoint change costs the whole neg
 // controller no API read (the translator reads Services, EndpointSlices, Nodes and Translations from the informer
 // caches only) and the translator one write, the Translation's update; the pusher then records the outcome in the
-// Translation's status.
+// Translation's status. The API server answers both writes with the Translation's metadata only.
 func TestEndpointChangeCostsNoReadsAndOneWrite(t *testing.T) {
 	endpointChangeCost(t, 3)
 }
@@ -230,6 +230,13 @@ func endpointChangeCost(t testing.TB, changes int) []map[string]int {
 		})
 		if want := map[string]int{"patch translations": 1}; !maps.Equal(writes, want) {
 			t.Errorf("endpoint change %d: writes %v, want %v (and the pusher's status)", i+1, writes, want)
+		}
+		// Neither writer needs the Translation back: the API server answers both with its metadata only.
+		answers := e.calls.MetadataAnswersSince(before)
+		for _, kind := range []string{"patch translations", "update translations/status"} {
+			if answers[kind] != got[kind] {
+				t.Errorf("endpoint change %d: %d of %d %q answered with metadata only, want all", i+1, answers[kind], got[kind], kind)
+			}
 		}
 	}
 	return costs

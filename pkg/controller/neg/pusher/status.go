@@ -27,6 +27,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translationwrite"
 )
 
 // Event and condition reasons.
@@ -232,7 +234,8 @@ func (s *negSync) writeStatus(ctx context.Context, status mpv1alpha1.Translation
 	}
 	next := s.tr.DeepCopy()
 	next.Status = status
-	updated, err := s.p.client.MultiprojectV1alpha1().Translations(next.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{})
+	// The API server answers with the metadata only: the Translation written is next with it.
+	updated, err := translationwrite.UpdateStatus(ctx, s.p.client, next, metav1.UpdateOptions{})
 	if err != nil {
 		return fmt.Errorf("writing the status: %w", err)
 	}

@@ -32,6 +32,7 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translationwrite"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
@@ -175,7 +176,8 @@ func (t *Translator) patchSpec(ctx context.Context, svc *corev1.Service, have, w
 	if err != nil {
 		return err
 	}
-	out, err := t.mp.MultiprojectV1alpha1().Translations(svc.Namespace).Patch(ctx, have.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	// Only the metadata comes back: the spec is what was sent.
+	out, err := translationwrite.Patch(ctx, t.mp, svc.Namespace, have.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		return fmt.Errorf("updating the spec of Translation %s: %w", want.Name, err)
 	}
