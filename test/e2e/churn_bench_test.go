@@ -45,15 +45,18 @@ import (
 // BenchmarkEndToEndChurn measures, in one run on one API server, what an endpoint change costs when the built
 // binary handles it, against what the same API writes cost without it. The world: one tenant (the workload of the
 // other e2e tests), E2E_CHURN_SERVICES annotated Services (default 100), each with one EndpointSlice of one ready
-// endpoint per zone. One pass is E2E_CHURN_CHANGES endpoint additions (default 1,000), spread round-robin over the
-// Services and written by E2E_CHURN_WORKERS goroutines (default 8; each owns a fixed share of the Services, so no
-// write conflicts), as the cluster administrator. The passes, in order:
+// endpoint per zone. A pass as fast as the writers go is E2E_CHURN_FAST_CHANGES endpoint additions (default 5,000),
+// a paced one E2E_CHURN_CHANGES (default 1,000), spread round-robin over the Services and written by
+// E2E_CHURN_WORKERS goroutines (default 8; each owns a fixed share of the Services, so no write conflicts), as the
+// cluster administrator. The passes, in order:
 //
 //  1. slices alone: the additions with no manager running, as fast as the writers go and paced (below), so
 //     kube-apiserver's CPU for the user's own writes is known (its process_cpu_seconds_total, from its /metrics: the
 //     kernel's accounting of its process);
-//  2. the manager, once per batch period of E2E_CHURN_BATCH_PERIODS (default "0,1s,2s": today's behaviour, then
-//     --neg-endpoint-batch-period=1s and 2s): the binary started as the Deployment starts it (client and GCE QPS 1,000),
+//  2. with E2E_CHURN_TODAY_BINARY set (hack/bench.sh churn builds it from the commit the throughput work started
+//     from), that build, paced, as today's behaviour;
+//  3. this build, once per batch period of E2E_CHURN_BATCH_PERIODS (default "0,1s,2s,3s": the default, then
+//     --neg-endpoint-batch-period=1s, 2s and 3s): the binary started as the Deployment starts it (client and GCE QPS 1,000),
 //     converged, then two passes: the additions as fast as the writers go, then paced at E2E_CHURN_PACED_RATE
 //     changes/s (default 100, one change per Service per second: a rate the manager keeps up with, where changes do
 //     not coalesce in its queues by themselves). A pass ends when the fake GCE (in this process) holds every
@@ -61,37 +64,49 @@ import (
 //     to that end), kube-apiserver's CPU, the binary's own CPU (utime + stime of /proc/<pid>/stat) and the API
 //     writes by resource (kube-apiserver's apiserver_request_total). Each pass ends with the exact audit the e2e
 //     tests use (workload.waitConverged: every NEG holds exactly its slice's ready endpoints);
-//  3. the plain loop, as fast as the writers go: no informer, no GCE; per change the slice update, then the
-//     Translation spec patch and status update (the manager's own kinds of request, its ServiceAccount's identity,
-//     so the same API Priority and Fairness level) as many times per change as the last fast manager pass made them,
-//     on copies of its Translations.
+//  4. after each batch period's passes, the plain loop, as fast as the writers go: no informer, no GCE; per change
+//     the slice update, then the Translation spec patch and status update (the manager's own kinds of request, its
+//     ServiceAccount's identity, so the same API Priority and Fairness level) as many times per change as that
+//     period's fast manager pass made them, on copies of its Translations.
 //
-// The rate row compares the last fast pass with the plain loop. kube-apiserver's CPU per change caused by the
-// manager is a pass's CPU beyond idle minus the slices-alone pass's at the same pace, per change; the row compares
-// the last batch period's paced pass with the first's (0: today's behaviour). CHURN_PROFILE_DIR=DIR keeps a CPU profile of the manager binary and of kube-apiserver for each manager
-// pass (E2E_CHURN_PROFILE_SECONDS long, default 10). The machine is shared: CPU seconds and ratios within the run
+// Every pass starts from the Services' first endpoints (one per zone; reset): its additions grow each Translation,
+// and passes that wrote larger objects would not compare. The rate row compares each period's fast pass with its
+// plain loop. kube-apiserver's CPU per change caused by the manager is a pass's CPU beyond idle minus the
+// slices-alone pass's at the same pace, per change; the row compares each period's paced pass with today's build
+// (or, without it, with this build's first period). CHURN_PROFILE_DIR=DIR keeps a CPU profile of the manager binary
+// and of kube-apiserver for each manager pass (E2E_CHURN_PROFILE_SECONDS long, default 10). The machine is shared: CPU seconds and ratios within the run
 // are what compare, not wall time across runs.
 //
 //	WHAT=./test/e2e hack/test-integration.sh -race=false -run '^$' -bench BenchmarkEndToEndChurn -benchtime 1x
 func BenchmarkEndToEndChurn(b *testing.B) {
 	c := newE2EChurn(b)
-	periods := envDurations(b, "E2E_CHURN_BATCH_PERIODS", []time.Duration{0, time.Second, 2 * time.Second})
+	periods := envDurations(b, "E2E_CHURN_BATCH_PERIODS", []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second})
 	b.ResetTimer()
 	for range b.N {
 		apiIdle, _ := c.idle(nil)
+		c.reset(nil)
 		slicesOnly := c.pass("slices alone", nil, c.writeSlice(c.w.appNS), 0, nil)
+		c.reset(nil)
 		slicesPaced := c.pass("slices alone, paced", nil, c.writeSlice(c.w.appNS), c.pacedRate(), nil)
 		slicesOnly.apiIdle, slicesPaced.apiIdle = apiIdle, apiIdle
-		var fast, paced []churnPass
+		var fast, paced, plain []churnPass
+		var today *churnPass
+		if binary := os.Getenv("E2E_CHURN_TODAY_BINARY"); binary != "" {
+			_, p := c.managerPasses(0, binary, "today")
+			p.base = &slicesPaced
+			today = &p
+		}
 		for _, period := range periods {
-			f, p := c.managerPasses(period)
+			f, p := c.managerPasses(period, managerBinary(b), "")
 			f.base, p.base = &slicesOnly, &slicesPaced
 			fast, paced = append(fast, f), append(paced, p)
+			// The plain loop of this period's writes per change, from the same first endpoints.
+			c.resetEndpoints()
+			pl := c.plainPass(f.perChange(translationSpecWrites), f.perChange(translationStatusWrites))
+			pl.base, pl.period = &slicesOnly, period
+			plain = append(plain, pl)
 		}
-		last := fast[len(fast)-1]
-		plain := c.plainPass(last.perChange(translationSpecWrites), last.perChange(translationStatusWrites))
-		plain.base = &slicesOnly
-		c.report([]churnPass{slicesOnly, slicesPaced}, fast, paced, plain)
+		c.report([]churnPass{slicesOnly, slicesPaced}, fast, paced, plain, today)
 	}
 }
 
@@ -152,8 +167,19 @@ type e2eChurn struct {
 	writer   kubernetes.Interface
 	manager  mpclientset.Interface
 	services []*churnService
-	changes  int
-	workers  int
+	// changes is the additions of a paced pass, fastChanges of a pass as fast as the writers go.
+	changes, fastChanges int
+	workers              int
+}
+
+// passChanges is the number of additions of a pass at rate (0: as fast as the writers go). A fast pass makes more
+// (E2E_CHURN_FAST_CHANGES): its rate is a throughput, and the last change's way to GCE, which the plain loop does
+// not have, must not weigh as much as a pass of a second or two would make it.
+func (c *e2eChurn) passChanges(rate int) int {
+	if rate == 0 {
+		return c.fastChanges
+	}
+	return c.changes
 }
 
 // churnService is one Service: its endpoints now, the additions it had, and its slice's resourceVersion in the
@@ -169,7 +195,8 @@ type churnService struct {
 func newE2EChurn(b *testing.B) *e2eChurn {
 	gce := startFakeGCE(b)
 	c := &e2eChurn{b: b, gce: gce, w: newWorkload(b, gce), kubeconfig: managerKubeconfig(b),
-		changes: envInt(b, "E2E_CHURN_CHANGES", 1000), workers: envInt(b, "E2E_CHURN_WORKERS", 8)}
+		changes: envInt(b, "E2E_CHURN_CHANGES", 1000), fastChanges: envInt(b, "E2E_CHURN_FAST_CHANGES", 5000),
+		workers: envInt(b, "E2E_CHURN_WORKERS", 8)}
 	cfg := controlPlane.AdminConfig()
 	cfg.QPS, cfg.Burst = 5000, 5000
 	c.writer = kubernetes.NewForConfigOrDie(cfg)
@@ -196,7 +223,7 @@ func (c *e2eChurn) addEndpoint(svc *churnService) {
 		node: c.w.nodeName(zone, n%2), zone: zone})
 }
 
-// run makes c.changes additions, change j to Service j mod len(services), each worker owning the Services whose
+// run makes c.passChanges(rate) additions, change j to Service j mod len(services), each worker owning the Services whose
 // index is its own modulo the worker count; write is called after each addition. With a rate, change j is not
 // written before j/rate seconds from the start.
 func (c *e2eChurn) run(write func(*churnService) error, rate int) {
@@ -205,7 +232,7 @@ func (c *e2eChurn) run(write func(*churnService) error, rate int) {
 		due time.Duration
 	}
 	queues := make([][]change, c.workers)
-	for j := range c.changes {
+	for j := range c.passChanges(rate) {
 		svc := c.services[j%len(c.services)]
 		var due time.Duration
 		if rate > 0 {
@@ -280,7 +307,7 @@ func (c *e2eChurn) pass(name string, m *manager, write func(*churnService) error
 	before := c.usage(m)
 	start := time.Now()
 	c.run(write, rate)
-	p := churnPass{name: name, changes: c.changes, writing: time.Since(start)}
+	p := churnPass{name: name, changes: c.passChanges(rate), writing: time.Since(start)}
 	if settle != nil {
 		p.inGCE = settle().Sub(start)
 	}
@@ -299,16 +326,20 @@ func (c *e2eChurn) pass(name string, m *manager, write func(*churnService) error
 // managerPasses starts the binary with the batch period, waits until it has converged and its Events are written,
 // makes the additions as fast as the writers go and then paced, each pass until the fake GCE and every Translation
 // show them and audited, and stops the binary.
-func (c *e2eChurn) managerPasses(period time.Duration) (fast, paced churnPass) {
+func (c *e2eChurn) managerPasses(period time.Duration, binary, label string) (fast, paced churnPass) {
 	b := c.b
 	resetLease(b)
 	args := []string{"--gce-qps=1000", "--gce-burst=2000", "--kube-api-qps=1000", "--kube-api-burst=2000"}
 	if period > 0 {
 		args = append(args, "--neg-endpoint-batch-period="+period.String())
 	}
-	name := "churn-" + strings.ReplaceAll(period.String(), ".", "_")
+	if label == "" {
+		label = "manager " + period.String()
+	}
+	name := "churn-" + strings.NewReplacer(".", "_", " ", "-", "'", "").Replace(label)
 	le := leaderElection{leaseDuration: 60 * time.Second, renewDeadline: 40 * time.Second, retryPeriod: 2 * time.Second}
-	m := startManager(b, name, c.kubeconfig, c.gce.Endpoint(), le, args...)
+	c.reset(nil)
+	m := startManagerBinary(b, binary, name, c.kubeconfig, c.gce.Endpoint(), le, args...)
 	c.learnNEGs(c.w.waitConverged(name + ": start"))
 	c.waitEventsWritten()
 	apiIdle, managerIdle := c.idle(m)
@@ -317,10 +348,12 @@ func (c *e2eChurn) managerPasses(period time.Duration) (fast, paced churnPass) {
 		pace, what := 0, "fast"
 		if i == 1 {
 			pace, what = rate, fmt.Sprintf("paced %d/s", rate)
+			c.reset(m)
+			c.w.waitConverged(name + ": reset before the paced pass")
 		}
 		stopProfiles := c.profile(m, what)
 		// The pass ends once the changes are in GCE and the Translations say so.
-		*pass = c.pass(fmt.Sprintf("manager %v, %s", period, what), m, c.writeSlice(c.w.appNS), pace, c.waitSettled)
+		*pass = c.pass(fmt.Sprintf("%s, %s", label, what), m, c.writeSlice(c.w.appNS), pace, c.waitSettled)
 		pass.period, pass.apiIdle, pass.managerIdle = period, apiIdle, managerIdle
 		stopProfiles()
 		c.w.waitConverged(name + ": audit after the churn, " + what)
@@ -331,6 +364,30 @@ func (c *e2eChurn) managerPasses(period time.Duration) (fast, paced churnPass) {
 		b.Fatalf("manager %s's shutdown: %v", name, err)
 	}
 	return fast, paced
+}
+
+// resetEndpoints gives every Service its first endpoints back (one per zone) in this process only. Every pass starts
+// from them: a pass's additions grow each Translation by ten endpoints, and a pass that started from the previous
+// passes' would write larger objects and cost the API server more per write, so passes would not compare.
+func (c *e2eChurn) resetEndpoints() {
+	for _, svc := range c.services {
+		svc.eps = c.w.endpoints(svc.index, 0, 1)
+	}
+}
+
+// reset gives every Service its first endpoints back and writes its slice in the workload's namespace. With a
+// manager running (m not nil), it then waits until the fake GCE and every Translation show them.
+func (c *e2eChurn) reset(m *manager) {
+	c.resetEndpoints()
+	write := c.writeSlice(c.w.appNS)
+	for _, svc := range c.services {
+		if err := write(svc); err != nil {
+			c.b.Fatal(err)
+		}
+	}
+	if m != nil {
+		c.waitSettled()
+	}
 }
 
 // pacedRate is the paced passes' rate, changes/s.
@@ -452,10 +509,13 @@ func (c *e2eChurn) inGCE(svc *churnService) bool {
 }
 
 // report prints the passes and records the rows.
-func (c *e2eChurn) report(slicesAlone, fast, paced []churnPass, plain churnPass) {
+func (c *e2eChurn) report(slicesAlone, fast, paced, plain []churnPass, today *churnPass) {
 	w := os.Stderr
-	fmt.Fprintf(w, "\nBenchmarkEndToEndChurn: %d Services, %d endpoint additions per pass, %d writers\n", len(c.services), c.changes, c.workers)
-	all := append(append(append(slices.Clone(slicesAlone), fast...), paced...), plain)
+	fmt.Fprintf(w, "\nBenchmarkEndToEndChurn: %d Services, %d endpoint additions per fast pass, %d per paced pass, %d writers\n", len(c.services), c.fastChanges, c.changes, c.workers)
+	all := append(append(append(slices.Clone(slicesAlone), fast...), paced...), plain...)
+	if today != nil {
+		all = append(all, *today)
+	}
 	for _, p := range all {
 		var kinds []string
 		for k, v := range p.writes {
@@ -467,11 +527,18 @@ func (c *e2eChurn) report(slicesAlone, fast, paced []churnPass, plain churnPass)
 			p.apiCPU/float64(p.changes)*1000, p.apiIdle, p.apiMsPerChange(), p.managerMsPerChange(false), p.managerMsPerChange(true),
 			p.managerIdle, strings.Join(kinds, " "))
 	}
-	last, lastPaced := fast[len(fast)-1], paced[len(paced)-1]
-	fmt.Fprintf(w, "end to end (batch period %v) ÷ plain loop: %.2f; paced, kube-apiserver ms per change caused by the manager: %.2f (batch period %v) ÷ %.2f (batch period %v) = %.2f\n",
-		last.period, last.rate()/plain.rate(), lastPaced.apiMsPerChange(), lastPaced.period,
-		paced[0].apiMsPerChange(), paced[0].period, lastPaced.apiMsPerChange()/paced[0].apiMsPerChange())
-	c.record(slicesAlone, fast, paced, plain)
+	for i, f := range fast {
+		fmt.Fprintf(w, "batch period %v: end to end ÷ plain loop of the same writes: %.2f; paced, kube-apiserver ms per change caused by the manager: %.2f, %.2f of batch period %v's %.2f\n",
+			f.period, f.rate()/plain[i].rate(), paced[i].apiMsPerChange(), paced[i].apiMsPerChange()/paced[0].apiMsPerChange(),
+			paced[0].period, paced[0].apiMsPerChange())
+	}
+	if today != nil {
+		for _, p := range paced {
+			fmt.Fprintf(w, "batch period %v, paced: kube-apiserver ms per change caused by the manager %.2f, %.2f of today's binary's %.2f\n",
+				p.period, p.apiMsPerChange(), p.apiMsPerChange()/today.apiMsPerChange(), today.apiMsPerChange())
+		}
+	}
+	c.record(slicesAlone, fast, paced, plain, today)
 }
 
 func envDurations(tb testing.TB, name string, def []time.Duration) []time.Duration {

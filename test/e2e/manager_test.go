@@ -155,7 +155,12 @@ func managerKubeconfig(t testing.TB) string {
 // tail is printed.
 func startManager(t testing.TB, name, kubeconfig, gceEndpoint string, le leaderElection, extraArgs ...string) *manager {
 	t.Helper()
-	binary := managerBinary(t)
+	return startManagerBinary(t, managerBinary(t), name, kubeconfig, gceEndpoint, le, extraArgs...)
+}
+
+// startManagerBinary is startManager with another build of the manager (a benchmark's baseline).
+func startManagerBinary(t testing.TB, binary, name, kubeconfig, gceEndpoint string, le leaderElection, extraArgs ...string) *manager {
+	t.Helper()
 	port, err := freePort()
 	if err != nil {
 		t.Fatal(err)
