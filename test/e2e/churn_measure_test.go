@@ -315,7 +315,7 @@ func (c *e2eChurn) record(slicesAlone, fast, paced, plain []churnPass, today *ch
 		settings["E2E_CHURN_TODAY_REF"] = ref
 	}
 	const command = "WHAT=./test/e2e hack/test-integration.sh -race=false -run '^$' -bench BenchmarkEndToEndChurn -benchtime 1x"
-	const busy = "Measured on a 2-core machine shared with other builds and tests: kube-apiserver, etcd, the manager and the load share the cores, so the ratios within the run compare, not wall time across runs. "
+	const busy = "Measured on a 2-core machine: kube-apiserver, etcd, the manager and the load share its cores, so the ratios within the run compare, not wall time across runs. "
 	row := func(id, what, baseline, notes string, measures ...benchresult.Measure) {
 		benchresult.Record(c.b, benchresult.Row{ID: id, Benchmark: "BenchmarkEndToEndChurn", Package: "test/e2e", What: what,
 			Baseline: baseline, Measures: measures, Notes: busy + notes, Command: command, Settings: settings,
