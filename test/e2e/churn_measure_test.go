@@ -50,6 +50,9 @@ var (
 type churnUsage struct {
 	apiCPU, managerCPU float64
 	writes             map[string]float64
+	// queued and queuedWithin1s count the keys the manager's neg queues (translator and pusher) handed to a worker,
+	// all of them and those that waited at most 1 s (workqueue_queue_duration_seconds).
+	queued, queuedWithin1s float64
 }
 
 var requestLabel = regexp.MustCompile(`(verb|resource|subresource)="([^"]*)"`)
@@ -93,9 +96,31 @@ func (c *e2eChurn) usage(m *manager) churnUsage {
 		}
 	}
 	if m != nil {
+		// The CPU first: the scrape below is then not charged to a pass.
 		u.managerCPU = processCPU(c.b, m.cmd.Process.Pid)
+		u.queued, u.queuedWithin1s = c.queueWaits(m)
 	}
 	return u
+}
+
+// queueWaits reads, from the manager's /metrics, how many keys its neg queues (<tenant>-neg-translator and
+// <tenant>-neg-pusher) handed to a worker, and how many of them had waited at most 1 s.
+func (c *e2eChurn) queueWaits(m *manager) (all, within1s float64) {
+	client := adminHTTPClient(c.b)
+	defer client.CloseIdleConnections()
+	for _, s := range scrape(c.b, client, m)["workqueue_queue_duration_seconds_bucket"] {
+		name := string(s.Metric["name"])
+		if !strings.HasSuffix(name, "-neg-translator") && !strings.HasSuffix(name, "-neg-pusher") {
+			continue
+		}
+		switch string(s.Metric["le"]) {
+		case "+Inf":
+			all += float64(s.Value)
+		case "1":
+			within1s += float64(s.Value)
+		}
+	}
+	return all, within1s
 }
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on every Linux architecture Go supports.
@@ -118,7 +143,8 @@ func processCPU(tb interface{ Fatalf(string, ...any) }, pid int) float64 {
 }
 
 // profile, with CHURN_PROFILE_DIR set, records CPU profiles of the manager binary (its /debug/pprof) and of
-// kube-apiserver for E2E_CHURN_PROFILE_SECONDS from now, as DIR/<manager>-<pass>-{manager,kube-apiserver}.pprof.
+// kube-apiserver for E2E_CHURN_PROFILE_SECONDS from now, as DIR/<manager>-<pass>-{manager,kube-apiserver}.pprof
+// (m nil, the plain loop: kube-apiserver's only, as DIR/plain-<pass>-kube-apiserver.pprof).
 // The returned func waits for them.
 func (c *e2eChurn) profile(m *manager, pass string) func() {
 	dir := os.Getenv("CHURN_PROFILE_DIR")
@@ -137,10 +163,19 @@ func (c *e2eChurn) profile(m *manager, pass string) func() {
 			c.b.Errorf("profiling for %s: %v", file, err)
 		}
 	}
-	prefix := m.name + "-" + strings.NewReplacer(" ", "-", "/", "-").Replace(pass)
+	name := "plain"
+	if m != nil {
+		name = m.name
+	}
+	prefix := name + "-" + strings.NewReplacer(" ", "-", "/", "-").Replace(pass)
 	go save(prefix+"-kube-apiserver.pprof", func() ([]byte, error) {
 		return c.writer.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", seconds).DoRaw(c.b.Context())
 	})
+	if m == nil {
+		// The plain loop: kube-apiserver only.
+		done <- struct{}{}
+		return func() { <-done; <-done }
+	}
 	go save(prefix+"-manager.pprof", func() ([]byte, error) {
 		client := adminHTTPClient(c.b)
 		defer client.CloseIdleConnections()
@@ -222,6 +257,8 @@ func (c *e2eChurn) plainPass(specPer, statusPer float64) churnPass {
 		svc.rv[ns] = out.ResourceVersion
 	}
 	writeSlice, owed := c.writeSlice(ns), &plainOwed{}
+	stopProfile := c.profile(nil, fmt.Sprintf("%.2f-spec-patches-per-change", specPer))
+	defer stopProfile()
 	return c.pass("plain loop", nil, func(svc *churnService) error {
 		if err := writeSlice(svc); err != nil {
 			return err
@@ -326,15 +363,17 @@ func (c *e2eChurn) record(slicesAlone, fast, paced, plain []churnPass, today *ch
 		return fmt.Sprintf("%s: %.2f spec patches and %.2f status updates per change", label(p), p.perChange(translationSpecWrites), p.perChange(translationStatusWrites))
 	}
 	var rates []benchresult.Measure
-	var made []string
+	var made, queues []string
 	for i, f := range fast {
 		rates = append(rates, benchresult.Measure{Label: label(f), Ours: f.rate(), Baseline: benchresult.Float(plain[i].rate()),
 			Unit: "changes/s", Goal: benchresult.Float(0.9), GoalAtLeast: true})
 		made = append(made, writes(f))
+		ok, within := f.queueP99Within1s()
+		queues = append(queues, fmt.Sprintf("%s: %.2f %% of %.0f keys (p99 ≤ 1 s: %t)", label(f), within*100, f.queued, ok))
 	}
 	row("neg-churn", fmt.Sprintf("End-to-end endpoint churn with the built binary, as fast as %d writers go: %d additions over %d Services, from the first slice write until the fake GCE holds them all and every Translation is synced.", c.workers, c.fastChanges, len(c.services)),
 		"A plain loop making the same API writes per change (the slice update, the Translation spec patch and status update, as many per change as the manager made with that batch period), same API server and identity, same writers, no informer, no GCE.",
-		"Every pass starts from one endpoint per zone and Service. The manager made "+strings.Join(made, "; ")+"; each plain loop the same.",
+		"Every pass starts from one endpoint per zone and Service. The manager made "+strings.Join(made, "; ")+"; each plain loop the same. Keys of the neg queues that waited at most 1 s: "+strings.Join(queues, "; ")+".",
 		rates...)
 	// Today's behaviour is the build the issue started from when the run was given it (E2E_CHURN_TODAY_BINARY), else
 	// this build with batch period 0 (the default), which already answers its writes with metadata only.
