@@ -232,7 +232,9 @@ func (w *workload) endpoints(serial, gen, n int) []endpoint {
 	var out []endpoint
 	for zi := range zones {
 		for i := range n {
-			out = append(out, endpoint{ip: fmt.Sprintf("10.%d.%d.%d", serial, gen*10+zi, i+1), node: w.nodeName(zi, i%2), zone: zi})
+			// The third octet wraps after 25 generations (a benchmark's rounds go on): an address comes back only
+			// 25 generations after it was last asked for.
+			out = append(out, endpoint{ip: fmt.Sprintf("10.%d.%d.%d", serial, (gen*10+zi)%256, i+1), node: w.nodeName(zi, i%2), zone: zi})
 		}
 	}
 	return out
