@@ -118,7 +118,7 @@ type shardedRun struct {
 }
 
 // churn runs the rounds and returns what each manager spent on them. SHARD_BENCH_PROFILE=DIR writes a CPU profile
-// of each replica over its churn to DIR/<replica>.pprof.
+// of each replica over the first SHARD_BENCH_PROFILE_SECONDS (default 20) of its churn to DIR/<replica>.pprof.
 func (l *shardBenchLoad) churn(b *testing.B, managers ...*manager) []usage {
 	before := scrapeUsage(b, managers)
 	if l.profileDir != "" {
@@ -335,7 +335,7 @@ func profileCPU(tb testing.TB, managers []*manager, dir string) func() {
 	for _, m := range managers {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/profile?seconds=20", m.port), nil)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/profile?seconds=%d", m.port, envInt(tb, "SHARD_BENCH_PROFILE_SECONDS", 20)), nil)
 			if err != nil {
 				return
 			}
