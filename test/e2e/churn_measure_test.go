@@ -152,9 +152,8 @@ func (c *e2eChurn) profile(m *manager, pass string) func() {
 		return func() {}
 	}
 	seconds := strconv.Itoa(envInt(c.b, "E2E_CHURN_PROFILE_SECONDS", 10))
-	done := make(chan struct{}, 2)
+	var saving sync.WaitGroup
 	save := func(file string, get func() ([]byte, error)) {
-		defer func() { done <- struct{}{} }()
 		data, err := get()
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, file), data, 0o644)
@@ -168,33 +167,36 @@ func (c *e2eChurn) profile(m *manager, pass string) func() {
 		name = m.name
 	}
 	prefix := name + "-" + strings.NewReplacer(" ", "-", "/", "-").Replace(pass)
-	go save(prefix+"-kube-apiserver.pprof", func() ([]byte, error) {
-		return c.writer.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", seconds).DoRaw(c.b.Context())
+	saving.Go(func() {
+		save(prefix+"-kube-apiserver.pprof", func() ([]byte, error) {
+			return c.writer.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", seconds).DoRaw(c.b.Context())
+		})
 	})
 	if m == nil {
 		// The plain loop: kube-apiserver only.
-		done <- struct{}{}
-		return func() { <-done; <-done }
+		return saving.Wait
 	}
-	go save(prefix+"-manager.pprof", func() ([]byte, error) {
-		client := adminHTTPClient(c.b)
-		defer client.CloseIdleConnections()
-		req, err := http.NewRequestWithContext(c.b.Context(), http.MethodGet,
-			fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/profile?seconds=%s", m.port, seconds), nil)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("%s", resp.Status)
-		}
-		return io.ReadAll(resp.Body)
+	saving.Go(func() {
+		save(prefix+"-manager.pprof", func() ([]byte, error) {
+			client := adminHTTPClient(c.b)
+			defer client.CloseIdleConnections()
+			req, err := http.NewRequestWithContext(c.b.Context(), http.MethodGet,
+				fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/profile?seconds=%s", m.port, seconds), nil)
+			if err != nil {
+				return nil, err
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				return nil, err
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return nil, fmt.Errorf("%s", resp.Status)
+			}
+			return io.ReadAll(resp.Body)
+		})
 	})
-	return func() { <-done; <-done }
+	return saving.Wait
 }
 
 // plainTranslation is the plain loop's copy of one Service's Translation.
