@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	apiserversharding "k8s.io/apiserver/pkg/sharding"
 	"k8s.io/client-go/informers"
@@ -206,49 +207,136 @@ func TestCoverageGrowsToItsTenantsNamespacesAndSaysWhenTheyAreRead(t *testing.T)
 	}
 }
 
-func TestCoverageOnlyGrowsUntilARebuild(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+// leavingTenants is t1 and n tenants that will leave, each with one namespace.
+func leavingTenants(n int) ([]runtime.Object, []string) {
 	objs := []runtime.Object{&mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: "t1"}}, tenantNamespace("t1-app", "t1")}
-	// Enough tenants that, once they leave, the selector holds more than twice what is needed plus the slack.
 	var leaving []string
-	for i := range 3 * rebuildSlack {
+	for i := range n {
 		name := "gone-" + strings.Repeat("x", i)
 		leaving = append(leaving, name)
 		objs = append(objs, &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name}}, tenantNamespace(name+"-app", name))
 	}
-	f := newCoverageFixture(t, ctx, objs...)
-	f.waitCovered(t, ctx, "t1")
-	_, grown := f.scope.Selector()
+	return objs, leaving
+}
 
-	for _, name := range leaving {
+// leave deletes the tenants and syncs once the Coverage's informer has seen them go.
+func (f *coverageFixture) leave(t *testing.T, ctx context.Context, tenants ...string) {
+	t.Helper()
+	for _, name := range tenants {
 		if err := f.mp.MultiprojectV1alpha1().ProviderConfigs().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Tenants that leave change nothing before the rebuild is due: no LIST for them.
-	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return len(f.pcs.GetStore().ListKeys()) == 1, nil
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		for _, name := range tenants {
+			if _, ok, _ := f.pcs.GetStore().GetByKey(name); ok {
+				return false, nil
+			}
+		}
+		return true, nil
 	})
 	if err != nil {
 		t.Fatal("the Coverage never saw the tenants leave")
 	}
-	if _, err := f.cov.sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, gen := f.scope.Selector(); gen != grown {
-		t.Fatal("the selector changed before the rebuild interval passed")
-	}
+	f.sync(t, ctx)
+}
 
-	f.clock.Step(time.Hour)
+func (f *coverageFixture) sync(t *testing.T, ctx context.Context) {
+	t.Helper()
 	if _, err := f.cov.sync(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestCoverageNarrowsOnceTheTenantsThatLeftHaveSettled: tenants that leave cost nothing at once (no LIST per
+// departure); once the shard's tenants have stayed the same for RebuildSettle, a selector holding more than an
+// eighth beyond what they need is narrowed, long before the rebuild interval.
+func TestCoverageNarrowsOnceTheTenantsThatLeftHaveSettled(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	objs, leaving := leavingTenants(3 * rebuildSlack)
+	f := newCoverageFixture(t, ctx, objs...)
+	f.waitCovered(t, ctx, "t1")
+	_, grown := f.scope.Selector()
+
+	f.leave(t, ctx, leaving[1:]...)
+	if _, gen := f.scope.Selector(); gen != grown {
+		t.Fatal("the selector changed as the tenants left")
+	}
+	// Another departure within the settle time restarts it.
+	f.clock.Step(DefaultRebuildSettle / 2)
+	f.leave(t, ctx, leaving[0])
+	f.clock.Step(DefaultRebuildSettle/2 + time.Second)
+	f.sync(t, ctx)
+	if _, gen := f.scope.Selector(); gen != grown {
+		t.Fatal("the selector was narrowed before the tenants had stayed the same for the settle time")
+	}
+	f.clock.Step(DefaultRebuildSettle / 2)
+	f.sync(t, ctx)
 	if sel, _ := f.scope.Selector(); strings.Count(sel, "shardRange") != 1 {
-		t.Fatalf("the rebuild did not narrow the selector to t1's one bucket: %s", sel)
+		t.Fatalf("the settled selector was not narrowed to t1's one bucket: %s", sel)
 	}
 	f.waitCovered(t, ctx, "t1")
+}
+
+// TestCoverageKeepsASmallExcess: a selector that holds at most an eighth (plus rebuildSlack) beyond what its tenants
+// need is not worth a LIST, neither once they settle nor at the rebuild interval.
+func TestCoverageKeepsASmallExcess(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	objs, leaving := leavingTenants(rebuildSlack)
+	f := newCoverageFixture(t, ctx, objs...)
+	f.waitCovered(t, ctx, "t1")
+	_, grown := f.scope.Selector()
+	f.leave(t, ctx, leaving...)
+	for _, step := range []time.Duration{DefaultRebuildSettle, time.Hour} {
+		f.clock.Step(step)
+		f.sync(t, ctx)
+		if _, gen := f.scope.Selector(); gen != grown {
+			t.Fatalf("%d unneeded buckets were dropped at the cost of a LIST", rebuildSlack)
+		}
+	}
+}
+
+// TestCoverageNarrowsAtTheRebuildIntervalWhileTenantsKeepMoving: tenants that never stay the same for the settle
+// time do not keep a wide selector beyond the rebuild interval.
+func TestCoverageNarrowsAtTheRebuildIntervalWhileTenantsKeepMoving(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	objs, leaving := leavingTenants(3 * rebuildSlack)
+	f := newCoverageFixture(t, ctx, objs...)
+	interval := 3 * DefaultRebuildSettle
+	f.cov.mu.Lock()
+	f.cov.cfg.RebuildInterval = interval
+	f.cov.mu.Unlock()
+	f.waitCovered(t, ctx, "t1")
+	_, grown := f.scope.Selector()
+	// Enough leave at once that the selector is wide, then one more every settle time less a second: never settled.
+	f.leave(t, ctx, leaving[:2*rebuildSlack]...)
+	leaving = leaving[2*rebuildSlack:]
+	f.clock.Step(DefaultRebuildSettle - time.Second)
+	elapsed := DefaultRebuildSettle - time.Second
+	for elapsed < interval {
+		if len(leaving) < 2 {
+			t.Fatal("the test ran out of tenants to leave")
+		}
+		f.leave(t, ctx, leaving[0])
+		if _, gen := f.scope.Selector(); gen != grown {
+			t.Fatalf("the selector was narrowed %s after the start, while tenants kept leaving within the settle time", elapsed)
+		}
+		leaving = leaving[1:]
+		f.clock.Step(DefaultRebuildSettle - time.Second)
+		elapsed += DefaultRebuildSettle - time.Second
+	}
+	// The interval has passed, the last departure less than the settle time ago.
+	f.sync(t, ctx)
+	want := 1 + len(leaving)
+	if sel, _ := f.scope.Selector(); strings.Count(sel, "shardRange") > want {
+		t.Fatalf("the rebuild interval did not narrow the selector to the %d buckets of the tenants left: %s", want, sel)
+	}
 }
 
 // TestCoverageReadsWhatATenantLeftInANamespaceThatMovedAway: a tenant that moves to this shard may have left
@@ -278,5 +366,62 @@ func TestCoverageReadsWhatATenantLeftInANamespaceThatMovedAway(t *testing.T) {
 	defer mu.Unlock()
 	if len(asked) != 1 || len(asked[0]) != 1 || asked[0][0] != "t1" {
 		t.Errorf("leftovers asked %v, want once for t1", asked)
+	}
+}
+
+// TestCoverageRebuildKeepsWhatATenantLeftInANamespaceThatMovedAway: a namespace of one of this shard's tenants that
+// moves to a tenant of another shard holds the Translations the first tenant wrote until it has undone them; a
+// rebuild after other tenants left reads the leftovers again and keeps that namespace.
+func TestCoverageRebuildKeepsWhatATenantLeftInANamespaceThatMovedAway(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	moved := false
+	leftovers := func(_ context.Context, tenants []string) (map[string][]string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if moved {
+			return map[string][]string{"t1": {"t1-old"}}, nil
+		}
+		return nil, nil
+	}
+	objs, leaving := leavingTenants(3 * rebuildSlack)
+	objs = append(objs, tenantNamespace("t1-old", "t1"), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "t1-old", Name: "left"}})
+	f := newCoverageFixtureWith(t, ctx, leftovers, objs...)
+	f.waitCovered(t, ctx, "t1")
+
+	// t1-old moves to a tenant of another shard, with t1's Translations still in it.
+	mu.Lock()
+	moved = true
+	mu.Unlock()
+	if _, err := f.kube.CoreV1().Namespaces().Update(ctx, tenantNamespace("t1-old", "someone-else"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		obj, ok, err := f.namespaces.GetStore().GetByKey("t1-old")
+		return ok && obj.(*corev1.Namespace).Labels[coverageLabel] == "someone-else", err
+	}); err != nil {
+		t.Fatalf("the Namespace informer never saw t1-old move: %v", err)
+	}
+	f.leave(t, ctx, leaving...)
+	_, grown := f.scope.Selector()
+	f.clock.Step(DefaultRebuildSettle)
+	f.sync(t, ctx)
+	sel, gen := f.scope.Selector()
+	if gen == grown {
+		t.Fatal("the settled selector was not narrowed")
+	}
+	want := sets.New(NamespaceBucket("t1-app"), NamespaceBucket("t1-old"))
+	if n := strings.Count(sel, "shardRange"); n > want.Len() {
+		t.Fatalf("the rebuild kept %d ranges, want at most the %d of t1's namespace and its leftovers: %s", n, want.Len(), sel)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return f.scope.Listed() >= gen, nil
+	}); err != nil {
+		t.Fatal("the informers never listed with the narrowed selector")
+	}
+	if _, ok, _ := f.svcs.GetStore().GetByKey("t1-old/left"); !ok {
+		t.Fatal("the rebuild dropped the namespace where t1 left what it wrote")
 	}
 }

@@ -166,14 +166,16 @@ func (l *shardBenchLoad) runSharded(b *testing.B, name, kubeconfig, gceEndpoint 
 	}
 	sharded := l.churn(b, three...)
 	r.busiest = slices.MaxFunc(sharded, func(x, y usage) int { return int((x.cpu - y.cpu) * 1000) })
+	metricsClient := adminHTTPClient(b)
+	defer metricsClient.CloseIdleConnections()
 	for i, u := range sharded {
 		r.all.cpu += u.cpu
 		r.all.writes += u.writes
 		owned := len(tenantsOn(b, l.ws, names[i]))
 		r.tenants = append(r.tenants, owned)
 		// Printed, not logged: the workloads' convergence logs would push it out of the benchmark's output.
-		fmt.Fprintf(os.Stderr, "BenchmarkShardedReplicas (%s): shard %s (%s): %d tenants, %.2f CPU s, %.0f API writes\n",
-			name, three[i].name, names[i], owned, u.cpu, u.writes)
+		fmt.Fprintf(os.Stderr, "BenchmarkShardedReplicas (%s): shard %s (%s): %d tenants, %.2f CPU s, %.0f API writes; %s\n",
+			name, three[i].name, names[i], owned, u.cpu, u.writes, selectorState(b, metricsClient, three[i]))
 	}
 	slices.Sort(r.tenants)
 	slices.Reverse(r.tenants)
@@ -183,6 +185,21 @@ func (l *shardBenchLoad) runSharded(b *testing.B, name, kubeconfig, gceEndpoint 
 		name, r.all.cpu, r.all.writes, r.busiest.cpu, r.busiest.cpu/single.cpu, r.fixed, r.tenants, r.join.Round(100*time.Millisecond))
 	stopManagers(b, three...)
 	return r
+}
+
+// selectorState says how many buckets a replica's shard selector holds and how often it changed, by reason; "client-side
+// filtering" for a replica without one.
+func selectorState(tb testing.TB, client *http.Client, m *manager) string {
+	metrics := scrape(tb, client, m)
+	buckets := metrics["multiproject_shard_selector_buckets"]
+	if len(buckets) != 1 {
+		return "client-side filtering"
+	}
+	out := fmt.Sprintf("selector of %.0f buckets", float64(buckets[0].Value))
+	for _, s := range metrics["multiproject_shard_selector_changes_total"] {
+		out += fmt.Sprintf(", %s %.0f", s.Metric["reason"], float64(s.Value))
+	}
+	return out
 }
 
 // stopManagers stops managers with SIGTERM and waits for each to exit 0.
