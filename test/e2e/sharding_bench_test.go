@@ -90,6 +90,7 @@ func BenchmarkShardedReplicas(b *testing.B) {
 		gate := l.runSharded(b, "gate", kubeconfig, gce.Endpoint(), le, one, "--sharded-watch=true")
 		fmt.Fprintf(os.Stderr, "BenchmarkShardedReplicas: %d tenants, %d rounds of %d endpoint changes; single replica: %.2f CPU s, %.0f API writes\n",
 			l.tenants, l.rounds, l.tenants*l.services, one.cpu, one.writes)
+		fmt.Fprintf(os.Stderr, "BenchmarkShardedReplicas: single replica's syncs per change: %s\n", one.syncsPer(l.tenants*l.services*l.rounds))
 		b.ReportMetric(client.busiest.cpu/one.cpu, "busiest-shard-cpu/single")
 		b.ReportMetric(gate.busiest.cpu/one.cpu, "gate-busiest-shard-cpu/single")
 		b.ReportMetric(client.fixed, "fixed-cpu-s")
@@ -125,6 +126,7 @@ func (l *shardBenchLoad) churn(b *testing.B, managers ...*manager) []usage {
 		stop := profileCPU(b, managers, l.profileDir)
 		defer stop()
 	}
+	start := time.Now()
 	for range l.rounds {
 		l.generation++
 		for _, w := range l.ws {
@@ -140,6 +142,7 @@ func (l *shardBenchLoad) churn(b *testing.B, managers ...*manager) []usage {
 	for i := range after {
 		after[i] = after[i].minus(before[i])
 	}
+	fmt.Fprintf(os.Stderr, "BenchmarkShardedReplicas: %d rounds on %d replicas in %s\n", l.rounds, len(managers), time.Since(start).Round(100*time.Millisecond))
 	return after
 }
 
@@ -174,8 +177,8 @@ func (l *shardBenchLoad) runSharded(b *testing.B, name, kubeconfig, gceEndpoint 
 		owned := len(tenantsOn(b, l.ws, names[i]))
 		r.tenants = append(r.tenants, owned)
 		// Printed, not logged: the workloads' convergence logs would push it out of the benchmark's output.
-		fmt.Fprintf(os.Stderr, "BenchmarkShardedReplicas (%s): shard %s (%s): %d tenants, %.2f CPU s, %.0f API writes; %s\n",
-			name, three[i].name, names[i], owned, u.cpu, u.writes, selectorState(b, metricsClient, three[i]))
+		fmt.Fprintf(os.Stderr, "BenchmarkShardedReplicas (%s): shard %s (%s): %d tenants, %.2f CPU s, %.0f API writes; %s; syncs per change: %s\n",
+			name, three[i].name, names[i], owned, u.cpu, u.writes, selectorState(b, metricsClient, three[i]), u.syncsPer(owned*l.services*l.rounds))
 	}
 	slices.Sort(r.tenants)
 	slices.Reverse(r.tenants)
@@ -260,10 +263,29 @@ func envInt(tb testing.TB, name string, def int) int {
 	return n
 }
 
-// usage is what a replica spent: CPU seconds and API writes.
-type usage struct{ cpu, writes float64 }
+// usage is what a replica spent: CPU seconds, API writes, and its tenants' controller syncs by controller.
+type usage struct {
+	cpu, writes float64
+	syncs       map[string]float64
+}
 
-func (u usage) minus(v usage) usage { return usage{cpu: u.cpu - v.cpu, writes: u.writes - v.writes} }
+func (u usage) minus(v usage) usage {
+	out := usage{cpu: u.cpu - v.cpu, writes: u.writes - v.writes, syncs: map[string]float64{}}
+	for c, n := range u.syncs {
+		out.syncs[c] = n - v.syncs[c]
+	}
+	return out
+}
+
+// syncsPer says how many syncs each controller made per change, sorted by controller.
+func (u usage) syncsPer(changes int) string {
+	var out []string
+	for c, n := range u.syncs {
+		out = append(out, fmt.Sprintf("%s %.2f", c, n/float64(changes)))
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
+}
 
 // adminHTTPClient calls the managers' secure port as the administrator (the managers delegate authentication and
 // the authorization of /metrics and pprof to the API server).
@@ -294,6 +316,10 @@ func scrapeUsage(tb testing.TB, managers []*manager) []usage {
 			tb.Fatalf("manager %s exports %d process_cpu_seconds_total series", m.name, len(cpu))
 		}
 		out[i].cpu = float64(cpu[0].Value)
+		out[i].syncs = map[string]float64{}
+		for _, s := range metrics["multiproject_controller_syncs_total"] {
+			out[i].syncs[string(s.Metric["controller"])] += float64(s.Value)
+		}
 		for _, s := range metrics["rest_client_requests_total"] {
 			if slices.Contains([]string{"POST", "PUT", "PATCH", "DELETE"}, string(s.Metric["method"])) {
 				out[i].writes += float64(s.Value)
