@@ -119,6 +119,83 @@ func TestALaggingCacheMakesNoSecondUpdate(t *testing.T) {
 	}
 }
 
+// TestTheTranslatorsOwnPatchComingBackSyncsNothing: the event of the translator's own spec patch brings the Service
+// back only if a sync was turned away while the cache lacked the patch; otherwise that sync would find nothing to do.
+// A spec someone else wrote brings it back to be put right.
+func TestTheTranslatorsOwnPatchComingBackSyncsNothing(t *testing.T) {
+	h := newHarness(t, webObjects()...)
+	h.sync("web")
+	cachedWeb := func() *mpv1alpha1.Translation {
+		h.t.Helper()
+		h.settle()
+		obj, ok, err := h.informers["translations"].GetStore().GetByKey(testNamespace + "/neg-v1-web-80")
+		if err != nil || !ok {
+			t.Fatalf("the Translation is not cached: %v", err)
+		}
+		return obj.(*mpv1alpha1.Translation)
+	}
+
+	// No sync waits: the patch's event enqueues nothing, and the write is forgotten.
+	before := cachedWeb()
+	h.updateSlice(slice("web", "web-2", "http", 9090, ep{ip: "10.0.1.2", node: "n3"}, ep{ip: "10.0.1.3", node: "n3"}))
+	h.sync("web")
+	if got := h.requests(); !reflect.DeepEqual(got, []string{"patch translations"}) {
+		t.Fatalf("requests = %v, want one spec patch", got)
+	}
+	after := cachedWeb()
+	h.queued()
+	h.translator.onTranslationUpdate(before, after)
+	if got := h.queued(); len(got) != 0 {
+		t.Errorf("the translator's own patch coming back enqueued %v", got)
+	}
+	if n := h.translator.writes.len(); n != 0 {
+		t.Errorf("%d writes still remembered once their event came", n)
+	}
+
+	// A sync turned away while the cache lacked the patch: the patch's event brings the Service back, and the
+	// change that waited is written.
+	before = after
+	h.updateSlice(slice("web", "web-2", "http", 9090, ep{ip: "10.0.1.2", node: "n3"}, ep{ip: "10.0.1.4", node: "n3"}))
+	h.freezeTranslations()
+	h.sync("web")
+	h.updateSlice(slice("web", "web-2", "http", 9090, ep{ip: "10.0.1.2", node: "n3"}, ep{ip: "10.0.1.5", node: "n3"}))
+	if err := h.translator.sync(h.ctx, "shop/web"); !errors.Is(err, errCacheLagging) {
+		t.Fatalf("sync with a cache older than the translator's patch = %v, want errCacheLagging", err)
+	}
+	h.thawTranslations()
+	after = cachedWeb()
+	h.queued()
+	h.translator.onTranslationUpdate(before, after)
+	if got := h.queued(); !reflect.DeepEqual(got, []string{"shop/web"}) {
+		t.Fatalf("the patch a sync waited for enqueued %v, want the Service", got)
+	}
+	h.requests()
+	h.sync("web")
+	if got := h.requests(); !reflect.DeepEqual(got, []string{"patch translations"}) {
+		t.Errorf("requests once the cache caught up = %v, want one spec patch", got)
+	}
+	if eps := h.translations()["neg-v1-web-80"].Spec.Resources[1].NetworkEndpointGroup.Endpoints; len(eps) != 3 || eps[2].IPAddress != "10.0.1.5" {
+		t.Errorf("zone c endpoints = %+v, want the change that waited", eps)
+	}
+
+	// Someone else's spec: no write of the translator's gave that generation.
+	before = cachedWeb()
+	edited := before.DeepCopy()
+	edited.Spec.Resources[1].NetworkEndpointGroup.Endpoints = nil
+	if _, err := h.mp.MultiprojectV1alpha1().Translations(testNamespace).Update(h.ctx, edited, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	after = cachedWeb()
+	if after.Generation == before.Generation {
+		t.Fatal("the fake API did not move the generation of an edited spec")
+	}
+	h.queued()
+	h.translator.onTranslationUpdate(before, after)
+	if got := h.queued(); !reflect.DeepEqual(got, []string{"shop/web"}) {
+		t.Errorf("a spec edited by someone else enqueued %v, want the Service", got)
+	}
+}
+
 // TestALaggingServiceCacheGetsNoSecondStatusPatch: the neg-status annotation is compared with a cached Service only
 // once it shows the translator's last patch.
 func TestALaggingServiceCacheGetsNoSecondStatusPatch(t *testing.T) {

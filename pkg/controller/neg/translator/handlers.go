@@ -264,6 +264,13 @@ func (t *Translator) onTranslationUpdate(oldObj, newObj any) {
 		(isSynced(oldTr) || !isSynced(newTr) || !t.hasPredecessorVersion(newTr)) {
 		return
 	}
+	if sameMeta && oldTr.Generation != newTr.Generation {
+		if service, ok := serviceOf(newTr); ok && IsOurs(newTr) &&
+			t.writes.ownSpecPatchArrived(newTr.Namespace+"/"+service, newTr.Name, newTr.UID, newTr.Generation) {
+			// The translator's own patch coming back, with no sync waiting for it: a sync now would find nothing to do.
+			return
+		}
+	}
 	if sameMeta && oldTr.Generation != newTr.Generation && t.batchPeriod > 0 {
 		// A new spec is nearly always the translator's own patch coming back. Synced at once, the Service would
 		// write the endpoint changes that came since, which wait for the batch period: they would not be batched.

@@ -51,6 +51,9 @@ type ownWrite struct {
 	// at that version (resourceVersions are only compared for equality, as the API asks).
 	before string
 	at     time.Time
+	// waited: a sync found the cache without the write and was turned away (translationsPending), so the write's
+	// event must bring the Service back.
+	waited bool
 }
 
 // cached is what an informer cache holds of an object, for ownWrite.shows.
@@ -133,12 +136,34 @@ func (o *ownWrites) translationsPending(service string, lookup func(name string)
 			delete(o.translations[service], name)
 			continue
 		}
+		w.waited = true
+		o.translations[service][name] = w
 		pending = true
 	}
 	if len(o.translations[service]) == 0 {
 		delete(o.translations, service)
 	}
 	return pending
+}
+
+// ownSpecPatchArrived says whether a Translation's new generation, as its update event brings it, is the
+// translator's own last spec patch of it (same object, same generation), which no sync has been turned away for; it
+// then forgets the write. Such an event needs no sync: the sync that patched wrote what the caches held then, and
+// every change since has its own event, or was turned away and is waiting for this one (and then it is not ours
+// alone). An event the cache delivers after updating its store, so a sync that reads the store under o.mu (as
+// translationsPending does) either sees the patch or is marked as waiting before this runs.
+func (o *ownWrites) ownSpecPatchArrived(service, name string, uid types.UID, generation int64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	w, ok := o.translations[service][name]
+	if !ok || w.created || w.generation == 0 || w.uid != uid || w.generation != generation || w.waited {
+		return false
+	}
+	delete(o.translations[service], name)
+	if len(o.translations[service]) == 0 {
+		delete(o.translations, service)
+	}
+	return true
 }
 
 // translationGone forgets a write of a Translation the cache has seen deleted.
