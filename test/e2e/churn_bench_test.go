@@ -27,7 +27,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -62,9 +61,9 @@ import (
 //     converged, then two passes: the additions as fast as the writers go, then paced at E2E_CHURN_PACED_RATE
 //     changes/s (default 100, one change per Service per second: a rate the manager keeps up with, where changes do
 //     not coalesce in its queues by themselves). A pass ends when the fake GCE (in this process) holds every
-//     Service's endpoints and every Translation is synced. Measured: the sustained rate (sustainedRate: the additions
-//     arriving in the fake GCE, sampled every 50 ms, from a tenth of them to nine tenths; the rate to the pass's end
-//     too), kube-apiserver's CPU, the binary's own CPU (utime + stime of /proc/<pid>/stat), the API writes by
+//     Service's endpoints and every Translation is synced. Measured: the rate (rate: the changes over the time the
+//     writers took, when the last change reached the fake GCE within the batch period and a second after the last
+//     write; the rate to the pass's end too), kube-apiserver's CPU, the binary's own CPU (utime + stime of /proc/<pid>/stat), the API writes by
 //     resource (kube-apiserver's apiserver_request_total) and how long the keys of the binary's neg queues waited
 //     (its workqueue_queue_duration_seconds: the rate is held to a queue p99 of at most 1 s). Each pass ends with the exact audit the e2e
 //     tests use (workload.waitConverged: every NEG holds exactly its slice's ready endpoints);
@@ -139,67 +138,6 @@ type churnPass struct {
 	// queued and queuedWithin1s: the keys the manager's neg queues handed to a worker during the pass, all and those
 	// that had waited at most 1 s.
 	queued, queuedWithin1s float64
-	// arrivals is how many of the pass's changes had arrived, sampled from its start.
-	arrivals []arrival
-}
-
-// arrival is one sample of a pass: at this time from its start, this many of its changes had arrived.
-type arrival struct {
-	at    time.Duration
-	count int
-}
-
-// arrivalSample is how often sampleArrivals reads: a pass lasts seconds, so the sustained rate's error stays at a
-// few percent, and the fake GCE's count costs microseconds.
-const arrivalSample = 50 * time.Millisecond
-
-// sampleArrivals reads arrived (a running total) every arrivalSample from start, and returns the function that stops
-// and returns the samples, counted from the total at start.
-func (c *e2eChurn) sampleArrivals(start time.Time, arrived func() int) func() []arrival {
-	base := arrived()
-	var samples []arrival
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(arrivalSample)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				samples = append(samples, arrival{at: time.Since(start), count: arrived() - base})
-				return
-			case <-tick.C:
-				samples = append(samples, arrival{at: time.Since(start), count: arrived() - base})
-			}
-		}
-	}()
-	return func() []arrival {
-		close(done)
-		<-stopped
-		return samples
-	}
-}
-
-// sustainedRate is the pass's rate in its steady part: the changes that arrived between the first sample at which a
-// tenth of them had arrived and the first at which nine tenths had, over the time between. A pass's rate to its end
-// (rate) also counts the first change's way in and the last one's way out, which a batch period lengthens by
-// design: with a 3 s period, a pass of 5,000 changes at 1,000 changes/s would lose more than a third of its rate to
-// the last change's wait. Zero if the samples never got there.
-func (p churnPass) sustainedRate() float64 {
-	first := func(n int) (arrival, bool) {
-		for _, a := range p.arrivals {
-			if a.count >= n {
-				return a, true
-			}
-		}
-		return arrival{}, false
-	}
-	from, ok1 := first((p.changes + 9) / 10)
-	to, ok2 := first(p.changes * 9 / 10)
-	if !ok1 || !ok2 || to.at <= from.at {
-		return 0
-	}
-	return float64(to.count-from.count) / (to.at - from.at).Seconds()
 }
 
 // queueP99Within1s says whether at least 99 % of the keys the pass queued waited at most 1 s (the queue p99 the
@@ -217,7 +155,25 @@ const (
 	translationStatusWrites = "PUT translations/status"
 )
 
-func (p churnPass) rate() float64 { return float64(p.changes) / p.elapsed.Seconds() }
+// rate is the pass's throughput. For a manager pass that kept up (its last change reached the fake GCE within the
+// batch period and a second after the last write: what was left at the end was the period's wait, not a backlog),
+// the changes over the time the writers took, as for the passes without a manager; otherwise the changes over the
+// time to the pass's end (endRate). The last change's wait for its period is latency, not throughput: with a 3 s
+// period, a pass of 5,000 changes written in 5 s ends about 3 s after its last write, and its rate to the end would
+// lose more than a third.
+func (p churnPass) rate() float64 {
+	if p.inGCE > 0 && !p.keptUp() {
+		return p.endRate()
+	}
+	return float64(p.changes) / p.writing.Seconds()
+}
+
+// keptUp says whether the pass's last change reached the fake GCE within the batch period and a second after the
+// last write.
+func (p churnPass) keptUp() bool { return p.inGCE-p.writing <= p.period+time.Second }
+
+// endRate is the changes over the time from the first write to the pass's end.
+func (p churnPass) endRate() float64 { return float64(p.changes) / p.elapsed.Seconds() }
 
 func (p churnPass) perChange(kind string) float64 { return p.writes[kind] / float64(p.changes) }
 
@@ -255,8 +211,6 @@ type e2eChurn struct {
 	// changes is the additions of a paced pass, fastChanges of a pass as fast as the writers go.
 	changes, fastChanges int
 	workers              int
-	// written counts the changes whose write was answered, over all passes.
-	written atomic.Int64
 }
 
 // passChanges is the number of additions of a pass at rate (0: as fast as the writers go). A fast pass makes more
@@ -347,7 +301,6 @@ func (c *e2eChurn) run(write func(*churnService) error, rate int) {
 					errs <- err
 					return
 				}
-				c.written.Add(1)
 			}
 		})
 	}
@@ -393,20 +346,13 @@ func (c *e2eChurn) writeSlice(ns string) func(*churnService) error {
 // settle (if any), and measures both.
 func (c *e2eChurn) pass(name string, m *manager, write func(*churnService) error, rate int, settle func() time.Time) churnPass {
 	before := c.usage(m)
-	// A change has arrived when its endpoint is in the fake GCE (a manager pass), or when its writes are answered.
-	arrived := func() int { return int(c.written.Load()) }
-	if settle != nil {
-		arrived = func() int { return c.gce.EndpointCount(c.w.project) }
-	}
 	start := time.Now()
-	stopSampling := c.sampleArrivals(start, arrived)
 	c.run(write, rate)
 	p := churnPass{name: name, changes: c.passChanges(rate), writing: time.Since(start)}
 	if settle != nil {
 		p.inGCE = settle().Sub(start)
 	}
 	p.elapsed = time.Since(start)
-	p.arrivals = stopSampling()
 	after := c.usage(m)
 	p.apiCPU, p.managerCPU = after.apiCPU-before.apiCPU, after.managerCPU-before.managerCPU
 	p.queued, p.queuedWithin1s = after.queued-before.queued, after.queuedWithin1s-before.queuedWithin1s
@@ -616,16 +562,16 @@ func (c *e2eChurn) report(slicesAlone, fast, paced, plain, today []churnPass) {
 			kinds = append(kinds, fmt.Sprintf("%s=%.2f", k, v/float64(p.changes)))
 		}
 		sort.Strings(kinds)
-		fmt.Fprintf(w, "%-28s %6.1f changes/s sustained, %6.1f to the end (writes done %v, in GCE %v, end %v)  kube-apiserver %5.2f ms/change (idle %.2f cores; %5.2f ms beyond idle and the slices')  manager %5.3f ms/change (%5.3f beyond its idle %.3f cores)  requests per change: %s\n",
-			p.name, p.sustainedRate(), p.rate(), p.writing.Round(time.Millisecond), p.inGCE.Round(time.Millisecond), p.elapsed.Round(time.Millisecond),
+		fmt.Fprintf(w, "%-28s %6.1f changes/s, %6.1f to the end (writes done %v, in GCE %v, end %v)  kube-apiserver %5.2f ms/change (idle %.2f cores; %5.2f ms beyond idle and the slices')  manager %5.3f ms/change (%5.3f beyond its idle %.3f cores)  requests per change: %s\n",
+			p.name, p.rate(), p.endRate(), p.writing.Round(time.Millisecond), p.inGCE.Round(time.Millisecond), p.elapsed.Round(time.Millisecond),
 			p.apiCPU/float64(p.changes)*1000, p.apiIdle, p.apiMsPerChange(), p.managerMsPerChange(false), p.managerMsPerChange(true),
 			p.managerIdle, strings.Join(kinds, " "))
 	}
 	for i, f := range fast {
 		_, within := f.queueP99Within1s()
 		fmt.Fprintf(w, "batch period %v: keys queued at most 1 s as fast as the writers go: %.4f of %.0f\n", f.period, within, f.queued)
-		fmt.Fprintf(w, "batch period %v: end to end ÷ plain loop of the same writes: %.2f sustained, %.2f to the end; paced, kube-apiserver ms per change caused by the manager: %.2f, %.2f of batch period %v's %.2f\n",
-			f.period, f.sustainedRate()/plain[i].sustainedRate(), f.rate()/plain[i].rate(), paced[i].apiMsPerChange(), paced[i].apiMsPerChange()/paced[0].apiMsPerChange(),
+		fmt.Fprintf(w, "batch period %v: end to end ÷ plain loop of the same writes: %.2f (kept up: %t), %.2f to the end; paced, kube-apiserver ms per change caused by the manager: %.2f, %.2f of batch period %v's %.2f\n",
+			f.period, f.rate()/plain[i].rate(), f.keptUp(), f.endRate()/plain[i].endRate(), paced[i].apiMsPerChange(), paced[i].apiMsPerChange()/paced[0].apiMsPerChange(),
 			paced[0].period, paced[0].apiMsPerChange())
 	}
 	if len(today) > 0 {

@@ -77,16 +77,6 @@ func TestAttachAndDetachKeepSizeAndEndpoints(t *testing.T) {
 	if neg.Size != 2 {
 		t.Errorf("size after detach = %d, want 2", neg.Size)
 	}
-	// EndpointCount counts every NEG of the project, and none of another.
-	e.insert(t, project, zone, "neg-2")
-	_, err = e.attach(project, zone, "neg-2", endpoints(4))
-	noErr(t, err)
-	if n := e.srv.EndpointCount(project); n != 6 {
-		t.Errorf("EndpointCount = %d, want the 2 + 4 endpoints of the project's NEGs", n)
-	}
-	if n := e.srv.EndpointCount("no-such-project"); n != 0 {
-		t.Errorf("EndpointCount of a project without NEGs = %d", n)
-	}
 }
 
 func TestAttachAndDetachAcceptAtMost500Endpoints(t *testing.T) {

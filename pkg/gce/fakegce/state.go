@@ -85,23 +85,6 @@ func (s *Server) Endpoints(project, zone, name string) ([]*compute.NetworkEndpoi
 	return out, true
 }
 
-// EndpointCount is how many endpoints the project's NEGs hold in all, as Endpoints would return them: a cheap
-// reading for a load that samples how fast endpoints arrive.
-func (s *Server) EndpointCount(project string) int {
-	p := s.existingProject(project)
-	if p == nil {
-		return 0
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.completeDue(s.clock.Now())
-	n := 0
-	for _, neg := range p.negs {
-		n += len(neg.endpoints)
-	}
-	return n
-}
-
 // SeedNEG creates a NEG with endpoints at once, as if someone else had created it (for example a NEG without our
 // ownership marker in its description). The NEG and endpoints are validated as insert and attach would; the
 // endpoint count per call is not limited. It returns the NEG as stored.
