@@ -69,8 +69,6 @@ type CoverageConfig struct {
 	Leftovers func(ctx context.Context, tenants []string) (map[string][]string, error)
 	// RebuildInterval is DefaultRebuildInterval if 0.
 	RebuildInterval time.Duration
-	// RebuildSettle is DefaultRebuildSettle if 0.
-	RebuildSettle time.Duration
 	// Clock defaults to the real clock.
 	Clock clock.WithDelayedExecution
 }
@@ -80,7 +78,7 @@ type CoverageConfig struct {
 // that moves in, or a namespace that joins one of its tenants, costs one LIST of this replica's share (and nothing
 // when its bucket is covered already) and never a restart of the informers. When it holds more than an eighth (plus
 // rebuildSlack) beyond the buckets its tenants need, it is narrowed to those: once the tenants have stayed the same
-// for RebuildSettle, and at the latest at the next RebuildInterval, which also reads every tenant's leftovers again.
+// for DefaultRebuildSettle, and at the latest at the next RebuildInterval, which also reads every tenant's leftovers again.
 type Coverage struct {
 	cfg   CoverageConfig
 	clock clock.WithDelayedExecution
@@ -107,9 +105,6 @@ type Coverage struct {
 func NewCoverage(cfg CoverageConfig) *Coverage {
 	if cfg.RebuildInterval <= 0 {
 		cfg.RebuildInterval = DefaultRebuildInterval
-	}
-	if cfg.RebuildSettle <= 0 {
-		cfg.RebuildSettle = DefaultRebuildSettle
 	}
 	clk := cfg.Clock
 	if clk == nil {
@@ -253,7 +248,7 @@ func (c *Coverage) sync(ctx context.Context) (worker.Result, error) {
 	}
 	needed, missing, unneeded := c.compare(tenants)
 	wide := unneeded > needed.Len()/8+rebuildSlack
-	settle := c.cfg.RebuildSettle - now.Sub(c.tenantsChanged)
+	settle := DefaultRebuildSettle - now.Sub(c.tenantsChanged)
 	rebuild := wide && (periodic || settle <= 0)
 	if rebuild && !periodic {
 		// A rebuild reads every tenant's leftovers again, whatever made it due: one of this shard's tenants whose

@@ -249,7 +249,7 @@ func (f *coverageFixture) sync(t *testing.T, ctx context.Context) {
 }
 
 // TestCoverageNarrowsOnceTheTenantsThatLeftHaveSettled: tenants that leave cost nothing at once (no LIST per
-// departure); once the shard's tenants have stayed the same for RebuildSettle, a selector holding more than an
+// departure); once the shard's tenants have stayed the same for DefaultRebuildSettle, a selector holding more than an
 // eighth beyond what they need is narrowed, long before the rebuild interval.
 func TestCoverageNarrowsOnceTheTenantsThatLeftHaveSettled(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
