@@ -50,13 +50,14 @@ import (
 // E2E_CHURN_WORKERS goroutines (default 8; each owns a fixed share of the Services, so no write conflicts), as the
 // cluster administrator. The passes, in order:
 //
-//  1. slices alone: the additions with no manager running, as fast as the writers go and paced (below), so
-//     kube-apiserver's CPU for the user's own writes is known (its process_cpu_seconds_total, from its /metrics: the
-//     kernel's accounting of its process);
+//  1. slices alone, just before each manager of 2 and 3 starts: the additions with no manager running, as fast as
+//     the writers go and paced (below), so kube-apiserver's CPU for the user's own writes is known (utime + stime
+//     of its /proc/<pid>/stat: the kernel's accounting of its process) next to each pass that subtracts it;
 //  2. with E2E_CHURN_TODAY_BINARY set (hack/bench.sh churn builds it from the commit the throughput work started
-//     from), that build, paced, as today's behaviour; it runs again after the last period, and the baseline is the
-//     mean of the two (a later pass costs kube-apiserver more);
-//  3. this build, once per batch period of E2E_CHURN_BATCH_PERIODS (default "0,1s,2s,3s": the default, then
+//     from), that build, as today's behaviour, before each period of 3 and once more after the last; a period's
+//     baseline is the mean of today's paced passes just before and after it (a pass's cost drifts with what ran
+//     before it);
+//  3. this build (with the flags of E2E_CHURN_MANAGER_ARGS too, if set), once per batch period of E2E_CHURN_BATCH_PERIODS (default "0,1s,2s,3s": the default, then
 //     --neg-endpoint-batch-period=1s, 2s and 3s): the binary started as the Deployment starts it (client and GCE QPS 1,000),
 //     converged, then two passes: the additions as fast as the writers go, then paced at E2E_CHURN_PACED_RATE
 //     changes/s (default 100, one change per Service per second: a rate the manager keeps up with, where changes do
@@ -75,7 +76,7 @@ import (
 // Every pass starts from the Services' first endpoints (one per zone; reset): its additions grow each Translation,
 // and passes that wrote larger objects would not compare. The rate row compares each period's fast pass with its
 // plain loop. kube-apiserver's CPU per change caused by the manager is a pass's CPU beyond idle minus the
-// slices-alone pass's at the same pace, per change; the row compares each period's paced pass with today's build
+// slices-alone pass's at the same pace before the same manager, per change; the row compares each period's paced pass with today's build
 // (or, without it, with this build's first period). CHURN_PROFILE_DIR=DIR keeps a CPU profile of the manager binary
 // and of kube-apiserver for each manager pass (E2E_CHURN_PROFILE_SECONDS long, default 10). The machine is shared: CPU seconds and ratios within the run
 // are what compare, not wall time across runs.
@@ -86,38 +87,45 @@ func BenchmarkEndToEndChurn(b *testing.B) {
 	periods := envDurations(b, "E2E_CHURN_BATCH_PERIODS", []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second})
 	b.ResetTimer()
 	for range b.N {
-		apiIdle, _ := c.idle(nil)
-		c.reset(nil)
-		slicesOnly := c.pass("slices alone", nil, c.writeSlice(c.w.appNS), 0, nil)
-		c.reset(nil)
-		slicesPaced := c.pass("slices alone, paced", nil, c.writeSlice(c.w.appNS), c.pacedRate(), nil)
-		slicesOnly.apiIdle, slicesPaced.apiIdle = apiIdle, apiIdle
 		var fast, paced, plain, today []churnPass
-		// Today's build runs first and again last: a pass costs kube-apiserver more the later it runs in the same
-		// control plane (the same build run first and then again cost 1.22 times as much), so one run at either end
-		// would favour one side. The baseline is the two passes' mean.
+		// Today's build runs before each period and once more after the last: the same build's pass costs
+		// kube-apiserver more or less depending on what ran before it in the same control plane (1.22 and 0.87
+		// times as much run first and then last, in two runs), so each period's baseline is the mean of today's
+		// passes just before and just after it (todayAround).
 		todayBinary := os.Getenv("E2E_CHURN_TODAY_BINARY")
 		runToday := func(label string) {
 			if todayBinary != "" {
 				_, p := c.managerPasses(0, todayBinary, label)
-				p.base = &slicesPaced
 				today = append(today, p)
 			}
 		}
-		runToday("today first")
-		for _, period := range periods {
+		for i, period := range periods {
+			runToday(fmt.Sprintf("today %d", i+1))
 			f, p := c.managerPasses(period, managerBinary(b), "")
-			f.base, p.base = &slicesOnly, &slicesPaced
 			fast, paced = append(fast, f), append(paced, p)
 			// The plain loop of this period's writes per change, from the same first endpoints.
 			c.resetEndpoints()
 			pl := c.plainPass(f.perChange(translationSpecWrites), f.perChange(translationStatusWrites))
-			pl.base, pl.period = &slicesOnly, period
+			pl.base, pl.period = f.base, period
 			plain = append(plain, pl)
 		}
-		runToday("today last")
-		c.report([]churnPass{slicesOnly, slicesPaced}, fast, paced, plain, today)
+		runToday(fmt.Sprintf("today %d", len(periods)+1))
+		c.report(fast, paced, plain, today)
 	}
+}
+
+// slicesAlone makes the additions with no manager running, as fast as the writers go and paced, so that
+// kube-apiserver's CPU for the user's own writes is known just before a manager's passes. It is measured before each
+// manager, not once: in one run the same paced slice writes cost kube-apiserver 1.72, 1.75, 3.31, 2.08, 1.84 and 2.41
+// ms per change before six managers, and one figure from the run's start would charge the difference to the managers.
+func (c *e2eChurn) slicesAlone() (fast, paced *churnPass) {
+	apiIdle, _ := c.idle(nil)
+	c.reset(nil)
+	f := c.pass("slices alone", nil, c.writeSlice(c.w.appNS), 0, nil)
+	c.reset(nil)
+	p := c.pass("slices alone, paced", nil, c.writeSlice(c.w.appNS), c.pacedRate(), nil)
+	f.apiIdle, p.apiIdle = apiIdle, apiIdle
+	return &f, &p
 }
 
 // churnPass is what one pass measured.
@@ -375,11 +383,15 @@ func (c *e2eChurn) managerPasses(period time.Duration, binary, label string) (fa
 	if period > 0 {
 		args = append(args, "--neg-endpoint-batch-period="+period.String())
 	}
+	if binary == managerBinary(b) {
+		args = append(args, strings.Fields(os.Getenv("E2E_CHURN_MANAGER_ARGS"))...)
+	}
 	if label == "" {
 		label = "manager " + period.String()
 	}
 	name := "churn-" + strings.NewReplacer(".", "_", " ", "-", "'", "").Replace(label)
 	le := leaderElection{leaseDuration: 60 * time.Second, renewDeadline: 40 * time.Second, retryPeriod: 2 * time.Second}
+	fastBase, pacedBase := c.slicesAlone()
 	c.reset(nil)
 	m := startManagerBinary(b, binary, name, c.kubeconfig, c.gce.Endpoint(), le, args...)
 	c.learnNEGs(c.w.waitConverged(name + ": start"))
@@ -397,6 +409,7 @@ func (c *e2eChurn) managerPasses(period time.Duration, binary, label string) (fa
 		// The pass ends once the changes are in GCE and the Translations say so.
 		*pass = c.pass(fmt.Sprintf("%s, %s", label, what), m, c.writeSlice(c.w.appNS), pace, c.waitSettled)
 		pass.period, pass.apiIdle, pass.managerIdle = period, apiIdle, managerIdle
+		pass.base = []*churnPass{fastBase, pacedBase}[i]
 		stopProfiles()
 		c.w.waitConverged(name + ": audit after the churn, " + what)
 	}
@@ -435,19 +448,48 @@ func (c *e2eChurn) reset(m *manager) {
 // pacedRate is the paced passes' rate, changes/s.
 func (c *e2eChurn) pacedRate() int { return envInt(c.b, "E2E_CHURN_PACED_RATE", 100) }
 
-// idle measures kube-apiserver's and the manager's CPU (cores; the manager's 0 without one) over
-// E2E_CHURN_IDLE_SECONDS (default 5) in which nothing changes.
+// idle measures kube-apiserver's and the manager's CPU (cores; the manager's 0 without one) while nothing changes:
+// the median of the E2E_CHURN_IDLE_SECONDS (default 5) one-second windows, read from /proc. One window that caught
+// a burst of the API server's own (a collection, a controller's resync) made a 5 s mean 0.15 cores against the usual
+// 0.02, and the idle CPU is subtracted over a whole pass: 30 s at 0.13 cores too many is 1.3 ms per change of 3,000.
 func (c *e2eChurn) idle(m *manager) (api, manager float64) {
-	window := time.Duration(envInt(c.b, "E2E_CHURN_IDLE_SECONDS", 5)) * time.Second
-	before, start := c.usage(m), time.Now()
-	// A measuring window, not a wait for a condition.
-	select {
-	case <-time.After(window):
-	case <-c.b.Context().Done():
-		c.b.Fatal(c.b.Context().Err())
+	windows := envInt(c.b, "E2E_CHURN_IDLE_SECONDS", 5)
+	read := func() (api, manager float64) {
+		api = processCPU(c.b, controlPlane.APIServerPID())
+		if m != nil {
+			manager = processCPU(c.b, m.cmd.Process.Pid)
+		}
+		return api, manager
 	}
-	after, secs := c.usage(m), time.Since(start).Seconds()
-	return (after.apiCPU - before.apiCPU) / secs, (after.managerCPU - before.managerCPU) / secs
+	var apiRates, managerRates []float64
+	lastAPI, lastManager := read()
+	last := time.Now()
+	for range windows {
+		// Measuring windows, not a wait for a condition.
+		select {
+		case <-time.After(time.Second):
+		case <-c.b.Context().Done():
+			c.b.Fatal(c.b.Context().Err())
+		}
+		nowAPI, nowManager := read()
+		secs := time.Since(last).Seconds()
+		apiRates, managerRates = append(apiRates, (nowAPI-lastAPI)/secs), append(managerRates, (nowManager-lastManager)/secs)
+		lastAPI, lastManager, last = nowAPI, nowManager, time.Now()
+	}
+	return median(apiRates), median(managerRates)
+}
+
+// median is the middle of values (the mean of the two middle ones for an even count); 0 for none.
+func median(values []float64) float64 {
+	if len(values) == 0 {
+		return 0
+	}
+	sorted := slices.Sorted(slices.Values(values))
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
 
 // waitEventsWritten waits until the Events of the manager's start (recorded asynchronously, one write each) are all
@@ -551,11 +593,14 @@ func (c *e2eChurn) inGCE(svc *churnService) bool {
 }
 
 // report prints the passes and records the rows.
-func (c *e2eChurn) report(slicesAlone, fast, paced, plain, today []churnPass) {
+func (c *e2eChurn) report(fast, paced, plain, today []churnPass) {
 	w := os.Stderr
 	fmt.Fprintf(w, "\nBenchmarkEndToEndChurn: %d Services, %d endpoint additions per fast pass, %d per paced pass, %d writers\n", len(c.services), c.fastChanges, c.changes, c.workers)
-	all := append(append(append(slices.Clone(slicesAlone), fast...), paced...), plain...)
-	all = append(all, today...)
+	var all []churnPass
+	for _, p := range inRunOrder(fast, paced, today) {
+		all = append(all, *p.base)
+	}
+	all = append(append(append(append(all, fast...), paced...), plain...), today...)
 	for _, p := range all {
 		var kinds []string
 		for k, v := range p.writes {
@@ -575,21 +620,34 @@ func (c *e2eChurn) report(slicesAlone, fast, paced, plain, today []churnPass) {
 			paced[0].period, paced[0].apiMsPerChange())
 	}
 	if len(today) > 0 {
-		for _, p := range paced {
-			fmt.Fprintf(w, "batch period %v, paced: kube-apiserver ms per change caused by the manager %.2f, %.2f of today's build's %.2f (mean of its first and last passes)\n",
-				p.period, p.apiMsPerChange(), p.apiMsPerChange()/meanAPIMs(today), meanAPIMs(today))
+		for i, p := range paced {
+			fmt.Fprintf(w, "batch period %v, paced: kube-apiserver ms per change caused by the manager %.2f, %.2f of today's build's %.2f (the mean of its passes just before and after)\n",
+				p.period, p.apiMsPerChange(), p.apiMsPerChange()/todayAround(today, i), todayAround(today, i))
 		}
 	}
-	c.record(slicesAlone, fast, paced, plain, today)
+	c.record(fast, paced, plain, today)
 }
 
-// meanAPIMs is the mean of the passes' kube-apiserver ms per change caused by the manager.
-func meanAPIMs(passes []churnPass) float64 {
-	sum := 0.0
-	for _, p := range passes {
-		sum += p.apiMsPerChange()
+// inRunOrder is the passes in the order they ran: before each period today's (paced only), then the period's fast
+// and paced; today's last.
+func inRunOrder(fast, paced, today []churnPass) []churnPass {
+	var order []churnPass
+	for i := range fast {
+		if i < len(today) {
+			order = append(order, today[i])
+		}
+		order = append(order, fast[i], paced[i])
 	}
-	return sum / float64(len(passes))
+	if len(today) > len(fast) {
+		order = append(order, today[len(fast)])
+	}
+	return order
+}
+
+// todayAround is the baseline of the i-th period: the mean of today's build's kube-apiserver ms per change caused by
+// the manager in its passes just before and just after that period's.
+func todayAround(today []churnPass, i int) float64 {
+	return (today[i].apiMsPerChange() + today[i+1].apiMsPerChange()) / 2
 }
 
 func envDurations(tb testing.TB, name string, def []time.Duration) []time.Duration {

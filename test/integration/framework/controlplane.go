@@ -403,6 +403,12 @@ func (cp *ControlPlane) setAPIServer(p *process) {
 	cp.apiServerStarts++
 }
 
+// APIServerPID is the process ID of the running kube-apiserver, for a benchmark that reads its CPU from the
+// kernel's accounting (/proc/<pid>/stat) without asking the API server for it.
+func (cp *ControlPlane) APIServerPID() int {
+	return cp.currentAPIServer().cmd.Process.Pid
+}
+
 func (cp *ControlPlane) currentAPIServer() *process {
 	cp.apiServerMu.Lock()
 	defer cp.apiServerMu.Unlock()
