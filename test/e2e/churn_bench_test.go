@@ -450,7 +450,7 @@ func (c *e2eChurn) pacedRate() int { return envInt(c.b, "E2E_CHURN_PACED_RATE", 
 
 // idle measures kube-apiserver's and the manager's CPU (cores; the manager's 0 without one) while nothing changes:
 // the median of the E2E_CHURN_IDLE_SECONDS (default 5) one-second windows, read from /proc. One window that caught
-// a burst of the API server's own (a collection, a controller's resync) made a 5 s mean 0.15 cores against the usual
+// a burst of the API server's own work made a 5 s mean 0.15 cores against the usual
 // 0.02, and the idle CPU is subtracted over a whole pass: 30 s at 0.13 cores too many is 1.3 ms per change of 3,000.
 func (c *e2eChurn) idle(m *manager) (api, manager float64) {
 	windows := envInt(c.b, "E2E_CHURN_IDLE_SECONDS", 5)
