@@ -217,8 +217,8 @@ func TestPlanTable(t *testing.T) {
 	}
 }
 
-// TestPlannerComputesOncePerChange: the sharder's plan is computed again only when a tenant appears, goes, or is
-// labeled other than the plan says; a tenant landing where the plan puts it leaves it as it is.
+// TestPlannerComputesOncePerChange: the sharder's plan is computed again only when a tenant goes, is labeled other
+// than the plan says, or the live shards change; a tenant landing where the plan puts it leaves it as it is.
 func TestPlannerComputesOncePerChange(t *testing.T) {
 	live := []string{"shard-a", "shard-b"}
 	pcs := []*mpv1alpha1.ProviderConfig{}
@@ -258,6 +258,67 @@ func TestPlannerComputesOncePerChange(t *testing.T) {
 	p.want("tenant-1", append(slices.Clone(live), "shard-c"), list)
 	if lists != 4 {
 		t.Fatalf("listed %d times, want 4: a new live shard must recompute the plan", lists)
+	}
+}
+
+// TestPlannerPlacesANewTenantWithoutComputingAgain: tenants created while the sharder runs are placed one by one,
+// without a full computation each, within the even share, and once they are labeled where they were placed a full
+// computation moves none of them.
+func TestPlannerPlacesANewTenantWithoutComputingAgain(t *testing.T) {
+	live := []string{"shard-a", "shard-b", "shard-c"}
+	names := randomNames(600, 11)
+	first, later := names[:300], names[300:]
+	pcs := []*mpv1alpha1.ProviderConfig{}
+	for _, n := range first {
+		pcs = append(pcs, &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: n}})
+	}
+	lists := 0
+	list := func() ([]*mpv1alpha1.ProviderConfig, error) { lists++; return pcs, nil }
+	var p planner
+	labeled := map[string]Placement{}
+	for _, n := range first {
+		want, _, err := p.want(n, live, list)
+		if err != nil || want == "" {
+			t.Fatalf("%s: planned on %q (%v)", n, want, err)
+		}
+		p.observe(n, map[string]string{ShardLabel: want}, false)
+		labeled[n] = Placement{Shard: want}
+	}
+	for i, n := range later {
+		p.observe(n, nil, false)
+		want, changed, err := p.want(n, live, list)
+		if err != nil || !slices.Contains(live, want) || len(changed) != 0 {
+			t.Fatalf("%s: planned on %q, changed %v (%v)", n, want, changed, err)
+		}
+		even := ceilDiv(300+i+1, len(live))
+		for shard, l := range loads(p.plan) {
+			if l > even {
+				t.Fatalf("after %d new tenants %s holds %d, above the even share %d", i+1, shard, l, even)
+			}
+		}
+		p.observe(n, map[string]string{ShardLabel: want}, false)
+		labeled[n] = Placement{Shard: want}
+	}
+	if lists != 1 {
+		t.Fatalf("listed %d times, want once: a new unlabeled tenant must be placed without computing the plan again", lists)
+	}
+	if again := Plan(labeled, live); !maps.Equal(again, p.plan) {
+		n, _ := moves(p.plan, again)
+		t.Fatalf("a full computation over the labeled tenants moves %d of them", n)
+	}
+	// A new tenant that arrives labeled (created so, or labeled before this sharder saw it) is not placed on its
+	// own: the plan is computed again, and keeps it where it is while it fits.
+	p.observe("t-labeled", map[string]string{ShardLabel: "shard-b"}, false)
+	pcs = append(pcs, &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: "t-labeled", Labels: map[string]string{ShardLabel: "shard-b"}}})
+	if want, _, _ := p.want("t-labeled", live, list); lists != 2 || want != "shard-b" {
+		t.Fatalf("a labeled new tenant: listed %d times (want 2), planned on %q (want shard-b)", lists, want)
+	}
+	// With no live shard, a new tenant is placed on none.
+	var none planner
+	none.want(first[0], nil, list)
+	none.observe("t-new", nil, false)
+	if want, _, _ := none.want("t-new", nil, list); want != "" {
+		t.Fatalf("no live shard: planned on %q", want)
 	}
 }
 

@@ -24,15 +24,22 @@ import (
 )
 
 // planner keeps the sharder's Plan of every tenant. Plan costs N·S hashes, so it is computed once per change that
-// can alter it (a tenant added or deleted, labeled other than the plan says, a change of the live shards), not once
-// per key; a tenant that is drained towards where the plan says, loses its label at the end of that drain, or lands
-// there leaves the plan as it is, which keeps the sharder's decisions from flapping while its own moves are under way.
+// can alter it (a tenant deleted, labeled other than the plan says, a change of the live shards), not once per key;
+// a tenant that is drained towards where the plan says, loses its label at the end of that drain, or lands there
+// leaves the plan as it is, which keeps the sharder's decisions from flapping while its own moves are under way.
+//
+// A new unlabeled tenant is placed on its own, in S hashes: on its highest-ranked live shard below the new even
+// share, as Plan places an unplaced tenant. A full computation per tenant added would make creating N tenants cost
+// N²·S hashes (10,000 tenants on three shards: 17 CPU s instead of 10 ms, BenchmarkPlannerTenantsCreated), and adding tenants never moves
+// a placed one (Capacity only grows), so the plan stays a fixed point of Plan once the new tenants are labeled.
 type planner struct {
 	mu sync.Mutex
 	// plan is the last Plan, computed for live from input; nil until the first sync.
 	plan  map[string]string
 	input map[string]Placement
 	live  []string
+	// load counts the plan's tenants per live shard.
+	load  map[string]int
 	stale bool
 }
 
@@ -49,6 +56,8 @@ func (p *planner) observe(name string, labels map[string]string, gone bool) {
 	}
 	want, planned := p.plan[name]
 	switch now := placementOf(labels); {
+	case !gone && !planned && labels[ShardLabel] == "":
+		p.place(name)
 	case gone || !planned:
 		p.stale = true
 	case now == p.input[name]:
@@ -91,5 +100,25 @@ func (p *planner) want(name string, live []string, list func() ([]*mpv1alpha1.Pr
 		slices.Sort(changed)
 	}
 	p.plan, p.input, p.live, p.stale = plan, input, slices.Clone(live), false
+	p.load = map[string]int{}
+	for _, shard := range plan {
+		p.load[shard]++
+	}
 	return plan[name], changed, nil
+}
+
+// place puts a new unlabeled tenant into the plan without computing it again: on its highest-ranked live shard
+// holding fewer than the even share of the tenants with it, as Plan places every unplaced tenant. One live shard
+// always holds fewer (else the plan's tenants would number at least N). With no live shard, on none.
+func (p *planner) place(name string) {
+	p.input[name] = Placement{}
+	if len(p.live) == 0 {
+		p.plan[name] = ""
+		return
+	}
+	even := ceilDiv(len(p.plan)+1, len(p.live))
+	ranked := rank(name, p.live)
+	shard := ranked[slices.IndexFunc(ranked, func(s string) bool { return p.load[s] < even })]
+	p.plan[name] = shard
+	p.load[shard]++
 }
