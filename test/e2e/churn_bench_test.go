@@ -21,6 +21,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -143,19 +144,40 @@ type churnPass struct {
 	base *churnPass
 	// writes counts kube-apiserver's requests but watches during the pass by "VERB resource[/subresource]".
 	writes map[string]float64
-	// queued and queuedWithin1s: the keys the manager's neg queues handed to a worker during the pass, all and those
-	// that had waited at most 1 s.
-	queued, queuedWithin1s float64
+	// queues is what the manager's neg queues did during the pass, by queue.
+	queues map[string]queueWork
+}
+
+// queued is the keys the manager's neg queues handed to a worker during the pass.
+func (p churnPass) queued() float64 {
+	var n float64
+	for _, q := range p.queues {
+		n += q.keys
+	}
+	return n
 }
 
 // queueP99Within1s says whether at least 99 % of the keys the pass queued waited at most 1 s (the queue p99 the
 // end-to-end rate is held to), and that fraction.
 func (p churnPass) queueP99Within1s() (bool, float64) {
-	if p.queued == 0 {
+	var all, within float64
+	for _, q := range p.queues {
+		all, within = all+q.keys, within+q.within1s
+	}
+	if all == 0 {
 		return true, 1
 	}
-	f := p.queuedWithin1s / p.queued
+	f := within / all
 	return f >= 0.99, f
+}
+
+// queueDetail says, per queue, what share of its keys waited at most 1 s and how long a worker spent on one.
+func (p churnPass) queueDetail() string {
+	var each []string
+	for _, k := range slices.Sorted(maps.Keys(p.queues)) {
+		each = append(each, k+" "+p.queues[k].String())
+	}
+	return strings.Join(each, ", ")
 }
 
 const (
@@ -363,7 +385,12 @@ func (c *e2eChurn) pass(name string, m *manager, write func(*churnService) error
 	p.elapsed = time.Since(start)
 	after := c.usage(m)
 	p.apiCPU, p.managerCPU = after.apiCPU-before.apiCPU, after.managerCPU-before.managerCPU
-	p.queued, p.queuedWithin1s = after.queued-before.queued, after.queuedWithin1s-before.queuedWithin1s
+	if m != nil {
+		p.queues = map[string]queueWork{}
+		for k, q := range after.queues {
+			p.queues[k] = q.minus(before.queues[k])
+		}
+	}
 	p.writes = map[string]float64{}
 	for k, v := range after.writes {
 		if d := v - before.writes[k]; d > 0 {
@@ -614,7 +641,7 @@ func (c *e2eChurn) report(fast, paced, plain, today []churnPass) {
 	}
 	for i, f := range fast {
 		_, within := f.queueP99Within1s()
-		fmt.Fprintf(w, "batch period %v: keys queued at most 1 s as fast as the writers go: %.4f of %.0f\n", f.period, within, f.queued)
+		fmt.Fprintf(w, "batch period %v: keys queued at most 1 s as fast as the writers go: %.4f of %.0f (%s)\n", f.period, within, f.queued(), f.queueDetail())
 		fmt.Fprintf(w, "batch period %v: end to end ÷ plain loop of the same writes: %.2f (kept up: %t), %.2f to the end; paced, kube-apiserver ms per change caused by the manager: %.2f, %.2f of batch period %v's %.2f\n",
 			f.period, f.rate()/plain[i].rate(), f.keptUp(), f.endRate()/plain[i].endRate(), paced[i].apiMsPerChange(), paced[i].apiMsPerChange()/paced[0].apiMsPerChange(),
 			paced[0].period, paced[0].apiMsPerChange())

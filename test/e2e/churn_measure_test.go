@@ -51,9 +51,31 @@ var (
 type churnUsage struct {
 	apiCPU, managerCPU float64
 	writes             map[string]float64
-	// queued and queuedWithin1s count the keys the manager's neg queues (translator and pusher) handed to a worker,
-	// all of them and those that waited at most 1 s (workqueue_queue_duration_seconds).
-	queued, queuedWithin1s float64
+	// queues is what the manager's neg queues did, by queue ("translator", "pusher").
+	queues map[string]queueWork
+}
+
+// queueWork counts the keys a neg queue (every tenant's of one kind) handed to a worker, all of them and those that
+// had waited at most 1 s (workqueue_queue_duration_seconds), and the seconds its workers spent on them
+// (workqueue_work_duration_seconds).
+type queueWork struct {
+	keys, within1s, workSeconds, worked float64
+}
+
+func (q queueWork) minus(o queueWork) queueWork {
+	return queueWork{q.keys - o.keys, q.within1s - o.within1s, q.workSeconds - o.workSeconds, q.worked - o.worked}
+}
+
+// String is the share of keys that waited at most 1 s and the mean time a worker spent on one.
+func (q queueWork) String() string {
+	within, work := 1.0, 0.0
+	if q.keys > 0 {
+		within = q.within1s / q.keys
+	}
+	if q.worked > 0 {
+		work = q.workSeconds / q.worked * 1000
+	}
+	return fmt.Sprintf("%.1f %% of %.0f keys within 1 s, %.1f ms of work each", within*100, q.keys, work)
 }
 
 var requestLabel = regexp.MustCompile(`(verb|resource|subresource)="([^"]*)"`)
@@ -100,29 +122,55 @@ func (c *e2eChurn) usage(m *manager) churnUsage {
 	if m != nil {
 		// The CPU first: the scrape below is then not charged to a pass.
 		u.managerCPU = processCPU(c.b, m.cmd.Process.Pid)
-		u.queued, u.queuedWithin1s = c.queueWaits(m)
+		u.queues = c.queueWaits(m)
 	}
 	return u
 }
 
-// queueWaits reads, from the manager's /metrics, how many keys its neg queues (<tenant>-neg-translator and
-// <tenant>-neg-pusher) handed to a worker, and how many of them had waited at most 1 s.
-func (c *e2eChurn) queueWaits(m *manager) (all, within1s float64) {
+// queueWaits reads, from the manager's /metrics, what its neg queues (<tenant>-neg-translator and
+// <tenant>-neg-pusher) did, by kind of queue.
+func (c *e2eChurn) queueWaits(m *manager) map[string]queueWork {
 	client := adminHTTPClient(c.b)
 	defer client.CloseIdleConnections()
-	for _, s := range scrape(c.b, client, m)["workqueue_queue_duration_seconds_bucket"] {
-		name := string(s.Metric["name"])
-		if !strings.HasSuffix(name, "-neg-translator") && !strings.HasSuffix(name, "-neg-pusher") {
+	metrics := scrape(c.b, client, m)
+	queues := map[string]queueWork{}
+	kind := func(name string) (string, bool) {
+		for _, k := range []string{"translator", "pusher"} {
+			if strings.HasSuffix(name, "-neg-"+k) {
+				return k, true
+			}
+		}
+		return "", false
+	}
+	for _, s := range metrics["workqueue_queue_duration_seconds_bucket"] {
+		k, ok := kind(string(s.Metric["name"]))
+		if !ok {
 			continue
 		}
+		q := queues[k]
 		switch string(s.Metric["le"]) {
 		case "+Inf":
-			all += float64(s.Value)
+			q.keys += float64(s.Value)
 		case "1":
-			within1s += float64(s.Value)
+			q.within1s += float64(s.Value)
+		}
+		queues[k] = q
+	}
+	for _, s := range metrics["workqueue_work_duration_seconds_sum"] {
+		if k, ok := kind(string(s.Metric["name"])); ok {
+			q := queues[k]
+			q.workSeconds += float64(s.Value)
+			queues[k] = q
 		}
 	}
-	return all, within1s
+	for _, s := range metrics["workqueue_work_duration_seconds_count"] {
+		if k, ok := kind(string(s.Metric["name"])); ok {
+			q := queues[k]
+			q.worked += float64(s.Value)
+			queues[k] = q
+		}
+	}
+	return queues
 }
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on every Linux architecture Go supports.
@@ -373,7 +421,7 @@ func (c *e2eChurn) record(fast, paced, plain, today []churnPass) {
 			Unit: "changes/s", Goal: benchresult.Float(0.9), GoalAtLeast: true})
 		made = append(made, writes(f))
 		ok, within := f.queueP99Within1s()
-		queues = append(queues, fmt.Sprintf("%s: %.2f %% of %.0f keys (p99 ≤ 1 s: %t)", label(f), within*100, f.queued, ok))
+		queues = append(queues, fmt.Sprintf("%s: %.2f %% of %.0f keys (p99 ≤ 1 s: %t; %s)", label(f), within*100, f.queued(), ok, f.queueDetail()))
 		ends = append(ends, fmt.Sprintf("%s: %.0f against %.0f changes/s (%.2f), the last change in the fake GCE %v after the last write (kept up: %t)",
 			label(f), f.endRate(), plain[i].endRate(), f.endRate()/plain[i].endRate(), (f.inGCE-f.writing).Round(10*time.Millisecond), f.keptUp()))
 	}
