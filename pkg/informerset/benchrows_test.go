@@ -37,7 +37,7 @@ func recordInformerRows(b *testing.B, objects, bare, one, many float64) {
 	benchresult.Record(b, benchresult.Row{
 		ID: "informerset-heap-per-object", Benchmark: "BenchmarkInformerMemory", Package: "pkg/informerset",
 		What: fmt.Sprintf("heap per cached object of the manager's shared informers and tenancy (1 tenant), %s objects shaped as the API server returns them (managedFields, last-applied annotation)",
-			formatCount(objects)),
+			benchresult.Thousands(objects)),
 		Baseline: "plain client-go informers of the same resources over the same objects",
 		Measures: []benchresult.Measure{{Ours: one / objects, Baseline: benchresult.Float(bare / objects), Unit: "B", Goal: benchresult.Float(0.8)}},
 		Notes:    "The objects: " + cluster + ".",
@@ -60,19 +60,10 @@ func recordPodRow(b *testing.B, bare, manager float64) {
 	benchresult.Record(b, benchresult.Row{
 		ID: "informerset-heap-per-pod", Benchmark: "BenchmarkPodInformerMemory", Package: "pkg/informerset",
 		What: fmt.Sprintf("heap per cached Pod, %s Pods of a Deployment shaped as the API server returns them, trimmed "+
-			"to what the translator and the readiness reflector read (TrimPod)", formatCount(benchPods)),
+			"to what the translator and the readiness reflector read (TrimPod)", benchresult.Thousands(benchPods)),
 		Baseline: "a plain client-go Pod informer",
 		Measures: []benchresult.Measure{{Ours: manager / benchPods, Baseline: benchresult.Float(bare / benchPods), Unit: "B"}},
 		Command:  "go test -run '^$' -bench PodInformerMemory -benchtime 1x ./pkg/informerset/",
 		Settings: benchresult.GoTestSettings(nil), Doc: informersetDoc,
 	})
-}
-
-// formatCount prints a whole count with thousands separators, as the table does.
-func formatCount(v float64) string {
-	n := int64(v)
-	if n < 1000 {
-		return fmt.Sprint(n)
-	}
-	return fmt.Sprintf("%s,%03d", formatCount(float64(n/1000)), n%1000)
 }

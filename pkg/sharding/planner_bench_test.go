@@ -78,7 +78,7 @@ func BenchmarkPlannerTenantsCreated(b *testing.B) {
 	}
 	benchresult.Record(b, benchresult.Row{
 		ID: "sharding-planner-tenants-created", Benchmark: "BenchmarkPlannerTenantsCreated", Package: "pkg/sharding",
-		What:     fmt.Sprintf("The sharder's planning CPU while %s tenants are created one by one on three shards, each observed and then synced", formatThousands(n)),
+		What:     fmt.Sprintf("The sharder's planning CPU while %s tenants are created one by one on three shards, each observed and then synced", benchresult.Thousands(float64(n))),
 		Baseline: "A full Plan of every tenant per tenant created (N²·S hashes), what the sharder did before, in the same process",
 		Measures: []benchresult.Measure{{Ours: ours.Seconds(), Baseline: benchresult.Float(full.Seconds()), Unit: "CPU s", Goal: benchresult.Float(0.01)}},
 		Notes:    "Single-threaded, so wall time is CPU time. The planner computes the plan once (the sharder's first sync) and places every new unlabeled tenant on its own in S hashes.",
@@ -86,12 +86,4 @@ func BenchmarkPlannerTenantsCreated(b *testing.B) {
 		Settings: benchresult.GoTestSettings(map[string]string{"PLANNER_BENCH_TENANTS": strconv.Itoa(n)}),
 		Doc:      "docs/sharding.md#placement-rendezvous-hashing-with-bounded-loads",
 	})
-}
-
-// formatThousands prints a count with thousands separators, as the table does.
-func formatThousands(n int) string {
-	if n < 1000 {
-		return strconv.Itoa(n)
-	}
-	return fmt.Sprintf("%s,%03d", formatThousands(n/1000), n%1000)
 }

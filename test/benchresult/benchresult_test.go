@@ -157,3 +157,11 @@ func TestRecordAppendsTheRunNote(t *testing.T) {
 		t.Errorf("notes %q, want %q", rows[0].Notes, want)
 	}
 }
+
+func TestThousandsSeparatesGroupsOfThree(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 999: "999", 1000: "1,000", 10000: "10,000", 1234567: "1,234,567", -2500: "-2,500"} {
+		if got := Thousands(v); got != want {
+			t.Errorf("Thousands(%v) = %q, want %q", v, got, want)
+		}
+	}
+}

@@ -18,8 +18,10 @@ package benchresult
 
 import (
 	"flag"
+	"math"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -68,4 +70,20 @@ func GoTestSettings(own map[string]string) map[string]string {
 		settings[k] = v
 	}
 	return settings
+}
+
+// Thousands prints a whole number with comma separators, as the table prints counts (10000 → "10,000").
+func Thousands(v float64) string {
+	s := strconv.FormatFloat(math.Abs(v), 'f', 0, 64)
+	var b strings.Builder
+	if v < 0 {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }

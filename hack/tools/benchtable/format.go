@@ -38,7 +38,7 @@ func formatFigure(v float64) string {
 	}
 	// 999.6 rounds to a whole thousand at 3 digits, so it takes the separator too.
 	if math.Abs(v) >= 999.5 {
-		return thousands(math.Round(v))
+		return benchresult.Thousands(math.Round(v))
 	}
 	if v == 0 {
 		return "0"
@@ -55,7 +55,7 @@ func formatRatio(r float64) string {
 		return "0"
 	}
 	if math.Abs(r) >= 999.5 {
-		return thousands(math.Round(r))
+		return benchresult.Thousands(math.Round(r))
 	}
 	digits := 3
 	if math.Abs(r) < 1 {
@@ -76,22 +76,6 @@ func trimZeros(s string) string {
 		return s
 	}
 	return strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
-}
-
-// thousands prints a whole number with comma separators.
-func thousands(v float64) string {
-	s := strconv.FormatFloat(math.Abs(v), 'f', 0, 64)
-	var b strings.Builder
-	if v < 0 {
-		b.WriteByte('-')
-	}
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
 
 // withUnit appends the unit, if any, to a printed figure.
