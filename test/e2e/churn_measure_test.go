@@ -142,34 +142,25 @@ func (c *e2eChurn) queueWaits(m *manager) map[string]queueWork {
 		}
 		return "", false
 	}
-	for _, s := range metrics["workqueue_queue_duration_seconds_bucket"] {
-		k, ok := kind(string(s.Metric["name"]))
-		if !ok {
-			continue
+	add := func(metric string, to func(q *queueWork, le string, v float64)) {
+		for _, s := range metrics[metric] {
+			if k, ok := kind(string(s.Metric["name"])); ok {
+				q := queues[k]
+				to(&q, string(s.Metric["le"]), float64(s.Value))
+				queues[k] = q
+			}
 		}
-		q := queues[k]
-		switch string(s.Metric["le"]) {
+	}
+	add("workqueue_queue_duration_seconds_bucket", func(q *queueWork, le string, v float64) {
+		switch le {
 		case "+Inf":
-			q.keys += float64(s.Value)
+			q.keys += v
 		case "1":
-			q.within1s += float64(s.Value)
+			q.within1s += v
 		}
-		queues[k] = q
-	}
-	for _, s := range metrics["workqueue_work_duration_seconds_sum"] {
-		if k, ok := kind(string(s.Metric["name"])); ok {
-			q := queues[k]
-			q.workSeconds += float64(s.Value)
-			queues[k] = q
-		}
-	}
-	for _, s := range metrics["workqueue_work_duration_seconds_count"] {
-		if k, ok := kind(string(s.Metric["name"])); ok {
-			q := queues[k]
-			q.worked += float64(s.Value)
-			queues[k] = q
-		}
-	}
+	})
+	add("workqueue_work_duration_seconds_sum", func(q *queueWork, _ string, v float64) { q.workSeconds += v })
+	add("workqueue_work_duration_seconds_count", func(q *queueWork, _ string, v float64) { q.worked += v })
 	return queues
 }
 
