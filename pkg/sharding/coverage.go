@@ -78,7 +78,8 @@ type CoverageConfig struct {
 // that moves in, or a namespace that joins one of its tenants, costs one LIST of this replica's share (and nothing
 // when its bucket is covered already) and never a restart of the informers. When it holds more than an eighth (plus
 // rebuildSlack) beyond the buckets its tenants need, it is narrowed to those: once the tenants have stayed the same
-// for DefaultRebuildSettle, and at the latest at the next RebuildInterval, which also reads every tenant's leftovers again.
+// for DefaultRebuildSettle, and at the latest at the next RebuildInterval, which also reads every tenant's leftovers
+// again.
 type Coverage struct {
 	cfg   CoverageConfig
 	clock clock.WithDelayedExecution
