@@ -23,6 +23,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
 )
 
 const (
@@ -64,6 +66,47 @@ func ResourceName(namespace, ingress, host string) string {
 	}
 	b.WriteString(hash)
 	return b.String()
+}
+
+// resourceNames names the PangolinResource of each host of one Ingress. A host that already has a PangolinResource
+// controlled by the Ingress keeps that resource's name, whichever build chose it: a rename is a delete and a create,
+// which the Pangolin operator turns into a new resource and a moment without the host. Other hosts get ResourceName.
+type resourceNames struct {
+	namespace, ingress string
+	// recorded maps a host to the name of its resource, where that is not ResourceName.
+	recorded map[string]string
+}
+
+// namesOf records the names of owned, the PangolinResources the Ingress controls, that this build would not give
+// their hosts. Where a host has a resource of this build's name too, that one is the host's; resources being deleted
+// name nothing.
+func namesOf(namespace, ingress string, owned []*tunnelv1alpha1.PangolinResource) resourceNames {
+	n := resourceNames{namespace: namespace, ingress: ingress, recorded: map[string]string{}}
+	computed := map[string]bool{}
+	for _, res := range owned {
+		if res.DeletionTimestamp == nil && res.Name == ResourceName(namespace, ingress, hostOf(res)) {
+			computed[hostOf(res)] = true
+		}
+	}
+	for _, res := range owned {
+		host := hostOf(res)
+		if res.DeletionTimestamp != nil || computed[host] {
+			continue
+		}
+		// Two of one host (never made by one build): the first name in order, so every sync picks the same.
+		if name, ok := n.recorded[host]; !ok || res.Name < name {
+			n.recorded[host] = res.Name
+		}
+	}
+	return n
+}
+
+// of is the name of the host's PangolinResource.
+func (n resourceNames) of(host string) string {
+	if name, ok := n.recorded[host]; ok {
+		return name
+	}
+	return ResourceName(n.namespace, n.ingress, host)
 }
 
 func nameSegment(s string) string {

@@ -220,7 +220,7 @@ func validSubdomain(value string) bool {
 }
 
 // plan computes the desired PangolinResources of a managed Ingress that uses tunnel.
-func (pl *planner) plan(ing *networkingv1.Ingress, tunnel string) plan {
+func (pl *planner) plan(ing *networkingv1.Ingress, tunnel string, names resourceNames) plan {
 	p := plan{keep: sets.New[string]()}
 	if len(ing.Spec.Rules) == 0 {
 		p.warn(ReasonNoRules, "The Ingress has no rules: nothing is exposed through Pangolin")
@@ -235,12 +235,12 @@ func (pl *planner) plan(ing *networkingv1.Ingress, tunnel string) plan {
 	}
 	if !ok {
 		for _, h := range hosts {
-			p.keep.Insert(ResourceName(ing.Namespace, ing.Name, h.host))
+			p.keep.Insert(names.of(h.host))
 		}
 		return p
 	}
 	for _, h := range hosts {
-		name := ResourceName(ing.Namespace, ing.Name, h.host)
+		name := names.of(h.host)
 		subdomain, domain, err := splitWithSettings(h.host, settings)
 		if err != nil {
 			p.warn(ReasonInvalidHost, "%v; this host is skipped", err)

@@ -54,7 +54,7 @@ func reasons(p plan) []string {
 
 func TestPlanSeedExample(t *testing.T) {
 	ing := seedIngress()
-	p := testPlanner(seedService()).plan(ing, "main")
+	p := testPlanner(seedService()).plan(ing, "main", namesOf(ing.Namespace, ing.Name, nil))
 	if len(p.problems) > 0 {
 		t.Fatalf("problems: %+v", p.problems)
 	}
@@ -212,7 +212,7 @@ func TestPlanHosts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", UID: "u", Annotations: tc.annotations},
 				Spec: networkingv1.IngressSpec{IngressClassName: ptr.To("pangolin"), Rules: tc.rules}}
-			p := testPlanner(tc.services...).plan(ing, "main")
+			p := testPlanner(tc.services...).plan(ing, "main", namesOf(ing.Namespace, ing.Name, nil))
 			var got []string
 			wantKeep := sets.New[string]()
 			for _, r := range p.resources {
@@ -239,12 +239,12 @@ func TestPlanSettings(t *testing.T) {
 	ing := seedIngress()
 	pl := testPlanner(seedService())
 	pl.config.SSODefault = true
-	p := pl.plan(ing, "main")
+	p := pl.plan(ing, "main", namesOf(ing.Namespace, ing.Name, nil))
 	if hc := p.resources[0].Spec.HTTPConfig; !hc.SSO || hc.BlockAccess {
 		t.Errorf("tenant defaults not applied: %+v", hc)
 	}
 	ing.Annotations = map[string]string{AnnotationSSO: "false", AnnotationBlockAccess: "True", AnnotationBackendScheme: "https"}
-	p = pl.plan(ing, "main")
+	p = pl.plan(ing, "main", namesOf(ing.Namespace, ing.Name, nil))
 	if hc := p.resources[0].Spec.HTTPConfig; hc.SSO || !hc.BlockAccess {
 		t.Errorf("annotations not applied: %+v", hc)
 	}

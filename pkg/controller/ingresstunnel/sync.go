@@ -102,10 +102,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 // rest of owned.
 func (c *Controller) publish(ctx context.Context, key string, ing *networkingv1.Ingress, tunnel string,
 	owned []*tunnelv1alpha1.PangolinResource) error {
-	p := c.planner.plan(ing, tunnel)
+	names := namesOf(ing.Namespace, ing.Name, owned)
+	p := c.planner.plan(ing, tunnel, names)
 	found := p.problems
 	self := claimantOf(ing)
-	lost, taken, errs := c.decideHosts(ctx, ing, self, p.keep, &found)
+	lost, taken, errs := c.decideHosts(ctx, ing, self, names, p.keep, &found)
 	for _, want := range p.resources {
 		if lost[hostOf(want)] {
 			continue
@@ -139,8 +140,8 @@ func (c *Controller) publish(ctx context.Context, key string, ing *networkingv1.
 // whatever the plan would keep, and taken says why. lost lists the hosts the Ingress must not write now: those
 // another holds, and those left undecided by an error (another replica raced for the name), for which nothing is
 // created, what exists stays, and the retry decides.
-func (c *Controller) decideHosts(ctx context.Context, ing *networkingv1.Ingress, self claims.Claimant, keep sets.Set[string],
-	found *problems) (lost map[string]bool, taken map[string]string, errs []error) {
+func (c *Controller) decideHosts(ctx context.Context, ing *networkingv1.Ingress, self claims.Claimant, names resourceNames,
+	keep sets.Set[string], found *problems) (lost map[string]bool, taken map[string]string, errs []error) {
 	lost, taken = map[string]bool{}, map[string]string{}
 	for _, h := range claimedHosts(ing) {
 		holder, isSelf, err := c.hosts.Decide(ctx, h.name, self)
@@ -151,7 +152,7 @@ func (c *Controller) decideHosts(ctx context.Context, ing *networkingv1.Ingress,
 		}
 		if !isSelf {
 			lost[h.host] = true
-			name := ResourceName(ing.Namespace, ing.Name, h.host)
+			name := names.of(h.host)
 			keep.Delete(name)
 			taken[name] = "another Ingress claimed its host first"
 			found.add(ReasonHostConflict, "%s", conflictMessage(h.host, h.name, c.hosts.Describe(holder)))

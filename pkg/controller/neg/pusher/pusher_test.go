@@ -18,6 +18,7 @@ package pusher
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 	compute "google.golang.org/api/compute/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clienttesting "k8s.io/client-go/testing"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
@@ -163,6 +165,34 @@ func TestAddsAMissingFinalizerBeforeCreatingNEGs(t *testing.T) {
 	tr := h.waitSynced("web", metav1.ConditionTrue)
 	if !hasFinalizer(tr) {
 		t.Error("no finalizer")
+	}
+	checkFinalizerWritesArePatches(t, h)
+}
+
+// checkFinalizerWritesArePatches: the pusher writes finalizers with a patch naming the finalizers and the version it
+// read, never with an update of the whole Translation, which would drop the fields of a newer build that this
+// build's types do not know (docs/upgrade.md).
+func checkFinalizerWritesArePatches(t *testing.T, h *harness) {
+	t.Helper()
+	patches := 0
+	for _, a := range h.client.Actions() {
+		if a.GetResource().Resource != "translations" || a.GetSubresource() != "" {
+			continue
+		}
+		switch a := a.(type) {
+		case clienttesting.UpdateAction:
+			t.Errorf("the pusher updated the whole Translation %v", a.GetObject())
+		case clienttesting.PatchAction:
+			patches++
+			var body map[string]map[string]any
+			if err := json.Unmarshal(a.GetPatch(), &body); err != nil || len(body) != 1 || len(body["metadata"]) != 2 ||
+				body["metadata"]["finalizers"] == nil || body["metadata"]["resourceVersion"] == nil {
+				t.Errorf("the finalizer patch is %s (%v); want metadata.finalizers and metadata.resourceVersion only", a.GetPatch(), err)
+			}
+		}
+	}
+	if patches == 0 {
+		t.Error("no finalizer patch was sent")
 	}
 }
 

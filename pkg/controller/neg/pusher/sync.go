@@ -18,6 +18,7 @@ package pusher
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -26,6 +27,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -143,10 +145,16 @@ func (s *negSync) deletion(ctx context.Context) (worker.Result, error) {
 	return worker.Result{}, nil
 }
 
-// updateFinalizers writes the Translation with finalizers (the pusher's only write outside the status).
+// updateFinalizers sets the Translation's finalizers (the pusher's only write outside the status), bound to the
+// cached version. It is a patch of the finalizers alone, not an update of the whole object: an update sends the
+// Translation as this build's types know it, which would drop the fields a newer build added to its spec.
 func (s *negSync) updateFinalizers(ctx context.Context, finalizers []string) error {
-	s.tr.Finalizers = finalizers
-	updated, err := s.p.client.MultiprojectV1alpha1().Translations(s.tr.Namespace).Update(ctx, s.tr, metav1.UpdateOptions{})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"finalizers": finalizers, "resourceVersion": s.tr.ResourceVersion}})
+	if err != nil {
+		return err
+	}
+	updated, err := s.p.client.MultiprojectV1alpha1().Translations(s.tr.Namespace).Patch(ctx, s.tr.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		return err
 	}

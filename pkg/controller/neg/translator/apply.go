@@ -188,7 +188,8 @@ func (t *Translator) patchSpec(ctx context.Context, svc *corev1.Service, have, w
 	return nil
 }
 
-// update writes want's spec, labels and controller reference over have, bound to have's version.
+// update writes want's spec, labels, generated-name record and controller reference over have, bound to have's
+// version.
 func (t *Translator) update(ctx context.Context, svc *corev1.Service, have, want *mpv1alpha1.Translation) error {
 	updated := have.DeepCopy()
 	updated.Spec = want.Spec
@@ -196,6 +197,13 @@ func (t *Translator) update(ctx context.Context, svc *corev1.Service, have, want
 		updated.Labels = map[string]string{}
 	}
 	maps.Copy(updated.Labels, want.Labels)
+	// Other annotations (another build's, a user's) stay as they are.
+	const generated = mpv1alpha1.TranslationGeneratedNEGNameAnnotationKey
+	if name, ok := want.Annotations[generated]; ok {
+		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, generated, name)
+	} else {
+		delete(updated.Annotations, generated)
+	}
 	updated.OwnerReferences = withController(updated.OwnerReferences, want.OwnerReferences[0])
 	out, err := t.mp.MultiprojectV1alpha1().Translations(svc.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
 	if err != nil {

@@ -17,6 +17,7 @@ limitations under the License.
 package translator
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -27,9 +28,10 @@ import (
 
 // translationVersion is part of every Translation name and of every generated NEG name. Bump it only for a change
 // of the Translation layout that the pusher cannot apply in place (a NEG renamed, say): the new version's
-// Translations then declare new NEGs (the version is in their names), and a Translation of another version is deleted
-// once its successor is synced, so the pusher deletes the old NEGs after the new ones exist. It is "v" and a
-// number; the number is the digit in the NEG name prefix (v1: mp1).
+// Translations then declare new NEGs (the version is in their names), and a Translation of an older version is
+// deleted once its successor is synced, so the pusher deletes the old NEGs after the new ones exist. A Translation of
+// a newer version (met after a rollback) is left alone, with no successor of this version (planInput.newerInUse):
+// the path moves only forward. It is "v" and a number; the number is the digit in the NEG name prefix (v1: mp1).
 const translationVersion = "v1"
 
 // translationPrefix starts the names of the Translations this controller writes, whatever their version, so that
@@ -64,6 +66,28 @@ func parseTranslationName(name string) (version, service string, port int32, ok 
 		return "", "", 0, false
 	}
 	return version, rest[:i], int32(n), true
+}
+
+// compareVersions orders two translation versions by their number: -1, 0 or 1 as a is older than, the same as or
+// newer than b. A version that is not "v" and a number is newer than any: a build does not judge a layout it
+// cannot read.
+func compareVersions(a, b string) int {
+	number := func(v string) (int, bool) {
+		digits, ok := strings.CutPrefix(v, "v")
+		n, err := strconv.Atoi(digits)
+		return n, ok && err == nil && n >= 0 && strconv.Itoa(n) == digits
+	}
+	na, okA := number(a)
+	nb, okB := number(b)
+	switch {
+	case okA && okB:
+		return cmp.Compare(na, nb)
+	case okA:
+		return -1
+	case okB:
+		return 1
+	}
+	return strings.Compare(a, b)
 }
 
 // negNamePrefix starts the generated NEG names of a translation version: mp and the version's number (v1: mp1). The
@@ -150,10 +174,13 @@ func trimEvenly(fields []string, budget int) []string {
 func negDescription(cluster clusterIdentity, tenant, namespace, service string, uid string, port int32) string {
 	b, _ := json.Marshal(negDescriptionFields{
 		Cluster: cluster.name, ClusterUID: cluster.uid, Tenant: tenant, Namespace: namespace, Service: service, UID: uid, Port: strconv.Itoa(int(port)),
-		ManagedBy: "multiproject-controller-manager",
+		ManagedBy: managedBy,
 	})
 	return string(b)
 }
+
+// managedBy is the marker's managed-by field.
+const managedBy = "multiproject-controller-manager"
 
 type negDescriptionFields struct {
 	Cluster string `json:"cluster-name"`

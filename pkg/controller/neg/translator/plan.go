@@ -18,6 +18,7 @@ package translator
 
 import (
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -54,6 +55,9 @@ type plan struct {
 	writes []write
 	// kept are Translations of another version kept until their successor is synced, for the log.
 	kept []kept
+	// deferred are the Service's Translations of a newer version (a newer build made them; a rollback brought this
+	// one back) of ports it still exposes: they are left alone, and this build makes no successor of its own.
+	deferred []*mpv1alpha1.Translation
 	// blocked are creates that wait for a Translation already on its way out (same name, or a NEG in common), for
 	// the log.
 	blocked []blocked
@@ -133,6 +137,10 @@ func planTranslations(in planInput) plan {
 			leaving = append(leaving, have)
 			continue
 		}
+		if in.newerInUse(have, wanted) {
+			p.deferred = append(p.deferred, have)
+			continue
+		}
 		if successor := in.pendingSuccessor(have, wanted, existing); successor != "" {
 			p.kept = append(p.kept, kept{translation: have.Name, successor: successor})
 			continue
@@ -155,9 +163,33 @@ func planTranslations(in planInput) plan {
 				"before it disappears, and this Service's own Translations are declared without it", old.Name, ownerUID(old))}})
 	}
 	for _, want := range in.desired {
+		if existing[want.Name] == nil && p.defersTo(want) {
+			continue
+		}
 		p.planWrite(in, want, existing[want.Name], leaving)
 	}
 	return p
+}
+
+// defersTo says whether want is the successor of a deferred Translation (same port), which this build must not
+// create: the version path moves only forward.
+func (p *plan) defersTo(want *mpv1alpha1.Translation) bool {
+	_, service, port, _ := parseTranslationName(want.Name)
+	return slices.ContainsFunc(p.deferred, func(newer *mpv1alpha1.Translation) bool {
+		_, s, n, _ := parseTranslationName(newer.Name)
+		return s == service && n == port
+	})
+}
+
+// newerInUse says whether have is a Translation of the tenant of a newer version than this build's (or of one it
+// cannot order) for a port the Service still exposes. The version path moves names only forward: a build retires
+// older versions' Translations, never a newer one's, so a rollback leaves a newer build's NEGs as they are.
+func (in planInput) newerInUse(have *mpv1alpha1.Translation, wanted map[string]*mpv1alpha1.Translation) bool {
+	version, _, port, ok := parseTranslationName(have.Name)
+	if !ok || !in.ours(have) || wanted[translationName(in.service.Name, port)] == nil {
+		return false
+	}
+	return compareVersions(version, translationVersion) > 0
 }
 
 // planWrite plans the write, if any, that makes have (nil: none) want.
@@ -246,12 +278,17 @@ func needsUpdate(have, want *mpv1alpha1.Translation) bool {
 	return !apiequality.Semantic.DeepEqual(have.Spec, want.Spec) || metadataDiffers(have, want)
 }
 
-// metadataDiffers says whether have lacks one of want's labels or another controller than want's.
+// metadataDiffers says whether have lacks one of want's labels, records another generated NEG name than want's, or
+// has another controller than want's.
 func metadataDiffers(have, want *mpv1alpha1.Translation) bool {
 	for k, v := range want.Labels {
 		if have.Labels[k] != v {
 			return true
 		}
+	}
+	const generated = mpv1alpha1.TranslationGeneratedNEGNameAnnotationKey
+	if have.Annotations[generated] != want.Annotations[generated] {
+		return true
 	}
 	ref := metav1.GetControllerOf(have)
 	return ref == nil || !apiequality.Semantic.DeepEqual(*ref, want.OwnerReferences[0])

@@ -45,6 +45,10 @@ const (
 	// --cascade=orphan, so its Translations lost their owner reference and stayed) was deleted; a Translation of this
 	// Service of the same name is created once the pusher has deleted the old NEGs and the old one is gone.
 	ReasonStaleTranslationDeleted = "StaleTranslationDeleted"
+	// ReasonNewerTranslation: a newer build of the manager made the Translation of a port (a rollback brought this
+	// build back); this build leaves it and its NEGs as they are, so they stop following the endpoints until the
+	// newer build runs again.
+	ReasonNewerTranslation = "NEGOfNewerBuild"
 )
 
 // sync makes the Translations and the neg-status annotation of one Service match what it asks for. It reads only
@@ -93,7 +97,9 @@ func (t *Translator) sync(ctx context.Context, key string) error {
 		t.warnings.Report(key, svc, d.warnings...)
 		return errCacheLagging
 	}
-	blocked, err := t.apply(ctx, svc, planTranslations(t.planInput(svc, d)))
+	p := planTranslations(t.planInput(svc, d))
+	d.deferTo(p.deferred)
+	blocked, err := t.apply(ctx, svc, p)
 	t.warnings.Report(key, svc, append(d.warnings, blocked...)...)
 	if err != nil {
 		return err
@@ -114,6 +120,19 @@ type desired struct {
 	// custom maps a Translation's name to the custom NEG name it declares.
 	custom   map[string]string
 	warnings []tenant.Warning
+}
+
+// deferTo makes the neg-status name the NEGs of the Translations a newer build made, which this build leaves alone,
+// and says so on the Service.
+func (d *desired) deferTo(newer []*mpv1alpha1.Translation) {
+	for _, tr := range newer {
+		version, _, port, _ := parseTranslationName(tr.Name)
+		d.negs[port] = negNameOf(tr)
+		d.warnings = append(d.warnings, tenant.Warning{Reason: ReasonNewerTranslation, Message: fmt.Sprintf(
+			"Translation %s of port %d was made by a newer build of the manager (layout %s; this build writes %s): "+
+				"its NEG %s is left as it is and does not follow the endpoints until a build of layout %s or later runs",
+			tr.Name, port, version, translationVersion, negNameOf(tr), version)})
+	}
 }
 
 // desiredTranslations builds the Translation of each exposed port that is a port of the Service and whose custom
@@ -140,8 +159,8 @@ func (t *Translator) desiredTranslations(ctx context.Context, svc *corev1.Servic
 			}
 			d.custom[translationName(svc.Name, p.Port)] = p.CustomName
 		}
-		name, description := t.negIdentity(svc, p)
-		tr, skipped, err := t.translation(svc, servicePort, name, description, topo)
+		id := t.negIdentity(svc, p)
+		tr, skipped, err := t.translation(svc, servicePort, id, topo)
 		if err != nil {
 			return desired{}, err
 		}
@@ -152,7 +171,7 @@ func (t *Translator) desiredTranslations(ctx context.Context, svc *corev1.Servic
 					"they are left out of the NEGs", p.Port)})
 		}
 		d.translations = append(d.translations, tr)
-		d.negs[p.Port] = name
+		d.negs[p.Port] = id.name
 	}
 	return d, nil
 }
@@ -163,42 +182,6 @@ func findServicePort(svc *corev1.Service, port int32) *corev1.ServicePort {
 		return nil
 	}
 	return &svc.Spec.Ports[i]
-}
-
-// negIdentity returns the name and ownership marker of the NEGs of one Service port: the custom name or the
-// generated one, and the marker of this cluster, tenant and Service. A Translation made before the cluster's UID
-// entered names and markers keeps the legacy name and marker it declares: GCE can neither rename a NEG nor change its
-// description, and users attach standalone NEGs to their own backend services, so an upgrade renames nothing. The
-// legacy marker names this Service's UID, which no other cluster's Service has, so keeping it adopts only this
-// cluster's NEGs.
-func (t *Translator) negIdentity(svc *corev1.Service, p exposedPort) (name, description string) {
-	name, description = p.CustomName, negDescription(t.cluster, t.tenant, svc.Namespace, svc.Name, string(svc.UID), p.Port)
-	legacyDescription := negDescription(t.cluster.legacy(), t.tenant, svc.Namespace, svc.Name, string(svc.UID), p.Port)
-	legacyName := p.CustomName
-	if p.CustomName == "" {
-		name = negName(translationVersion, t.cluster, t.tenant, svc.Namespace, svc.Name, p.Port)
-		legacyName = negName(translationVersion, t.cluster.legacy(), t.tenant, svc.Namespace, svc.Name, p.Port)
-	}
-	if t.declaresLegacy(svc, translationName(svc.Name, p.Port), legacyName, legacyDescription) {
-		return legacyName, legacyDescription
-	}
-	return name, description
-}
-
-// declaresLegacy says whether the Service's cached Translation of that name declares a NEG of the legacy name and
-// marker.
-func (t *Translator) declaresLegacy(svc *corev1.Service, translation, name, description string) bool {
-	obj, exists, err := t.allTranslationIndex.GetByKey(svc.Namespace + "/" + translation)
-	if err != nil || !exists {
-		return false
-	}
-	tr, ok := obj.(*mpv1alpha1.Translation)
-	if !ok || ownerUID(tr) != svc.UID {
-		return false
-	}
-	return slices.ContainsFunc(tr.Spec.Resources, func(r mpv1alpha1.BackendResource) bool {
-		return r.Name == name && r.Description == description
-	})
 }
 
 // endpointSlicesOf returns the tenant's EndpointSlices of the Service, from the cache's index by Service.
@@ -217,8 +200,9 @@ func (t *Translator) endpointSlicesOf(svc *corev1.Service) ([]*discoveryv1.Endpo
 }
 
 // translation builds the desired Translation of one Service port: one NEG per zone of the tenant's Nodes, in zone
-// order, each named name, marked with description, and holding the ready endpoints of that zone.
-func (t *Translator) translation(svc *corev1.Service, servicePort *corev1.ServicePort, name, description string, topo *topology) (*mpv1alpha1.Translation, int, error) {
+// order, each named and marked as id says, and holding the ready endpoints of that zone. A generated name is
+// recorded in an annotation, so that every later build keeps it (negIdentity).
+func (t *Translator) translation(svc *corev1.Service, servicePort *corev1.ServicePort, id negID, topo *topology) (*mpv1alpha1.Translation, int, error) {
 	endpointSlices, err := t.endpointSlicesOf(svc)
 	if err != nil {
 		return nil, 0, err
@@ -236,12 +220,15 @@ func (t *Translator) translation(svc *corev1.Service, servicePort *corev1.Servic
 			Finalizers:      []string{mpv1alpha1.TranslationDeleterFinalizer},
 		},
 	}
+	if id.generated {
+		tr.Annotations = map[string]string{mpv1alpha1.TranslationGeneratedNEGNameAnnotationKey: id.name}
+	}
 	for _, zone := range topo.zones {
 		tr.Spec.Resources = append(tr.Spec.Resources, mpv1alpha1.BackendResource{
 			Kind:        mpv1alpha1.BackendResourceKindNetworkEndpointGroup,
-			Name:        name,
+			Name:        id.name,
 			Zone:        zone,
-			Description: description,
+			Description: id.description,
 			NetworkEndpointGroup: &mpv1alpha1.NetworkEndpointGroupParameters{
 				Network:    t.gcp.Network,
 				Subnetwork: t.gcp.Subnetwork,

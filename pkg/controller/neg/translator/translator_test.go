@@ -396,13 +396,13 @@ func TestAnUpgradeKeepsTheLegacyNEGsOfItsOwnServices(t *testing.T) {
 		stranger.Spec.Resources[i].Description = negDescription(testIdentity.legacy(), testTenant, testNamespace, "web", "uid-old-web", 80)
 	}
 	h2 := newHarness(t, webObjects()...)
-	if name, marker := h2.translator.negIdentity(h2.service("web"), exposedPort{Port: 80}); name == legacyName || !strings.Contains(marker, `"cluster-uid"`) {
-		t.Errorf("without a legacy Translation the NEG is %s marked %s; want the UID-bearing name and marker", name, marker)
+	if id := h2.translator.negIdentity(h2.service("web"), exposedPort{Port: 80}); id.name == legacyName || !strings.Contains(id.description, `"cluster-uid"`) {
+		t.Errorf("without a legacy Translation the NEG is %s marked %s; want the UID-bearing name and marker", id.name, id.description)
 	}
 	if err := h2.translator.allTranslationIndex.Add(stranger); err != nil {
 		t.Fatal(err)
 	}
-	if name, _ := h2.translator.negIdentity(h2.service("web"), exposedPort{Port: 80}); name == legacyName {
-		t.Errorf("another Service's legacy Translation made this one adopt %s", name)
+	if id := h2.translator.negIdentity(h2.service("web"), exposedPort{Port: 80}); id.name == legacyName {
+		t.Errorf("another Service's legacy Translation made this one adopt %s", id.name)
 	}
 }

@@ -32,6 +32,14 @@ const TranslationDeleterFinalizer = "multiproject.io/deleter"
 // stale ones) is a label selection on this key.
 const TranslationOwnerUIDLabelKey = "multiproject.io/owner-uid"
 
+// TranslationGeneratedNEGNameAnnotationKey records, on a Translation whose
+// NEGs carry a generated name (not one the user chose), that name. Every build
+// keeps a generated name recorded here (and one declared by a build older than
+// this annotation that it computes itself) for as long as the Translation
+// declares it, whichever build computed it, so an upgrade or a rollback never
+// renames a NEG: GCE cannot rename one, and load balancers reference it.
+const TranslationGeneratedNEGNameAnnotationKey = "multiproject.io/generated-neg-name"
+
 // TranslationConditionSynced is the condition the pusher sets on a
 // Translation: True when every backend resource matches the spec of
 // metadata.generation == status.observedGeneration.
