@@ -1,0 +1,583 @@
+//go:build integration
+
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
+	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
+)
+
+// previousReleaseFile names the commit of the previous release on its last non-comment line.
+const previousReleaseFile = "hack/previous-release"
+
+// TestUpgradeAndRollbackKeepEveryNEG moves one tenant between the previous release (hack/previous-release, built
+// from this repository's history) and this build the way a Deployment's rolling update does, and back:
+//
+//	a. the previous release's CRDs, the previous build converges the tenant;
+//	b. this build takes over (started first, then the previous one stopped with SIGTERM) while a Deployment whose
+//	   Pods declare the NEG readiness gate rolls out behind a NEG Service of a second tenant;
+//	c. this build's CRDs are applied under the running manager;
+//	d. the previous build takes over again, with this build's CRDs left in place.
+//
+// After each switch an added endpoint reaches its NEG; after the upgrade a new Service gets a NEG, which the
+// rollback must keep and the previous build must update (an older build once renamed a NEG a newer one had made);
+// after the rollback a deleted Service's NEGs are collected. Sampled every 200 ms throughout, and compared at each
+// switch: no NEG that was wanted is deleted, renamed or recreated, none holds fewer endpoints than it held before
+// the window, no PangolinResource is replaced or vanishes, no Translation loses or changes a field across a switch,
+// no Pod's gate goes from True back to False, and a converged tenant costs no mutating GCE call at a switch.
+func TestUpgradeAndRollbackKeepEveryNEG(t *testing.T) {
+	commit := previousRelease(t)
+	building := time.Now()
+	previous := previousManagerBinary(t, commit)
+	current := managerBinary(t)
+	t.Logf("builds ready in %s (0 when an earlier test of this run built them)", time.Since(building).Round(100*time.Millisecond))
+	previousCRDs, currentCRDs := previousReleaseCRDs(t, commit), workingTreeCRDs(t)
+	logBuilds(t, commit, previous, current, previousCRDs, currentCRDs)
+	// A test that stops before phase c must not leave the previous CRDs to the tests after it.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := framework.ApplyObjects(ctx, controlPlane.AdminConfig(), currentCRDs); err != nil {
+			t.Errorf("re-applying this build's CRDs: %v", err)
+		}
+	})
+	resetLease(t)
+
+	calls := &gceCallLog{}
+	// Operations that take about a second, as GCE's do: a switch in the middle of a push finds it under way.
+	gce := fakegce.New(fakegce.Options{OperationDelay: time.Second, OnCall: calls.record})
+	gce.Start()
+	t.Cleanup(gce.Close)
+
+	applyCRDs(t, "the previous release's", previousCRDs)
+	w := newWorkload(t, gce)
+	svc0, svc1 := w.endpoints(0, 0, 2), w.endpoints(1, 0, 1)
+	w.setService("svc-0", svc0)
+	w.setService("svc-1", svc1)
+	w.setIngress("web", "a.upgrade.example.com", "b.upgrade.example.com", "c.upgrade.example.com")
+	w.addNamespace("alpha")
+	gated := newRollout(t, gce, "gated", true, netip.MustParsePrefix("10.245.0.0/24"))
+	s := startUpgradeSampler(t, gce, calls, []*workload{w}, gated)
+
+	kubeconfig := managerKubeconfig(t)
+	// A lease far longer than a handover: the new leader must get it by the old one's release, not by expiry.
+	le := leaderElection{leaseDuration: 30 * time.Second, renewDeadline: 20 * time.Second, retryPeriod: 500 * time.Millisecond}
+
+	s.begin("a  previous build, previous CRDs", nil)
+	leader := startManagerBinary(t, previous, "previous-a", kubeconfig, gce.Endpoint(), le)
+	waitLeader(t, leader.identity(), time.Minute)
+	managers := []*manager{leader}
+	w.waitConverged("a: previous build")
+	gated.waitSettled("a: first revision on the previous build")
+	s.end()
+
+	// b: the rollout starts just before the switch, so the handover happens in the middle of it; its tenant's project
+	// is not quiet (the rollout attaches and detaches), the other tenant's is.
+	before := s.keep("before b")
+	rollTemplate(t, gated, "2")
+	s.begin("b  switch to this build", []string{w.project})
+	leader = handOver(t, leader, current, "current-b", kubeconfig, gce.Endpoint(), le)
+	managers = append(managers, leader)
+	w.waitConverged("b: this build took over")
+	gated.waitSettled("b: rollout across the upgrade")
+	s.waitObserved(map[string]string{w.project: leader.identity(), gated.w.project: leader.identity()})
+	s.end()
+	compareKept(t, "the upgrade", before, s.keep("after b"))
+
+	s.begin("b' scale-up, new Service", nil)
+	svc0 = append(svc0, extraEndpoint(w, 0, 1))
+	w.setService("svc-0", svc0)
+	w.waitConverged("b': svc-0 scaled up on this build")
+	w.setService("svc-2", w.endpoints(2, 0, 1))
+	w.waitConverged("b': svc-2 created on this build")
+	s.end()
+
+	before = s.keep("before c")
+	s.begin("c  this build's CRDs applied", []string{w.project, gated.w.project})
+	applyCRDs(t, "this build's", currentCRDs)
+	w.waitConverged("c: this build's CRDs")
+	s.end()
+	compareKept(t, "this build's CRDs", before, s.keep("after c"))
+
+	s.begin("c' scale-up", nil)
+	svc1 = append(svc1, extraEndpoint(w, 1, 1))
+	w.setService("svc-1", svc1)
+	w.waitConverged("c': svc-1 scaled up")
+	s.end()
+
+	before = s.keep("before d")
+	s.begin("d  rollback to the previous build", []string{w.project, gated.w.project})
+	leader = handOver(t, leader, previous, "previous-d", kubeconfig, gce.Endpoint(), le)
+	managers = append(managers, leader)
+	w.waitConverged("d: the previous build took over again")
+	s.waitObserved(map[string]string{w.project: leader.identity(), gated.w.project: leader.identity()})
+	s.end()
+	compareKept(t, "the rollback", before, s.keep("after d"))
+
+	s.begin("d' scale-up of svc-2, svc-1 deleted", nil)
+	w.setService("svc-2", append(w.endpoints(2, 0, 1), extraEndpoint(w, 2, 1)))
+	w.waitConverged("d': svc-2, made by this build, scaled up by the previous build")
+	s.expectGone(w, "svc-1")
+	w.deleteService("svc-1")
+	w.waitConverged("d': svc-1's NEGs collected by the previous build")
+	s.end()
+	if !leader.running() {
+		t.Fatalf("manager %s exited: %v", leader.name, leader.waitErr)
+	}
+
+	s.keep("end")
+	s.stop()
+	s.check()
+	s.report(managers...)
+}
+
+// TestUpgradeAndRollbackOfShardedReplicasKeepsEveryNEG runs the sharded overlay (two replicas) across the upgrade
+// and back, one replica at a time as a rolling update with maxSurge 1 does it (the new replica joins, then an old
+// one stops with SIGTERM): a replica of the previous release runs four tenants alone; a replica of this build joins
+// and both hold shard Leases and run tenants side by side, an added endpoint reaching its NEG on either; a second
+// replica of this build replaces the previous one, and a new Service gets its NEGs; then two replicas of the
+// previous release replace this build's, and scale the new Service up. Sampled and compared as
+// TestUpgradeAndRollbackKeepEveryNEG does: tenants moving between builds keep every NEG and PangolinResource, and a
+// converged tenant costs no mutating GCE call when it moves.
+func TestUpgradeAndRollbackOfShardedReplicasKeepsEveryNEG(t *testing.T) {
+	// Four tenants: with bounded loads (capacity ⌈4·1.05/2⌉ = 3) each of two shards runs at least one.
+	const tenants = 4
+	commit := previousRelease(t)
+	previous := previousManagerBinary(t, commit)
+	current := managerBinary(t)
+	resetLease(t)
+	cleanupShardLeases(t)
+	installShardedRBAC(t)
+	calls := &gceCallLog{}
+	gce := fakegce.New(fakegce.Options{OperationDelay: time.Second, OnCall: calls.record})
+	gce.Start()
+	t.Cleanup(gce.Close)
+
+	ws := make([]*workload, tenants)
+	var projects []string
+	for i := range ws {
+		ws[i] = newWorkload(t, gce)
+		ws[i].setService("svc-0", ws[i].endpoints(0, 0, 1))
+		ws[i].setService("svc-1", ws[i].endpoints(1, 0, 1))
+		ws[i].setIngress("web", hosts(0, ws[i].tenant+"-a", ws[i].tenant+"-b")...)
+		projects = append(projects, ws[i].project)
+	}
+	s := startUpgradeSampler(t, gce, calls, ws, nil)
+	kubeconfig := managerKubeconfig(t)
+	le := leaderElection{leaseDuration: 6 * time.Second, renewDeadline: 4 * time.Second, retryPeriod: time.Second}
+	var live, all []*manager
+	shardOf := map[*manager]string{}
+	join := func(binary, name string) *manager {
+		t.Helper()
+		m := startManagerBinary(t, binary, name, kubeconfig, gce.Endpoint(), le, "--sharding=true")
+		shardOf[m] = shardNames(t, []*manager{m})[0]
+		live, all = append(live, m), append(all, m)
+		waitShardsRun(t, ws, namesOf(live, shardOf))
+		return m
+	}
+	replace := func(old *manager, binary, name string) *manager {
+		t.Helper()
+		m := join(binary, name)
+		old.signal(syscall.SIGTERM)
+		if err := old.waitExit(2 * time.Minute); err != nil {
+			t.Fatalf("replica %s exited with %v after SIGTERM, want 0", old.name, err)
+		}
+		live = slices.DeleteFunc(live, func(r *manager) bool { return r == old })
+		waitShardsRun(t, ws, namesOf(live, shardOf))
+		return m
+	}
+	converge := func(what string) {
+		t.Helper()
+		for _, w := range ws {
+			w.waitConverged(what + ": " + w.tenant)
+		}
+	}
+	// readByNewOwners waits until the shard that runs each tenant that moved since the placements at was made has
+	// read its NEGs (upgradeSampler.waitObserved).
+	readByNewOwners := func(at map[string]sharding.Placement) {
+		t.Helper()
+		now, agents := placements(t, ws), map[string]string{}
+		for _, w := range ws {
+			if now[w.tenant].Shard != at[w.tenant].Shard {
+				agents[w.project] = now[w.tenant].Shard
+			}
+		}
+		t.Logf("%d of %d tenants moved", len(agents), len(ws))
+		s.waitObserved(agents)
+	}
+	scaleUp := func(service string, serial, n int) {
+		t.Helper()
+		for _, w := range ws {
+			w.setService(service, append(w.endpoints(serial, 0, 1), extraEndpoint(w, serial, n)))
+		}
+	}
+
+	s.begin("previous replica alone", nil)
+	previousA := join(previous, "previous-shard-a")
+	converge("the previous replica alone")
+	s.end()
+
+	before, at := s.keep("previous alone"), placements(t, ws)
+	s.begin("a replica of this build joins", projects)
+	currentA := join(current, "current-shard-a")
+	waitShardLeasesHeld(t, namesOf(live, shardOf))
+	converge("previous and current side by side")
+	readByNewOwners(at)
+	s.end()
+	compareKept(t, "a replica of this build joining", before, s.keep("side by side"))
+	for _, m := range live {
+		if len(tenantsOn(t, ws, shardOf[m])) == 0 {
+			t.Fatalf("replica %s runs no tenant; the test needs both builds running tenants", m.name)
+		}
+	}
+
+	s.begin("scale-up on both builds", nil)
+	scaleUp("svc-0", 0, 1)
+	converge("scale-up on both builds")
+	s.end()
+
+	before, at = s.keep("before the upgrade"), placements(t, ws)
+	s.begin("the previous replica replaced", projects)
+	currentB := replace(previousA, current, "current-shard-b")
+	converge("this build's replicas")
+	readByNewOwners(at)
+	s.end()
+	compareKept(t, "the upgrade", before, s.keep("this build"))
+
+	s.begin("new Service on this build", nil)
+	for _, w := range ws {
+		w.setService("svc-2", w.endpoints(2, 0, 1))
+	}
+	converge("svc-2 created on this build")
+	s.end()
+
+	before, at = s.keep("before the rollback"), placements(t, ws)
+	s.begin("rollback: this build's replicas replaced", projects)
+	replace(currentA, previous, "previous-shard-b")
+	replace(currentB, previous, "previous-shard-c")
+	converge("the previous build's replicas again")
+	readByNewOwners(at)
+	s.end()
+	compareKept(t, "the rollback", before, s.keep("previous again"))
+
+	s.begin("scale-up of svc-2 on the previous build", nil)
+	scaleUp("svc-2", 2, 1)
+	converge("svc-2, made by this build, scaled up by the previous build")
+	s.end()
+	for _, m := range live {
+		if !m.running() {
+			t.Fatalf("replica %s exited: %v", m.name, m.waitErr)
+		}
+	}
+
+	s.keep("end")
+	s.stop()
+	s.check()
+	s.report(all...)
+}
+
+// waitShardLeasesHeld waits until each shard holds its shard Lease.
+func waitShardLeasesHeld(t *testing.T, shards []string) {
+	t.Helper()
+	why := "not looked yet"
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, shard := range shards {
+			lease, err := controlPlane.AdminClient().CoordinationV1().Leases(leaseNamespace).Get(ctx, sharding.LeaseName(shardGroup, shard), metav1.GetOptions{})
+			if err != nil {
+				why = err.Error()
+				return false, nil
+			}
+			if h := lease.Spec.HolderIdentity; h == nil || *h != shard {
+				why = fmt.Sprintf("the Lease of shard %s names %q", shard, ptr.Deref(h, ""))
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("shard Leases of %v not held: %v: %s", shards, err, why)
+	}
+}
+
+// handOver replaces the leading manager old with a new process of binary as a Deployment's rolling update does: the
+// new Pod starts first and campaigns for the Lease, then the old one gets SIGTERM, releases the Lease and exits 0;
+// it returns the new process once it leads.
+func handOver(t *testing.T, old *manager, binary, name, kubeconfig, gceEndpoint string, le leaderElection) *manager {
+	t.Helper()
+	next := startManagerBinary(t, binary, name, kubeconfig, gceEndpoint, le)
+	id := next.identity()
+	assertLeader(t, old.identity())
+	old.signal(syscall.SIGTERM)
+	if err := old.waitExit(2 * time.Minute); err != nil {
+		t.Fatalf("manager %s exited with %v after SIGTERM, want 0", old.name, err)
+	}
+	waitLeader(t, id, le.leaseDuration/2)
+	return next
+}
+
+// rollTemplate starts a rollout of the Deployment to a new revision, and returns without waiting for it.
+func rollTemplate(t *testing.T, r *rollout, revision string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"revision":%q}}}}}`, revision)
+	_, err := r.w.kube.AppsV1().Deployments(r.w.appNS).Patch(r.w.ctx, r.name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// extraEndpoint is the n-th endpoint added to Service number serial, in the first zone, at addresses endpoints
+// never gives (third octet 200), so adding it is a scale-up by exactly one.
+func extraEndpoint(w *workload, serial, n int) endpoint {
+	return endpoint{ip: fmt.Sprintf("10.%d.200.%d", serial, n), node: w.nodeName(0, 0), zone: 0}
+}
+
+// --- the previous release ----------------------------------------------------------------------------------------
+
+// previousRelease is the commit on the last non-comment line of hack/previous-release. A clone without it (a
+// shallow one) fails the test: skipping would let an upgrade break unnoticed.
+func previousRelease(t testing.TB) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(controlPlane.RepoRoot(), previousReleaseFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var commit string
+	for _, line := range strings.Split(string(data), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			commit = line
+		}
+	}
+	if commit == "" {
+		t.Fatalf("%s names no commit", previousReleaseFile)
+	}
+	if _, err := git("cat-file", "-e", commit+"^{commit}"); err != nil {
+		t.Fatalf("the commit %s named in %s is not in this clone's history (a shallow clone? run `git fetch --unshallow`): %v",
+			commit, previousReleaseFile, err)
+	}
+	return commit
+}
+
+// git runs git on the repository and returns its standard output.
+func git(args ...string) ([]byte, error) {
+	cmd := exec.Command("git", append([]string{"-C", controlPlane.RepoRoot()}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+var (
+	previousBuildOnce sync.Once
+	previousBuildErr  error
+	previousPath      string
+)
+
+// previousManagerBinary builds the commit's ./cmd/multiproject-controller-manager once per test run, into the
+// control plane's directory like managerBinary, from the commit's source tree (previousSourceTree). The staging
+// modules are wired with relative replace directives, so that tree builds on its own; its own hack/version.sh
+// stamps it, given the version and commit since the tree has no .git.
+func previousManagerBinary(t testing.TB, commit string) string {
+	t.Helper()
+	previousBuildOnce.Do(func() {
+		previousPath = filepath.Join(controlPlane.Dir(), "bin", "multiproject-controller-manager-previous")
+		previousBuildErr = buildCommit(commit, previousPath)
+	})
+	if previousBuildErr != nil {
+		t.Fatalf("building the previous release %s: %v", commit, previousBuildErr)
+	}
+	return previousPath
+}
+
+func buildCommit(commit, binary string) error {
+	src, err := previousSourceTree(commit)
+	if err != nil {
+		return err
+	}
+	env := append(os.Environ(), "VERSION=v0.0.0-previous+"+commit[:min(12, len(commit))], "GIT_COMMIT="+commit, "GOWORK=off",
+		// No repository around the tree (a home directory under git) may lend hack/version.sh its state.
+		"GIT_DIR="+filepath.Join(src, ".git"))
+	version := exec.Command(filepath.Join(src, "hack", "version.sh"))
+	version.Env = env
+	ldflags, err := version.Output()
+	if err != nil {
+		return fmt.Errorf("the previous release's hack/version.sh: %w", err)
+	}
+	// -buildvcs=false: the tree is no repository of its own; the version is the ldflags'.
+	build := exec.Command("go", "build", "-buildvcs=false", "-ldflags", strings.TrimSpace(string(ldflags)), "-o", binary,
+		"./cmd/multiproject-controller-manager")
+	build.Dir, build.Env = src, env
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/multiproject-controller-manager in %s: %w\n%s", src, err, out)
+	}
+	return nil
+}
+
+// previousSourceTree returns the commit's source tree, extracted with `git archive` (neither the working tree nor
+// .git changes) once per machine, under the cache hack/build-controlplane.sh uses. The go command keys the build of
+// a main-module package on its directory, so a tree at a stable path is compiled once (about a minute on two
+// cores) and linked on later runs. A tree is extracted beside its final name and renamed into place, so a
+// concurrent run or an interrupted one never leaves a partial tree under that name.
+func previousSourceTree(commit string) (string, error) {
+	root := os.Getenv("CONTROLPLANE_CACHE")
+	if root == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			return "", err
+		}
+		root = filepath.Join(cache, "multiproject-controller-manager")
+	}
+	dir := filepath.Join(root, "previous-release", commit)
+	if _, err := os.Stat(dir); err == nil {
+		return dir, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), commit+".partial-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp) // nothing left once renamed
+	archive, err := git("archive", "--format=tar", commit)
+	if err != nil {
+		return "", err
+	}
+	extract := exec.Command("tar", "-x", "-C", tmp)
+	extract.Stdin = bytes.NewReader(archive)
+	if out, err := extract.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("extracting git archive %s: %w\n%s", commit, err, out)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, statErr := os.Stat(dir); statErr == nil {
+			return dir, nil // another run put it there first
+		}
+		return "", err
+	}
+	return dir, nil
+}
+
+// previousReleaseCRDs reads the commit's manifests/crds from the repository's history.
+func previousReleaseCRDs(t testing.TB, commit string) []*unstructured.Unstructured {
+	t.Helper()
+	list, err := git("ls-tree", "--name-only", commit, framework.ProjectCRDDir+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crds []*unstructured.Unstructured
+	for _, file := range strings.Fields(string(list)) {
+		if ext := filepath.Ext(file); ext != ".yaml" && ext != ".yml" && ext != ".json" {
+			continue
+		}
+		data, err := git("show", commit+":"+file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := framework.DecodeManifests(bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("%s at %s: %v", file, commit, err)
+		}
+		crds = append(crds, objs...)
+	}
+	if len(crds) == 0 {
+		t.Fatalf("no CRD in %s at %s", framework.ProjectCRDDir, commit)
+	}
+	return crds
+}
+
+// workingTreeCRDs reads this build's manifests/crds.
+func workingTreeCRDs(t testing.TB) []*unstructured.Unstructured {
+	t.Helper()
+	crds, err := framework.ReadManifestDir(filepath.Join(controlPlane.RepoRoot(), framework.ProjectCRDDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return crds
+}
+
+// applyCRDs server-side applies the CRDs as the framework installed them (same field manager, so a field one set
+// has and the other lacks is removed, not left behind) and waits until they are Established.
+func applyCRDs(t testing.TB, which string, crds []*unstructured.Unstructured) {
+	t.Helper()
+	if err := framework.ApplyObjects(t.Context(), controlPlane.AdminConfig(), crds); err != nil {
+		t.Fatalf("applying %s CRDs: %v", which, err)
+	}
+	t.Logf("applied %s CRDs", which)
+}
+
+// logBuilds logs what the suite moves between: both builds' --version and whether the CRDs differ.
+func logBuilds(t *testing.T, commit, previous, current string, previousCRDs, currentCRDs []*unstructured.Unstructured) {
+	t.Helper()
+	version := func(binary string) string {
+		out, err := exec.Command(binary, "--version").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s --version: %v\n%s", filepath.Base(binary), err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	byName := func(objs []*unstructured.Unstructured) map[string]map[string]any {
+		out := map[string]map[string]any{}
+		for _, o := range objs {
+			out[o.GetName()] = o.Object
+		}
+		return out
+	}
+	prev, cur := byName(previousCRDs), byName(currentCRDs)
+	var differ []string
+	for name := range prev {
+		if !reflect.DeepEqual(prev[name], cur[name]) {
+			differ = append(differ, name)
+		}
+	}
+	for name := range cur {
+		if _, ok := prev[name]; !ok {
+			differ = append(differ, name)
+		}
+	}
+	slices.Sort(differ)
+	crds := "identical"
+	if len(differ) > 0 {
+		crds = "differ in " + strings.Join(differ, ", ")
+	}
+	t.Logf("previous release %s: %s; this build: %s; CRDs: %s", commit, version(previous), version(current), crds)
+}
