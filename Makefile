@@ -23,6 +23,13 @@ help: ## Print this help.
 build: ## Build the binary into _output/bin.
 	go build $(GOFLAGS) -trimpath -ldflags "$$(hack/version.sh)" -o $(BIN_DIR)/multiproject-controller-manager ./cmd/multiproject-controller-manager
 
+# A release (docs/release.md): binaries for linux/amd64 and linux/arm64, the multi-architecture OCI image built without
+# a container engine, the packaged chart, the rendered manifests, the release notes and SHA256SUMS, into
+# $(OUT_DIR)/release/$(VERSION). hack/release.sh refuses a missing or malformed VERSION.
+.PHONY: release
+release: ## Build a release into _output/release/VERSION (VERSION=vX.Y.Z required; docs/release.md).
+	RELEASE_OUT_DIR="$${RELEASE_OUT_DIR:-$(OUT_DIR)/release/$(VERSION)}" hack/release.sh
+
 .PHONY: test
 test: test-unit test-integration test-packaging ## Run unit, integration and packaging tests (what CI runs).
 
