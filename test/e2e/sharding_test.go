@@ -352,21 +352,7 @@ func watchOwners(t *testing.T, mp mpclientset.Interface, tenants map[string]*wor
 		}
 		last[pc.Name] = shard
 	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    see,
-		UpdateFunc: func(_, obj any) { see(obj) },
-	}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	factory.Start(ctx.Done())
-	t.Cleanup(func() {
-		cancel()
-		factory.Shutdown()
-	})
-	if !cache.WaitForCacheSync(t.Context().Done(), informer.HasSynced) {
-		t.Fatal("the ProviderConfig informer did not sync")
-	}
+	watchAddsAndUpdates(t, factory, informer, "ProviderConfig", see)
 	return h
 }
 
@@ -537,5 +523,32 @@ func TestOverlapCheckFindsInterleavedReplicas(t *testing.T) {
 		if clean != tc.wantClean {
 			t.Errorf("%s: runs %v judged clean=%t, want %t", tc.name, shardsOf(runs), clean, tc.wantClean)
 		}
+	}
+}
+
+// informerFactory is what watchAddsAndUpdates needs of a generated shared informer factory.
+type informerFactory interface {
+	Start(stopCh <-chan struct{})
+	Shutdown()
+}
+
+// watchAddsAndUpdates calls see with every object the informer adds or updates, from a factory started until the
+// test ends, and returns once the informer's cache has synced.
+func watchAddsAndUpdates(t *testing.T, factory informerFactory, informer cache.SharedIndexInformer, what string, see func(obj any)) {
+	t.Helper()
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    see,
+		UpdateFunc: func(_, obj any) { see(obj) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	t.Cleanup(func() {
+		cancel()
+		factory.Shutdown()
+	})
+	if !cache.WaitForCacheSync(t.Context().Done(), informer.HasSynced) {
+		t.Fatalf("the %s informer did not sync", what)
 	}
 }

@@ -39,7 +39,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
@@ -581,21 +580,7 @@ func watchGate(t *testing.T, r *rollout) *gateWatch {
 			g.flips = append(g.flips, fmt.Sprintf("%s at %s: %+v", pod.Name, time.Now().Format(time.StampMilli), c))
 		}
 	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    see,
-		UpdateFunc: func(_, obj any) { see(obj) },
-	}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	factory.Start(ctx.Done())
-	t.Cleanup(func() {
-		cancel()
-		factory.Shutdown()
-	})
-	if !cache.WaitForCacheSync(t.Context().Done(), informer.HasSynced) {
-		t.Fatal("the Pod informer did not sync")
-	}
+	watchAddsAndUpdates(t, factory, informer, "Pod", see)
 	return g
 }
 
