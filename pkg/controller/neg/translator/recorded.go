@@ -44,7 +44,7 @@ func (t *Translator) negIdentity(svc *corev1.Service, p exposedPort) negID {
 	if p.CustomName == "" {
 		own.name, own.generated = negName(translationVersion, t.cluster, t.tenant, svc.Namespace, svc.Name, p.Port), true
 	}
-	recorded, ok := t.recordedNEG(svc, p.Port)
+	recorded, ok := t.recordedNEG(svc, p.Port, own.description)
 	switch {
 	case !ok:
 		return own
@@ -59,8 +59,9 @@ func (t *Translator) negIdentity(svc *corev1.Service, p exposedPort) negID {
 // recordedNEG returns the NEG that the Service's own cached Translation of the port declares, when its marker names
 // this cluster (its UID, or the legacy identity without one), tenant and Service port. generated says that the
 // Translation records the name as generated: in its annotation, or, for a Translation made before the annotation
-// existed, because it is the name this build generates for this or for the legacy identity.
-func (t *Translator) recordedNEG(svc *corev1.Service, port int32) (negID, bool) {
+// existed, because it is the name this build generates for this or for the legacy identity. ownMarker is this
+// build's marker of the port: a NEG carrying it needs no parsing (the common case, on every sync).
+func (t *Translator) recordedNEG(svc *corev1.Service, port int32, ownMarker string) (negID, bool) {
 	obj, exists, err := t.allTranslationIndex.GetByKey(svc.Namespace + "/" + translationName(svc.Name, port))
 	if err != nil || !exists {
 		return negID{}, false
@@ -79,7 +80,7 @@ func (t *Translator) recordedNEG(svc *corev1.Service, port int32) (negID, bool) 
 		}
 		id.name, id.description = r.Name, r.Description
 	}
-	if id.name == "" || !t.marksServicePort(id.description, svc, port) {
+	if id.name == "" || (id.description != ownMarker && !t.marksServicePort(id.description, svc, port)) {
 		return negID{}, false
 	}
 	if recorded, annotated := tr.Annotations[mpv1alpha1.TranslationGeneratedNEGNameAnnotationKey]; annotated {
