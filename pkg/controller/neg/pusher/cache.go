@@ -40,6 +40,12 @@ type endpointKey struct {
 // so two workers never act on one NEG at once.
 type negEntry struct {
 	mu sync.Mutex
+	// users counts the callers holding mu or waiting for it, and dropped says that the entry was forgotten while it
+	// had users; both are guarded by negCache.mu. An entry leaves the cache only once it has no user: dropped at
+	// once, a caller still waiting for mu would act on an entry that a later caller no longer finds, and both would
+	// act on the NEG at once.
+	users   int
+	dropped bool
 	// known is false until GCE has been read (or written) since the entry was made or invalidated.
 	known       bool
 	exists      bool
@@ -73,6 +79,9 @@ type negCache struct {
 	mu            sync.Mutex
 	entries       map[negKey]*negEntry
 	byTranslation map[string]map[negKey]struct{}
+	// beforeWait, when set (tests), is called by lock after it counted its caller as a user and before it waits for
+	// the entry's mutex.
+	beforeWait func(negKey)
 }
 
 func newNEGCache() *negCache {
@@ -91,6 +100,9 @@ func (c *negCache) lock(key string, neg negKey) *negEntry {
 		e = &negEntry{}
 		c.entries[neg] = e
 	}
+	e.users++
+	// A caller wants the entry again: it stays.
+	e.dropped = false
 	used := c.byTranslation[key]
 	if used == nil {
 		used = map[negKey]struct{}{}
@@ -98,26 +110,57 @@ func (c *negCache) lock(key string, neg negKey) *negEntry {
 	}
 	used[neg] = struct{}{}
 	c.mu.Unlock()
+	if c.beforeWait != nil {
+		c.beforeWait(neg)
+	}
 	e.mu.Lock()
 	return e
 }
 
-// forget drops one NEG's entry.
+// unlock releases an entry that lock returned; an entry forgotten meanwhile leaves the cache with its last user.
+func (c *negCache) unlock(neg negKey, e *negEntry) {
+	e.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.users--
+	if e.users == 0 && e.dropped && c.entries[neg] == e {
+		delete(c.entries, neg)
+	}
+}
+
+// forget drops one NEG's entry (once its users are done).
 func (c *negCache) forget(key string, neg negKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.entries, neg)
-	delete(c.byTranslation[key], neg)
+	if used := c.byTranslation[key]; used != nil {
+		delete(used, neg)
+		if len(used) == 0 {
+			delete(c.byTranslation, key)
+		}
+	}
+	c.drop(neg)
 }
 
-// forgetTranslation drops the entries of every NEG the Translation of key used.
+// forgetTranslation drops the entries of every NEG the Translation of key used (each once its users are done).
 func (c *negCache) forgetTranslation(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for neg := range c.byTranslation[key] {
-		delete(c.entries, neg)
+		c.drop(neg)
 	}
 	delete(c.byTranslation, key)
+}
+
+// drop removes the NEG's entry now if nobody holds or waits for it, else marks it for its last user; c.mu held.
+func (c *negCache) drop(neg negKey) {
+	e := c.entries[neg]
+	switch {
+	case e == nil:
+	case e.users == 0:
+		delete(c.entries, neg)
+	default:
+		e.dropped = true
+	}
 }
 
 // len is the number of cached NEGs (tests).

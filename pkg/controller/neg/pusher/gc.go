@@ -134,8 +134,8 @@ func (p *Pusher) sweep(ctx context.Context) {
 func (p *Pusher) collect(ctx context.Context, gce *gceclient.Client, neg negKey) bool {
 	e := p.cache.lock(sweepKey, neg)
 	defer func() {
-		e.mu.Unlock()
 		p.cache.forget(sweepKey, neg)
+		p.cache.unlock(neg, e)
 	}()
 	if claimed, err := p.claimed(neg.project); err != nil || claimed[neg] {
 		return false
@@ -144,6 +144,8 @@ func (p *Pusher) collect(ctx context.Context, gce *gceclient.Client, neg negKey)
 	if err != nil || !p.ours(n.Description) {
 		return false
 	}
+	// Whatever the delete's outcome, a worker that waited for the entry reads GCE again.
+	e.invalidate()
 	err = gce.DeleteNEG(ctx, neg.zone, neg.name)
 	switch gceclient.Classify(err) {
 	case gceclient.ClassNone:

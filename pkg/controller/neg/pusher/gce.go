@@ -36,6 +36,7 @@ import (
 // It knows nothing of Translations, their status or their Events.
 type negCalls struct {
 	gce   *gceclient.Client
+	cache *negCache
 	neg   negKey
 	entry *negEntry
 	// verifyPeriod is how long a read of GCE is trusted (Pusher.verifyPeriod).
@@ -44,10 +45,10 @@ type negCalls struct {
 
 // lock locks the NEG's cache entry for the sync's Translation and returns the NEG's calls; unlock releases it.
 func (s *negSync) lock(gce *gceclient.Client, neg negKey) negCalls {
-	return negCalls{gce: gce, neg: neg, entry: s.p.cache.lock(s.key, neg), verifyPeriod: s.p.verifyPeriod}
+	return negCalls{gce: gce, cache: s.p.cache, neg: neg, entry: s.p.cache.lock(s.key, neg), verifyPeriod: s.p.verifyPeriod}
 }
 
-func (c negCalls) unlock() { c.entry.mu.Unlock() }
+func (c negCalls) unlock() { c.cache.unlock(c.neg, c.entry) }
 
 // awaitPending waits for the operation of an earlier call whose wait failed; afterwards the entry is re-read, since
 // that operation may have changed the NEG either way.
