@@ -35,21 +35,21 @@ test: test-unit test-integration test-packaging ## Run unit, integration and pac
 
 .PHONY: test-unit
 test-unit: ## Unit tests with -race, in the root module and every staging module.
-	hack/test-unit.sh $(TESTFLAGS)
+	hack/timed.sh test-unit hack/test-unit.sh $(TESTFLAGS)
 
 .PHONY: test-integration
 test-integration: ## Integration tests against a real etcd and kube-apiserver (built and cached on first use).
-	hack/test-integration.sh $(TESTFLAGS)
+	hack/timed.sh test-integration hack/test-integration.sh $(TESTFLAGS)
 
 # Packaging: the kustomize base, the Helm chart and the monitoring rules, in test/packaging (a module of its own, so
 # that Helm, kustomize and Prometheus stay out of go.mod).
 .PHONY: test-packaging
 test-packaging: ## Kustomize base, Helm chart, Prometheus rules and dashboard; dry run on a real kube-apiserver.
-	hack/test-packaging.sh $(TESTFLAGS)
+	hack/timed.sh test-packaging hack/test-packaging.sh $(TESTFLAGS)
 
 .PHONY: verify
 verify: ## gofmt, go vet, license headers, import layering, generated code and the benchmark table up to date.
-	hack/verify-all.sh
+	hack/timed.sh verify hack/verify-all.sh
 
 .PHONY: update
 update: ## Regenerate generated code and the benchmark table, add missing license headers and reformat.

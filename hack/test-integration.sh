@@ -20,8 +20,10 @@ log() { printf '[test-integration] %s\n' "$*" >&2; }
 
 if [[ -z "${CONTROLPLANE_BIN_DIR:-}" ]]; then
   log "building the control plane if it is not cached yet"
+  build_start=${SECONDS}
   CONTROLPLANE_BIN_DIR=$(CONTROLPLANE_COMPONENTS="etcd kube-apiserver kube-controller-manager" \
     hack/build-controlplane.sh | tail -n 1)
+  log "control plane ready after $((SECONDS - build_start)) s"
 fi
 export CONTROLPLANE_BIN_DIR
 log "control-plane binaries: ${CONTROLPLANE_BIN_DIR}"

@@ -7,7 +7,7 @@ for script in "${ROOT}"/hack/verify-*.sh; do
   name=$(basename "${script}")
   [[ "${name}" == verify-all.sh ]] && continue
   echo "== ${name}"
-  if ! "${script}"; then
+  if ! "${ROOT}/hack/timed.sh" "${name}" "${script}"; then
     failed+=("${name}")
   fi
 done
