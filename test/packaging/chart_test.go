@@ -147,6 +147,7 @@ func TestChartValuesRenderAsDocumented(t *testing.T) {
 				"--controllers=*,-namespace-project",
 				"--secure-port=10270",
 				"--v=4",
+				"--leader-elect-identity=$(POD_NAME)_$(POD_UID)",
 				"--provider-config-name-label-key=example.com/tenant",
 				"--app-owner-label-key=example.com/app-owner",
 				"--cluster-name=prod-eu",
@@ -361,7 +362,7 @@ func TestInstallDocOverlayBuilds(t *testing.T) {
 	if c["image"] != "registry.example.com/multiproject-controller-manager:v0.1.0" {
 		t.Errorf("image = %v", c["image"])
 	}
-	if d := diffValue([]any{"--leader-elect=true", "--controllers=*,-namespace-project", "--secure-port=10270", "--v=2", "--cluster-name=prod-eu"}, c["args"]); d != "" {
+	if d := diffValue([]any{"--leader-elect=true", "--controllers=*,-namespace-project", "--secure-port=10270", "--v=2", "--leader-elect-identity=$(POD_NAME)_$(POD_UID)", "--cluster-name=prod-eu"}, c["args"]); d != "" {
 		t.Errorf("args (-want +overlay):\n%s", d)
 	}
 	if groups, _, _ := unstructured.NestedString(find(t, objects, "ConfigMap", "multiproject-tenant-label-admins").Object, "data", "groups"); groups != "system:masters, tenant-admins" {

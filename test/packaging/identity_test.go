@@ -84,7 +84,7 @@ func TestChartGivesTheManagerItsGCPIdentity(t *testing.T) {
 		deployment := find(t, want, "Deployment", chartName)
 		containers, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
 		c := containers[0].(map[string]any)
-		c["env"] = values["extraEnv"]
+		c["env"] = append(c["env"].([]any), values["extraEnv"].([]any)...)
 		c["volumeMounts"] = values["extraVolumeMounts"]
 		set(t, deployment, containers, "spec", "template", "spec", "containers")
 		set(t, deployment, values["extraVolumes"], "spec", "template", "spec", "volumes")

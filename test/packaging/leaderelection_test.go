@@ -103,3 +103,33 @@ func TestChartLeaseRBACFollowsLeaderElectionValues(t *testing.T) {
 		}
 	}
 }
+
+// TestManagerIdentitySurvivesAContainerRestart: the chart and the kustomize base (and its sharded overlay) name the
+// manager in the Lease by its Pod's name and UID, taken from the downward API, so that a restarted container resumes
+// its own Lease at once and no two Pods share a name (docs/operations.md).
+func TestManagerIdentitySurvivesAContainerRestart(t *testing.T) {
+	const identityArg = "--leader-elect-identity=$(POD_NAME)_$(POD_UID)"
+	for name, objects := range map[string][]*unstructured.Unstructured{
+		"helm template":                    mustHelmTemplate(t, defaultNamespace, nil),
+		"helm template, sharded":           mustHelmTemplate(t, defaultNamespace, map[string]any{"sharding": map[string]any{"enabled": true}}),
+		"kustomize build manifests":        kustomizeBuild(t, "manifests"),
+		"kustomize build overlays/sharded": kustomizeBuild(t, "overlays/sharded"),
+	} {
+		_, container := managerPod(t, objects)
+		args, _, _ := unstructured.NestedStringSlice(container, "args")
+		if !slices.Contains(args, identityArg) {
+			t.Errorf("%s: the manager's args %q lack %s", name, args, identityArg)
+		}
+		fields := map[string]string{}
+		env, _, _ := unstructured.NestedSlice(container, "env")
+		for _, e := range env {
+			e := e.(map[string]any)
+			if path, ok, _ := unstructured.NestedString(e, "valueFrom", "fieldRef", "fieldPath"); ok {
+				fields[e["name"].(string)] = path
+			}
+		}
+		if fields["POD_NAME"] != "metadata.name" || fields["POD_UID"] != "metadata.uid" {
+			t.Errorf("%s: POD_NAME and POD_UID come from %v, want metadata.name and metadata.uid", name, fields)
+		}
+	}
+}

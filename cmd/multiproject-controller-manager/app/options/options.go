@@ -84,6 +84,8 @@ type Options struct {
 	CacheSyncTimeout       metav1.Duration
 	ClientConnection       componentbaseconfig.ClientConnectionConfiguration
 	LeaderElection         componentbaseconfig.LeaderElectionConfiguration
+	// LeaderElectionIdentity names this process in the leader-election Lease; empty means "<host>_<uuid>".
+	LeaderElectionIdentity string
 
 	// KubeAPIQPSPerTenant and KubeAPIBurstPerTenant size each tenant's share of the client-side budget; negative
 	// means a quarter of ClientConnection's (apibudget.DefaultTenantShare), and a QPS of 0 no per-tenant limit.
@@ -199,6 +201,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	generic.DurationVar(&o.CacheSyncTimeout.Duration, "cache-sync-timeout", o.CacheSyncTimeout.Duration, "How long to wait for the shared informer caches to sync after becoming leader before giving up with an error.")
 	generic.DurationVar(&o.ShutdownTimeout.Duration, "controller-shutdown-timeout", o.ShutdownTimeout.Duration, "How long to wait on shutdown for controllers to drain their queues before exiting anyway.")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, generic)
+	o.addLeaderElectionIdentityFlag(generic)
 	// Lists the known gates in --help; the alpha logging flags below work once their gate is on.
 	o.FeatureGate.AddFlag(generic)
 
@@ -249,6 +252,7 @@ func (o *Options) Validate() error {
 	errs := o.validateGeneric()
 	errs = append(errs, o.validateTenantControllers()...)
 	errs = append(errs, ValidateLeaderElection(&o.LeaderElection)...)
+	errs = append(errs, validateLeaderElectionIdentity(o.LeaderElectionIdentity)...)
 	errs = append(errs, o.validateSharding()...)
 	errs = append(errs, o.Debugging.Validate()...)
 	errs = append(errs, o.SecureServing.Validate()...)

@@ -168,6 +168,10 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		"sharded watch with sharding":            {[]string{"--sharding", "--sharded-watch"}, ""},
 		"bad shard group":                        {[]string{"--sharding", "--shard-group=Not_A_Label"}, `--shard-group "Not_A_Label" must be a DNS label`},
 		"bad shard group unsharded":              {[]string{"--shard-group=Not_A_Label"}, `--shard-group "Not_A_Label" must be a DNS label`},
+		"stable identity":                        {[]string{"--leader-elect-identity=mpcm-7d9f-abcde_0b4c6f2e-9a51-4c1e-8d0f-3c2b1a0f9e8d"}, ""},
+		"identity with a space":                  {[]string{"--leader-elect-identity=a b"}, "must not contain blank space"},
+		"identity unexpanded":                    {[]string{"--leader-elect-identity=$(POD_NAME)_$(POD_UID)"}, "unexpanded $(VAR) reference"},
+		"identity too long":                      {[]string{"--leader-elect-identity=" + strings.Repeat("a", 301)}, "at most 300 characters, got 301"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -259,6 +263,14 @@ current-context: x
 	if c.Sharding.Enabled || !strings.Contains(c.Identity, "_") ||
 		!strings.HasSuffix(c.TenantControllers.GCEUserAgent, "("+c.Identity+")") {
 		t.Errorf("unsharded identity %q, sharding %+v, GCE user agent %q", c.Identity, c.Sharding, c.TenantControllers.GCEUserAgent)
+	}
+	// A stable identity is the Lease holder's name as given, and the process's name toward GCE.
+	o, _ = parse(t, "--kubeconfig="+kubeconfig, "--secure-port=0", "--leader-elect-identity=mpcm-0_uid-1")
+	if c, err = o.Config(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Identity != "mpcm-0_uid-1" || !strings.HasSuffix(c.TenantControllers.GCEUserAgent, "(mpcm-0_uid-1)") {
+		t.Errorf("--leader-elect-identity gave identity %q, GCE user agent %q", c.Identity, c.TenantControllers.GCEUserAgent)
 	}
 	o, _ = parse(t, "--kubeconfig="+kubeconfig, "--secure-port=0", "--sharding", "--shard-group=blue")
 	if c, err = o.Config(); err != nil {

@@ -62,15 +62,19 @@ func (o *Options) validateSharding() []error {
 	return errs
 }
 
-// applyIdentity names this process: "<host>_<uuid>" in the leader-election Lease, and with --sharding a shard name
-// "<host>-<suffix>" that is a label value. Every Compute Engine call carries the name that says which replica made
-// it (the shard, or the process), in its User-Agent.
+// applyIdentity names this process: --leader-elect-identity, or "<host>_<uuid>", in the leader-election Lease, and
+// with --sharding a shard name "<host>-<suffix>" that is a label value, new for every process (a restarted replica's
+// tenants move once its old shard Lease expires: docs/sharding.md). Every Compute Engine call carries the name that
+// says which replica made it (the shard, or the process), in its User-Agent.
 func (o *Options) applyIdentity(c *config.Config) error {
 	hostname, err := os.Hostname()
 	if err != nil {
 		return fmt.Errorf("this process's identity: %w", err)
 	}
-	c.Identity = Identity(hostname)
+	c.Identity = o.LeaderElectionIdentity
+	if c.Identity == "" {
+		c.Identity = Identity(hostname)
+	}
 	agent := c.Identity
 	c.Sharding = config.Sharding{Group: o.ShardGroup}
 	if o.Sharding {
