@@ -43,7 +43,9 @@ import (
 // handlers and every tenant's view stay as they are. The informers list with plain LISTs, not WatchList streams:
 // every response then says whether the server honoured the selector (ListMeta.ShardInfo). A LIST counts as listed
 // (Listed) once the informer has delivered every object it returned to its handlers, which it does only after
-// it has put the object in its cache.
+// it has put the object in its cache; the watch that continues a LIST starts as soon as that LIST has returned,
+// while the handlers still deliver it, so that a change costs one LIST and the watch is down only for the
+// reflector's backoff and the LIST itself.
 type ShardScope struct {
 	mu       sync.Mutex
 	selector string
@@ -176,6 +178,9 @@ type scopedListWatch struct {
 	// of its selector; guarded by scope.mu.
 	pending    sets.Set[string]
 	pendingGen uint64
+	// returnedGen is the generation of the selector of the last LIST that returned, which a watch may continue;
+	// guarded by scope.mu.
+	returnedGen uint64
 }
 
 // delivered notes that the informer has cached and delivered obj: once it has delivered everything its last LIST
@@ -258,20 +263,25 @@ func (lw *scopedListWatch) ListWithContext(ctx context.Context, options metav1.L
 	if gen > lw.pendingGen {
 		lw.pending, lw.pendingGen = keys, gen
 	}
+	if gen > lw.returnedGen {
+		lw.returnedGen = gen
+	}
 	s.mu.Unlock()
 	lw.settle()
 	return list, nil
 }
 
 // WatchWithContext refuses, as expired, a watch that would continue a LIST made with an older selector, so that
-// the reflector lists again; otherwise it watches with the current selector, and Set stops that watch.
+// the reflector lists again; otherwise it watches with the current selector, and Set stops that watch. Whether the
+// handlers have delivered that LIST yet does not matter here: waiting for them would refuse the watch and cost a
+// second LIST, after a second backoff.
 func (lw *scopedListWatch) WatchWithContext(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
 	s := lw.scope
 	s.mu.Lock()
-	selector, gen, listed := s.selector, s.gen, s.listed[lw]
+	selector, gen, returned := s.selector, s.gen, lw.returnedGen
 	s.mu.Unlock()
-	if listed != gen {
-		return nil, apierrors.NewResourceExpired(fmt.Sprintf("the shard selector changed (generation %d, listed %d): list again", gen, listed))
+	if returned != gen {
+		return nil, apierrors.NewResourceExpired(fmt.Sprintf("the shard selector changed (generation %d, last LIST with %d): list again", gen, returned))
 	}
 	options.ShardSelector = selector
 	w, err := lw.inner.WatchWithContext(ctx, options)

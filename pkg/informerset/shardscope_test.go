@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	apisharding "k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	apiserversharding "k8s.io/apiserver/pkg/sharding"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -220,5 +222,63 @@ func TestShardScopeReportsAServerThatIgnoresTheSelector(t *testing.T) {
 	}
 	if crScope.Ignored() {
 		t.Error("a custom resource's LIST without ShardInfo counted as the server ignoring the selector")
+	}
+}
+
+// A selector change costs one LIST, not two: the watch that continues the LIST starts as soon as it has returned,
+// while the informer still delivers its thousands of objects to the handlers (the scope once refused that watch until
+// they were delivered, and the reflector listed everything again after a second backoff).
+func TestShardScopeChangeCostsOneList(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	const joining = 1000 // enough that delivering them takes far longer than the reflector takes to watch
+	objects := []runtime.Object{service("mine", "a")}
+	for i := range joining {
+		objects = append(objects, service("joining", fmt.Sprintf("b-%d", i)))
+	}
+	client := fake.NewClientset(objects...)
+	shardingServer(t, client)
+	var lists, watches atomic.Int32
+	client.PrependReactor("list", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+		lists.Add(1)
+		return false, nil, nil
+	})
+	client.PrependWatchReactor("services", func(k8stesting.Action) (bool, watch.Interface, error) {
+		watches.Add(1)
+		return false, nil, nil
+	})
+
+	scope := NewShardScope(namespaceTerm("mine"))
+	inf := scope.NewInformer(Services, rawServices(client), &corev1.Service{}, 0, namespaceIndex())
+	go inf.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("no sync")
+	}
+	waitWatching := func(want int32) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+			return watches.Load() >= want, nil
+		}); err != nil {
+			t.Fatalf("the informer does not watch (%d watches, want %d; %d LISTs)", watches.Load(), want, lists.Load())
+		}
+	}
+	waitWatching(1)
+	listsBefore, watchesBefore := lists.Load(), watches.Load()
+
+	setAt := time.Now()
+	gen := scope.Set(namespaceTerm("mine") + " || " + namespaceTerm("joining"))
+	waitWatching(watchesBefore + 1)
+	t.Logf("watching again %s after the change (the reflector's backoff and one LIST)", time.Since(setAt).Round(time.Millisecond))
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return scope.Listed() >= gen, nil
+	}); err != nil {
+		t.Fatalf("the new selector was never listed (listed generation %d, want %d)", scope.Listed(), gen)
+	}
+	if got := len(inf.GetStore().ListKeys()); got != joining+1 {
+		t.Errorf("the cache holds %d Services, want %d", got, joining+1)
+	}
+	if got := lists.Load() - listsBefore; got != 1 {
+		t.Errorf("the selector change cost %d LISTs, want 1", got)
 	}
 }
