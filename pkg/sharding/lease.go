@@ -371,3 +371,34 @@ func leaseExpiry(lease *coordinationv1.Lease) (time.Time, bool) {
 	}
 	return s.RenewTime.Add(time.Duration(*s.LeaseDurationSeconds) * time.Second), true
 }
+
+// LeaseBounds are the timings a replica's shard Lease can carry, as tryAcquireOrRenew writes them: a
+// leaseDurationSeconds of LeaseDuration in whole seconds (or 1, released), and a renewTime of the replica's clock at
+// the renewal. A Lease outside them was not written by a replica that runs with the same flags: a forgery (a
+// renewTime far ahead would keep a shard live that never runs its tenants, issue 42), or a replica misconfigured
+// beyond the clock skew that sharding tolerates anyway. The sharder does not count such a shard as live, and does not
+// delete its Lease either.
+type LeaseBounds struct {
+	// MaxDuration is the longest leaseDurationSeconds: --leader-elect-lease-duration, in whole seconds.
+	MaxDuration time.Duration
+	// MaxSkew is how far ahead of the sharder's clock a renewTime may be: --leader-elect-lease-duration minus
+	// --leader-elect-renew-deadline, the margin a shard's clock must already stay well within (LiveShards).
+	MaxSkew time.Duration
+}
+
+// NewLeaseBounds returns the bounds of Leases written with ShardLeaseConfig's LeaseDuration and RenewDeadline.
+func NewLeaseBounds(leaseDuration, renewDeadline time.Duration) LeaseBounds {
+	return LeaseBounds{MaxDuration: leaseSeconds(leaseDuration), MaxSkew: leaseDuration - renewDeadline}
+}
+
+// Admits reports whether the Lease's timings are within b at now. The zero LeaseBounds admits every Lease.
+func (b LeaseBounds) Admits(lease *coordinationv1.Lease, now time.Time) bool {
+	if b == (LeaseBounds{}) {
+		return true
+	}
+	s := lease.Spec
+	if s.LeaseDurationSeconds != nil && time.Duration(*s.LeaseDurationSeconds)*time.Second > b.MaxDuration {
+		return false
+	}
+	return s.RenewTime == nil || !s.RenewTime.After(now.Add(b.MaxSkew))
+}

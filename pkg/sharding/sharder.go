@@ -72,6 +72,9 @@ type SharderConfig struct {
 	Recorder record.EventRecorder
 	// Clock defaults to the real clock. It also runs the timers of the sharder's queue: its retries and delayed looks.
 	Clock clock.WithDelayedExecution
+	// LeaseBounds are the timings the replicas' shard Leases can carry (NewLeaseBounds of their flags); a Lease
+	// outside them is ignored. The zero value ignores none.
+	LeaseBounds LeaseBounds
 }
 
 // Sharder assigns every ProviderConfig to a live shard. Run it only on the replica that holds the leader-election
@@ -440,15 +443,18 @@ func failedTest(err error) bool {
 }
 
 // shardLeases lists the group's shard Leases from the informer: labeled with the group and named after their
-// holder, so that no other Lease (one labeled by hand, or one a watch delivered unfiltered) counts as a shard.
+// holder, so that no other Lease (one labeled by hand, or one a watch delivered unfiltered) counts as a shard, and
+// with timings a replica could have written (LeaseBounds).
 func (s *Sharder) shardLeases() ([]*coordinationv1.Lease, error) {
 	all, err := s.leases.List(labels.SelectorFromSet(labels.Set{ShardGroupLabel: s.cfg.Group}))
 	if err != nil {
 		return nil, err
 	}
+	now := s.clock.Now()
 	return slices.DeleteFunc(all, func(l *coordinationv1.Lease) bool {
 		shard, ok := strings.CutPrefix(l.Name, s.cfg.Group+"-")
-		return !ok || (l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" && *l.Spec.HolderIdentity != shard)
+		return !ok || (l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" && *l.Spec.HolderIdentity != shard) ||
+			!s.cfg.LeaseBounds.Admits(l, now)
 	}), nil
 }
 

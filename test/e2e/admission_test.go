@@ -357,6 +357,9 @@ func TestAdmissionPolicyLabelKeys(t *testing.T) {
 				}
 			}
 		case "ValidatingAdmissionPolicyBinding":
+			if policy, _, _ := unstructured.NestedString(obj.Object, "spec", "policyName"); policy != tenantLabelsPolicy {
+				continue // the other policies guard no tenant label
+			}
 			key, ok := wantSelector[obj.GetName()]
 			if !ok {
 				t.Errorf("binding %s: not checked by this test", obj.GetName())

@@ -55,6 +55,22 @@ func TestChartDefaultsRenderTheKustomizeBase(t *testing.T) {
 	base := kustomizeBuild(t, "manifests")
 	chart := mustHelmTemplate(t, defaultNamespace, nil)
 	diffObjects(t, "kustomize build manifests", base, "helm template", chart)
+
+	// The admission policies above all (docs/security.md): each in both, so that two renderings without one do not
+	// compare equal.
+	for _, o := range []struct{ kind, name string }{
+		{"ValidatingAdmissionPolicy", "multiproject-tenant-labels"},
+		{"ValidatingAdmissionPolicyBinding", "multiproject-tenant-labels.tenant"},
+		{"ValidatingAdmissionPolicyBinding", "multiproject-tenant-labels.app-owner"},
+		{"ValidatingAdmissionPolicy", "multiproject-cluster-id"},
+		{"ValidatingAdmissionPolicyBinding", "multiproject-cluster-id"},
+		{"ValidatingAdmissionPolicy", "multiproject-lease-labels"},
+		{"ValidatingAdmissionPolicyBinding", "multiproject-lease-labels.group"},
+		{"ValidatingAdmissionPolicyBinding", "multiproject-lease-labels.claim-kind"},
+	} {
+		find(t, base, o.kind, o.name)
+		find(t, chart, o.kind, o.name)
+	}
 }
 
 // TestChartValuesRenderAsDocumented renders non-default values and compares the result with the kustomize base
@@ -119,6 +135,22 @@ func TestChartValuesRenderAsDocumented(t *testing.T) {
 					v["expression"] = "'example.com/app-owner'"
 				case "whoMay":
 					v["expression"] = strings.Replace(v["expression"].(string), "kube-system/", ns+"/", 1)
+				}
+			}
+			set(t, obj, variables, "spec", "variables")
+		case "ValidatingAdmissionPolicy.admissionregistration.k8s.io multiproject-cluster-id":
+			// The manager's ServiceAccount is the release's; the parameter stays the kube-system Namespace.
+			conditions, _, _ := unstructured.NestedSlice(obj.Object, "spec", "matchConditions")
+			for _, c := range conditions {
+				c := c.(map[string]any)
+				c["expression"] = strings.Replace(c["expression"].(string), ":kube-system:", ":"+ns+":", 1)
+			}
+			set(t, obj, conditions, "spec", "matchConditions")
+		case "ValidatingAdmissionPolicy.admissionregistration.k8s.io multiproject-lease-labels":
+			variables, _, _ := unstructured.NestedSlice(obj.Object, "spec", "variables")
+			for _, v := range variables {
+				if v := v.(map[string]any); v["name"] == "manager" {
+					v["expression"] = "'system:serviceaccount:" + ns + ":multiproject-controller-manager'"
 				}
 			}
 			set(t, obj, variables, "spec", "variables")

@@ -301,6 +301,8 @@ func runSharder(ctx context.Context, c config.CompletedConfig) error {
 		Client:          c.MultiprojectClient,
 		ProviderConfigs: pcs,
 		Recorder:        c.EventRecorder,
+		// Every replica writes its shard Lease with these flags (newShard).
+		LeaseBounds: sharding.NewLeaseBounds(c.LeaderElection.LeaseDuration.Duration, c.LeaderElection.RenewDeadline.Duration),
 	})
 	return s.Run(ctx, sharderWorkers)
 }
