@@ -56,6 +56,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
 	"github.com/multiproject/multiproject-controller-manager/pkg/apibudget"
+	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/clusterid"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
@@ -262,6 +263,13 @@ func runControllers(ctx context.Context, c config.CompletedConfig, descriptors *
 		return err
 	}
 	defer func() { _ = cc.Informers.Close() }()
+	// The claims live as long as the controllers of this term: every one of them has stopped when StartControllers
+	// returns.
+	defer func() {
+		if err := cc.Claims.Close(); err != nil {
+			klog.FromContext(ctx).Error(err, "Closing the claims")
+		}
+	}()
 	return StartControllers(ctx, cc, descriptors, &state.synced)
 }
 
@@ -278,6 +286,10 @@ type ControllerContext struct {
 	// Coverage, with --sharded-watch on an API server that honours shard selectors, keeps the namespaced informers'
 	// shard selector over this shard's tenants' namespaces; nil otherwise.
 	Coverage *sharding.Coverage
+	// Claims are the hosts and custom NEG names held once across every tenant of the term (and, with --sharding,
+	// across replicas through claim records); every tenant's controller joins it, and the caller closes it once
+	// StartControllers has returned.
+	Claims *claims.Set
 }
 
 // CreateControllerContext builds the shared informers and the tenancy Router over them. Nothing runs until
@@ -300,7 +312,18 @@ func CreateControllerContext(c config.CompletedConfig) (*ControllerContext, erro
 		return nil, err
 	}
 	return &ControllerContext{ComponentConfig: c, Informers: informers, Shard: c.Sharding.Shard,
-		Coverage: newCoverage(c, scope, informers)}, nil
+		Coverage: newCoverage(c, scope, informers), Claims: newClaims(c, informers)}, nil
+}
+
+// newClaims builds the term's claims over the shared informers; with --sharding they hold across replicas through
+// the claim records of c.TenantControllers.ClaimsNamespace. It starts nothing: a registry watches from the first
+// controller that joins it.
+func newClaims(c config.CompletedConfig, informers *informerset.Tenancy) *claims.Set {
+	cfg := claims.SetConfig{Informers: informers.Shared}
+	if records := informers.Set.Informer(informerset.ClaimRecords); records != nil {
+		cfg.Records = &claims.RecordsConfig{Client: c.Client, Namespace: c.TenantControllers.ClaimsNamespace, Informer: records}
+	}
+	return claims.NewSet(cfg)
 }
 
 // StartControllers starts the shared informers on ctx, waits for their caches, then runs the ProviderConfig
@@ -436,6 +459,7 @@ func managerConfig(cc *ControllerContext, descriptors *registry.Registry) provid
 		MultiprojectClient: c.MultiprojectClient,
 		Router:             cc.Informers.Router,
 		Shared:             cc.Informers.Shared,
+		Claims:             cc.Claims,
 		APIServed:          cc.Informers.Served,
 		LabelKey:           c.ProviderConfigLabelKey,
 		Options:            c.TenantControllers,

@@ -137,6 +137,9 @@ func StartManager(t testing.TB, env *Env, opts ManagerOptions) *Manager {
 		if err := <-done; err != nil {
 			t.Errorf("framework: the manager returned %v", err)
 		}
+		if err := cc.Claims.Close(); err != nil {
+			t.Error(err)
+		}
 		if err := cc.Informers.Close(); err != nil {
 			t.Error(err)
 		}
