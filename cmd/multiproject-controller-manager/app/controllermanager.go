@@ -258,6 +258,11 @@ func newServingMux(c config.CompletedConfig, healthzHandler http.Handler, state 
 // runControllers runs on the leader's context, one leadership term: it builds the controller context and starts
 // the controllers on it until ctx ends.
 func runControllers(ctx context.Context, c config.CompletedConfig, descriptors *registry.Registry, state *processState) error {
+	c, err := ResolveClusterIdentity(ctx, c)
+	if err != nil {
+		// Only ctx's end stops the retries.
+		return nil
+	}
 	cc, err := CreateControllerContext(c)
 	if err != nil {
 		return err
@@ -331,14 +336,6 @@ func newClaims(c config.CompletedConfig, informers *informerset.Tenancy) *claims
 // the moment the caches have synced until StartControllers returns (for /readyz).
 func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *registry.Registry, synced *atomic.Bool) error {
 	logger := klog.FromContext(ctx)
-	if cc.ComponentConfig.TenantControllers.ClusterUID == "" {
-		uid, err := resolveClusterUID(ctx, cc.ComponentConfig)
-		if err != nil {
-			// Only ctx's end stops the retries.
-			return nil
-		}
-		cc.ComponentConfig.TenantControllers.ClusterUID = uid
-	}
 	c := cc.ComponentConfig
 	if err := cc.Informers.Set.Start(ctx); err != nil {
 		return err
@@ -408,9 +405,22 @@ func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *r
 	return pcController.Run(ctx, c.ProviderConfigWorkers)
 }
 
+// ResolveClusterIdentity returns c with the cluster's identity (TenantControllers.ClusterUID) filled in, unless it
+// is set already: the command's step before CreateControllerContext, on the term's context, since no tenant may
+// start without it (it is in every NEG name and marker). It fails only when ctx ends.
+func ResolveClusterIdentity(ctx context.Context, c config.CompletedConfig) (config.CompletedConfig, error) {
+	if c.TenantControllers.ClusterUID != "" {
+		return c, nil
+	}
+	uid, err := resolveClusterUID(ctx, c)
+	if err != nil {
+		return c, err
+	}
+	return c.WithClusterUID(uid), nil
+}
+
 // resolveClusterUID reads (or, the first time, records) the cluster's identity in the cloud (pkg/clusterid), retrying
-// with backoff while the API server cannot answer or the ConfigMap is invalid: no tenant may start without it, since
-// it is in every NEG name and marker. It fails only when ctx ends.
+// with backoff while the API server cannot answer or the ConfigMap is invalid. It fails only when ctx ends.
 func resolveClusterUID(ctx context.Context, c config.CompletedConfig) (string, error) {
 	logger := klog.FromContext(ctx)
 	namespace := c.LeaderElection.ResourceNamespace

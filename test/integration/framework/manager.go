@@ -124,6 +124,10 @@ func StartManager(t testing.TB, env *Env, opts ManagerOptions) *Manager {
 	// Sharded for its ProviderConfigs only: the informer holds, and the controller runs, the tenants labeled for
 	// m.shard. --sharding would also turn on claims; the config leaves them off.
 	c.Sharding.Enabled, c.Sharding.Shard = true, m.shard
+	c, err = app.ResolveClusterIdentity(env.Ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cc, err := app.CreateControllerContext(c)
 	if err != nil {
 		t.Fatal(err)
