@@ -128,7 +128,13 @@ func StartManager(t testing.TB, env *Env, opts ManagerOptions) *Manager {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := app.CreateControllerContext(c)
+	// The shard's Lease is never acquired here: the framework plays the sharder, and the Replica only attaches
+	// the ProviderConfig controller to the shard (its Drainer).
+	replica, err := app.NewReplica(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := app.CreateControllerContext(c, replica)
 	if err != nil {
 		t.Fatal(err)
 	}
