@@ -353,6 +353,10 @@ func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *r
 	wg.Go(func() {
 		cc.Informers.RouteOptionals(ctx, func(schema.GroupVersionResource) { pcController.EnqueueAll() })
 	})
+	if shard := cc.Replica.Shard(); shard != "" {
+		// Before the Replica starts its Drainer, which stops the tenants the controller no longer owns as a shard.
+		pcController.RunAsShard(shard)
+	}
 	started, err := cc.Replica.Start(ctx, &wg, sharding.Term{ProviderConfigs: pcInformer,
 		Namespaces: cc.Informers.Set.Informer(informerset.Namespaces), LabelKey: cc.Informers.Router.LabelKey(), Tenants: pcController})
 	if err != nil {
@@ -360,9 +364,6 @@ func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *r
 			return nil
 		}
 		return err
-	}
-	if shard := cc.Replica.Shard(); shard != "" {
-		pcController.RunAsShard(shard)
 	}
 	if started.Holders != nil {
 		pcController.YieldToShards(started.Holders)
