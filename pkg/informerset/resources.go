@@ -53,7 +53,7 @@ var (
 	Namespaces = tenancy.NamespacesResource
 	Ingresses  = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}
 	// ClaimRecords are the Leases that record, for the replicas that share the tenants (--sharding), who holds a
-	// host or a custom NEG name (pkg/controller/claims); only those of Clients.ClaimsNamespace labeled
+	// host or a custom NEG name (pkg/claims); only those of Clients.ClaimsNamespace labeled
 	// ClaimRecordLabel are watched, and only when that namespace is set (Resource.Sharded).
 	ClaimRecords = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
 )

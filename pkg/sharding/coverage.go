@@ -198,9 +198,9 @@ func (c *Coverage) compare(tenants []string) (needed sets.Set[uint32], missing [
 	return needed, missing, len(c.covered) - (needed.Len() - len(missing))
 }
 
-// readLeftovers reads the leftovers of the tenants this shard gained, or of all of them for a rebuild, and forgets
-// those of the tenants it lost (c.mu held).
-func (c *Coverage) readLeftovers(ctx context.Context, tenants []string, all bool) error {
+// leftoversToRead forgets the leftovers of the tenants this shard lost and returns the tenants whose leftovers must
+// be read: those it gained, or all of them for a rebuild (c.mu held).
+func (c *Coverage) leftoversToRead(tenants []string, all bool) []string {
 	current := sets.New(tenants...)
 	for tenant := range c.leftovers {
 		if !current.Has(tenant) {
@@ -216,6 +216,12 @@ func (c *Coverage) readLeftovers(ctx context.Context, tenants []string, all bool
 			ask = append(ask, tenant)
 		}
 	}
+	return ask
+}
+
+// readLeftovers reads the leftovers of ask from the API server, with c.mu not held (Covers goes on answering
+// meanwhile), and records them.
+func (c *Coverage) readLeftovers(ctx context.Context, ask []string) error {
 	if len(ask) == 0 {
 		return nil
 	}
@@ -223,84 +229,138 @@ func (c *Coverage) readLeftovers(ctx context.Context, tenants []string, all bool
 	if err != nil {
 		return err
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, tenant := range ask {
 		c.leftovers[tenant] = sets.New(found[tenant]...)
 	}
 	return nil
 }
 
-// sync grows the selector by the buckets it lacks, or narrows it when a rebuild is due; it comes back when the next
-// rebuild would be.
+// coverageInput is what the selector's decision reads: the clock, the rebuild schedule and what the buckets are.
+type coverageInput struct {
+	now, lastRebuild, tenantsChanged time.Time
+	interval                         time.Duration
+	// periodic: a whole RebuildInterval has passed since the last rebuild (the leftovers were read again).
+	periodic bool
+	needed   sets.Set[uint32]
+	missing  []uint32
+	unneeded int
+}
+
+// coverageDecision is what sync does to the selector.
+type coverageDecision struct {
+	// rebuild narrows the selector to the needed buckets; otherwise it grows by missing, if any.
+	rebuild bool
+	// wide: the selector holds more unneeded buckets than rebuildSlack allows.
+	wide bool
+	// markRebuilt: the schedule restarts now (a periodic look that found nothing to narrow, or a rebuild).
+	markRebuilt bool
+	// next is when sync comes back.
+	next time.Duration
+}
+
+// decideCoverage is the pure decision of sync: narrow the selector when it is wide and either a whole interval has
+// passed or the tenants have stayed the same for DefaultRebuildSettle; come back when the next rebuild would be.
+func decideCoverage(in coverageInput) coverageDecision {
+	d := coverageDecision{wide: in.unneeded > in.needed.Len()/8+rebuildSlack}
+	settle := DefaultRebuildSettle - in.now.Sub(in.tenantsChanged)
+	d.rebuild = d.wide && (in.periodic || settle <= 0)
+	d.next = in.interval
+	switch {
+	case d.rebuild:
+		d.markRebuilt = true
+	case in.periodic:
+		// Nothing to narrow: look again in a whole interval.
+		d.markRebuilt = true
+	default:
+		d.next = in.interval - in.now.Sub(in.lastRebuild)
+		if d.wide && settle > 0 {
+			d.next = min(d.next, settle)
+		}
+	}
+	d.next = max(d.next, time.Second)
+	return d
+}
+
+// sync grows the selector by the buckets it lacks, or narrows it when a rebuild is due (decideCoverage); it comes
+// back when the next rebuild would be. The leftovers LISTs run without c.mu.
 func (c *Coverage) sync(ctx context.Context) (worker.Result, error) {
-	tenants := c.cfg.ProviderConfigs.GetStore().ListKeys()
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.cfg.Scope.Ignored() {
 		// A server that ignores the selector sends everything whatever it says.
 		return worker.Result{RequeueAfter: c.cfg.RebuildInterval}, nil
 	}
+	tenants := c.cfg.ProviderConfigs.GetStore().ListKeys()
 	now := c.clock.Now()
+	c.mu.Lock()
 	if current := sets.New(tenants...); !current.Equal(c.tenants) {
 		c.tenants, c.tenantsChanged = current, now
 	}
 	periodic := now.Sub(c.lastRebuild) >= c.cfg.RebuildInterval
-	if err := c.readLeftovers(ctx, tenants, periodic); err != nil {
+	ask := c.leftoversToRead(tenants, periodic)
+	c.mu.Unlock()
+	if err := c.readLeftovers(ctx, ask); err != nil {
 		return worker.Result{}, err
 	}
-	needed, missing, unneeded := c.compare(tenants)
-	wide := unneeded > needed.Len()/8+rebuildSlack
-	settle := DefaultRebuildSettle - now.Sub(c.tenantsChanged)
-	rebuild := wide && (periodic || settle <= 0)
-	if rebuild && !periodic {
+	d, in := c.decide(now, tenants, periodic)
+	if d.rebuild && !periodic {
 		// A rebuild reads every tenant's leftovers again, whatever made it due: one of this shard's tenants whose
 		// namespace moved to a tenant of another shard still needs it until it has undone what it wrote there.
-		if err := c.readLeftovers(ctx, tenants, true); err != nil {
+		c.mu.Lock()
+		ask = c.leftoversToRead(tenants, true)
+		c.mu.Unlock()
+		if err := c.readLeftovers(ctx, ask); err != nil {
 			return worker.Result{}, err
 		}
-		needed, missing, unneeded = c.compare(tenants)
+		_, in = c.decide(now, tenants, periodic)
 	}
-	next := c.cfg.RebuildInterval
-	switch {
-	case periodic && !rebuild:
-		// Nothing to narrow: look again in a whole interval.
+	c.apply(ctx, now, d, in)
+	return worker.Result{RequeueAfter: d.next}, nil
+}
+
+// decide compares the selector with what the tenants need and decides.
+func (c *Coverage) decide(now time.Time, tenants []string, periodic bool) (coverageDecision, coverageInput) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	in := coverageInput{now: now, lastRebuild: c.lastRebuild, tenantsChanged: c.tenantsChanged, interval: c.cfg.RebuildInterval,
+		periodic: periodic}
+	in.needed, in.missing, in.unneeded = c.compare(tenants)
+	return decideCoverage(in), in
+}
+
+// apply acts on d: the selector is set (no API call: the informers list again on their own) and the metrics.
+func (c *Coverage) apply(ctx context.Context, now time.Time, d coverageDecision, in coverageInput) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d.markRebuilt {
 		c.lastRebuild = now
-	case !periodic:
-		next = c.cfg.RebuildInterval - now.Sub(c.lastRebuild)
-		if wide && settle > 0 {
-			next = min(next, settle)
-		}
 	}
-	if len(missing) == 0 && !rebuild {
-		return worker.Result{RequeueAfter: max(next, time.Second)}, nil
+	if len(in.missing) == 0 && !d.rebuild {
+		return
 	}
 	reason := "grow"
-	if rebuild {
+	if d.rebuild {
 		reason = "rebuild"
-		c.lastRebuild = now
 		for b := range c.covered {
-			if !needed.Has(b) {
+			if !in.needed.Has(b) {
 				delete(c.covered, b)
 			}
 		}
 	}
-	buckets := make([]uint32, 0, len(c.covered)+len(missing))
+	buckets := make([]uint32, 0, len(c.covered)+len(in.missing))
 	for b := range c.covered {
 		buckets = append(buckets, b)
 	}
-	buckets = append(buckets, missing...)
+	buckets = append(buckets, in.missing...)
 	slices.Sort(buckets)
 	gen := c.cfg.Scope.Set(NamespaceSelector(buckets))
-	for _, b := range missing {
+	for _, b := range in.missing {
 		c.covered[b] = gen
 	}
 	ShardSelectorChanges.WithLabelValues(reason).Inc()
 	ShardSelectorBuckets.Set(float64(len(c.covered)))
 	klog.FromContext(ctx).V(2).Info("Shard selector changed; the namespaced informers list again", "reason", reason,
-		"buckets", len(c.covered), "added", len(missing), "unneeded", unneeded, "generation", gen)
-	if rebuild {
-		next = c.cfg.RebuildInterval
-	}
-	return worker.Result{RequeueAfter: max(next, time.Second)}, nil
+		"buckets", len(c.covered), "added", len(in.missing), "unneeded", in.unneeded, "generation", gen)
 }
 
 // listed hands the tenants that waited to OnCovered once the informers have listed with a newer selector, and

@@ -425,3 +425,41 @@ func TestCoverageRebuildKeepsWhatATenantLeftInANamespaceThatMovedAway(t *testing
 		t.Fatal("the rebuild dropped the namespace where t1 left what it wrote")
 	}
 }
+
+// TestDecideCoverage pins the pure decision of a Coverage sync: a wide selector is narrowed once the tenants have
+// settled or at the periodic look, and sync comes back when the next rebuild would be.
+func TestDecideCoverage(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	const interval = time.Hour
+	needed := sets.New[uint32](1, 2, 3, 4, 5, 6, 7, 8)
+	tests := []struct {
+		name         string
+		periodic     bool
+		unneeded     int
+		sinceRebuild time.Duration
+		sinceTenants time.Duration
+		want         coverageDecision
+	}{
+		{name: "narrow enough, between looks", unneeded: 0, sinceRebuild: 10 * time.Minute, sinceTenants: time.Hour,
+			want: coverageDecision{next: 50 * time.Minute}},
+		{name: "wide, tenants still changing", unneeded: rebuildSlack + 2, sinceRebuild: 10 * time.Minute, sinceTenants: 0,
+			want: coverageDecision{wide: true, next: min(50*time.Minute, DefaultRebuildSettle)}},
+		{name: "wide, tenants settled", unneeded: rebuildSlack + 2, sinceRebuild: 10 * time.Minute, sinceTenants: DefaultRebuildSettle,
+			want: coverageDecision{wide: true, rebuild: true, markRebuilt: true, next: interval}},
+		{name: "periodic, narrow enough", periodic: true, unneeded: 1, sinceRebuild: interval, sinceTenants: 0,
+			want: coverageDecision{markRebuilt: true, next: interval}},
+		{name: "periodic, wide", periodic: true, unneeded: rebuildSlack + 2, sinceRebuild: interval, sinceTenants: 0,
+			want: coverageDecision{wide: true, rebuild: true, markRebuilt: true, next: interval}},
+		{name: "never sooner than a second", unneeded: 0, sinceRebuild: interval - time.Millisecond, sinceTenants: time.Hour,
+			want: coverageDecision{next: time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := decideCoverage(coverageInput{now: now, lastRebuild: now.Add(-tt.sinceRebuild), tenantsChanged: now.Add(-tt.sinceTenants),
+				interval: interval, periodic: tt.periodic, needed: needed, unneeded: tt.unneeded})
+			if got != tt.want {
+				t.Errorf("decideCoverage = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}

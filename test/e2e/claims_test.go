@@ -34,7 +34,7 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
+	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/ingresstunnel"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
 )

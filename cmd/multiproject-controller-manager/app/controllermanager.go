@@ -32,7 +32,6 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -40,7 +39,6 @@ import (
 	"k8s.io/apiserver/pkg/server/healthz"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/cli/globalflag"
 	"k8s.io/component-base/logs"
@@ -56,6 +54,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
 	"github.com/multiproject/multiproject-controller-manager/pkg/apibudget"
+	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/clusterid"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
@@ -165,12 +164,9 @@ func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Re
 	enabledNames := reportEnabled(ctx, c.Controllers, descriptors)
 
 	state := &processState{}
-	var shardRun *shard
-	if c.Sharding.Enabled {
-		var err error
-		if shardRun, err = newShard(c); err != nil {
-			return err
-		}
+	replica, err := NewReplica(c)
+	if err != nil {
+		return err
 	}
 	var electionHealth *leaderElectionHealth
 	checks := []healthz.HealthChecker{}
@@ -182,9 +178,9 @@ func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Re
 	} else {
 		state.leading.Store(true)
 	}
-	if shardRun != nil {
+	if lease := replica.Lease(); lease != nil {
 		// Fails once the shard Lease is lost, and while it goes unrenewed past the renew deadline.
-		checks = append(checks, shardRun.lease)
+		checks = append(checks, lease)
 	}
 	for _, name := range enabledNames {
 		checks = append(checks, controllerhealthz.NamedPingChecker(name))
@@ -201,18 +197,18 @@ func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Re
 		}
 		defer func() {
 			stopServing()
-			if !errors.Is(err, errLeaderElectionLost) && !errors.Is(err, errShardLeaseLost) {
+			if !errors.Is(err, errLeaderElectionLost) && !errors.Is(err, sharding.ErrShardLeaseLost) {
 				<-listenerStoppedCh
 				<-stoppedCh
 			}
 		}()
 	}
 
-	if shardRun != nil {
-		return shardRun.run(ctx, c, descriptors, state, electionHealth)
+	if replica.Shard() != "" {
+		return runSharded(ctx, c, replica, descriptors, state, electionHealth)
 	}
 	run := func(ctx context.Context) error {
-		return runControllers(ctx, c, descriptors, state)
+		return runControllers(ctx, c, replica, descriptors, state)
 	}
 	if !c.LeaderElection.LeaderElect {
 		return run(ctx)
@@ -256,12 +252,25 @@ func newServingMux(c config.CompletedConfig, healthzHandler http.Handler, state 
 
 // runControllers runs on the leader's context, one leadership term: it builds the controller context and starts
 // the controllers on it until ctx ends.
-func runControllers(ctx context.Context, c config.CompletedConfig, descriptors *registry.Registry, state *processState) error {
-	cc, err := CreateControllerContext(c)
+func runControllers(ctx context.Context, c config.CompletedConfig, replica *sharding.Replica, descriptors *registry.Registry,
+	state *processState) error {
+	c, err := ResolveClusterIdentity(ctx, c)
+	if err != nil {
+		// Only ctx's end stops the retries.
+		return nil
+	}
+	cc, err := CreateControllerContext(c, replica)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = cc.Informers.Close() }()
+	// The claims live as long as the controllers of this term: every one of them has stopped when StartControllers
+	// returns.
+	defer func() {
+		if err := cc.Claims.Close(); err != nil {
+			klog.FromContext(ctx).Error(err, "Closing the claims")
+		}
+	}()
 	return StartControllers(ctx, cc, descriptors, &state.synced)
 }
 
@@ -272,35 +281,44 @@ type ControllerContext struct {
 	// Informers holds the shared informers of informerset.Resources (Informers.Set), the Router that splits them
 	// between tenants (Informers.Router), and which optional APIs are served (Informers.Served).
 	Informers *informerset.Tenancy
-	// Shard is this replica's shard name with --sharding, else empty: then its ProviderConfigs informer holds only
-	// the tenants assigned to it, it runs only those it owns, and it gives up those the sharder drains.
-	Shard string
-	// Coverage, with --sharded-watch on an API server that honours shard selectors, keeps the namespaced informers'
-	// shard selector over this shard's tenants' namespaces; nil otherwise.
-	Coverage *sharding.Coverage
+	// Replica is this process's part in dividing the tenants among replicas: with --sharding its ProviderConfigs
+	// informer holds only the tenants assigned to its shard, it runs only those it owns, and it gives up those the
+	// sharder drains; without, under leader election, it leaves alone the tenants a live shard may still run.
+	Replica *sharding.Replica
+	// Claims are the hosts and custom NEG names held once across every tenant of the term (and, with --sharding,
+	// across replicas through claim records); every tenant's controller joins it, and the caller closes it once
+	// StartControllers has returned.
+	Claims *claims.Set
 }
 
-// CreateControllerContext builds the shared informers and the tenancy Router over them. Nothing runs until
-// StartControllers; the caller closes Informers once StartControllers has returned.
-func CreateControllerContext(c config.CompletedConfig) (*ControllerContext, error) {
+// CreateControllerContext builds the shared informers, the tenancy Router over them (scoped to the replica's
+// shard) and the claims. Nothing runs until StartControllers; the caller closes Claims and Informers once
+// StartControllers has returned.
+func CreateControllerContext(c config.CompletedConfig, replica *sharding.Replica) (*ControllerContext, error) {
 	// The router reports, on the object, a tenant label it ignores because the object's namespace names another
 	// tenant (design invariant 4); the process-wide recorder does not block, so it is safe on the dispatch path.
-	var selector string
-	if c.Sharding.Enabled {
-		selector = labels.Set{sharding.ShardLabel: c.Sharding.Shard}.AsSelector().String()
-	}
-	scope := newShardScope(c)
 	informers, err := informerset.NewTenancy(informerset.TenancyConfig{
 		Config: informerset.Config{Client: c.Client, MultiprojectClient: c.MultiprojectClient, ResyncPeriod: c.ResyncPeriod,
-			ProviderConfigSelector: selector, ClaimsNamespace: c.TenantControllers.ClaimsNamespace, Scope: scope},
+			ProviderConfigSelector: replica.ProviderConfigSelector(), ClaimsNamespace: c.TenantControllers.ClaimsNamespace,
+			Scope: replica.Scope()},
 		LabelKey: c.ProviderConfigLabelKey,
 		Recorder: c.EventRecorder,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &ControllerContext{ComponentConfig: c, Informers: informers, Shard: c.Sharding.Shard,
-		Coverage: newCoverage(c, scope, informers)}, nil
+	return &ControllerContext{ComponentConfig: c, Informers: informers, Replica: replica, Claims: newClaims(c, informers)}, nil
+}
+
+// newClaims builds the term's claims over the shared informers; with --sharding they hold across replicas through
+// the claim records of c.TenantControllers.ClaimsNamespace. It starts nothing: a registry watches from the first
+// controller that joins it.
+func newClaims(c config.CompletedConfig, informers *informerset.Tenancy) *claims.Set {
+	cfg := claims.SetConfig{Informers: informers.Shared}
+	if records := informers.Set.Informer(informerset.ClaimRecords); records != nil {
+		cfg.Records = &claims.RecordsConfig{Client: c.Client, Namespace: c.TenantControllers.ClaimsNamespace, Informer: records}
+	}
+	return claims.NewSet(cfg)
 }
 
 // StartControllers starts the shared informers on ctx, waits for their caches, then runs the ProviderConfig
@@ -308,14 +326,6 @@ func CreateControllerContext(c config.CompletedConfig) (*ControllerContext, erro
 // the moment the caches have synced until StartControllers returns (for /readyz).
 func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *registry.Registry, synced *atomic.Bool) error {
 	logger := klog.FromContext(ctx)
-	if cc.ComponentConfig.TenantControllers.ClusterUID == "" {
-		uid, err := resolveClusterUID(ctx, cc.ComponentConfig)
-		if err != nil {
-			// Only ctx's end stops the retries.
-			return nil
-		}
-		cc.ComponentConfig.TenantControllers.ClusterUID = uid
-	}
 	c := cc.ComponentConfig
 	if err := cc.Informers.Set.Start(ctx); err != nil {
 		return err
@@ -343,51 +353,43 @@ func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *r
 	wg.Go(func() {
 		cc.Informers.RouteOptionals(ctx, func(schema.GroupVersionResource) { pcController.EnqueueAll() })
 	})
-	if cc.Shard == "" && c.LeaderElection.LeaderElect {
-		// Sharded replicas of the group may still run tenants (a Deployment moving from sharded to unsharded has
-		// both kinds for a while, and the leader Lease they share keeps only the sharder away): leave theirs alone
-		// until they are released or their Lease expires.
-		holders, err := startHolders(ctx, c)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		pcController.YieldToShards(holders)
-		if _, err := holders.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-			UpdateFunc: func(oldObj, newObj any) {
-				if sharding.Released(oldObj, newObj) {
-					pcController.EnqueueAll()
-				}
-			},
-			DeleteFunc: func(any) { pcController.EnqueueAll() },
-		}); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
+	if shard := cc.Replica.Shard(); shard != "" {
+		// Before the Replica starts its Drainer, which stops the tenants the controller no longer owns as a shard.
+		pcController.RunAsShard(shard)
 	}
-	if cc.Shard != "" {
-		pcController.RunAsShard(cc.Shard)
-		startCoverage(ctx, &wg, cc.Coverage, pcController)
-		// The Drainer reads the informer the controller decides from, and stops a tenant under the same
-		// per-tenant lock as the controller's sync (StopUnowned), so a drained tenant never starts again here.
-		drainer := sharding.NewDrainer(sharding.DrainerConfig{Shard: cc.Shard, Client: c.MultiprojectClient,
-			ProviderConfigs: pcInformer, Stop: pcController.StopUnowned})
-		wg.Go(func() {
-			if err := drainer.Run(ctx, c.ProviderConfigWorkers); err != nil && ctx.Err() == nil {
-				logger.Error(err, "The shard's drainer stopped")
-			}
-		})
+	started, err := cc.Replica.Start(ctx, &wg, sharding.Term{ProviderConfigs: pcInformer,
+		Namespaces: cc.Informers.Set.Informer(informerset.Namespaces), LabelKey: cc.Informers.Router.LabelKey(), Tenants: pcController})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	if started.Holders != nil {
+		pcController.YieldToShards(started.Holders)
+	}
+	if started.Coverage != nil {
+		pcController.WaitForCoverage(started.Coverage)
 	}
 	return pcController.Run(ctx, c.ProviderConfigWorkers)
 }
 
+// ResolveClusterIdentity returns c with the cluster's identity (TenantControllers.ClusterUID) filled in, unless it
+// is set already: the command's step before CreateControllerContext, on the term's context, since no tenant may
+// start without it (it is in every NEG name and marker). It fails only when ctx ends.
+func ResolveClusterIdentity(ctx context.Context, c config.CompletedConfig) (config.CompletedConfig, error) {
+	if c.TenantControllers.ClusterUID != "" {
+		return c, nil
+	}
+	uid, err := resolveClusterUID(ctx, c)
+	if err != nil {
+		return c, err
+	}
+	return c.WithClusterUID(uid), nil
+}
+
 // resolveClusterUID reads (or, the first time, records) the cluster's identity in the cloud (pkg/clusterid), retrying
-// with backoff while the API server cannot answer or the ConfigMap is invalid: no tenant may start without it, since
-// it is in every NEG name and marker. It fails only when ctx ends.
+// with backoff while the API server cannot answer or the ConfigMap is invalid. It fails only when ctx ends.
 func resolveClusterUID(ctx context.Context, c config.CompletedConfig) (string, error) {
 	logger := klog.FromContext(ctx)
 	namespace := c.LeaderElection.ResourceNamespace
@@ -412,21 +414,6 @@ func resolveClusterUID(ctx context.Context, c config.CompletedConfig) (string, e
 	return uid, nil
 }
 
-// startHolders starts the informer on the group's shard Leases, with the leader-election client, and waits for it
-// as long as for the shared informers.
-func startHolders(ctx context.Context, c config.CompletedConfig) (*sharding.Holders, error) {
-	holders := sharding.NewHolders(sharding.HoldersConfig{Group: c.Sharding.Group, Namespace: c.LeaderElection.ResourceNamespace,
-		KubeClient: c.LeaderElectionClient})
-	go holders.Informer().RunWithContext(ctx)
-	syncCtx, cancel := context.WithTimeout(ctx, c.CacheSyncTimeout)
-	defer cancel()
-	if !cache.WaitForNamedCacheSyncWithContext(syncCtx, holders.Informer().HasSynced) {
-		return nil, fmt.Errorf("the informer on the shard Leases of group %s did not sync within %s (can this replica list Leases in %s?)",
-			c.Sharding.Group, c.CacheSyncTimeout, c.LeaderElection.ResourceNamespace)
-	}
-	return holders, nil
-}
-
 // managerConfig tells the ProviderConfig manager where tenants' informers come from and which controllers
 // --controllers enables; a tenant that configures a disabled one is told so.
 func managerConfig(cc *ControllerContext, descriptors *registry.Registry) providerconfig.ManagerConfig {
@@ -436,6 +423,7 @@ func managerConfig(cc *ControllerContext, descriptors *registry.Registry) provid
 		MultiprojectClient: c.MultiprojectClient,
 		Router:             cc.Informers.Router,
 		Shared:             cc.Informers.Shared,
+		Claims:             cc.Claims,
 		APIServed:          cc.Informers.Served,
 		LabelKey:           c.ProviderConfigLabelKey,
 		Options:            c.TenantControllers,

@@ -106,7 +106,7 @@ func TestShardedRunAssignsRunsAndReleases(t *testing.T) {
 }
 
 // TestShardedRunExitsAtOnceWhenItsLeaseIsLost: once the shard Lease cannot be renewed, Run returns within the
-// renew deadline with errShardLeaseLost, before the Lease expires, without waiting for anything.
+// renew deadline with sharding.ErrShardLeaseLost, before the Lease expires, without waiting for anything.
 func TestShardedRunExitsAtOnceWhenItsLeaseIsLost(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
@@ -133,7 +133,7 @@ func TestShardedRunExitsAtOnceWhenItsLeaseIsLost(t *testing.T) {
 	failedAt := time.Now()
 	select {
 	case err := <-done:
-		if !errors.Is(err, errShardLeaseLost) {
+		if !errors.Is(err, sharding.ErrShardLeaseLost) {
 			t.Errorf("Run returned %v, want the shard Lease lost", err)
 		}
 		// The last renewal was at most a retry period before failedAt; the Lease expires 3 s after it.

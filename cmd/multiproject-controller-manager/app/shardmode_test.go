@@ -55,8 +55,12 @@ func TestUnshardedLeaderStartsAShardsTenantWhenItsLeaseIsReleased(t *testing.T) 
 	c.MultiprojectClient = mp
 	c.Sharding.Group = group
 
+	replica, err := NewReplica(c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
-	go func() { done <- runControllers(ctx, c, NewControllerDescriptors(), &processState{}) }()
+	go func() { done <- runControllers(ctx, c, replica, NewControllerDescriptors(), &processState{}) }()
 	started := func(name string) func(context.Context) (bool, error) {
 		return func(ctx context.Context) (bool, error) {
 			pc, err := mp.MultiprojectV1alpha1().ProviderConfigs().Get(ctx, name, metav1.GetOptions{})

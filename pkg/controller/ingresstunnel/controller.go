@@ -39,7 +39,7 @@ import (
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 	tunnellisters "github.com/multiproject/client-go/listers/tunnel/v1alpha1"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
+	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
@@ -86,8 +86,10 @@ type Controller struct {
 	deps    *dependencies
 	// hosts is the controller's membership in the process's host claims, from Run on.
 	hosts *claims.Member
-	// hostRecords makes the host claims hold across replicas (hostclaims.go); nil: in this process only.
-	hostRecords *claims.Records
+	// claims is the run's claims.Set, which holds hosts once across tenants (and replicas); hostKind is how
+	// the controller joins it (hostclaims.go).
+	claims   *claims.Set
+	hostKind claims.Kind
 	// warnings reports an Ingress's problems once while they persist, not on every sync.
 	warnings *tenant.Warnings
 	// stop is the run's StopSignal (tenant.Context.Stop), nil when ctx's end is the signal.
@@ -148,6 +150,8 @@ func newController(c *tenant.Context, afterSync func(key string, err error)) (*C
 		deps:             newDependencies(),
 		warnings:         tenant.NewWarnings(c.EventRecorder),
 		stop:             c.Stop,
+		claims:           c.Claims,
+		hostKind:         hostKindOf(c.KubeClient, c.MultiprojectClient, c.ProviderConfigLabelKey),
 	}
 	ctrl.workers = worker.New(worker.Config{
 		Tenant:     name,
@@ -159,11 +163,6 @@ func newController(c *tenant.Context, afterSync func(key string, err error)) (*C
 		},
 		AfterSync: afterSync,
 	})
-	// Sharded replicas have the claim records; without them (one process runs every tenant) host claims are
-	// decided in memory.
-	if records, err := c.Informers.Shared(informerset.ClaimRecords); err == nil && records != nil {
-		ctrl.hostRecords = ctrl.claimRecords(records, c.Options.ClaimsNamespace, c.ProviderConfigLabelKey)
-	}
 	ctrl.planner = &planner{
 		tenant:   name,
 		labelKey: c.ProviderConfigLabelKey,
@@ -232,7 +231,7 @@ func (c *Controller) Start(ctx context.Context, done func()) {
 	})
 
 	// Joined before the Ingress handler is added, which claims the tenant's hosts from its initial list on.
-	hosts, err := claims.JoinWithRecords(claimKind, c.allResources, resourceHolding, c.hostRecords, c.tenant, c.workers.Add)
+	hosts, err := c.joinClaims()
 	if err != nil {
 		logger.Error(err, "Could not join the process's host claims")
 		stop()

@@ -102,6 +102,7 @@ func (h *harness) start(config *mpv1alpha1.PangolinConfig) {
 		KubeClient:             h.kube,
 		MultiprojectClient:     h.mp,
 		Informers:              informers,
+		Claims:                 tenanttest.Claims(h.t, informers),
 		EventRecorder:          h.events,
 		Condition:              h.conditions,
 		Workers:                h.workers,

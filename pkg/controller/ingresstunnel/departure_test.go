@@ -37,6 +37,7 @@ import (
 	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
 	mpinformers "github.com/multiproject/client-go/informers/externalversions"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
@@ -50,6 +51,7 @@ type routedCluster struct {
 	h      *harness
 	router *tenancy.Router
 	shared tenanttest.TenantInformers
+	claims *claims.Set
 }
 
 func newRoutedCluster(t *testing.T, objects ...any) *routedCluster {
@@ -112,8 +114,9 @@ func newRoutedCluster(t *testing.T, objects ...any) *routedCluster {
 	})
 	kubeFactory.WaitForCacheSync(ctx.Done())
 	mpFactory.WaitForCacheSync(ctx.Done())
+	shared := tenanttest.TenantInformers{SharedInformers: informers}
 	return &routedCluster{h: &harness{t: t, ctx: ctx, kube: kube, mp: mp}, router: router,
-		shared: tenanttest.TenantInformers{SharedInformers: informers}}
+		shared: shared, claims: tenanttest.Claims(t, shared)}
 }
 
 // start runs the controller of tenant name, whose tunnels are in tunnelNamespace, on its views.
@@ -140,6 +143,7 @@ func (rc *routedCluster) startObserved(name, tunnelNamespace string, afterSync f
 		KubeClient:             rc.h.kube,
 		MultiprojectClient:     rc.h.mp,
 		Informers:              informers,
+		Claims:                 rc.claims,
 		EventRecorder:          events,
 		Condition:              conditions,
 		Workers:                2,

@@ -18,18 +18,21 @@ package ingresstunnel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/kubernetes"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
+	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
+	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
 
 // ReasonHostConflict: a host of the Ingress is already published by another Ingress (any namespace, any tenant),
@@ -126,21 +129,30 @@ func resourceHolding(obj any) (claims.Holding, bool) {
 	return h, true
 }
 
-// claimRecords is how the controller's host claims hold across replicas: records in namespace, a live read of a
-// recorded holder's Ingress and tenant, and of a previous holder's PangolinResource.
-func (c *Controller) claimRecords(records cache.SharedIndexInformer, namespace, labelKey string) *claims.Records {
-	return claims.RecordsOf(claims.TenantObjects[*networkingv1.Ingress, *tunnelv1alpha1.PangolinResource]{
-		Kube: c.kube, MP: c.client, LabelKey: labelKey,
+// hostKindOf is how the controller's host claims are watched and checked: a PangolinResource publishes a host,
+// and with claim records a recorded holder is read live (its Ingress and its tenant) and a previous holder's
+// PangolinResource.
+func hostKindOf(kube kubernetes.Interface, client mpclientset.Interface, labelKey string) claims.Kind {
+	return claims.TenantObjects[*networkingv1.Ingress, *tunnelv1alpha1.PangolinResource]{
+		Kube: kube, MP: client, LabelKey: labelKey,
 		GetClaimant: func(ctx context.Context, namespace, name string) (*networkingv1.Ingress, error) {
-			return c.kube.NetworkingV1().Ingresses(namespace).Get(ctx, name, metav1.GetOptions{})
+			return kube.NetworkingV1().Ingresses(namespace).Get(ctx, name, metav1.GetOptions{})
 		},
 		ClaimedNames: claimedNames,
 		Runs:         func(pc *mpv1alpha1.ProviderConfig) bool { return pc.Spec.Pangolin != nil },
 		GetPublisher: func(ctx context.Context, namespace, name string) (*tunnelv1alpha1.PangolinResource, error) {
-			return c.client.TunnelV1alpha1().PangolinResources(namespace).Get(ctx, name, metav1.GetOptions{})
+			return client.TunnelV1alpha1().PangolinResources(namespace).Get(ctx, name, metav1.GetOptions{})
 		},
 		HoldingOf: resourceHolding,
-	}, records, namespace)
+	}.Kind(claimKind, informerset.PangolinResources)
+}
+
+// joinClaims joins the run's host claims.
+func (c *Controller) joinClaims() (*claims.Member, error) {
+	if c.claims == nil {
+		return nil, errors.New("ingress-tunnel: the tenant.Context has no claims.Set")
+	}
+	return c.claims.Join(c.hostKind, c.tenant, c.workers.Add)
 }
 
 // conflictMessage is the same whether the holder claimed the host first or is letting it go while its

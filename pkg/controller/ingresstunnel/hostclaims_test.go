@@ -42,6 +42,7 @@ import (
 	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
 	mpinformers "github.com/multiproject/client-go/informers/externalversions"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
@@ -56,6 +57,8 @@ type cluster struct {
 	kube   *kubefake.Clientset
 	mp     *mpfake.Clientset
 	shared map[schema.GroupVersionResource]cache.SharedIndexInformer
+	// claims is the process's claims.Set, which every tenant's controller joins.
+	claims *claims.Set
 	// published counts, from a watch started before anything ran, the PangolinResources that exist at once for each
 	// published name; max is the most there ever were.
 	mu        sync.Mutex
@@ -103,6 +106,7 @@ func newCluster(t *testing.T, objects ...runtime.Object) *cluster {
 		informerset.PangolinResources: factory.Tunnel().V1alpha1().PangolinResources().Informer(),
 		informerset.PangolinTunnels:   factory.Tunnel().V1alpha1().PangolinTunnels().Informer(),
 	}
+	cl.claims = tenanttest.Claims(t, tenanttest.Informers(cl.shared))
 	factory.Start(ctx.Done())
 	t.Cleanup(func() {
 		cancel()
@@ -198,6 +202,7 @@ func (cl *cluster) start(name, namespace string) *runningTenant {
 		ProviderConfigLabelKey: testLabelKey,
 		KubeClient:             cl.kube,
 		MultiprojectClient:     cl.mp,
+		Claims:                 cl.claims,
 		Informers: viewsAndShared{shared: cl.shared, views: map[schema.GroupVersionResource]cache.SharedIndexInformer{
 			informerset.Ingresses:         kubeFactory.Networking().V1().Ingresses().Informer(),
 			informerset.Services:          kubeFactory.Core().V1().Services().Informer(),

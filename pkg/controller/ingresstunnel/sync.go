@@ -35,7 +35,7 @@ import (
 
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
+	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 

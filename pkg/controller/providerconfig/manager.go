@@ -38,6 +38,7 @@ import (
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 	mpscheme "github.com/multiproject/client-go/clientset/versioned/scheme"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 )
@@ -66,6 +67,8 @@ type ManagerConfig struct {
 	Router *tenancy.Router
 	// Shared returns unfiltered shared informers, for Informers.Shared.
 	Shared SharedInformerGetter
+	// Claims is the run's claims.Set, handed to every controller (tenant.Context.Claims).
+	Claims *claims.Set
 	// APIServed reports whether an API a controller requires is served and its informer synced and routed. nil
 	// means every API is.
 	APIServed func(schema.GroupVersionResource) bool

@@ -36,7 +36,7 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
+	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 )
@@ -84,10 +84,11 @@ func TestRunStopSignalsFireWhenTheBoundContextEnds(t *testing.T) {
 	fired("unbound, the run's own context ended", unbound)
 }
 
-// TestDetachedControllerKeepsTheClaimsRegistryItCarries: a controller that outlives the stop timeout still runs, so
-// the claims registry whose handler it carries must keep seeing holdings until it returns (and hands the handler
-// to another member); removing its handlers at the timeout left the registry blind to a name published meanwhile.
-func TestDetachedControllerKeepsTheClaimsRegistryItCarries(t *testing.T) {
+// TestTheClaimsSeeHoldingsWhileAndAfterAControllerIsDetached: a controller that outlives the stop timeout still
+// runs, and the run's claims (ManagerConfig.Claims, handed to every controller) keep seeing the objects that
+// publish names while it is detached and after it returned: the claims watch the shared informer themselves, not
+// through a member controller's handlers, which the manager removes.
+func TestTheClaimsSeeHoldingsWhileAndAfterAControllerIsDetached(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -117,21 +118,22 @@ func TestDetachedControllerKeepsTheClaimsRegistryItCarries(t *testing.T) {
 	var membersMu sync.Mutex
 	members := map[string]*claims.Member{}
 	returned := make(chan struct{})
+	shared := func(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
+		return configMaps, gvr == configMapsGVR
+	}
+	set := claims.NewSet(claims.SetConfig{Informers: shared})
+	defer func() { _ = set.Close() }()
+	widgets := claims.Kind{Name: "Widget", Holdings: configMapsGVR, HoldingOf: holdingOf}
 	m := NewManager(ManagerConfig{
 		KubeClient: kube, MultiprojectClient: mpfake.NewClientset(), Router: router, LabelKey: labelKey, EventSink: discardSink{},
 		StopTimeout: 50 * time.Millisecond,
-		Shared: func(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
-			return configMaps, gvr == configMapsGVR
-		},
+		Shared:      shared,
+		Claims:      set,
 		Enabled: []NamedFactory{{Name: "claimer", Workers: 1, Factory: tenant.Factory{
 			ConditionType: mpv1alpha1.ProviderConfigConditionNamespaceProjectReady,
 			Section:       tenant.SectionOf(rancherSection),
 			New: func(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
-				shared, err := c.Informers.Shared(configMapsGVR)
-				if err != nil {
-					return nil, err
-				}
-				member, err := claims.Join("Widget", shared, holdingOf, c.Name(), func(string) {})
+				member, err := c.Claims.Join(widgets, c.Name(), func(string) {})
 				if err != nil {
 					return nil, err
 				}
@@ -153,7 +155,7 @@ func TestDetachedControllerKeepsTheClaimsRegistryItCarries(t *testing.T) {
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 
-	// a joins first and carries the registry's handler.
+	// a joins first, and the registry starts watching then.
 	for _, name := range []string{"a", "b"} {
 		if _, err := m.Sync(ctx, providerConfig(name, "c-"+name)); err != nil {
 			t.Fatal(err)

@@ -211,8 +211,7 @@ func (m *Manager) stopRun(ctx context.Context, tenantName string, t *tenantContr
 		go func() {
 			<-run.done
 			// Only now: a detached instance still acts, so what it registered keeps receiving events until it
-			// returns. A claims registry it carries (claims.Member) moves to another member when the instance
-			// leaves it on its way out; removed earlier, the registry would see no holding until then.
+			// returns.
 			run.informers.close()
 			metrics.ForgetController(tenantName, run.controller)
 			m.locked(func() {

@@ -34,6 +34,7 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
@@ -140,7 +141,10 @@ type Context struct {
 	EventRecorder record.EventRecorder
 	// Condition reports the controller's condition on the ProviderConfig.
 	Condition ConditionReporter
-	Options   Options
+	// Claims are the names published once across every tenant of the run (hosts, custom NEG names), which the
+	// command builds with the controller context; a controller joins it for the kinds of name it claims.
+	Claims  *claims.Set
+	Options Options
 	// Workers is the controller's --concurrent-<name>-syncs.
 	Workers int
 	// CloudResourcesAbandoned reports, at the time of the call, whether the operator has abandoned the tenant's

@@ -99,3 +99,11 @@ func (c *Config) Complete() CompletedConfig {
 	}
 	return CompletedConfig{&completedConfig{c}}
 }
+
+// WithClusterUID returns a completed config like c whose tenant controllers know the cluster's identity; c is left
+// as it is, so a later term resolves again from the same config.
+func (c CompletedConfig) WithClusterUID(uid string) CompletedConfig {
+	cfg := *c.Config
+	cfg.TenantControllers.ClusterUID = uid
+	return CompletedConfig{&completedConfig{&cfg}}
+}

@@ -41,8 +41,13 @@ import (
 // deleted, or another tenant's): nothing failed, so it is logged only at V(4).
 var errWaiting = fmt.Errorf("%w for an old Translation of the same name to be deleted", worker.ErrWaiting)
 
-// apply writes a plan of the Service's Translations: the deletes, then the creates, patches and updates that do not
-// wait for a deletion it has just asked for. It remembers its own writes (ownWrites) and records the plan's Events
+// errClaimsChanged says the claim records answered otherwise than the plan assumed: nothing was written, and the
+// record's event brings the Service back to plan again.
+var errClaimsChanged = fmt.Errorf("%w for the claim records to show the custom NEG names just settled", worker.ErrWaiting)
+
+// apply writes a plan of the Service's Translations: first the claim records of its custom NEG names
+// (settleNames), then the deletes, then the creates, patches and updates that do not wait for a deletion it has
+// just asked for. It remembers its own writes (ownWrites) and records the plan's Events
 // for the writes that succeeded. A custom NEG name another Service's Translation still declares holds its write
 // back; the NEGNameConflict warnings that say so are returned. A write that waits (errWaiting) is retried after the
 // others are done.
@@ -56,9 +61,15 @@ func (t *Translator) apply(ctx context.Context, svc *corev1.Service, p plan) ([]
 		logger.V(4).Info("Waiting for a Translation to be deleted before creating its successor",
 			"translation", b.translation, "deleting", b.leaving)
 	}
+	warnings, changed, err := t.settleNames(ctx, p.unsettled)
+	if err != nil {
+		return nil, err
+	}
+	if changed {
+		return nil, errClaimsChanged
+	}
 	deleted, errs := t.applyDeletes(ctx, svc, p.deletes)
 	waiting := p.waiting
-	var warnings []tenant.Warning
 	for _, w := range p.writes {
 		if i := slices.IndexFunc(w.after, func(tr *mpv1alpha1.Translation) bool { return deleted[tr.UID] }); i >= 0 {
 			logger.V(4).Info("Waiting for a Translation to be deleted before creating its successor",

@@ -159,6 +159,13 @@ func newHarness(t testing.TB, objects ...runtime.Object) *harness {
 	mpFactory.WaitForCacheSync(ctx.Done())
 	watching.wait(t, "services", "endpointslices", "nodes", "translations", "pods")
 
+	informers := tenanttest.Informers{
+		informerset.Services:       h.informers["services"],
+		informerset.EndpointSlices: h.informers["slices"],
+		informerset.Nodes:          h.informers["nodes"],
+		informerset.Translations:   h.informers["translations"],
+		informerset.Pods:           h.informers["pods"],
+	}
 	h.tctx = &tenant.Context{
 		Controller: "neg",
 		ProviderConfig: &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: testTenant},
@@ -166,17 +173,12 @@ func newHarness(t testing.TB, objects ...runtime.Object) *harness {
 		ProviderConfigLabelKey: testLabelKey,
 		KubeClient:             h.kube,
 		MultiprojectClient:     h.mp,
-		Informers: tenanttest.Informers{
-			informerset.Services:       h.informers["services"],
-			informerset.EndpointSlices: h.informers["slices"],
-			informerset.Nodes:          h.informers["nodes"],
-			informerset.Translations:   h.informers["translations"],
-			informerset.Pods:           h.informers["pods"],
-		},
-		EventRecorder: h.events,
-		Condition:     h.conditions,
-		Options:       tenant.Options{ClusterName: testCluster, ClusterUID: testClusterUID},
-		Workers:       2,
+		Informers:              informers,
+		Claims:                 tenanttest.Claims(t, informers),
+		EventRecorder:          h.events,
+		Condition:              h.conditions,
+		Options:                tenant.Options{ClusterName: testCluster, ClusterUID: testClusterUID},
+		Workers:                2,
 	}
 	tr, err := New(h.tctx, nil)
 	if err != nil {

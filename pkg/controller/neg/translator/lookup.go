@@ -34,7 +34,8 @@ import (
 // asked to delete.
 func (t *Translator) planInput(svc *corev1.Service, d desired) planInput {
 	in := planInput{service: svc, tenant: t.tenant, labelKey: t.labelKey, desired: d.translations, custom: d.custom,
-		cached: t.cachedTranslationsFor(svc)}
+		unsettled: d.unsettled,
+		cached:    t.cachedTranslationsFor(svc)}
 	for _, tr := range in.cached {
 		if _, asked := t.deleting.Load(tr.UID); asked {
 			if in.asked == nil {

@@ -18,16 +18,18 @@ package translator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
+	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
 
 // ReasonNameConflict: a custom NEG name of the Service is already used by another Service (any namespace, any
@@ -109,16 +111,40 @@ func (t *Translator) releaseClaims(svc *corev1.Service) {
 	}
 }
 
-// nameHolder returns who holds a custom NEG name, if not svc, deciding it across replicas (claims.Member.Decide).
-func (t *Translator) nameHolder(ctx context.Context, svc *corev1.Service, name string) (string, bool, error) {
+// nameAnswer says who holds a custom NEG name, from memory and caches alone (claims.Member.Answer): a translator
+// driven without Run (unit tests of one sync) holds every name.
+func (t *Translator) nameAnswer(svc *corev1.Service, name string) (claims.Answer, error) {
 	if t.names == nil {
-		return "", false, nil
+		return claims.Answer{Name: name, IsSelf: true}, nil
 	}
-	holder, isSelf, err := t.names.Decide(ctx, name, claimantOf(svc))
-	if err != nil || isSelf {
-		return "", false, err
+	return t.names.Answer(name, claimantOf(svc))
+}
+
+// settleNames makes the plan's answers so in the claim records (claims.Member.Settle), before apply writes. An
+// answer that turns out otherwise than planned (a recorded holder of another replica that no longer claims the
+// name, another replica racing for it) changes the plan: changed says so, and nothing may be written. The
+// NEGNameConflict warnings of the names a live holder keeps are returned.
+func (t *Translator) settleNames(ctx context.Context, names []unsettledName) (warnings []tenant.Warning, changed bool, err error) {
+	for _, n := range names {
+		final, err := t.names.Settle(ctx, n.answer)
+		if err != nil {
+			return nil, false, err
+		}
+		if final.IsSelf != n.answer.IsSelf {
+			changed = true
+			continue
+		}
+		if !final.IsSelf {
+			warnings = append(warnings, tenant.Warning{Reason: ReasonNameConflict, Message: nameConflictMessage(n.answer.Name, n.port, t.names.Describe(final.Holder))})
+		}
 	}
-	return t.names.Describe(holder), true, nil
+	return warnings, changed, nil
+}
+
+// unsettledName is a custom NEG name of a port whose answer needs the claim record (claims.Answer.Settled).
+type unsettledName struct {
+	answer claims.Answer
+	port   int32
 }
 
 // reserveName asks to create the Translation object (namespace/name) declaring a custom NEG name; see
@@ -130,10 +156,13 @@ func (t *Translator) reserveName(ctx context.Context, svc *corev1.Service, name,
 	return t.names.Acquire(ctx, name, claimantOf(svc), object)
 }
 
-// claimRecords is how the translator's NEG name claims hold across replicas: records in namespace, a live read of
-// a recorded holder's Service and tenant, and of a previous holder's Translation.
-func (t *Translator) claimRecords(records cache.SharedIndexInformer, namespace string) *claims.Records {
-	return claims.RecordsOf(claims.TenantObjects[*corev1.Service, *mpv1alpha1.Translation]{
+// joinClaims joins the run's claims of custom NEG names: a Translation publishes them, and with claim records a
+// recorded holder is read live (its Service and its tenant) and a previous holder's Translation.
+func (t *Translator) joinClaims() (*claims.Member, error) {
+	if t.claims == nil {
+		return nil, errors.New("neg: the tenant.Context has no claims.Set")
+	}
+	kind := claims.TenantObjects[*corev1.Service, *mpv1alpha1.Translation]{
 		Kube: t.kube, MP: t.mp, LabelKey: t.labelKey,
 		GetClaimant: func(ctx context.Context, namespace, name string) (*corev1.Service, error) {
 			return t.kube.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
@@ -147,7 +176,8 @@ func (t *Translator) claimRecords(records cache.SharedIndexInformer, namespace s
 			return t.mp.MultiprojectV1alpha1().Translations(namespace).Get(ctx, name, metav1.GetOptions{})
 		},
 		HoldingOf: translationHolding,
-	}, records, namespace)
+	}.Kind(claimKind, informerset.Translations)
+	return t.claims.Join(kind, t.tenant, t.add)
 }
 
 func (t *Translator) nameCreated(name, object string, created bool) {

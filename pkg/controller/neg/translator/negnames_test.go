@@ -37,6 +37,7 @@ import (
 	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
 	mpinformers "github.com/multiproject/client-go/informers/externalversions"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
@@ -50,6 +51,8 @@ type negCluster struct {
 	kube   *kubefake.Clientset
 	mp     *mpfake.Clientset
 	shared map[schema.GroupVersionResource]cache.SharedIndexInformer
+	// claims is the process's claims.Set, which every tenant's translator joins.
+	claims *claims.Set
 	// declaring counts, from a watch started before anything ran, the Translations that declare each NEG name at
 	// once; max is the most there ever were.
 	mu        sync.Mutex
@@ -90,6 +93,7 @@ func newNEGCluster(t *testing.T, objects ...runtimeObject) *negCluster {
 		informerset.Nodes:        kubeFactory.Core().V1().Nodes().Informer(),
 		informerset.Translations: indexed(t, mpFactory.Multiproject().V1alpha1().Translations().Informer(), informerset.TranslationIndexers()),
 	}
+	c.claims = tenanttest.Claims(t, tenanttest.Informers(c.shared))
 	kubeFactory.Start(ctx.Done())
 	mpFactory.Start(ctx.Done())
 	t.Cleanup(func() {
@@ -164,6 +168,7 @@ func (c *negCluster) start(name, namespace string) *negTenant {
 		ProviderConfigLabelKey: testLabelKey,
 		KubeClient:             c.kube,
 		MultiprojectClient:     c.mp,
+		Claims:                 c.claims,
 		Informers: viewsAndShared{shared: c.shared, views: map[schema.GroupVersionResource]cache.SharedIndexInformer{
 			informerset.Services:       kubeFactory.Core().V1().Services().Informer(),
 			informerset.EndpointSlices: indexed(c.t, kubeFactory.Discovery().V1().EndpointSlices().Informer(), informerset.EndpointSliceIndexers()),

@@ -43,6 +43,8 @@ type planInput struct {
 	// asked are the UIDs of cached Translations this translator asked to delete whose deletion the caches do not
 	// show yet.
 	asked map[types.UID]bool
+	// unsettled are the custom NEG names whose claim desired assumed and the claim records must confirm.
+	unsettled []unsettledName
 }
 
 // plan is what one sync does to a Service's Translations, decided from planInput alone (planTranslations) and
@@ -64,6 +66,8 @@ type plan struct {
 	// waiting: a desired Translation waits for another of its name to go (being deleted, another tenant's, or
 	// blocked): the sync is retried once apply has written the rest.
 	waiting bool
+	// unsettled are the claims apply settles before it writes anything (planInput.unsettled).
+	unsettled []unsettledName
 }
 
 // event is an Event to record on the Service once the write it belongs to succeeded.
@@ -110,7 +114,7 @@ type blocked struct{ translation, leaving string }
 // creation of a desired Translation that has the same name or lists one of the same NEGs: a NEG belongs to one
 // Translation at a time, so the old one's deletion never takes the new one's NEG.
 func planTranslations(in planInput) plan {
-	var p plan
+	p := plan{unsettled: in.unsettled}
 	wanted := make(map[string]*mpv1alpha1.Translation, len(in.desired))
 	for _, tr := range in.desired {
 		wanted[tr.Name] = tr

@@ -89,7 +89,7 @@ func (t *Translator) sync(ctx context.Context, key string) error {
 			return err
 		}
 	}
-	d, err := t.desiredTranslations(ctx, svc, ports, topo)
+	d, err := t.desiredTranslations(svc, ports, topo)
 	if err != nil {
 		return err
 	}
@@ -118,8 +118,10 @@ type desired struct {
 	translations []*mpv1alpha1.Translation
 	negs         map[int32]string
 	// custom maps a Translation's name to the custom NEG name it declares.
-	custom   map[string]string
-	warnings []tenant.Warning
+	custom map[string]string
+	// unsettled are the custom NEG names whose answer the claim records must confirm before apply writes.
+	unsettled []unsettledName
+	warnings  []tenant.Warning
 }
 
 // deferTo makes the neg-status name the NEGs of the Translations a newer build made, which this build leaves alone,
@@ -136,8 +138,9 @@ func (d *desired) deferTo(newer []*mpv1alpha1.Translation) {
 }
 
 // desiredTranslations builds the Translation of each exposed port that is a port of the Service and whose custom
-// NEG name, if any, no other Service holds.
-func (t *Translator) desiredTranslations(ctx context.Context, svc *corev1.Service, ports []exposedPort, topo *topology) (desired, error) {
+// NEG name, if any, no other Service holds. It reads only caches and the claims' memory: an answer the claim
+// records must confirm is planned as it stands and settled by apply.
+func (t *Translator) desiredTranslations(svc *corev1.Service, ports []exposedPort, topo *topology) (desired, error) {
 	d := desired{negs: map[int32]string{}, custom: map[string]string{}}
 	for _, p := range ports {
 		servicePort := findServicePort(svc, p.Port)
@@ -149,12 +152,19 @@ func (t *Translator) desiredTranslations(ctx context.Context, svc *corev1.Servic
 		if p.CustomName != "" {
 			// A name another Service claimed first is not this Service's: the port is left out, so a Translation of
 			// it (made while this Service held the name) is deleted, and the holder waits for that.
-			holder, taken, err := t.nameHolder(ctx, svc, p.CustomName)
+			answer, err := t.nameAnswer(svc, p.CustomName)
 			if err != nil {
 				return desired{}, err
 			}
-			if taken {
-				d.warnings = append(d.warnings, tenant.Warning{Reason: ReasonNameConflict, Message: nameConflictMessage(p.CustomName, p.Port, holder)})
+			if !answer.Settled() {
+				d.unsettled = append(d.unsettled, unsettledName{answer: answer, port: p.Port})
+			}
+			if !answer.IsSelf {
+				if answer.Settled() {
+					// Unsettled, the warning waits for the live read that confirms the holder (settleNames).
+					d.warnings = append(d.warnings, tenant.Warning{Reason: ReasonNameConflict,
+						Message: nameConflictMessage(p.CustomName, p.Port, t.names.Describe(answer.Holder))})
+				}
 				continue
 			}
 			d.custom[translationName(svc.Name, p.Port)] = p.CustomName

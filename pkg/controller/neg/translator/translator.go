@@ -35,7 +35,7 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
+	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
@@ -71,8 +71,8 @@ type Translator struct {
 	// every tenant's Translations count when a name is taken over; and a Service's Translations may be labeled for
 	// another tenant (made before the Service moved here, or by a former Service of its name).
 	allTranslations cache.SharedIndexInformer
-	// nameRecords makes custom NEG names held once across replicas (negnames.go); nil: in this process only.
-	nameRecords *claims.Records
+	// claims is the run's claims.Set, which holds custom NEG names once across tenants (and replicas).
+	claims *claims.Set
 	// A sync reads Translations from these, by key or by owner (informerset.TranslationsByOwner): the tenant's
 	// (translations') and every tenant's (allTranslations').
 	translationIndex, allTranslationIndex cache.Indexer
@@ -141,6 +141,7 @@ func newWithClock(c *tenant.Context, onSynced func(), clk clock.WithDelayedExecu
 		batchPeriod: c.Options.NEGEndpointBatchPeriod,
 		warnings:    tenant.NewWarnings(c.EventRecorder),
 		writes:      newOwnWrites(clock.RealClock{}),
+		claims:      c.Claims,
 	}
 	if err := t.useInformers(c); err != nil {
 		return nil, err
@@ -183,11 +184,6 @@ func (t *Translator) useInformers(c *tenant.Context) error {
 	}
 	if t.allTranslations, err = c.Informers.Shared(informerset.Translations); err != nil {
 		return fmt.Errorf("neg: %w", err)
-	}
-	// Sharded replicas have the claim records; without them (one process runs every tenant) NEG name claims are
-	// decided in memory.
-	if records, err := c.Informers.Shared(informerset.ClaimRecords); err == nil && records != nil {
-		t.nameRecords = t.claimRecords(records, c.Options.ClaimsNamespace)
 	}
 	t.serviceLister = corelisters.NewServiceLister(t.services.GetIndexer())
 	t.sliceIndex = t.slices.GetIndexer()
@@ -235,7 +231,7 @@ func (t *Translator) Run(ctx context.Context) {
 func (t *Translator) Start(ctx context.Context, done func()) {
 	logger := klog.FromContext(ctx)
 	// Joined before the Service handler is added, which claims the tenant's NEG names from its initial list on.
-	names, err := claims.JoinWithRecords(claimKind, t.allTranslations, translationHolding, t.nameRecords, t.tenant, t.add)
+	names, err := t.joinClaims()
 	if err != nil {
 		logger.Error(err, "Could not join the process's NEG name claims")
 		done()

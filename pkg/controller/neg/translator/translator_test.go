@@ -315,10 +315,17 @@ func TestRunTranslatesOnEventsAndLeavesNothingBehind(t *testing.T) {
 	cancel()
 	<-done
 	for name, inf := range h.informers {
-		// The harness's Translation informer is also the unfiltered one, which carries the NEG name claims' handler.
+		// The harness's Translation informer is also the unfiltered one, which carries the NEG name claims' handler:
+		// the run's claims.Set keeps it until the command closes the Set.
 		want := 1
 		if name == "translations" {
 			want = 2
+			if added, removed := inf.counts(); added != want || removed != want-1 {
+				t.Errorf("%s: %d handlers added, %d removed while the claims are open; want %d and %d", name, added, removed, want, want-1)
+			}
+			if err := h.tctx.Claims.Close(); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if added, removed := inf.counts(); added != want || removed != want {
 			t.Errorf("%s: %d handlers added, %d removed; want %d and %d", name, added, removed, want, want)

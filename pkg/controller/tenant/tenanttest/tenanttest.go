@@ -23,12 +23,14 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 )
 
@@ -47,6 +49,27 @@ func (i Informers) Informer(resource schema.GroupVersionResource) (cache.SharedI
 // Shared returns the informer registered for resource.
 func (i Informers) Shared(resource schema.GroupVersionResource) (cache.SharedIndexInformer, error) {
 	return i.Informer(resource)
+}
+
+// SharedGetter is the part of tenant.Informers a claims.Set reads from.
+type SharedGetter interface {
+	Shared(resource schema.GroupVersionResource) (cache.SharedIndexInformer, error)
+}
+
+// Claims returns a claims.Set over the shared informers of informers, deciding in memory, as the command builds
+// one per run for every tenant's controllers; it is closed when the test ends. Tenants that must meet in the
+// claims share one.
+func Claims(t testing.TB, informers SharedGetter) *claims.Set {
+	set := claims.NewSet(claims.SetConfig{Informers: func(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
+		inf, err := informers.Shared(gvr)
+		return inf, err == nil
+	}})
+	t.Cleanup(func() {
+		if err := set.Close(); err != nil {
+			t.Errorf("closing the claims: %v", err)
+		}
+	})
+	return set
 }
 
 // Condition is one reported condition.

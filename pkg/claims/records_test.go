@@ -29,6 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kubeinformers "k8s.io/client-go/informers"
@@ -139,6 +140,7 @@ type process struct {
 	ctx     context.Context
 	holds   cache.SharedIndexInformer
 	records cache.SharedIndexInformer
+	set     *Set
 }
 
 func (c *cluster) process() *process {
@@ -146,9 +148,18 @@ func (c *cluster) process() *process {
 	factory := kubeinformers.NewSharedInformerFactory(c.kube, 0)
 	leases := kubeinformers.NewSharedInformerFactoryWithOptions(c.kube, 0, kubeinformers.WithNamespace(recordsNamespace))
 	p := &process{c: c, ctx: ctx, holds: factory.Core().V1().ConfigMaps().Informer(), records: leases.Coordination().V1().Leases().Informer()}
+	p.set = NewSet(SetConfig{
+		Informers: func(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
+			return p.holds, gvr == configMaps
+		},
+		Records: &RecordsConfig{Client: c.kube, Namespace: recordsNamespace, Informer: p.records},
+	})
 	factory.Start(ctx.Done())
 	leases.Start(ctx.Done())
 	c.t.Cleanup(func() {
+		if err := p.set.Close(); err != nil {
+			c.t.Error(err)
+		}
 		cancel()
 		factory.Shutdown()
 		leases.Shutdown()
@@ -160,9 +171,10 @@ func (p *process) join(tenantName string) *tenant {
 	t := p.c.t
 	t.Helper()
 	queued := make(chan string, 100)
-	records := &Records{Client: p.c.kube, Namespace: recordsNamespace, Informer: p.records, Live: p.c.live, Object: p.c.object}
+	k := kind
+	k.Live, k.Object = p.c.live, p.c.object
 	// A full queue drops keys: the race below makes more events than any test reads.
-	m, err := JoinWithRecords("Ingress", p.holds, configMapHolding, records, tenantName, func(key string) {
+	m, err := p.set.Join(k, tenantName, func(key string) {
 		select {
 		case queued <- key:
 		default:
@@ -537,4 +549,64 @@ func (p *publisherCount) stop() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.most
+}
+
+// TestAnswerCallsNoAPIAndSettleWrites: Answer, which a controller's plan reads, makes no API call whatever the
+// record says; Settle makes the record's writes and live reads. A new name is answered Self but not settled until
+// the record is created; an earlier recorded holder of another process is answered as holder until Settle reads it
+// live, finds it gone and takes the record over.
+func TestAnswerCallsNoAPIAndSettleWrites(t *testing.T) {
+	c := newCluster(t)
+	a, b := c.process().join("tenant-a"), c.process().join("tenant-b")
+	early := claimant("ns-a/web", "uid-a", t0)
+	late := claimant("ns-b/web", "uid-b", t0.Add(time.Second))
+	c.setAlive(early.UID, "h")
+	a.Claim(early, []string{"h"})
+	b.Claim(late, []string{"h"})
+	ctx := context.Background()
+
+	calls := len(c.kube.Actions())
+	answer, err := a.Answer("h", early)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !answer.IsSelf || answer.Settled() {
+		t.Fatalf("Answer for a name without a record = self %t, settled %t; want self, not settled", answer.IsSelf, answer.Settled())
+	}
+	if n := len(c.kube.Actions()); n != calls {
+		t.Fatalf("Answer made %d API calls", n-calls)
+	}
+	if answer, err = a.Settle(ctx, answer); err != nil || !answer.IsSelf || !answer.Settled() {
+		t.Fatalf("Settle = self %t, settled %t, %v; want self, settled", answer.IsSelf, answer.Settled(), err)
+	}
+	if rec, ok := c.record("h"); !ok || rec.holder.UID != early.UID {
+		t.Fatalf("record = %+v, want the earlier claimant's", rec)
+	}
+	waitDecided(t, a, "h", early, true)
+
+	// The later claimant's process sees the earlier holder in the record; it still claims: Settle confirms.
+	waitDecided(t, b, "h", late, false)
+	calls = len(c.kube.Actions())
+	if answer, err = b.Answer("h", late); err != nil || answer.IsSelf || answer.Settled() {
+		t.Fatalf("Answer behind another process's holder = self %t, settled %t, %v; want not self, not settled",
+			answer.IsSelf, answer.Settled(), err)
+	}
+	if n := len(c.kube.Actions()); n != calls {
+		t.Fatalf("Answer made %d API calls", n-calls)
+	}
+	if answer, err = b.Settle(ctx, answer); err != nil || answer.IsSelf || b.Describe(answer.Holder) != "Ingress ns-a/web" {
+		t.Fatalf("Settle behind a live holder = self %t, holder %s, %v; want Ingress ns-a/web", answer.IsSelf, b.Describe(answer.Holder), err)
+	}
+
+	// Once the holder is gone (read live), Settle takes the record over.
+	c.setAlive(early.UID)
+	if answer, err = b.Answer("h", late); err != nil {
+		t.Fatal(err)
+	}
+	if answer, err = b.Settle(ctx, answer); err != nil || !answer.IsSelf {
+		t.Fatalf("Settle behind a gone holder = self %t, %v; want self", answer.IsSelf, err)
+	}
+	if rec, _ := c.record("h"); rec.holder.UID != late.UID {
+		t.Fatalf("record names %s, want the later claimant", rec.holder.UID)
+	}
 }

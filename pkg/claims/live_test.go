@@ -36,7 +36,7 @@ import (
 const liveLabelKey = "multiproject.io/provider-config"
 
 // testObjects are claimants (ConfigMaps, claiming the keys of their data) and publishers (Secrets, publishing the
-// keys of theirs) as a controller would describe them to RecordsOf; the tenant runs the controller when its
+// keys of theirs) as a controller would describe them for a Kind; the tenant runs the controller when its
 // ProviderConfig has a GCP section.
 func testObjects(objects ...runtime.Object) TenantObjects[*corev1.ConfigMap, *corev1.Secret] {
 	var kubeObjects, mpObjects []runtime.Object
@@ -81,7 +81,7 @@ func keys(m map[string]string) []string {
 	return out
 }
 
-func TestRecordsOfLive(t *testing.T) {
+func TestKindLive(t *testing.T) {
 	namespace := func(tenant string) *corev1.Namespace {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}
 		if tenant != "" {
@@ -123,11 +123,8 @@ func TestRecordsOfLive(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			records := RecordsOf(testObjects(tt.objects...), nil, "")
-			if records.Namespace != metav1.NamespaceSystem {
-				t.Errorf("Namespace = %q, want %q", records.Namespace, metav1.NamespaceSystem)
-			}
-			got, err := records.Live(context.Background(), "tenant-a", tt.key, "uid-a")
+			kind := testObjects(tt.objects...).Kind("ConfigMap", configMaps)
+			got, err := kind.Live(context.Background(), "tenant-a", tt.key, "uid-a")
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("Live() error = %v, want an error: %t", err, tt.wantErr)
 			}
@@ -138,7 +135,7 @@ func TestRecordsOfLive(t *testing.T) {
 	}
 }
 
-func TestRecordsOfObject(t *testing.T) {
+func TestKindObject(t *testing.T) {
 	publisher := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, StringData: map[string]string{"x": ""}}
 	silent := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}}
 	tests := []struct {
@@ -154,11 +151,8 @@ func TestRecordsOfObject(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			records := RecordsOf(testObjects(publisher, silent), nil, "claims")
-			if records.Namespace != "claims" {
-				t.Errorf("Namespace = %q, want claims", records.Namespace)
-			}
-			got, err := records.Object(context.Background(), tt.key, tt.publishes)
+			kind := testObjects(publisher, silent).Kind("ConfigMap", configMaps)
+			got, err := kind.Object(context.Background(), tt.key, tt.publishes)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("Object() error = %v, want an error: %t", err, tt.wantErr)
 			}

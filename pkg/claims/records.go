@@ -163,104 +163,27 @@ func (r *Registry) liveRecord(ctx context.Context, name string) (*record, error)
 	return rec, nil
 }
 
-// Decide says who holds name, self included as it is now, and makes it so in the API server: the holder is the
-// earliest claimant of this process (no API call), or else the one the claim record names. Self takes the record
-// when there is none, when its claim comes before the recorded holder's, or when the recorded holder no longer
-// claims the name (read live, unless it is a claimant of this process); each of these is a Create or an Update
-// with the resourceVersion read, so of two processes racing for a name exactly one succeeds, and the other's
-// error requeues it. A holder that loses its record to an earlier claimant is enqueued by the record's event. A
-// Member without Records decides in memory, as Holder does.
-func (m *Member) Decide(ctx context.Context, name string, self Claimant) (holder Claimant, isSelf bool, err error) {
-	self.tenant = m.tenant
-	r := m.r
-	if holder, isSelf := m.Holder(name, self); !isSelf {
-		// The earlier claimant of this process decides for itself; who to name is the record's holder when that
-		// one comes even earlier (it holds the name in another process).
-		if r.records != nil {
-			if rec, found := r.cachedRecord(name); found && rec.holder.Before(holder) {
-				return rec.holder, false, nil
-			}
-		}
-		return holder, false, nil
-	}
-	if r.records == nil {
-		return self, true, nil
-	}
-	r.mu.Lock()
-	synced := r.syncedLocked()
-	if !synced {
-		r.waitLocked(name, self)
-	}
-	r.mu.Unlock()
-	if !synced {
-		return Claimant{}, false, fmt.Errorf("claims: the %s claim records are not synced yet", r.kind)
-	}
-	rec, found := r.cachedRecord(name)
-	if found && rec.holder.UID == self.UID {
-		return self, true, nil
-	}
-	if !found {
-		lease := &coordinationv1.Lease{}
-		r.encodeRecord(lease, name, self, "", nil)
-		_, err := r.records.Client.CoordinationV1().Leases(r.records.Namespace).Create(ctx, lease, metav1.CreateOptions{})
-		if err == nil {
-			return self, true, nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return Claimant{}, false, fmt.Errorf("claims: creating the claim record of %s %q: %w", strings.ToLower(r.kind), name, err)
-		}
-		// Another process got there first: compare with what it wrote.
-		if rec, err = r.liveRecord(ctx, name); err != nil {
-			return Claimant{}, false, err
-		}
-		if rec.holder.UID == self.UID {
-			return self, true, nil
-		}
-	}
-	if !self.Before(rec.holder) {
-		alive, err := r.stillClaims(ctx, rec)
-		if err != nil {
-			return Claimant{}, false, err
-		}
-		if alive {
-			r.mu.Lock()
-			r.waitLocked(name, self)
-			r.mu.Unlock()
-			return rec.holder, false, nil
-		}
-	}
-	// Taken over: the holder's object (and those it had still to wait for) must be gone before self publishes.
-	previous := slices.Clone(rec.previous)
-	if rec.object != "" {
-		announced := time.Now()
-		if rec.lease.Spec.RenewTime != nil {
-			announced = rec.lease.Spec.RenewTime.Time
-		}
-		previous = append(previous, previousEntry(rec.object, announced))
-	}
-	lease := rec.lease.DeepCopy()
-	r.encodeRecord(lease, name, self, "", previous)
-	if _, err := r.records.Client.CoordinationV1().Leases(r.records.Namespace).Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
-		return Claimant{}, false, fmt.Errorf("claims: taking the claim record of %s %q from %s: %w", strings.ToLower(r.kind), name, m.Describe(rec.holder), err)
-	}
-	return self, true, nil
-}
-
 // stillClaims says whether the recorded holder still claims its name: from memory when it is a claimant of this
 // process (its controller keeps the claims current), else read live.
 func (r *Registry) stillClaims(ctx context.Context, rec *record) (bool, error) {
-	r.mu.Lock()
-	_, member := r.members[rec.holder.tenant]
-	local, claims := r.claims[rec.name][rec.holder.id()]
-	r.mu.Unlock()
-	if member {
-		return claims && local.UID == rec.holder.UID, nil
+	if alive, local := r.localClaims(rec); local {
+		return alive, nil
 	}
 	names, err := r.records.Live(ctx, rec.holder.tenant, rec.holder.Key, rec.holder.UID)
 	if err != nil {
 		return false, fmt.Errorf("claims: reading %s, which holds %q: %w", rec.holder.Key, rec.name, err)
 	}
 	return slices.Contains(names, rec.name), nil
+}
+
+// localClaims says whether the recorded holder is a claimant of this process (local), and then whether it still
+// claims its name.
+func (r *Registry) localClaims(rec *record) (alive, local bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, local = r.members[rec.holder.tenant]
+	c, claims := r.claims[rec.name][rec.holder.id()]
+	return local && claims && c.UID == rec.holder.UID, local
 }
 
 // announceGrace is how long a new holder waits for an object a previous holder announced and that the API server
@@ -420,11 +343,7 @@ func (r *Registry) release(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	r.mu.Lock()
-	_, member := r.members[rec.holder.tenant]
-	c, claims := r.claims[name][rec.holder.id()]
-	r.mu.Unlock()
-	if !member || (claims && c.UID == rec.holder.UID) {
+	if alive, local := r.localClaims(rec); !local || alive {
 		// Not this process's to release: a tenant that stopped (a drain, a restart) keeps its names until another
 		// process finds its claimant gone.
 		return nil

@@ -22,6 +22,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -53,7 +54,7 @@ func TenantRuns(ctx context.Context, kube kubernetes.Interface, mp mpclientset.I
 	return pc.DeletionTimestamp == nil && runs(pc), nil
 }
 
-// TenantObjects describes, for RecordsOf, a kind of claimant that is an object of a tenant's namespace (an Ingress,
+// TenantObjects describes, for a Kind, a kind of claimant that is an object of a tenant's namespace (an Ingress,
 // a Service) and the objects that publish its names (PangolinResources, Translations): only what differs between
 // the controllers that claim names.
 type TenantObjects[Claimer metav1.Object, Publisher any] struct {
@@ -74,14 +75,10 @@ type TenantObjects[Claimer metav1.Object, Publisher any] struct {
 	HoldingOf HoldingFunc
 }
 
-// RecordsOf returns the Records of such claimants: claim records in namespace (kube-system when empty) read through
-// informer; Live reads a recorded holder, its names and its tenant; Object reads a previous holder's object.
-func RecordsOf[Claimer metav1.Object, Publisher any](objects TenantObjects[Claimer, Publisher], informer cache.SharedIndexInformer,
-	namespace string) *Records {
-	if namespace == "" {
-		namespace = metav1.NamespaceSystem
-	}
-	return &Records{Client: objects.Kube, Namespace: namespace, Informer: informer, Live: objects.live, Object: objects.publishes}
+// Kind returns the Kind of such claimants, named name, whose names the objects of holdings publish: Live reads a
+// recorded holder, its names and its tenant; Object reads a previous holder's object.
+func (o TenantObjects[Claimer, Publisher]) Kind(name string, holdings schema.GroupVersionResource) Kind {
+	return Kind{Name: name, Holdings: holdings, HoldingOf: o.HoldingOf, Live: o.live, Object: o.publishes}
 }
 
 // live is the LiveFunc of TenantObjects: a claimant that is gone, was replaced (another UID), claims nothing or

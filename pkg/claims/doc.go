@@ -18,7 +18,13 @@ limitations under the License.
 // published once: a host of a Pangolin-class Ingress (the Pangolin operator binds a second PangolinResource for a
 // host to the first one's remote resource, across tenants), or a custom NEG name of a Service.
 //
-// Two things are tracked per name, in one Registry per kind of name:
+// The command owns the claims: it builds one Set with each controller context (CreateControllerContext), hands it
+// to every tenant's controller through tenant.Context.Claims, and closes it once they have all stopped. A Set holds
+// one Registry per Kind of name; the Registry watches the shared informer of the objects that publish its names
+// itself, from the first controller that joins until the Set closes, so controllers come and go without moving
+// a handler. There is no package state.
+//
+// Two things are tracked per name in a Registry:
 //
 //   - Claims: the objects (Ingresses, Services) that ask for the name, fed by each tenant's controller from its own
 //     filtered view. So only objects of tenants whose controller runs in this process claim anything: an object the
@@ -33,11 +39,15 @@ limitations under the License.
 // object publishing a name goes, the claimants waiting for that are enqueued.
 //
 // That is enough while one process runs every tenant. Replicas that share the tenants (--sharding) each know only
-// their own tenants' claims, so a Registry with Records (records.go) lets the API server decide: one claim record
-// (a Lease) per name, created once, taken over with compare-and-swap updates by an earlier claimant or from a
-// holder a live read no longer finds, and announcing each object before it is created (Decide, Acquire).
+// their own tenants' claims, so a Set with Records (records.go) lets the API server decide: one claim record (a
+// Lease) per name, created once, taken over with compare-and-swap updates by an earlier claimant or from a holder
+// a live read no longer finds, and announcing each object before it is created (Acquire). Who holds a name is
+// answered in two steps: Answer, from memory and the records' cache alone, which a controller's plan may read, and
+// Settle, the record's writes and live reads, which the controller runs where it writes.
 //
-// claims.go holds the Registry and its membership (Join, Leave) and the worker that releases records; member.go what
-// a member asks (Claim, Holder, Reserve, Created); holdings.go the holdings informer's events; records.go the claim
-// records (Decide, Acquire); live.go the live reads a controller builds its Records from.
+// Files: set.go the Set, its Kinds and lifetime (Join, Close) and each Registry's handlers and release worker;
+// claims.go the Registry, its claimants and membership (Leave); member.go what a member asks (Claim, Holder,
+// Reserve, Created); holdings.go the holdings informer's events; answer.go who holds a name (Answer, Settle,
+// Decide); records.go the claim records (Acquire, the release of a record, the records' events); live.go the live
+// reads a Kind is built from (TenantObjects).
 package claims

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package app
+package sharding
 
 import (
 	"context"
@@ -24,32 +24,44 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	metadatafake "k8s.io/client-go/metadata/fake"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
-	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
-	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
 
 // TestLeftoversAreFoundWhereverTheNamespaceWent: the namespaces that hold a tenant's Translations and
-// PangolinResources are found by their tenant label, whatever tenant the namespace belongs to now, for every
-// tenant asked for (in batches), and for no other.
+// PangolinResources (the manager-written resources of the resource table) are found by their tenant label, whatever
+// tenant the namespace belongs to now, for every tenant asked for (in batches), and for no other.
 func TestLeftoversAreFoundWhereverTheNamespaceWent(t *testing.T) {
+	if got := ManagerWritten(); !slices.Equal(got, []schema.GroupVersionResource{informerset.Translations, informerset.PangolinResources}) {
+		t.Fatalf("ManagerWritten() = %v, want Translations and PangolinResources", got)
+	}
 	const key = mpv1alpha1.DefaultProviderConfigLabelKey
-	labeled := func(tenant string) map[string]string { return map[string]string{key: tenant} }
+	object := func(gvr schema.GroupVersionResource, kind, namespace, name, tenant string) runtime.Object {
+		return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: gvr.GroupVersion().String(), Kind: kind},
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{key: tenant}}}
+	}
+	translation := func(namespace, name, tenant string) runtime.Object {
+		return object(informerset.Translations, "Translation", namespace, name, tenant)
+	}
 	objs := []runtime.Object{
-		&mpv1alpha1.Translation{ObjectMeta: metav1.ObjectMeta{Namespace: "moved-away", Name: "a", Labels: labeled("t1")}},
-		&mpv1alpha1.Translation{ObjectMeta: metav1.ObjectMeta{Namespace: "t1-app", Name: "b", Labels: labeled("t1")}},
-		&tunnelv1alpha1.PangolinResource{ObjectMeta: metav1.ObjectMeta{Namespace: "tunnels", Name: "c", Labels: labeled("t1")}},
-		&mpv1alpha1.Translation{ObjectMeta: metav1.ObjectMeta{Namespace: "other-app", Name: "d", Labels: labeled("other")}},
+		translation("moved-away", "a", "t1"),
+		translation("t1-app", "b", "t1"),
+		object(informerset.PangolinResources, "PangolinResource", "tunnels", "c", "t1"),
+		translation("other-app", "d", "other"),
 	}
 	var tenants []string
 	for i := range leftoverBatch + 5 {
 		tenants = append(tenants, fmt.Sprintf("tenant-%d", i))
-		objs = append(objs, &mpv1alpha1.Translation{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("ns-%d", i), Name: "x",
-			Labels: labeled(fmt.Sprintf("tenant-%d", i))}})
+		objs = append(objs, translation(fmt.Sprintf("ns-%d", i), "x", fmt.Sprintf("tenant-%d", i)))
 	}
-	client := mpfake.NewClientset(objs...)
-	got, err := managerWrittenNamespaces(context.Background(), client, key, append(tenants, "t1"))
+	scheme := runtime.NewScheme()
+	metav1.AddMetaToScheme(scheme)
+	client := metadatafake.NewSimpleMetadataClient(scheme, objs...)
+	got, err := Leftovers(context.Background(), client, ManagerWritten(), key, append(tenants, "t1"))
 	if err != nil {
 		t.Fatal(err)
 	}

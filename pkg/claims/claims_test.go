@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -51,7 +52,13 @@ type world struct {
 	ctx      context.Context
 	kube     *kubefake.Clientset
 	informer *countingInformer
+	set      *Set
 }
+
+var configMaps = corev1.SchemeGroupVersion.WithResource("configmaps")
+
+// kind is the Kind the tests claim: names published by ConfigMaps.
+var kind = Kind{Name: "Ingress", Holdings: configMaps, HoldingOf: configMapHolding}
 
 func newWorld(t *testing.T, objects ...*corev1.ConfigMap) *world {
 	t.Helper()
@@ -63,12 +70,20 @@ func newWorld(t *testing.T, objects ...*corev1.ConfigMap) *world {
 	kube := kubefake.NewClientset(objs...)
 	factory := kubeinformers.NewSharedInformerFactory(kube, 0)
 	w := &world{t: t, ctx: ctx, kube: kube, informer: &countingInformer{SharedIndexInformer: factory.Core().V1().ConfigMaps().Informer()}}
+	w.set = NewSet(SetConfig{Informers: w.informers})
 	factory.Start(ctx.Done())
 	t.Cleanup(func() {
+		if err := w.set.Close(); err != nil {
+			t.Error(err)
+		}
 		cancel()
 		factory.Shutdown()
 	})
 	return w
+}
+
+func (w *world) informers(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
+	return w.informer, gvr == configMaps
 }
 
 // tenant is one member and the keys the registry enqueued for it.
@@ -80,7 +95,7 @@ type tenant struct {
 func (w *world) join(name string) *tenant {
 	w.t.Helper()
 	queued := make(chan string, 100)
-	m, err := Join("Ingress", w.informer, configMapHolding, name, func(key string) { queued <- key })
+	m, err := w.set.Join(kind, name, func(key string) { queued <- key })
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -287,9 +302,10 @@ func TestConcurrentReservationsGrantOne(t *testing.T) {
 	}
 }
 
-// TestTheHandlerMovesWhenItsCarrierLeaves: the registry's handler rides on one member's informer, which the manager
-// clears when that member stops; the next member carries it, and the last one removes it.
-func TestTheHandlerMovesWhenItsCarrierLeaves(t *testing.T) {
+// TestTheSetsHandlerOutlivesItsMembers: the registry watches the shared informer itself, from the first Join until
+// the Set closes, so members that come and go never move or re-add it (a stopped informer refuses a handler, and
+// the manager clears a stopped controller's own handlers).
+func TestTheSetsHandlerOutlivesItsMembers(t *testing.T) {
 	first, second := claimant("ns-a/web", "uid-1", t0), claimant("ns-b/web", "uid-2", t0.Add(time.Hour))
 	w := newWorld(t, published("ns-a", "res-a", "h", first))
 	a := w.join("tenant-a")
@@ -298,15 +314,12 @@ func TestTheHandlerMovesWhenItsCarrierLeaves(t *testing.T) {
 		t.Fatalf("%d handlers added, %d removed; want one handler for the registry", added, removed)
 	}
 	a.Leave()
-	if added, removed := w.informer.counts(); added != 2 || removed != 1 {
-		t.Fatalf("after the carrier left: %d handlers added, %d removed; want the handler moved", added, removed)
+	if added, removed := w.informer.counts(); added != 1 || removed != 0 {
+		t.Fatalf("after a member left: %d handlers added, %d removed; want the one handler kept", added, removed)
 	}
-	if !cache.WaitForCacheSync(w.ctx.Done(), b.HasSynced) {
-		t.Fatal("the moved handler never synced")
-	}
-	// The moved handler still sees deletions.
+	// The handler still sees deletions.
 	if _, ok := b.Reserve("h", second, "ns-b/res-b"); ok {
-		t.Fatal("the first's object was forgotten when the handler moved")
+		t.Fatal("the first's object was forgotten when its member left")
 	}
 	if err := w.kube.CoreV1().ConfigMaps("ns-a").Delete(w.ctx, "res-a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -315,20 +328,28 @@ func TestTheHandlerMovesWhenItsCarrierLeaves(t *testing.T) {
 		t.Fatalf("enqueued %s", key)
 	}
 	b.Leave()
-	if added, removed := w.informer.counts(); added != 2 || removed != 2 {
-		t.Errorf("after the last member left: %d handlers added, %d removed; want none left", added, removed)
+	c := w.join("tenant-c")
+	if _, ok := c.Reserve("h", second, "ns-b/res-b"); !ok {
+		t.Fatal("a member joining a registry without members was refused a free name")
 	}
-	registries.Lock()
-	defer registries.Unlock()
-	if n := len(registries.byStore); n != 0 {
-		t.Errorf("%d registries left after every member left", n)
+	if added, removed := w.informer.counts(); added != 1 || removed != 0 {
+		t.Fatalf("after the members changed: %d handlers added, %d removed; want the one handler kept", added, removed)
+	}
+	if err := w.set.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if added, removed := w.informer.counts(); added != 1 || removed != 1 {
+		t.Errorf("after the Set closed: %d handlers added, %d removed; want none left", added, removed)
+	}
+	if _, err := w.set.Join(kind, "tenant-d", func(string) {}); err == nil {
+		t.Error("a closed Set accepted a member")
 	}
 }
 
 func TestATenantJoinsOnce(t *testing.T) {
 	w := newWorld(t)
 	w.join("tenant-a")
-	if _, err := Join("Ingress", w.informer, configMapHolding, "tenant-a", func(string) {}); err == nil {
+	if _, err := w.set.Join(kind, "tenant-a", func(string) {}); err == nil {
 		t.Error("a second membership of one tenant was accepted")
 	}
 }

@@ -1,0 +1,367 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sharding
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpclientset "github.com/multiproject/client-go/clientset/versioned"
+	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+)
+
+// ErrShardLeaseLost makes the process exit non-zero at once: the sharder may already be moving this shard's
+// tenants, so none of them may go on here. The error of a lost Lease wraps it and says why.
+var ErrShardLeaseLost = errors.New("exiting at once")
+
+// sharderWorkers is how many ProviderConfigs the sharder assigns concurrently: each assignment is one patch.
+const sharderWorkers = 2
+
+// ReplicaConfig is what a Replica is built from: the command fills it from its config.
+type ReplicaConfig struct {
+	// Group is the shard group (--shard-group) and Shard this replica's shard (--shard-name) with --sharding; ""
+	// runs every tenant.
+	Group, Shard string
+	// LeaderElect: a replica that runs every tenant does so as the elected leader, and then leaves alone the
+	// tenants a live shard of the group may still run (Holders).
+	LeaderElect bool
+	// ShardedWatch (--sharded-watch): the namespaced informers read only this shard's tenants' namespaces, where
+	// the API server honours shard selectors.
+	ShardedWatch bool
+	// Namespace holds the shard Leases (the leader-election namespace).
+	Namespace string
+	// LeaseClient writes and reads the shard Leases: the leader-election client, whose rate limit no tenant spends.
+	LeaseClient kubernetes.Interface
+	// Kube probes the API server for shard selectors; Client reads and writes ProviderConfigs; Metadata lists the
+	// objects a tenant that moved here may have left (Leftovers).
+	Kube     kubernetes.Interface
+	Client   mpclientset.Interface
+	Metadata metadata.Interface
+	// Recorder records the sharder's Events.
+	Recorder record.EventRecorder
+	// The shard Lease's timings are the leader election's.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// CacheSyncTimeout bounds the wait for the Holders' informer, as for the shared informers.
+	CacheSyncTimeout time.Duration
+	// Workers is how many tenants the Drainer stops at once (--concurrent-provider-config-syncs).
+	Workers int
+}
+
+// Replica is this process's part in dividing the tenants among replicas, built from the config once per process
+// (NewReplica): with --sharding, its shard Lease, the Drainer that gives up drained tenants, the Coverage of its
+// tenants' namespaces (--sharded-watch) and the sharder it runs when elected; without, under leader election, the
+// Holders of the group's shard Leases that the leader yields to. The command acquires the Lease (Acquire), starts
+// the rest on each term's informers (Start) and releases the Lease once every tenant has stopped (Release).
+type Replica struct {
+	cfg ReplicaConfig
+	// lease is the shard Lease, nil unsharded; lost ends, with the reason as its cause, when it is lost.
+	lease      *ShardLease
+	lost       context.Context
+	cancelLost context.CancelCauseFunc
+	stopLease  context.CancelFunc
+	leaseDone  chan struct{}
+	// scope is the namespaced informers' shard selector, nil unless --sharded-watch is honoured.
+	scope *informerset.ShardScope
+}
+
+// NewReplica builds the replica of cfg; with --sharded-watch it asks the API server whether it honours shard
+// selectors (shardProbeTimeout), which decides the namespaced informers (Scope).
+func NewReplica(cfg ReplicaConfig) (*Replica, error) {
+	r := &Replica{cfg: cfg}
+	if cfg.Shard == "" {
+		return r, nil
+	}
+	Register()
+	r.lost, r.cancelLost = context.WithCancelCause(context.Background())
+	lease, err := NewShardLease(ShardLeaseConfig{
+		Client:        cfg.LeaseClient.CoordinationV1(),
+		Namespace:     cfg.Namespace,
+		Group:         cfg.Group,
+		Identity:      cfg.Shard,
+		LeaseDuration: cfg.LeaseDuration,
+		RenewDeadline: cfg.RenewDeadline,
+		RetryPeriod:   cfg.RetryPeriod,
+		OnLost:        func(err error) { r.cancelLost(fmt.Errorf("%w: %w", ErrShardLeaseLost, err)) },
+	})
+	if err != nil {
+		r.cancelLost(nil)
+		return nil, fmt.Errorf("--sharding: %w", err)
+	}
+	r.lease = lease
+	if cfg.ShardedWatch {
+		r.scope = probeScope(cfg)
+	}
+	return r, nil
+}
+
+// Shard is this replica's shard, "" when it runs every tenant.
+func (r *Replica) Shard() string { return r.cfg.Shard }
+
+// ProviderConfigSelector selects the ProviderConfigs this replica's informer holds: its shard's, or every one.
+func (r *Replica) ProviderConfigSelector() string {
+	if r.cfg.Shard == "" {
+		return ""
+	}
+	return labels.Set{ShardLabel: r.cfg.Shard}.AsSelector().String()
+}
+
+// Scope is the namespaced informers' shard selector, nil when they read every namespace.
+func (r *Replica) Scope() *informerset.ShardScope { return r.scope }
+
+// Lease is the shard Lease, a health check that fails once it is lost or goes unrenewed; nil unsharded.
+func (r *Replica) Lease() *ShardLease { return r.lease }
+
+// Lost is closed when the shard Lease is lost; LostCause then says why (it wraps ErrShardLeaseLost).
+func (r *Replica) Lost() <-chan struct{} {
+	if r.lost == nil {
+		return nil
+	}
+	return r.lost.Done()
+}
+
+// LostCause is why the shard Lease was lost, nil while it is held.
+func (r *Replica) LostCause() error {
+	if r.lost == nil {
+		return nil
+	}
+	return context.Cause(r.lost)
+}
+
+// Acquire starts renewing the shard Lease, on a context of its own that outlives ctx (the Lease is renewed until
+// Release), and waits until it is held. It returns the loss (wrapping ErrShardLeaseLost) if the Lease is lost
+// first, nil once it is held or ctx has ended.
+func (r *Replica) Acquire(ctx context.Context) error {
+	leaseCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	r.stopLease, r.leaseDone = stop, make(chan struct{})
+	go func() {
+		defer close(r.leaseDone)
+		_ = r.lease.Run(leaseCtx)
+	}()
+	klog.FromContext(ctx).Info("Acquiring the shard Lease", "lease", LeaseName(r.cfg.Group, r.cfg.Shard))
+	select {
+	case <-r.lease.Acquired():
+		return nil
+	case <-r.lost.Done():
+		return r.LostCause()
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// StopRenewing stops renewing the shard Lease without waiting, for a process that exits at once (the Lease was
+// lost, or the sharder's leadership). Idempotent; nothing unsharded.
+func (r *Replica) StopRenewing() {
+	if r.stopLease != nil {
+		r.stopLease()
+	}
+}
+
+// Release stops renewing the shard Lease and releases it, so that the sharder moves this shard's tenants at once
+// instead of after the Lease expires. Call it once every tenant has stopped; stillRunning (a controller outlived
+// the stop timeout and still acts until the process exits) keeps it, to expire. A lost Lease is not released.
+func (r *Replica) Release(ctx context.Context, stillRunning error) {
+	if r.stopLease == nil {
+		return
+	}
+	// No renewal may land after the release.
+	r.stopLease()
+	<-r.leaseDone
+	logger := klog.FromContext(ctx)
+	if stillRunning != nil {
+		logger.Error(stillRunning, "Not releasing the shard Lease; its tenants move when it expires")
+		return
+	}
+	if r.LostCause() != nil {
+		return
+	}
+	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.RenewDeadline)
+	defer cancel()
+	if err := r.lease.Release(releaseCtx); err != nil {
+		logger.Error(err, "Could not release the shard Lease; its tenants move when it expires")
+		return
+	}
+	logger.Info("Released the shard Lease")
+}
+
+// TenantController is what the replica asks of the controller that runs the tenants (the ProviderConfig
+// controller).
+type TenantController interface {
+	Enqueue(name string)
+	EnqueueAll()
+	// StopUnowned stops a tenant this replica no longer owns, under the same per-tenant lock as a start.
+	StopUnowned(ctx context.Context, name string) error
+}
+
+// Term is one term's informers and tenant controller, which Start attaches the replica to.
+type Term struct {
+	// ProviderConfigs is the very informer the controller decides from; Namespaces is every Namespace, indexed by
+	// tenancy.Indexers(LabelKey).
+	ProviderConfigs, Namespaces cache.SharedIndexInformer
+	LabelKey                    string
+	Tenants                     TenantController
+}
+
+// Started is what the tenant controller must heed: the Holders of live shards it yields to (unsharded, under
+// leader election) or the Coverage it waits for before a tenant starts (--sharded-watch); nil otherwise.
+type Started struct {
+	Holders  *Holders
+	Coverage *Coverage
+}
+
+// Start attaches the replica to a term: unsharded under leader election, the Holders' informer, synced, whose
+// released or deleted shard Leases enqueue every tenant; sharded, the Drainer and the Coverage, running on wg
+// until ctx ends. The caller hands what it returns to the controller before running it.
+func (r *Replica) Start(ctx context.Context, wg *sync.WaitGroup, term Term) (Started, error) {
+	if r.cfg.Shard == "" {
+		if !r.cfg.LeaderElect {
+			return Started{}, nil
+		}
+		holders, err := r.startHolders(ctx, term.Tenants)
+		return Started{Holders: holders}, err
+	}
+	var started Started
+	if r.scope != nil {
+		started.Coverage = r.cover(ctx, wg, term)
+	}
+	// The Drainer reads the informer the controller decides from, and stops a tenant under the same per-tenant
+	// lock as the controller's sync (StopUnowned), so a drained tenant never starts again here.
+	drainer := NewDrainer(DrainerConfig{Shard: r.cfg.Shard, Client: r.cfg.Client, ProviderConfigs: term.ProviderConfigs,
+		Stop: term.Tenants.StopUnowned})
+	wg.Go(func() {
+		if err := drainer.Run(ctx, r.cfg.Workers); err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "The shard's drainer stopped")
+		}
+	})
+	return started, nil
+}
+
+// startHolders starts the informer on the group's shard Leases and waits for it as long as for the shared
+// informers. Sharded replicas of the group may still run tenants (a Deployment moving from sharded to unsharded has
+// both kinds for a while, and the leader Lease they share keeps only the sharder away): the leader leaves theirs
+// alone until they are released or their Lease expires.
+func (r *Replica) startHolders(ctx context.Context, tenants TenantController) (*Holders, error) {
+	holders := NewHolders(HoldersConfig{Group: r.cfg.Group, Namespace: r.cfg.Namespace, KubeClient: r.cfg.LeaseClient})
+	go holders.Informer().RunWithContext(ctx)
+	syncCtx, cancel := context.WithTimeout(ctx, r.cfg.CacheSyncTimeout)
+	defer cancel()
+	if !cache.WaitForNamedCacheSyncWithContext(syncCtx, holders.Informer().HasSynced) {
+		return nil, fmt.Errorf("the informer on the shard Leases of group %s did not sync within %s (can this replica list Leases in %s?)",
+			r.cfg.Group, r.cfg.CacheSyncTimeout, r.cfg.Namespace)
+	}
+	if _, err := holders.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			if Released(oldObj, newObj) {
+				tenants.EnqueueAll()
+			}
+		},
+		DeleteFunc: func(any) { tenants.EnqueueAll() },
+	}); err != nil {
+		return nil, err
+	}
+	return holders, nil
+}
+
+// cover keeps the shard selector over the namespaces of this shard's tenants, and of what the manager-written
+// resources of a tenant that moved here left elsewhere, on wg until ctx ends.
+func (r *Replica) cover(ctx context.Context, wg *sync.WaitGroup, term Term) *Coverage {
+	written := ManagerWritten()
+	coverage := NewCoverage(CoverageConfig{Scope: r.scope, Namespaces: term.Namespaces, ProviderConfigs: term.ProviderConfigs,
+		LabelKey: term.LabelKey,
+		Leftovers: func(ctx context.Context, tenants []string) (map[string][]string, error) {
+			return Leftovers(ctx, r.cfg.Metadata, written, term.LabelKey, tenants)
+		}})
+	wg.Go(func() {
+		if err := coverage.Run(ctx, term.Tenants.Enqueue); err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "The shard selector's coverage stopped")
+		}
+	})
+	return coverage
+}
+
+// shardProbeTimeout bounds the start-up probe for server-side shard selectors.
+const shardProbeTimeout = 30 * time.Second
+
+// probeScope returns the shard selector of a replica run with --sharded-watch where the API server honours shard
+// selectors, or nil: then the replica reads every object and filters on the client, as without the flag. A plain
+// LIST with a selector and limit=1 decides (informers list through WatchList streams, which carry no list metadata
+// to inspect); the answer is logged and kept in multiproject_shard_server_side_watch.
+func probeScope(cfg ReplicaConfig) *informerset.ShardScope {
+	logger := klog.Background().WithValues("shard", cfg.Shard)
+	ctx, cancel := context.WithTimeout(context.Background(), shardProbeTimeout)
+	defer cancel()
+	// The first selector selects nothing: the shard has no tenant before its informers have synced.
+	first := NamespaceSelector(nil)
+	honoured, err := informerset.ProbeShardSelector(ctx, cfg.Kube, first)
+	switch {
+	case err != nil:
+		logger.Error(err, "--sharded-watch: cannot tell whether the API server honours shard selectors; this replica reads every object and filters on the client")
+	case !honoured:
+		logger.Info("--sharded-watch: the API server ignores shard selectors (kube-apiserver needs --feature-gates=ShardedListAndWatch=true); this replica reads every object and filters on the client")
+	}
+	if err != nil || !honoured {
+		ShardServerSideWatch.Set(0)
+		return nil
+	}
+	logger.Info("--sharded-watch: the API server honours shard selectors; the namespaced informers read only this shard's tenants' namespaces")
+	ShardServerSideWatch.Set(1)
+	scope := informerset.NewShardScope(first)
+	RegisterScope(scope)
+	return scope
+}
+
+// RunSharder runs the sharder until ctx ends (the command runs it on the elected replica), on an informer of every
+// ProviderConfig of its own (a shard's shared informer holds only that shard's tenants).
+func (r *Replica) RunSharder(ctx context.Context) error {
+	pcs := mpinformers.NewProviderConfigInformer(r.cfg.Client, 0, cache.Indexers{})
+	// The sharder reads names, labels and status.shard only (and a UID to record Events on).
+	if err := pcs.SetTransform(func(obj any) (any, error) {
+		if pc, ok := obj.(*mpv1alpha1.ProviderConfig); ok {
+			return &mpv1alpha1.ProviderConfig{TypeMeta: pc.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+				Name: pc.Name, UID: pc.UID, ResourceVersion: pc.ResourceVersion, Labels: pc.Labels},
+				Status: mpv1alpha1.ProviderConfigStatus{Shard: pc.Status.Shard}}, nil
+		}
+		return obj, nil
+	}); err != nil {
+		return err
+	}
+	go pcs.Run(ctx.Done())
+	s := NewSharder(SharderConfig{
+		Group:           r.cfg.Group,
+		Namespace:       r.cfg.Namespace,
+		KubeClient:      r.cfg.LeaseClient,
+		Client:          r.cfg.Client,
+		ProviderConfigs: pcs,
+		Recorder:        r.cfg.Recorder,
+		// Every replica writes its shard Lease with these timings (the leader-election flags).
+		LeaseBounds: NewLeaseBounds(r.cfg.LeaseDuration, r.cfg.RenewDeadline),
+	})
+	return s.Run(ctx, sharderWorkers)
+}
