@@ -217,9 +217,19 @@ func (m *Member) announce(ctx context.Context, name string, self Claimant, objec
 	r := m.r
 	rec, found := r.cachedRecord(name)
 	if !found {
-		// The name an object publishes may differ from the names its claimant claims; the holdings informer guards
-		// such a name alone.
-		return "", true, nil
+		// The informer may not show yet a record that Settle has just created for self: read it live, so that the
+		// object is announced in it before it is made, and a claimant that takes the record next waits for that
+		// object. Without that, it would make its own beside it.
+		live, err := r.liveRecord(ctx, name)
+		switch {
+		case apierrors.IsNotFound(err):
+			// The name an object publishes may differ from the names its claimant claims; the holdings informer
+			// guards such a name alone.
+			return "", true, nil
+		case err != nil:
+			return "", false, fmt.Errorf("claims: reading the claim record of %q: %w", name, err)
+		}
+		rec = live
 	}
 	if rec.holder.UID != self.UID {
 		r.mu.Lock()

@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -608,5 +609,35 @@ func TestAnswerCallsNoAPIAndSettleWrites(t *testing.T) {
 	}
 	if rec, _ := c.record("h"); rec.holder.UID != late.UID {
 		t.Fatalf("record names %s, want the later claimant", rec.holder.UID)
+	}
+}
+
+// TestAnObjectIsAnnouncedInARecordTheCacheDoesNotShowYet: right after Decide created the claim record, the records
+// informer may not show it yet (here it never hears of a change). Acquire then reads the record live and announces
+// the object in it before the create, so that an earlier claimant that takes the record next waits for that object
+// instead of publishing the name beside it.
+func TestAnObjectIsAnnouncedInARecordTheCacheDoesNotShowYet(t *testing.T) {
+	c := newCluster(t)
+	c.kube.PrependWatchReactor("leases", func(k8stesting.Action) (bool, watch.Interface, error) {
+		return true, watch.NewFake(), nil
+	})
+	b := c.process().join("tenant-b")
+	late := claimant("ns-b/web", "uid-b", t0.Add(time.Second))
+	c.setAlive(late.UID, "h")
+	b.Claim(late, []string{"h"})
+	ctx := context.Background()
+
+	if _, isSelf := decide(t, b, "h", late); !isSelf {
+		t.Fatal("the only claimant does not hold the name")
+	}
+	if _, cached := b.r.cachedRecord("h"); cached {
+		t.Fatal("the records informer shows the record: this test needs a cache that lags")
+	}
+	if who, ok, err := b.Acquire(ctx, "h", late, "ns-b/late"); !ok || err != nil {
+		t.Fatalf("Acquire by the holder = %q, %v, %v; want ok", who, ok, err)
+	}
+	rec, found := c.record("h")
+	if !found || rec.holder.UID != late.UID || rec.object != "ns-b/late" {
+		t.Fatalf("the record after Acquire: %+v (found %v); want it held by %s announcing ns-b/late", rec, found, late.UID)
 	}
 }
