@@ -24,6 +24,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/readiness"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
@@ -49,7 +50,7 @@ type Controller struct {
 // call here.
 func New(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
 	gate := &conditionGate{target: c.Condition, message: fmt.Sprintf(
-		"translating the tenant's Services with annotation %s into NEGs in GCP project %s", translator.NEGAnnotationKey, projectOf(c))}
+		"translating the tenant's Services with annotation %s into NEGs in GCP project %s", negapi.AnnotationKey, projectOf(c))}
 	t, err := translator.New(c, gate.translatorSynced)
 	if err != nil {
 		return nil, err

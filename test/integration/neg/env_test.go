@@ -41,8 +41,8 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
@@ -229,7 +229,7 @@ func (e *env) nodes(prefix, tenantName string, perZone int) {
 func (e *env) service(ns, name, annotation string) *corev1.Service {
 	e.t.Helper()
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{translator.NEGAnnotationKey: annotation}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{negapi.AnnotationKey: annotation}},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
 			{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP},
 			{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP},

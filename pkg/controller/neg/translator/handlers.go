@@ -30,6 +30,7 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
@@ -59,8 +60,8 @@ func (e translationEvents) OnDelete(obj any)            { e.t.onTranslationDelet
 // wantsNEGs says whether a Service is this controller's business: it asks for NEGs, or it carries a status from
 // when it did (which must be removed).
 func wantsNEGs(svc *corev1.Service) bool {
-	_, asked := svc.Annotations[NEGAnnotationKey]
-	_, answered := svc.Annotations[NEGStatusAnnotationKey]
+	_, asked := svc.Annotations[negapi.AnnotationKey]
+	_, answered := svc.Annotations[negapi.StatusAnnotationKey]
 	return asked || answered
 }
 

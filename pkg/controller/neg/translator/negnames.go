@@ -28,6 +28,7 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/claims"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 )
 
 // ReasonNameConflict: a custom NEG name of the Service is already used by another Service (any namespace, any
@@ -45,11 +46,11 @@ func claimantOf(svc *corev1.Service) claims.Claimant {
 // claimedNEGNames are the custom NEG names the Service asks for, on ports it has; ok is false when the annotation
 // cannot be parsed, and then the claims stay as they were, like the Translations.
 func claimedNEGNames(svc *corev1.Service) (names []string, ok bool) {
-	value, annotated := svc.Annotations[NEGAnnotationKey]
+	value, annotated := svc.Annotations[negapi.AnnotationKey]
 	if svc.DeletionTimestamp != nil || !annotated {
 		return nil, true
 	}
-	ports, err := parseNEGAnnotation(value)
+	ports, err := negapi.ParseAnnotation(value)
 	if err != nil {
 		return nil, false
 	}

@@ -37,6 +37,7 @@ import (
 	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
 	mpinformers "github.com/multiproject/client-go/informers/externalversions"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
@@ -264,7 +265,7 @@ func TestACustomNEGNameIsUsedOnceAcrossTenants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if status := svcB.Annotations[NEGStatusAnnotationKey]; strings.Contains(status, "shop-web") {
+	if status := svcB.Annotations[negapi.StatusAnnotationKey]; strings.Contains(status, "shop-web") {
 		t.Errorf("the later Service's neg-status names the NEG it does not have: %s", status)
 	}
 
@@ -283,7 +284,7 @@ func TestACustomNEGNameIsUsedOnceAcrossTenants(t *testing.T) {
 // ask for the name takes it; the newer holder's Translation is deleted first.
 func TestAnEarlierServiceTakesTheNameFromALaterHolder(t *testing.T) {
 	older := namedNEGService("ns-a", "uid-a", 0, "shop-web")
-	older.Annotations[NEGAnnotationKey] = `{"exposed_ports":{"80":{}}}`
+	older.Annotations[negapi.AnnotationKey] = `{"exposed_ports":{"80":{}}}`
 	c := newNEGCluster(t, node("n1", zoneB), older, namedNEGService("ns-b", "uid-b", 1, "shop-web"))
 	c.start("tenant-a", "ns-a")
 	b := c.start("tenant-b", "ns-b")
@@ -293,7 +294,7 @@ func TestAnEarlierServiceTakesTheNameFromALaterHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc.Annotations[NEGAnnotationKey] = `{"exposed_ports":{"80":{"name":"shop-web"}}}`
+	svc.Annotations[negapi.AnnotationKey] = `{"exposed_ports":{"80":{"name":"shop-web"}}}`
 	if _, err := c.kube.CoreV1().Services("ns-a").Update(c.ctx, svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

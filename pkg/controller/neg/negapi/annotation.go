@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package translator
+package negapi
 
 import (
 	"cmp"
@@ -23,17 +23,11 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
-// Service annotations, as ingress-gce names and formats them.
-const (
-	// NEGAnnotationKey is the user's request: {"exposed_ports":{"80":{}}} asks for standalone NEGs of port 80.
-	NEGAnnotationKey = "cloud.google.com/neg"
-	// NEGStatusAnnotationKey is the controller's answer: which NEG serves which port, in which zones.
-	NEGStatusAnnotationKey = "cloud.google.com/neg-status"
-)
-
-// negAnnotation is the JSON of NEGAnnotationKey. Unknown fields are ignored, as ingress-gce does.
+// negAnnotation is the JSON of AnnotationKey. Unknown fields are ignored, as ingress-gce does.
 type negAnnotation struct {
 	// Ingress asks ingress-gce for NEGs of the ports an Ingress uses. This controller serves no Ingress, so it is
 	// accepted and ignored.
@@ -47,44 +41,58 @@ type negAttributes struct {
 	Name string `json:"name,omitempty"`
 }
 
-// exposedPort is one validated entry of exposed_ports.
-type exposedPort struct {
+// ExposedPort is one validated entry of exposed_ports.
+type ExposedPort struct {
 	Port int32
 	// CustomName is the user's NEG name, or "".
 	CustomName string
 }
 
-// gceName is a valid GCE resource name (RFC 1035 label, at most 63 characters).
+// gceName matches a valid GCE resource name (RFC 1035 label, at most 63 characters).
 var gceName = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
-// parseNEGAnnotation parses the value of NEGAnnotationKey and returns the exposed ports in ascending order. The
+// IsGCEName says whether name is a valid GCE resource name, as a custom NEG name must be.
+func IsGCEName(name string) bool { return gceName.MatchString(name) }
+
+// ExposedPorts reads the Service's AnnotationKey: annotated says whether the Service carries it at all, ports are the
+// ports it exposes (none for {"ingress":true}), and err says why its value does not parse (then ports is nil).
+func ExposedPorts(svc *corev1.Service) (ports []ExposedPort, annotated bool, err error) {
+	value, annotated := svc.Annotations[AnnotationKey]
+	if !annotated {
+		return nil, false, nil
+	}
+	ports, err = ParseAnnotation(value)
+	return ports, true, err
+}
+
+// ParseAnnotation parses the value of AnnotationKey and returns the exposed ports in ascending order. The
 // error says what is wrong in words a user can act on; no partial result is returned with it, so a typo never
 // removes the NEGs of the ports the annotation did list correctly before.
-func parseNEGAnnotation(value string) ([]exposedPort, error) {
+func ParseAnnotation(value string) ([]ExposedPort, error) {
 	var ann negAnnotation
 	if err := json.Unmarshal([]byte(value), &ann); err != nil {
-		return nil, fmt.Errorf("annotation %s is not valid JSON of the form {\"exposed_ports\":{\"80\":{}}}: %v", NEGAnnotationKey, err)
+		return nil, fmt.Errorf("annotation %s is not valid JSON of the form {\"exposed_ports\":{\"80\":{}}}: %v", AnnotationKey, err)
 	}
-	ports := make([]exposedPort, 0, len(ann.ExposedPorts))
+	ports := make([]ExposedPort, 0, len(ann.ExposedPorts))
 	names := map[string]string{}
 	for key, attrs := range ann.ExposedPorts {
 		port, err := strconv.ParseInt(key, 10, 32)
 		if err != nil || port < 1 || port > 65535 || strconv.FormatInt(port, 10) != key {
-			return nil, fmt.Errorf("annotation %s: exposed port %q is not a port number (1-65535)", NEGAnnotationKey, key)
+			return nil, fmt.Errorf("annotation %s: exposed port %q is not a port number (1-65535)", AnnotationKey, key)
 		}
 		if attrs.Name != "" {
-			if !gceName.MatchString(attrs.Name) {
+			if !IsGCEName(attrs.Name) {
 				return nil, fmt.Errorf("annotation %s: NEG name %q of port %d is not a valid GCE name "+
 					"(a lowercase letter, then up to 62 lowercase letters, digits or hyphens, not ending with a hyphen)",
-					NEGAnnotationKey, attrs.Name, port)
+					AnnotationKey, attrs.Name, port)
 			}
 			if other, dup := names[attrs.Name]; dup {
-				return nil, fmt.Errorf("annotation %s: NEG name %q is given to ports %s and %s", NEGAnnotationKey, attrs.Name, other, key)
+				return nil, fmt.Errorf("annotation %s: NEG name %q is given to ports %s and %s", AnnotationKey, attrs.Name, other, key)
 			}
 			names[attrs.Name] = key
 		}
-		ports = append(ports, exposedPort{Port: int32(port), CustomName: attrs.Name})
+		ports = append(ports, ExposedPort{Port: int32(port), CustomName: attrs.Name})
 	}
-	slices.SortFunc(ports, func(a, b exposedPort) int { return cmp.Compare(a.Port, b.Port) })
+	slices.SortFunc(ports, func(a, b ExposedPort) int { return cmp.Compare(a.Port, b.Port) })
 	return ports, nil
 }
