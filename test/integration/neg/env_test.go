@@ -155,7 +155,13 @@ func (e *env) newTenant(prefix, project string) *tenantRun {
 func (e *env) newPusherTenant(prefix, project string) *tenantRun {
 	e.t.Helper()
 	return e.newTenantWith(prefix, project, framework.TenantOptions{Constructors: map[string]tenant.Constructor{
-		names.NEGController: func(_ context.Context, c *tenant.Context) (tenant.Controller, error) { return pusher.New(c) }}})
+		names.NEGController: func(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
+			p, err := pusher.New(c)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		}}})
 }
 
 func (e *env) newTenantWith(prefix, project string, opts framework.TenantOptions) *tenantRun {
