@@ -27,7 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// negAnnotation is the JSON of AnnotationKey. Unknown fields are ignored, as ingress-gce does.
+// negAnnotation is the JSON of the NEG annotation. Unknown fields are ignored, as ingress-gce does.
 type negAnnotation struct {
 	// Ingress asks ingress-gce for NEGs of the ports an Ingress uses. This controller serves no Ingress, so it is
 	// accepted and ignored.
@@ -54,40 +54,43 @@ var gceName = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
 // IsGCEName says whether name is a valid GCE resource name, as a custom NEG name must be.
 func IsGCEName(name string) bool { return gceName.MatchString(name) }
 
-// ExposedPorts reads the Service's AnnotationKey: annotated says whether the Service carries it at all, ports are the
-// ports it exposes (none for {"ingress":true}), and err says why its value does not parse (then ports is nil).
-func ExposedPorts(svc *corev1.Service) (ports []ExposedPort, annotated bool, err error) {
-	value, annotated := svc.Annotations[AnnotationKey]
+// ExposedPorts reads the Service's annotation k.Annotation: annotated says whether the Service carries it at all,
+// ports are the ports it exposes (none for {"ingress":true}), and err, which names the annotation, says why its
+// value does not parse (then ports is nil).
+func (k Keys) ExposedPorts(svc *corev1.Service) (ports []ExposedPort, annotated bool, err error) {
+	value, annotated := svc.Annotations[k.Annotation]
 	if !annotated {
 		return nil, false, nil
 	}
-	ports, err = ParseAnnotation(value)
-	return ports, true, err
+	if ports, err = ParseAnnotation(value); err != nil {
+		return nil, true, fmt.Errorf("annotation %s: %w", k.Annotation, err)
+	}
+	return ports, true, nil
 }
 
-// ParseAnnotation parses the value of AnnotationKey and returns the exposed ports in ascending order. The
-// error says what is wrong in words a user can act on; no partial result is returned with it, so a typo never
+// ParseAnnotation parses a value of the NEG annotation and returns the exposed ports in ascending order. The error
+// says what is wrong in words a user can act on (Keys.ExposedPorts adds the annotation's name); no partial result is returned with it, so a typo never
 // removes the NEGs of the ports the annotation did list correctly before.
 func ParseAnnotation(value string) ([]ExposedPort, error) {
 	var ann negAnnotation
 	if err := json.Unmarshal([]byte(value), &ann); err != nil {
-		return nil, fmt.Errorf("annotation %s is not valid JSON of the form {\"exposed_ports\":{\"80\":{}}}: %v", AnnotationKey, err)
+		return nil, fmt.Errorf("not valid JSON of the form {\"exposed_ports\":{\"80\":{}}}: %v", err)
 	}
 	ports := make([]ExposedPort, 0, len(ann.ExposedPorts))
 	names := map[string]string{}
 	for key, attrs := range ann.ExposedPorts {
 		port, err := strconv.ParseInt(key, 10, 32)
 		if err != nil || port < 1 || port > 65535 || strconv.FormatInt(port, 10) != key {
-			return nil, fmt.Errorf("annotation %s: exposed port %q is not a port number (1-65535)", AnnotationKey, key)
+			return nil, fmt.Errorf("exposed port %q is not a port number (1-65535)", key)
 		}
 		if attrs.Name != "" {
 			if !IsGCEName(attrs.Name) {
-				return nil, fmt.Errorf("annotation %s: NEG name %q of port %d is not a valid GCE name "+
+				return nil, fmt.Errorf("NEG name %q of port %d is not a valid GCE name "+
 					"(a lowercase letter, then up to 62 lowercase letters, digits or hyphens, not ending with a hyphen)",
-					AnnotationKey, attrs.Name, port)
+					attrs.Name, port)
 			}
 			if other, dup := names[attrs.Name]; dup {
-				return nil, fmt.Errorf("annotation %s: NEG name %q is given to ports %s and %s", AnnotationKey, attrs.Name, other, key)
+				return nil, fmt.Errorf("NEG name %q is given to ports %s and %s", attrs.Name, other, key)
 			}
 			names[attrs.Name] = key
 		}

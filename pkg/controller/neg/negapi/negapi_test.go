@@ -20,6 +20,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -82,7 +83,7 @@ func TestReadyButForGate(t *testing.T) {
 		{"another gate declared before ours, True", gatedPod(withoutGates, withGate(otherGate), withGate(ReadinessGate),
 			withCondition(otherGate, corev1.ConditionTrue)), true},
 	} {
-		if got := ReadyButForGate(tc.pod); got != tc.want {
+		if got := DefaultKeys().ReadyButForGate(tc.pod); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -106,9 +107,33 @@ func TestExposedPorts(t *testing.T) {
 			wantAnnotated: true, wantErr: true},
 	} {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: tc.annotations}}
-		ports, annotated, err := ExposedPorts(svc)
+		ports, annotated, err := DefaultKeys().ExposedPorts(svc)
 		if annotated != tc.wantAnnotated || (err != nil) != tc.wantErr || !reflect.DeepEqual(ports, tc.wantPorts) {
 			t.Errorf("%s: got %v, %v, %v; want %v, %v, error %v", tc.name, ports, annotated, err, tc.wantPorts, tc.wantAnnotated, tc.wantErr)
+		}
+	}
+}
+
+// TestKeys: the tenant options' keys, ingress-gce's where they name none; Validate refuses what the API server
+// would (a key that is not a qualified name) and one annotation for both.
+func TestKeys(t *testing.T) {
+	if got := KeysOf(tenant.Options{}); got != DefaultKeys() {
+		t.Errorf("KeysOf(no keys) = %+v, want the defaults", got)
+	}
+	if got := KeysOf(tenant.Options{NEGReadinessGate: "example.com/ready"}); got.ReadinessGate != "example.com/ready" || got.Annotation != AnnotationKey {
+		t.Errorf("KeysOf(one key) = %+v", got)
+	}
+	if err := DefaultKeys().Validate(); err != nil {
+		t.Errorf("the defaults do not validate: %v", err)
+	}
+	for _, k := range []Keys{
+		{Annotation: "", StatusAnnotation: StatusAnnotationKey, ReadinessGate: ReadinessGate},
+		{Annotation: AnnotationKey, StatusAnnotation: "-bad-", ReadinessGate: ReadinessGate},
+		{Annotation: AnnotationKey, StatusAnnotation: StatusAnnotationKey, ReadinessGate: "a b"},
+		{Annotation: AnnotationKey, StatusAnnotation: AnnotationKey, ReadinessGate: ReadinessGate},
+	} {
+		if err := k.Validate(); err == nil {
+			t.Errorf("%+v validates", k)
 		}
 	}
 }

@@ -64,7 +64,7 @@ func TestAFrozenServiceKeepsItsPodsWaiting(t *testing.T) {
 	h.waitFor("the Warning on the Pod", func() bool {
 		return h.events.Count(corev1.EventTypeWarning, negapi.ReasonInvalidAnnotation) == 1
 	})
-	if got := h.events.With("Warning " + negapi.ReasonInvalidAnnotation + " Service web selects the Pod, but annotation cloud.google.com/neg is not valid JSON"); len(got) != 1 {
+	if got := h.events.With("Warning " + negapi.ReasonInvalidAnnotation + " Service web selects the Pod, but annotation cloud.google.com/neg: not valid JSON"); len(got) != 1 {
 		t.Errorf("the Warning does not say why: %v", got)
 	}
 

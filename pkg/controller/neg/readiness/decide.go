@@ -22,8 +22,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 )
 
 // The condition's reasons, as ingress-gce names them.
@@ -83,6 +81,8 @@ type input struct {
 	negs []membership
 	// selected: a Service of the namespace that asks for NEGs selects the Pod, or one whose NEGs are frozen.
 	selected bool
+	// annotation is the name of the annotation that asks for NEGs, for the message about frozen Services.
+	annotation string
 	// frozen are the Services that select the Pod whose annotation does not parse while they have Translations.
 	frozen []frozenService
 }
@@ -174,7 +174,7 @@ func ready(in input) verdict {
 		}
 		return verdict{status: corev1.ConditionFalse, reason: ReasonNotReady, message: fmt.Sprintf(
 			"Waiting for the annotation %s of Service %s to be fixed: it does not parse, so the Service's NEGs stay as they were",
-			negapi.AnnotationKey, strings.Join(names, ", "))}
+			in.annotation, strings.Join(names, ", "))}
 	default:
 		return verdict{status: corev1.ConditionFalse, reason: ReasonNotReady,
 			message: "Waiting for the endpoint to be attached to the NEGs of the Services that select the Pod"}

@@ -134,6 +134,12 @@ type harness struct {
 // configure, if set, changes the harness (its reflector, its fake GCE) before the reflector starts.
 func newHarness(t *testing.T, timeout time.Duration, configure func(*harness), objects ...runtime.Object) *harness {
 	t.Helper()
+	return newHarnessWith(t, tenant.Options{NEGReadinessTimeout: timeout}, configure, objects...)
+}
+
+// newHarnessWith is newHarness with the tenant options given.
+func newHarnessWith(t *testing.T, options tenant.Options, configure func(*harness), objects ...runtime.Object) *harness {
+	t.Helper()
 	var kubeObjects, mpObjects []runtime.Object
 	for _, o := range objects {
 		if _, ok := o.(*mpv1alpha1.Translation); ok {
@@ -164,7 +170,7 @@ func newHarness(t *testing.T, timeout time.Duration, configure func(*harness), o
 			informerset.Translations: translations,
 		},
 		EventRecorder: h.events,
-		Options:       tenant.Options{NEGReadinessTimeout: timeout},
+		Options:       options,
 		Workers:       2,
 	}
 	r, err := New(c, func(context.Context, string) (HealthLister, error) { return h.health, nil })
@@ -249,7 +255,7 @@ func (h *harness) waitCondition(name string, status corev1.ConditionStatus, reas
 			if err != nil {
 				return false, nil
 			}
-			got = negapi.Condition(pod)
+			got = h.r.keys.Condition(pod)
 			return got != nil && got.Status == status && got.Reason == reason, nil
 		})
 	if err != nil {

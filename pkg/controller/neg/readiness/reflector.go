@@ -50,6 +50,8 @@ const (
 type Reflector struct {
 	tenant  string
 	project string
+	// keys are the annotation the reflector reads and the condition it sets.
+	keys    negapi.Keys
 	timeout time.Duration
 	kube    kubernetes.Interface
 
@@ -85,6 +87,7 @@ func New(c *tenant.Context, clients ClientFunc) (*Reflector, error) {
 	}
 	r := &Reflector{
 		tenant:   c.Name(),
+		keys:     negapi.KeysOf(c.Options),
 		project:  c.ProviderConfig.Spec.GCP.ProjectID,
 		timeout:  c.Options.NEGReadinessTimeout,
 		kube:     c.KubeClient,
@@ -144,11 +147,11 @@ func (r *Reflector) Start(ctx context.Context, done func()) {
 
 // gated reports whether the Pod declares the gate and its condition is not True yet: the only Pods the reflector
 // looks at.
-func gated(pod *corev1.Pod) bool {
-	if !negapi.DeclaresGate(pod) {
+func (r *Reflector) gated(pod *corev1.Pod) bool {
+	if !r.keys.DeclaresGate(pod) {
 		return false
 	}
-	c := negapi.Condition(pod)
+	c := r.keys.Condition(pod)
 	return c == nil || c.Status != corev1.ConditionTrue
 }
 
@@ -156,7 +159,7 @@ func gated(pod *corev1.Pod) bool {
 type podEvents struct{ r *Reflector }
 
 func (e podEvents) OnAdd(obj any, _ bool) {
-	if pod, ok := obj.(*corev1.Pod); ok && gated(pod) {
+	if pod, ok := obj.(*corev1.Pod); ok && e.r.gated(pod) {
 		e.r.workers.AddObject(pod)
 	}
 }
@@ -165,7 +168,7 @@ func (e podEvents) OnUpdate(oldObj, newObj any) {
 	if worker.IsResync(oldObj, newObj) {
 		return
 	}
-	if pod, ok := newObj.(*corev1.Pod); ok && gated(pod) {
+	if pod, ok := newObj.(*corev1.Pod); ok && e.r.gated(pod) {
 		e.r.workers.AddObject(pod)
 	}
 }

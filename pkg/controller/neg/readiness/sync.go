@@ -56,7 +56,7 @@ func (r *Reflector) sync(ctx context.Context, key string) (worker.Result, error)
 	if err != nil {
 		return worker.Result{}, err
 	}
-	if !gated(pod) || pod.DeletionTimestamp != nil {
+	if !r.gated(pod) || pod.DeletionTimestamp != nil {
 		r.forget(ns, name)
 		return worker.Result{}, nil
 	}
@@ -100,7 +100,7 @@ func (r *Reflector) sync(ctx context.Context, key string) (worker.Result, error)
 // selects it, and the health of its endpoint in its attached NEGs, polled until one of them makes it ready. A
 // failed poll leaves that NEG's health unknown and is returned.
 func (r *Reflector) gather(ctx context.Context, pod *corev1.Pod) (input, error) {
-	in := input{current: negapi.Condition(pod), created: pod.CreationTimestamp.Time, timeout: r.timeout}
+	in := input{current: r.keys.Condition(pod), annotation: r.keys.Annotation, created: pod.CreationTimestamp.Time, timeout: r.timeout}
 	ips := podIPs(pod)
 	in.negs = r.memberships(pod.Namespace, ips)
 	in.selected, in.frozen = r.selected(pod)
@@ -186,7 +186,7 @@ func (r *Reflector) selected(pod *corev1.Pod) (selected bool, frozen []frozenSer
 		if !ok || len(svc.Spec.Selector) == 0 || !labels.SelectorFromValidatedSet(svc.Spec.Selector).Matches(labels.Set(pod.Labels)) {
 			continue
 		}
-		ports, _, err := negapi.ExposedPorts(svc)
+		ports, _, err := r.keys.ExposedPorts(svc)
 		switch {
 		case err != nil && r.hasTranslations(svc):
 			selected = true

@@ -79,7 +79,7 @@ func TestTenantsTouchOnlyTheirPods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return negapi.Condition(pod)
+		return negapi.DefaultKeys().Condition(pod)
 	}
 	h.waitFor("both lonely Pods ready", func() bool {
 		a, b := get("ns-a", "lonely-a"), get("ns-b", "lonely-b")

@@ -22,7 +22,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/utils/ptr"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
@@ -44,7 +43,7 @@ func (t *Translator) endpointReady(namespace string, ep *discoveryv1.Endpoint) b
 	if err != nil {
 		return false
 	}
-	return (ref.UID == "" || ref.UID == pod.UID) && negapi.ReadyButForGate(pod)
+	return (ref.UID == "" || ref.UID == pod.UID) && t.keys.ReadyButForGate(pod)
 }
 
 // podEvents are the translator's handlers of the tenant's Pods (see handlers.go).
@@ -70,7 +69,7 @@ func (t *Translator) onPod(oldObj, newObj any) {
 	if oldPod != nil && newPod != nil && worker.IsResync(oldPod, newPod) {
 		return
 	}
-	was, is := oldPod != nil && negapi.ReadyButForGate(oldPod), newPod != nil && negapi.ReadyButForGate(newPod)
+	was, is := oldPod != nil && t.keys.ReadyButForGate(oldPod), newPod != nil && t.keys.ReadyButForGate(newPod)
 	if was == is {
 		return
 	}

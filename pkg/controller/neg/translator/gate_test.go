@@ -78,7 +78,7 @@ func TestEndpointReady(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tr := &Translator{podLister: corelisters.NewPodLister(pods)}
+	tr := &Translator{keys: negapi.DefaultKeys(), podLister: corelisters.NewPodLister(pods)}
 	endpoint := func(ready *bool, ref *corev1.ObjectReference, changes ...func(*discoveryv1.Endpoint)) *discoveryv1.Endpoint {
 		e := &discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ready}, TargetRef: ref}
 		for _, change := range changes {

@@ -45,12 +45,11 @@ func claimantOf(svc *corev1.Service) claims.Claimant {
 
 // claimedNEGNames are the custom NEG names the Service asks for, on ports it has; ok is false when the annotation
 // cannot be parsed, and then the claims stay as they were, like the Translations.
-func claimedNEGNames(svc *corev1.Service) (names []string, ok bool) {
-	value, annotated := svc.Annotations[negapi.AnnotationKey]
-	if svc.DeletionTimestamp != nil || !annotated {
+func claimedNEGNames(keys negapi.Keys, svc *corev1.Service) (names []string, ok bool) {
+	if svc.DeletionTimestamp != nil {
 		return nil, true
 	}
-	ports, err := negapi.ParseAnnotation(value)
+	ports, _, err := keys.ExposedPorts(svc)
 	if err != nil {
 		return nil, false
 	}
@@ -99,7 +98,7 @@ func (t *Translator) claimOf(svc *corev1.Service) {
 	if t.names == nil {
 		return
 	}
-	if names, ok := claimedNEGNames(svc); ok {
+	if names, ok := claimedNEGNames(t.keys, svc); ok {
 		t.names.Claim(claimantOf(svc), names)
 	}
 }
@@ -140,7 +139,7 @@ func (t *Translator) claimRecords(records cache.SharedIndexInformer, namespace s
 			return t.kube.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
 		},
 		ClaimedNames: func(svc *corev1.Service) []string {
-			names, _ := claimedNEGNames(svc)
+			names, _ := claimedNEGNames(t.keys, svc)
 			return names
 		},
 		Runs: func(pc *mpv1alpha1.ProviderConfig) bool { return pc.Spec.GCP != nil },

@@ -75,7 +75,7 @@ func (t *Translator) sync(ctx context.Context, key string) error {
 		return nil
 	}
 
-	ports, _, err := negapi.ExposedPorts(svc)
+	ports, _, err := t.keys.ExposedPorts(svc)
 	if err != nil {
 		// Leave the Translations (and so the NEGs) as they are: a typo must not take a working port down. The
 		// readiness reflector keeps the Pods such frozen Translations do not list waiting (readiness.frozenService).
@@ -143,7 +143,7 @@ func (t *Translator) desiredTranslations(ctx context.Context, svc *corev1.Servic
 		servicePort := findServicePort(svc, p.Port)
 		if servicePort == nil {
 			d.warnings = append(d.warnings, tenant.Warning{Reason: ReasonPortNotExposed, Message: fmt.Sprintf(
-				"Port %d in annotation %s is not a port of the Service; no NEG is made for it", p.Port, negapi.AnnotationKey)})
+				"Port %d in annotation %s is not a port of the Service; no NEG is made for it", p.Port, t.keys.Annotation)})
 			continue
 		}
 		if p.CustomName != "" {
@@ -254,7 +254,7 @@ func (t *Translator) writeStatus(ctx context.Context, svc *corev1.Service, want 
 	if t.writes.statusPending(key, svc.UID, svc.ResourceVersion) {
 		return errCacheLagging
 	}
-	current, present := svc.Annotations[negapi.StatusAnnotationKey]
+	current, present := svc.Annotations[t.keys.StatusAnnotation]
 	if !statusNeedsWrite(current, present, want) {
 		return nil
 	}
@@ -262,13 +262,13 @@ func (t *Translator) writeStatus(ctx context.Context, svc *corev1.Service, want 
 	if want != nil {
 		value = fmt.Sprintf("%q", want.encode())
 	}
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, negapi.StatusAnnotationKey, value)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, t.keys.StatusAnnotation, value)
 	out, err := t.kube.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("writing annotation %s: %w", negapi.StatusAnnotationKey, err)
+		return fmt.Errorf("writing annotation %s: %w", t.keys.StatusAnnotation, err)
 	}
 	// A patch that changed nothing (the cache lagged behind someone else's write of the same value) makes no new
 	// version, and no event: there is nothing to wait for.
