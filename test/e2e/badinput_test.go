@@ -42,6 +42,7 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/ingresstunnel"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/namespaceproject"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
 )
 
@@ -172,7 +173,7 @@ func TestBadInputIsReportedAndContained(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if v, ok := svc.Annotations[translator.NEGStatusAnnotationKey]; ok {
+			if v, ok := svc.Annotations[negapi.StatusAnnotationKey]; ok {
 				t.Errorf("Service %s with a malformed annotation got a neg-status %q", name, v)
 			}
 		}
@@ -334,7 +335,7 @@ func invalidProviderConfigs(t *testing.T, w *workload) {
 func createBadNEGService(t *testing.T, w *workload, name, annotation string) {
 	t.Helper()
 	_, err := w.kube.CoreV1().Services(w.appNS).Create(w.ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.appNS, Name: name, Annotations: map[string]string{translator.NEGAnnotationKey: annotation}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.appNS, Name: name, Annotations: map[string]string{negapi.AnnotationKey: annotation}},
 		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -381,7 +382,7 @@ func createGhostObjects(t *testing.T, w *workload, ns string) {
 	t.Helper()
 	for _, svc := range []*corev1.Service{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backend"}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Annotations: map[string]string{translator.NEGAnnotationKey: `{"exposed_ports":{"80":{}}}`}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Annotations: map[string]string{negapi.AnnotationKey: `{"exposed_ports":{"80":{}}}`}}},
 	} {
 		svc.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}
 		if _, err := w.kube.CoreV1().Services(ns).Create(w.ctx, svc, metav1.CreateOptions{}); err != nil {
@@ -413,7 +414,7 @@ func checkGhostUntouched(t *testing.T, w *workload, m *manager, ghost, ns string
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := svc.Annotations[translator.NEGStatusAnnotationKey]; ok {
+	if v, ok := svc.Annotations[negapi.StatusAnnotationKey]; ok {
 		t.Errorf("Service %s/web of the missing ProviderConfig got neg-status %q", ns, v)
 	}
 	nsObj, err := w.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})

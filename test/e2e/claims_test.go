@@ -36,6 +36,7 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/ingresstunnel"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
 )
 
@@ -88,7 +89,7 @@ func TestClaimsHoldAcrossShardedReplicas(t *testing.T) {
 			<-start
 			svc := &corev1.Service{
 				ObjectMeta: metav1.ObjectMeta{Namespace: w.appNS, Name: "api",
-					Annotations: map[string]string{translator.NEGAnnotationKey: fmt.Sprintf(`{"exposed_ports":{"80":{"name":%q}}}`, negName)}},
+					Annotations: map[string]string{negapi.AnnotationKey: fmt.Sprintf(`{"exposed_ports":{"80":{"name":%q}}}`, negName)}},
 				Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
 			}
 			if _, err := w.kube.CoreV1().Services(w.appNS).Create(w.ctx, svc, metav1.CreateOptions{}); err != nil {

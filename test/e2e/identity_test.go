@@ -34,7 +34,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 )
 
@@ -61,7 +61,7 @@ func TestNamespaceEditorCannotActAsAnotherTenant(t *testing.T) {
 	const name = "claims-b"
 	_, err := editor.CoreV1().Services(a.appNS).Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: a.appNS, Name: name, Labels: claimsB,
-			Annotations: map[string]string{translator.NEGAnnotationKey: `{"exposed_ports":{"80":{}}}`}},
+			Annotations: map[string]string{negapi.AnnotationKey: `{"exposed_ports":{"80":{}}}`}},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
 	}, metav1.CreateOptions{})
 	if err != nil {

@@ -35,7 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
@@ -199,7 +199,7 @@ func createNEGService(t *testing.T, w *workload, name string) {
 	t.Helper()
 	_, err := w.kube.CoreV1().Services(w.appNS).Create(w.ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.appNS, Name: name,
-			Annotations: map[string]string{translator.NEGAnnotationKey: `{"exposed_ports":{"80":{}}}`}},
+			Annotations: map[string]string{negapi.AnnotationKey: `{"exposed_ports":{"80":{}}}`}},
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": name}, Ports: []corev1.ServicePort{{Name: "http",
 			Port: 80, TargetPort: intstr.FromInt32(servicePort), Protocol: corev1.ProtocolTCP}}},
 	}, metav1.CreateOptions{})

@@ -39,7 +39,7 @@ import (
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/clusterid"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
@@ -95,7 +95,7 @@ func (c *cluster) service(namespace, name, node string, ips ...string) {
 	t.Helper()
 	_, err := c.kube.CoreV1().Services(namespace).Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
-			Annotations: map[string]string{translator.NEGAnnotationKey: `{"exposed_ports":{"80":{}}}`}},
+			Annotations: map[string]string{negapi.AnnotationKey: `{"exposed_ports":{"80":{}}}`}},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
 	}, metav1.CreateOptions{})
 	if err != nil {

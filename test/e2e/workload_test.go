@@ -52,7 +52,7 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/ingresstunnel"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/namespaceproject"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 )
 
@@ -267,7 +267,7 @@ func (w *workload) setService(name string, eps []endpoint) {
 	// A selector-less Service, so no EndpointSlice controller competes with the test's slices.
 	_, err = w.kube.CoreV1().Services(w.appNS).Create(w.ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.appNS, Name: name,
-			Annotations: map[string]string{translator.NEGAnnotationKey: `{"exposed_ports":{"80":{}}}`}},
+			Annotations: map[string]string{negapi.AnnotationKey: `{"exposed_ports":{"80":{}}}`}},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -427,7 +427,7 @@ func (w *workload) observe() (*observed, error) {
 		return nil, err
 	}
 	for i := range svcs.Items {
-		if _, ok := svcs.Items[i].Annotations[translator.NEGAnnotationKey]; ok {
+		if _, ok := svcs.Items[i].Annotations[negapi.AnnotationKey]; ok {
 			o.services[svcs.Items[i].Name] = &svcs.Items[i]
 		}
 	}
@@ -481,7 +481,7 @@ func (w *workload) diff(o *observed) string {
 			}
 			wantNEGs[z+"/"+negName] = want
 		}
-		if s := o.services[svc]; s == nil || !strings.Contains(s.Annotations[translator.NEGStatusAnnotationKey], negName) {
+		if s := o.services[svc]; s == nil || !strings.Contains(s.Annotations[negapi.StatusAnnotationKey], negName) {
 			add("Service %s: neg-status does not name %s", svc, negName)
 		}
 	}

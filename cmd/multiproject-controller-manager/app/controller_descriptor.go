@@ -47,8 +47,8 @@ func NewControllerDescriptors() *registry.Registry {
 	return r
 }
 
-// newNEGControllerDescriptor: for each tenant with spec.gcp, a translator and a pusher, each with
-// --concurrent-neg-syncs workers, once the cluster serves Translations. Its cleanup deletes the tenant's NEGs.
+// newNEGControllerDescriptor: for each tenant with spec.gcp, a translator, a pusher and a readiness reflector, each
+// with --concurrent-neg-syncs workers, once the cluster serves Translations. Its cleanup deletes the tenant's NEGs.
 func newNEGControllerDescriptor() *registry.Descriptor {
 	gcp := func(spec *mpv1alpha1.ProviderConfigSpec) **mpv1alpha1.GCPConfig { return &spec.GCP }
 	return &registry.Descriptor{

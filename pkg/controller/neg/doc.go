@@ -14,10 +14,12 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package neg composes the per-tenant `neg` controller from its two halves and owns what ends it.
+// Package neg composes the per-tenant `neg` controller from its three parts and owns what ends it.
 //
 // The translator (package translator) turns the tenant's annotated Services, their EndpointSlices and its Nodes
 // into Translation objects; the pusher (package pusher) makes GCE hold what they declare and is the only writer to
-// Compute Engine. New runs both for a tenant behind one NEGReady condition (neg.go); NewCleanup and Abandon end a
-// tenant's NEGs when it no longer configures spec.gcp (cleanup.go). docs/neg.md describes the flow end to end.
+// Compute Engine; the readiness reflector (package readiness) sets the readiness gate of the tenant's Pods once their
+// endpoints are in the NEGs. They share the vocabulary of package negapi. New runs the three for a tenant, the
+// translator and the pusher behind one NEGReady condition (neg.go); NewCleanup and Abandon end a tenant's NEGs when
+// it no longer configures spec.gcp (cleanup.go). docs/neg.md describes the flow end to end.
 package neg

@@ -24,6 +24,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/readiness"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
@@ -33,15 +34,15 @@ import (
 // ReasonRunning is the NEGReady condition's reason while the translator runs and the pusher reports no problem.
 const ReasonRunning = "Running"
 
-// DefaultConcurrentSyncs is the default of --concurrent-neg-syncs: the workers of the translator and, apart, of
-// the pusher.
+// DefaultConcurrentSyncs is the default of --concurrent-neg-syncs: the workers of each part (translator, pusher,
+// readiness reflector), apart.
 const DefaultConcurrentSyncs = 5
 
 // Controller is one tenant's neg controller: the translator, the pusher and the readiness reflector, run side by
 // side.
 type Controller struct {
 	translator *translator.Translator
-	pusher     tenant.Starter
+	pusher     *pusher.Pusher
 	readiness  *readiness.Reflector
 }
 
@@ -49,7 +50,7 @@ type Controller struct {
 // call here.
 func New(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
 	gate := &conditionGate{target: c.Condition, message: fmt.Sprintf(
-		"translating the tenant's Services with annotation %s into NEGs in GCP project %s", translator.NEGAnnotationKey, projectOf(c))}
+		"translating the tenant's Services with annotation %s into NEGs in GCP project %s", negapi.KeysOf(c.Options).Annotation, projectOf(c))}
 	t, err := translator.New(c, gate.translatorSynced)
 	if err != nil {
 		return nil, err
@@ -61,9 +62,8 @@ func New(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
 		return nil, err
 	}
 	// The reflector polls GCE with the pusher's client, so its calls share the tenant's rate limiter.
-	push := p.(*pusher.Pusher)
 	r, err := readiness.New(c, func(ctx context.Context, project string) (readiness.HealthLister, error) {
-		client, err := push.GCEClient(ctx, project)
+		client, err := p.GCEClient(ctx, project)
 		if err != nil {
 			return nil, err
 		}
@@ -87,10 +87,10 @@ func (c *Controller) Run(ctx context.Context) { tenant.RunStarter(ctx, c) }
 
 // Start starts the three parts and returns; done is called once all have stopped (tenant.Starter).
 func (c *Controller) Start(ctx context.Context, done func()) {
-	var halves atomic.Int32
-	halves.Store(3)
+	var running atomic.Int32
+	running.Store(3)
 	stopped := func() {
-		if halves.Add(-1) == 0 {
+		if running.Add(-1) == 0 {
 			done()
 		}
 	}
@@ -99,9 +99,9 @@ func (c *Controller) Start(ctx context.Context, done func()) {
 	c.readiness.Start(ctx, stopped)
 }
 
-// conditionGate keeps one source of truth for the tenant's NEGReady condition, which both halves want to report:
-// while the pusher reports a problem (False), that is the condition; otherwise, once the translator has synced, the
-// condition is True/Running. The pusher's own True ("no problems left") therefore restores Running rather than
+// conditionGate keeps one source of truth for the tenant's NEGReady condition, which the translator and the pusher
+// both want to report (the readiness reflector reports none): while the pusher reports a problem (False), that is
+// the condition; otherwise, once the translator has synced, the condition is True/Running. The pusher's own True ("no problems left") therefore restores Running rather than
 // replacing it with a second wording of the same state.
 type conditionGate struct {
 	target  tenant.ConditionReporter

@@ -111,6 +111,10 @@ type Options struct {
 	// cloud.google.com/load-balancer-neg-ready True anyway (reason LoadBalancerNegTimeout), so that a broken health
 	// check cannot block a rollout forever (--neg-readiness-timeout); 0 disables it.
 	NEGReadinessTimeout time.Duration
+	// NEGAnnotationKey, NEGStatusAnnotationKey and NEGReadinessGate are the names the neg controller reads and
+	// writes (--neg-annotation-key, --neg-status-annotation-key, --neg-readiness-gate; negapi.Keys); empty means
+	// ingress-gce's.
+	NEGAnnotationKey, NEGStatusAnnotationKey, NEGReadinessGate string
 	// NEGEndpointBatchPeriod delays the NEG translator's sync after an EndpointSlice change, so that the changes of
 	// one Service inside the period make one Translation write (--neg-endpoint-batch-period); 0 syncs at once.
 	NEGEndpointBatchPeriod time.Duration

@@ -38,7 +38,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/test/benchresult"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
@@ -111,7 +111,7 @@ func (e *env) benchService(ns, name string) {
 	e.t.Helper()
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-			Annotations: map[string]string{translator.NEGAnnotationKey: `{"exposed_ports":{"80":{}}}`}},
+			Annotations: map[string]string{negapi.AnnotationKey: `{"exposed_ports":{"80":{}}}`}},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone,
 			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}}},
 	}
@@ -164,7 +164,7 @@ func (e *env) convergeBaseline(b *testing.B, n int) time.Duration {
 	for k := range n {
 		translations[k] = baselineTranslation(ns, base.name, k)
 	}
-	status := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, translator.NEGStatusAnnotationKey,
+	status := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, negapi.StatusAnnotationKey,
 		`{"network_endpoint_groups":{"80":"base"},"zones":["europe-west1-b","europe-west1-c","europe-west1-d"]}`))
 	b.StartTimer()
 

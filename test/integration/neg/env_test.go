@@ -41,8 +41,8 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
@@ -155,7 +155,13 @@ func (e *env) newTenant(prefix, project string) *tenantRun {
 func (e *env) newPusherTenant(prefix, project string) *tenantRun {
 	e.t.Helper()
 	return e.newTenantWith(prefix, project, framework.TenantOptions{Constructors: map[string]tenant.Constructor{
-		names.NEGController: func(_ context.Context, c *tenant.Context) (tenant.Controller, error) { return pusher.New(c) }}})
+		names.NEGController: func(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
+			p, err := pusher.New(c)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		}}})
 }
 
 func (e *env) newTenantWith(prefix, project string, opts framework.TenantOptions) *tenantRun {
@@ -229,7 +235,7 @@ func (e *env) nodes(prefix, tenantName string, perZone int) {
 func (e *env) service(ns, name, annotation string) *corev1.Service {
 	e.t.Helper()
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{translator.NEGAnnotationKey: annotation}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{negapi.AnnotationKey: annotation}},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
 			{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP},
 			{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP},

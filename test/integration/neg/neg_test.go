@@ -37,6 +37,7 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 )
@@ -58,7 +59,7 @@ func (e *env) negStatus(ns, name string) (negStatus, bool) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	v, ok := svc.Annotations[translator.NEGStatusAnnotationKey]
+	v, ok := svc.Annotations[negapi.StatusAnnotationKey]
 	if !ok {
 		return negStatus{}, false
 	}
@@ -155,7 +156,7 @@ func TestServiceLifecycle(t *testing.T) {
 
 	// Port 443 removed: its Translation goes, its NEGs are deleted, the status forgets it; port 80 is untouched.
 	e.gce.ResetCalls()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, translator.NEGAnnotationKey, `{"exposed_ports":{"80":{}}}`)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, negapi.AnnotationKey, `{"exposed_ports":{"80":{}}}`)
 	if _, err := e.adminKube.CoreV1().Services(ns).Patch(e.ctx, "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}

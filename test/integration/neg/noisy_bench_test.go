@@ -35,7 +35,7 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/options"
 	"github.com/multiproject/multiproject-controller-manager/pkg/apibudget"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 	"github.com/multiproject/multiproject-controller-manager/test/benchresult"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
@@ -250,7 +250,7 @@ func createServices(tb testing.TB, ctx context.Context, ns string, n int) {
 			for k := range next {
 				svc := &corev1.Service{
 					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("noisy%d", k),
-						Annotations: map[string]string{translator.NEGAnnotationKey: `{"exposed_ports":{"80":{}}}`}},
+						Annotations: map[string]string{negapi.AnnotationKey: `{"exposed_ports":{"80":{}}}`}},
 					// Headless: thousands of Services would exhaust the test control plane's service IP range.
 					Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone,
 						Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},

@@ -75,7 +75,13 @@ func newEnvWith(t *testing.T, gceOptions fakegce.Options) *env {
 		kube: fw.Kube, mp: fw.MP}
 	// The neg controller as the manager knows it, built as its pusher alone: the tests write the Translations.
 	pusherOnly := framework.Enable(framework.Descriptor(names.NEGController), 2)
-	pusherOnly.New = func(_ context.Context, c *tenant.Context) (tenant.Controller, error) { return pusher.New(c) }
+	pusherOnly.New = func(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
+		p, err := pusher.New(c)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
 	e.manager = framework.StartManager(t, fw, framework.ManagerOptions{
 		Controllers: []providerconfig.NamedFactory{pusherOnly},
 		Served:      []schema.GroupVersionResource{informerset.Translations},

@@ -46,6 +46,7 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
@@ -156,12 +157,15 @@ func NewOptions(catalog ControllerCatalog) *Options {
 		Logs:           logsapi.NewLoggingConfiguration(),
 		FeatureGate:    utilfeature.DefaultMutableFeatureGate,
 		TenantControllers: tenant.Options{
-			ClusterName:         "default",
-			AppOwnerLabelKey:    DefaultAppOwnerLabelKey,
-			GCEQPS:              10,
-			NEGGCPeriod:         2 * time.Minute,
-			NEGReadinessTimeout: 10 * time.Minute,
-			GCEBurst:            20,
+			ClusterName:            "default",
+			AppOwnerLabelKey:       DefaultAppOwnerLabelKey,
+			GCEQPS:                 10,
+			NEGGCPeriod:            2 * time.Minute,
+			NEGReadinessTimeout:    10 * time.Minute,
+			NEGAnnotationKey:       negapi.AnnotationKey,
+			NEGStatusAnnotationKey: negapi.StatusAnnotationKey,
+			NEGReadinessGate:       string(negapi.ReadinessGate),
+			GCEBurst:               20,
 		},
 		ShardGroup: names.ComponentName,
 		catalog:    catalog,
@@ -215,6 +219,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		fs.Int32Var(o.ConcurrentSyncs[c.Name], "concurrent-"+c.Name+"-syncs", *o.ConcurrentSyncs[c.Name],
 			fmt.Sprintf("Number of objects each tenant's %s controller syncs concurrently.", c.Name))
 	}
+	o.addNEGControllerFlags(fss.FlagSet(names.NEGController + " controller"))
 
 	o.Debugging.AddFlags(fss.FlagSet("debugging"))
 	o.SecureServing.AddFlags(fss.FlagSet("secure serving"))
@@ -251,6 +256,7 @@ func (o *Options) ApplyMetrics() {
 func (o *Options) Validate() error {
 	errs := o.validateGeneric()
 	errs = append(errs, o.validateTenantControllers()...)
+	errs = append(errs, o.validateNEGController()...)
 	errs = append(errs, ValidateLeaderElection(&o.LeaderElection)...)
 	errs = append(errs, validateLeaderElectionIdentity(o.LeaderElectionIdentity)...)
 	errs = append(errs, o.validateSharding()...)

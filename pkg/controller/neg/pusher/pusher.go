@@ -110,7 +110,7 @@ type Pusher struct {
 // New builds the pusher of the tenant c describes. It makes no call: the Compute Engine client (and the credentials
 // Secret it may need) is built on the first sync and retried with backoff until it works, so a missing Secret is a
 // condition on the ProviderConfig, not a failed start.
-func New(c *tenant.Context) (tenant.Starter, error) {
+func New(c *tenant.Context) (*Pusher, error) {
 	return newPusher(c)
 }
 

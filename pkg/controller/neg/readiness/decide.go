@@ -24,9 +24,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// NEGReadyCondition is the Pod condition this package sets, and the readiness gate a Pod declares to wait for it.
-const NEGReadyCondition corev1.PodConditionType = "cloud.google.com/load-balancer-neg-ready"
-
 // The condition's reasons, as ingress-gce names them.
 const (
 	// ReasonNotReady: the Pod waits for its endpoint to be attached to a NEG, or to be reported healthy there.
@@ -82,8 +79,22 @@ type input struct {
 	timeout time.Duration
 	// negs are the NEGs whose Translation lists the Pod's IP.
 	negs []membership
-	// selected: a Service of the namespace that asks for NEGs selects the Pod.
+	// selected: a Service of the namespace that asks for NEGs selects the Pod, or one whose NEGs are frozen.
 	selected bool
+	// annotation is the name of the annotation that asks for NEGs, for the message about frozen Services.
+	annotation string
+	// frozen are the Services that select the Pod whose annotation does not parse while they have Translations.
+	frozen []frozenService
+}
+
+// frozenService is a Service whose annotation does not parse while it has Translations: the translator leaves them,
+// and so its NEGs, as they were (a typo must not take a working port down), so an endpoint they do not list yet is
+// not attached until the annotation is fixed. Answering its Pods True instead could let a rollout replace the Pods
+// the NEGs do list with ones they never will, and drain them.
+type frozenService struct {
+	name string
+	// err says why the annotation does not parse.
+	err error
 }
 
 // verdict is what decide concludes.
@@ -102,7 +113,8 @@ type verdict struct {
 // decide is the reflector's decision for one Pod that declares the gate, as ingress-gce's: True once the endpoint is
 // healthy (or, where nothing health checks it, attached) in at least one of the Pod's NEGs (ingress-gce#931: a Pod
 // in NEGs of several backend services must not wait for the slowest), True when the Pod is in no NEG and no NEG
-// Service selects it, True at the timeout; False otherwise.
+// Service selects it, True at the timeout; False otherwise (a Service whose annotation does not parse selects its
+// Pods when it has Translations, frozen: see frozenService).
 func decide(in input) verdict {
 	if in.current != nil && in.current.Status == corev1.ConditionTrue {
 		return verdict{status: corev1.ConditionTrue, reason: in.current.Reason, message: in.current.Message}
@@ -155,6 +167,14 @@ func ready(in input) verdict {
 	case len(attached) > 0:
 		return verdict{status: corev1.ConditionFalse, reason: ReasonNotReady, poll: true,
 			message: "Waiting for GCE to report the endpoint's health in NEG " + strings.Join(attached, ", ")}
+	case len(in.frozen) > 0:
+		names := make([]string, 0, len(in.frozen))
+		for _, f := range in.frozen {
+			names = append(names, f.name)
+		}
+		return verdict{status: corev1.ConditionFalse, reason: ReasonNotReady, message: fmt.Sprintf(
+			"Waiting for the annotation %s of Service %s to be fixed: it does not parse, so the Service's NEGs stay as they were",
+			in.annotation, strings.Join(names, ", "))}
 	default:
 		return verdict{status: corev1.ConditionFalse, reason: ReasonNotReady,
 			message: "Waiting for the endpoint to be attached to the NEGs of the Services that select the Pod"}

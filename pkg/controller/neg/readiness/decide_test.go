@@ -17,10 +17,12 @@ limitations under the License.
 package readiness
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -29,7 +31,7 @@ func TestDecide(t *testing.T) {
 	created := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
 	negA := negRef{project: "p", zone: "zone-a", name: "neg-a"}
 	negB := negRef{project: "p", zone: "zone-a", name: "neg-b"}
-	notReady := &corev1.PodCondition{Type: NEGReadyCondition, Status: corev1.ConditionFalse, Reason: ReasonNotReady}
+	notReady := &corev1.PodCondition{Type: negapi.ReadinessGate, Status: corev1.ConditionFalse, Reason: ReasonNotReady}
 	cases := []struct {
 		name string
 		in   input
@@ -47,6 +49,14 @@ func TestDecide(t *testing.T) {
 		{name: "selected but not listed yet: waits for the attach, until the timeout",
 			in:     input{selected: true, created: created, timeout: 10 * time.Minute, now: created.Add(time.Minute)},
 			status: corev1.ConditionFalse, reason: ReasonNotReady, message: "attached", write: true, timeoutIn: 9 * time.Minute},
+		{name: "selected by a frozen Service (its annotation does not parse) only: waits for the fix, until the timeout",
+			in: input{selected: true, frozen: []frozenService{{name: "web", err: errors.New("bad")}}, created: created,
+				timeout: 10 * time.Minute, now: created.Add(time.Minute)},
+			status: corev1.ConditionFalse, reason: ReasonNotReady, message: "Service web to be fixed", write: true, timeoutIn: 9 * time.Minute},
+		{name: "selected by a frozen Service and healthy in a NEG it lists: ready",
+			in: input{selected: true, frozen: []frozenService{{name: "web", err: errors.New("bad")}},
+				negs: []membership{{neg: negA, attached: true, health: healthHealthy}}},
+			status: corev1.ConditionTrue, reason: ReasonReady, message: "zone-a/neg-a", write: true},
 		{name: "listed, the pusher has not synced: waits, no poll",
 			in:     input{negs: []membership{{neg: negA}}},
 			status: corev1.ConditionFalse, reason: ReasonNotReady, message: "attached", write: true},
@@ -88,7 +98,7 @@ func TestDecide(t *testing.T) {
 			in:     input{created: created, now: created.Add(24 * time.Hour), selected: true},
 			status: corev1.ConditionFalse, reason: ReasonNotReady, write: true},
 		{name: "True is never turned back to False",
-			in: input{current: &corev1.PodCondition{Type: NEGReadyCondition, Status: corev1.ConditionTrue, Reason: ReasonReady},
+			in: input{current: &corev1.PodCondition{Type: negapi.ReadinessGate, Status: corev1.ConditionTrue, Reason: ReasonReady},
 				negs: []membership{{neg: negA, attached: true, health: healthUnhealthy}}},
 			status: corev1.ConditionTrue, reason: ReasonReady, write: false},
 	}

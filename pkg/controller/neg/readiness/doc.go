@@ -22,5 +22,6 @@ limitations under the License.
 // reasons, sync.go gathers what a decision needs (the Pod, the Translations of its namespace and their status, the
 // NEG Services that select it, the health GCE reports), health.go polls GCE once per NEG per round with the tenant's
 // client and budget, write.go patches the Pod's condition and records the Event, and reflector.go builds it and turns
-// events into Pod keys. A True condition is never turned back to False, and a Pod without the gate is never touched.
+// events into Pod keys. The gate, the Service annotation and its parse are the translator's too (package negapi), so both read a Service
+// the same way. A True condition is never turned back to False, and a Pod without the gate is never touched.
 package readiness

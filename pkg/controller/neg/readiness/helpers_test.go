@@ -32,12 +32,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
 	mpinformers "github.com/multiproject/client-go/informers/externalversions"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
@@ -132,6 +134,12 @@ type harness struct {
 // configure, if set, changes the harness (its reflector, its fake GCE) before the reflector starts.
 func newHarness(t *testing.T, timeout time.Duration, configure func(*harness), objects ...runtime.Object) *harness {
 	t.Helper()
+	return newHarnessWith(t, tenant.Options{NEGReadinessTimeout: timeout}, configure, objects...)
+}
+
+// newHarnessWith is newHarness with the tenant options given.
+func newHarnessWith(t *testing.T, options tenant.Options, configure func(*harness), objects ...runtime.Object) *harness {
+	t.Helper()
 	var kubeObjects, mpObjects []runtime.Object
 	for _, o := range objects {
 		if _, ok := o.(*mpv1alpha1.Translation); ok {
@@ -144,6 +152,12 @@ func newHarness(t *testing.T, timeout time.Duration, configure func(*harness), o
 		events: &tenanttest.Events{}, health: newFakeHealth(), done: make(chan struct{})}
 	kubeFactory := kubeinformers.NewSharedInformerFactory(h.kube, 0)
 	mpFactory := mpinformers.NewSharedInformerFactory(h.mp, 0)
+	// The owner index, as informerset installs it on the shared informer (the factory's has the namespace index).
+	translations := mpFactory.Multiproject().V1alpha1().Translations().Informer()
+	if err := translations.AddIndexers(cache.Indexers{
+		informerset.TranslationsByOwner: informerset.TranslationIndexers()[informerset.TranslationsByOwner]}); err != nil {
+		t.Fatal(err)
+	}
 	c := &tenant.Context{
 		Controller: "neg",
 		ProviderConfig: &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: testTenant},
@@ -153,10 +167,10 @@ func newHarness(t *testing.T, timeout time.Duration, configure func(*harness), o
 		Informers: tenanttest.Informers{
 			informerset.Pods:         kubeFactory.Core().V1().Pods().Informer(),
 			informerset.Services:     kubeFactory.Core().V1().Services().Informer(),
-			informerset.Translations: mpFactory.Multiproject().V1alpha1().Translations().Informer(),
+			informerset.Translations: translations,
 		},
 		EventRecorder: h.events,
-		Options:       tenant.Options{NEGReadinessTimeout: timeout},
+		Options:       options,
 		Workers:       2,
 	}
 	r, err := New(c, func(context.Context, string) (HealthLister, error) { return h.health, nil })
@@ -183,7 +197,7 @@ func (h *harness) shutdown() {
 
 func gatedPod(name, ip string, labels map[string]string) *corev1.Pod {
 	p := plainPod(name, ip, labels)
-	p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: NEGReadyCondition}}
+	p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: negapi.ReadinessGate}}
 	return p
 }
 
@@ -200,8 +214,8 @@ func plainPod(name, ip string, labels map[string]string) *corev1.Pod {
 // negService asks for a NEG of port 80 for the Pods labeled app=name.
 func negService(name string) *corev1.Service {
 	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace,
-			Annotations: map[string]string{negAnnotationKey: `{"exposed_ports":{"80":{}}}`}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace, UID: types.UID("uid-" + name),
+			Annotations: map[string]string{negapi.AnnotationKey: `{"exposed_ports":{"80":{}}}`}},
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": name}},
 	}
 }
@@ -241,7 +255,7 @@ func (h *harness) waitCondition(name string, status corev1.ConditionStatus, reas
 			if err != nil {
 				return false, nil
 			}
-			got = condition(pod)
+			got = h.r.keys.Condition(pod)
 			return got != nil && got.Status == status && got.Reason == reason, nil
 		})
 	if err != nil {

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
@@ -49,6 +50,8 @@ const (
 type Reflector struct {
 	tenant  string
 	project string
+	// keys are the annotation the reflector reads and the condition it sets.
+	keys    negapi.Keys
 	timeout time.Duration
 	kube    kubernetes.Interface
 
@@ -57,6 +60,8 @@ type Reflector struct {
 
 	workers  *worker.Queue
 	recorder record.EventRecorder
+	// warnings records a waiting Pod's Warnings once until they change (frozenWarnings).
+	warnings *tenant.Warnings
 	polls    *polls
 	now      func() time.Time
 
@@ -82,10 +87,12 @@ func New(c *tenant.Context, clients ClientFunc) (*Reflector, error) {
 	}
 	r := &Reflector{
 		tenant:   c.Name(),
+		keys:     negapi.KeysOf(c.Options),
 		project:  c.ProviderConfig.Spec.GCP.ProjectID,
 		timeout:  c.Options.NEGReadinessTimeout,
 		kube:     c.KubeClient,
 		recorder: c.EventRecorder,
+		warnings: tenant.NewWarnings(c.EventRecorder),
 		now:      time.Now,
 	}
 	r.polls = &polls{clients: clients, round: pollRound, now: func() time.Time { return r.now() }}
@@ -140,32 +147,19 @@ func (r *Reflector) Start(ctx context.Context, done func()) {
 
 // gated reports whether the Pod declares the gate and its condition is not True yet: the only Pods the reflector
 // looks at.
-func gated(pod *corev1.Pod) bool {
-	declared := false
-	for _, g := range pod.Spec.ReadinessGates {
-		declared = declared || g.ConditionType == NEGReadyCondition
-	}
-	if !declared {
+func (r *Reflector) gated(pod *corev1.Pod) bool {
+	if !r.keys.DeclaresGate(pod) {
 		return false
 	}
-	c := condition(pod)
+	c := r.keys.Condition(pod)
 	return c == nil || c.Status != corev1.ConditionTrue
-}
-
-func condition(pod *corev1.Pod) *corev1.PodCondition {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == NEGReadyCondition {
-			return &pod.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 // podEvents enqueues the Pods that declare the gate and wait for it; a deleted one too, so that its sync forgets it.
 type podEvents struct{ r *Reflector }
 
 func (e podEvents) OnAdd(obj any, _ bool) {
-	if pod, ok := obj.(*corev1.Pod); ok && gated(pod) {
+	if pod, ok := obj.(*corev1.Pod); ok && e.r.gated(pod) {
 		e.r.workers.AddObject(pod)
 	}
 }
@@ -174,7 +168,7 @@ func (e podEvents) OnUpdate(oldObj, newObj any) {
 	if worker.IsResync(oldObj, newObj) {
 		return
 	}
-	if pod, ok := newObj.(*corev1.Pod); ok && gated(pod) {
+	if pod, ok := newObj.(*corev1.Pod); ok && e.r.gated(pod) {
 		e.r.workers.AddObject(pod)
 	}
 }
@@ -246,6 +240,7 @@ func (r *Reflector) wait(ns, name string, attached bool) waitState {
 
 // forget drops a Pod that no longer waits (ready, gone, or no longer declaring the gate) and returns its state.
 func (r *Reflector) forget(ns, name string) waitState {
+	r.warnings.Forget(ns + "/" + name)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w := r.waiting[ns][name]

@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 )
 
@@ -35,7 +36,7 @@ import (
 func TestAttachedWithoutHealthCheckAndInNoNEG(t *testing.T) {
 	lonely := gatedPod("lonely", "10.0.0.9", map[string]string{"app": "other"})
 	done := gatedPod("done", "10.0.0.8", map[string]string{"app": "web"})
-	done.Status.Conditions = append(done.Status.Conditions, corev1.PodCondition{Type: NEGReadyCondition,
+	done.Status.Conditions = append(done.Status.Conditions, corev1.PodCondition{Type: negapi.ReadinessGate,
 		Status: corev1.ConditionTrue, Reason: ReasonReady})
 	h := newHarness(t, 10*time.Minute, func(h *harness) {
 		h.health.set("neg-web", "10.0.0.1", "")

@@ -18,7 +18,6 @@ package readiness
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -29,17 +28,17 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
-
-// negAnnotationKey is the Service annotation that asks for NEGs (the translator's NEGAnnotationKey; not imported,
-// so that the reflector and the translator stay apart).
-const negAnnotationKey = "cloud.google.com/neg"
 
 // sync decides one Pod's condition and writes it when it changes. A Pod that waits on GCE's health report comes
 // back with backoff (an ErrWaiting); one that waits for its attach comes back with the events of its namespace's
@@ -57,7 +56,7 @@ func (r *Reflector) sync(ctx context.Context, key string) (worker.Result, error)
 	if err != nil {
 		return worker.Result{}, err
 	}
-	if !gated(pod) || pod.DeletionTimestamp != nil {
+	if !r.gated(pod) || pod.DeletionTimestamp != nil {
 		r.forget(ns, name)
 		return worker.Result{}, nil
 	}
@@ -82,6 +81,7 @@ func (r *Reflector) sync(ctx context.Context, key string) (worker.Result, error)
 		}
 		return worker.Result{}, nil
 	}
+	r.warnings.Report(key, pod, frozenWarnings(in)...)
 	r.wait(ns, name, attachedAny(in.negs))
 	if !v.poll && pollErr == nil {
 		return worker.Result{RequeueAfter: v.timeoutIn}, nil
@@ -100,10 +100,10 @@ func (r *Reflector) sync(ctx context.Context, key string) (worker.Result, error)
 // selects it, and the health of its endpoint in its attached NEGs, polled until one of them makes it ready. A
 // failed poll leaves that NEG's health unknown and is returned.
 func (r *Reflector) gather(ctx context.Context, pod *corev1.Pod) (input, error) {
-	in := input{current: condition(pod), created: pod.CreationTimestamp.Time, timeout: r.timeout}
+	in := input{current: r.keys.Condition(pod), annotation: r.keys.Annotation, created: pod.CreationTimestamp.Time, timeout: r.timeout}
 	ips := podIPs(pod)
 	in.negs = r.memberships(pod.Namespace, ips)
-	in.selected = r.selected(pod)
+	in.selected, in.frozen = r.selected(pod)
 	var errs []error
 	for i := range in.negs {
 		m := &in.negs[i]
@@ -175,32 +175,51 @@ func (r *Reflector) projectOf(tr *mpv1alpha1.Translation, res *mpv1alpha1.Backen
 	return r.project
 }
 
-// selected reports whether a Service of the Pod's namespace that asks for NEGs selects it.
-func (r *Reflector) selected(pod *corev1.Pod) bool {
+// selected reports whether a Service of the Pod's namespace that asks for NEGs selects it, and which of the Services
+// that select it are frozen. A Service whose annotation does not parse asks for nothing while it has no Translation
+// (the translator makes none), and selects the Pod, frozen, while it has some (the translator leaves them as they
+// were); ingress: true asks for nothing here either.
+func (r *Reflector) selected(pod *corev1.Pod) (selected bool, frozen []frozenService) {
 	objs, _ := r.services.GetIndexer().ByIndex(cache.NamespaceIndex, pod.Namespace)
 	for _, obj := range objs {
 		svc, ok := obj.(*corev1.Service)
-		if !ok || len(svc.Spec.Selector) == 0 || !asksForNEGs(svc) {
+		if !ok || len(svc.Spec.Selector) == 0 || !labels.SelectorFromValidatedSet(svc.Spec.Selector).Matches(labels.Set(pod.Labels)) {
 			continue
 		}
-		if labels.SelectorFromValidatedSet(svc.Spec.Selector).Matches(labels.Set(pod.Labels)) {
-			return true
+		ports, _, err := r.keys.ExposedPorts(svc)
+		switch {
+		case err != nil && r.hasTranslations(svc):
+			selected = true
+			frozen = append(frozen, frozenService{name: svc.Name, err: err})
+		case len(ports) > 0:
+			selected = true
 		}
 	}
-	return false
+	return selected, frozen
 }
 
-// asksForNEGs reports whether the Service's annotation exposes a port as a NEG. A malformed annotation makes no NEG
-// (the translator refuses it with a Warning on the Service), and ingress: true makes none here either.
-func asksForNEGs(svc *corev1.Service) bool {
-	value, ok := svc.Annotations[negAnnotationKey]
-	if !ok {
-		return false
+// hasTranslations says whether the tenant's cache holds a Translation made for the Service that is not being
+// deleted.
+func (r *Reflector) hasTranslations(svc *corev1.Service) bool {
+	objs, err := r.translations.GetIndexer().ByIndex(informerset.TranslationsByOwner, informerset.TranslationOwnerUIDKey(svc.Namespace, svc.UID))
+	if err != nil {
+		utilruntime.HandleError(err)
 	}
-	var ann struct {
-		ExposedPorts map[string]json.RawMessage `json:"exposed_ports"`
+	return slices.ContainsFunc(objs, func(obj any) bool {
+		tr, ok := obj.(*mpv1alpha1.Translation)
+		return ok && tr.DeletionTimestamp == nil
+	})
+}
+
+// frozenWarnings are the Warnings a Pod that waits gets about the frozen Services that select it.
+func frozenWarnings(in input) []tenant.Warning {
+	warnings := make([]tenant.Warning, 0, len(in.frozen))
+	for _, f := range in.frozen {
+		warnings = append(warnings, tenant.Warning{Reason: negapi.ReasonInvalidAnnotation, Message: fmt.Sprintf(
+			"Service %s selects the Pod, but %v; its NEGs stay as they were, so the Pod waits until the annotation is "+
+				"fixed or the readiness timeout passes", f.name, f.err)})
 	}
-	return json.Unmarshal([]byte(value), &ann) == nil && len(ann.ExposedPorts) > 0
+	return warnings
 }
 
 func podIPs(pod *corev1.Pod) []string {

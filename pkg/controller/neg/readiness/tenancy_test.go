@@ -32,6 +32,7 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
@@ -78,7 +79,7 @@ func TestTenantsTouchOnlyTheirPods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return condition(pod)
+		return negapi.DefaultKeys().Condition(pod)
 	}
 	h.waitFor("both lonely Pods ready", func() bool {
 		a, b := get("ns-a", "lonely-a"), get("ns-b", "lonely-b")

@@ -32,7 +32,7 @@ import (
 // condition is recorded as an Event on the Pod: Normal, or Warning for the timeout. The first False is not: it only
 // says the Pod waits, as its condition shows.
 func (r *Reflector) write(ctx context.Context, pod *corev1.Pod, current *corev1.PodCondition, v verdict) error {
-	c := corev1.PodCondition{Type: NEGReadyCondition, Status: v.status, Reason: v.reason, Message: v.message,
+	c := corev1.PodCondition{Type: r.keys.ReadinessGate, Status: v.status, Reason: v.reason, Message: v.message,
 		LastTransitionTime: metav1.NewTime(r.now())}
 	if current != nil && current.Status == v.status {
 		c.LastTransitionTime = current.LastTransitionTime
@@ -46,7 +46,7 @@ func (r *Reflector) write(ctx context.Context, pod *corev1.Pod, current *corev1.
 	}
 	if _, err := r.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch,
 		metav1.PatchOptions{}, "status"); err != nil {
-		return fmt.Errorf("setting the condition %s of Pod %s/%s: %w", NEGReadyCondition, pod.Namespace, pod.Name, err)
+		return fmt.Errorf("setting the condition %s of Pod %s/%s: %w", r.keys.ReadinessGate, pod.Namespace, pod.Name, err)
 	}
 	if v.status == corev1.ConditionTrue {
 		eventType := corev1.EventTypeNormal

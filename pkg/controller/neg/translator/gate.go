@@ -26,41 +26,6 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
-// negReadinessGate is the readiness gate of container-native load balancing (ingress-gce's): a Pod that declares it
-// is not Ready until the NEG readiness reflector sets this condition True, once its endpoint is in its NEGs. The
-// reflector's package exports it (readiness.NEGReadyCondition); this copy keeps the translator from importing the
-// reflector.
-const negReadinessGate corev1.PodConditionType = "cloud.google.com/load-balancer-neg-ready"
-
-// readyButForNEGGate says whether a Pod is ready in every respect the NEG readiness gate does not decide: it is not
-// terminating, its containers are ready, it declares the gate, and every other readiness gate it declares is True.
-// Such a Pod is not Ready, so its endpoint is not ready either, until its endpoint is in the NEGs: the translator
-// must attach it, or it would never become ready (ingress-gce does the same). The gate's own condition is not read,
-// so setting it True changes nothing here.
-func readyButForNEGGate(pod *corev1.Pod) bool {
-	if pod.DeletionTimestamp != nil || podCondition(pod, corev1.ContainersReady) != corev1.ConditionTrue {
-		return false
-	}
-	declared := false
-	for _, gate := range pod.Spec.ReadinessGates {
-		if gate.ConditionType == negReadinessGate {
-			declared = true
-		} else if podCondition(pod, gate.ConditionType) != corev1.ConditionTrue {
-			return false
-		}
-	}
-	return declared
-}
-
-func podCondition(pod *corev1.Pod, t corev1.PodConditionType) corev1.ConditionStatus {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == t {
-			return pod.Status.Conditions[i].Status
-		}
-	}
-	return corev1.ConditionUnknown
-}
-
 // endpointReady says whether an endpoint of a slice of namespace counts as ready: it is ready (unset counts as
 // ready, as the API says), or it is not terminating and it is for a Pod of the tenant's view (the same one: its UID,
 // when the reference has one) that is ready but for the NEG readiness gate. A reference to a Pod of another
@@ -78,7 +43,7 @@ func (t *Translator) endpointReady(namespace string, ep *discoveryv1.Endpoint) b
 	if err != nil {
 		return false
 	}
-	return (ref.UID == "" || ref.UID == pod.UID) && readyButForNEGGate(pod)
+	return (ref.UID == "" || ref.UID == pod.UID) && t.keys.ReadyButForGate(pod)
 }
 
 // podEvents are the translator's handlers of the tenant's Pods (see handlers.go).
@@ -104,7 +69,7 @@ func (t *Translator) onPod(oldObj, newObj any) {
 	if oldPod != nil && newPod != nil && worker.IsResync(oldPod, newPod) {
 		return
 	}
-	was, is := oldPod != nil && readyButForNEGGate(oldPod), newPod != nil && readyButForNEGGate(newPod)
+	was, is := oldPod != nil && t.keys.ReadyButForGate(oldPod), newPod != nil && t.keys.ReadyButForGate(newPod)
 	if was == is {
 		return
 	}

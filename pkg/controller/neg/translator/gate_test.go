@@ -22,6 +22,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,7 +39,7 @@ const otherGate corev1.PodConditionType = "example.com/other-ready"
 // whose gate is not set yet: ready but for the gate. The changes apply in order.
 func gatedPod(name string, changes ...func(*corev1.Pod)) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: name, UID: types.UID("uid-" + name)},
-		Spec: corev1.PodSpec{NodeName: "n1", ReadinessGates: []corev1.PodReadinessGate{{ConditionType: negReadinessGate}}},
+		Spec: corev1.PodSpec{NodeName: "n1", ReadinessGates: []corev1.PodReadinessGate{{ConditionType: negapi.ReadinessGate}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
 			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionFalse}}}}
 	for _, change := range changes {
@@ -69,32 +70,6 @@ func withoutGates(p *corev1.Pod) { p.Spec.ReadinessGates = nil }
 
 func deleting(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.Now()) }
 
-func TestReadyButForNEGGate(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		pod  *corev1.Pod
-		want bool
-	}{
-		{"containers ready, waiting for the gate", gatedPod("p"), true},
-		{"the gate already True", gatedPod("p", withCondition(negReadinessGate, corev1.ConditionTrue), withCondition(corev1.PodReady, corev1.ConditionTrue)), true},
-		{"the gate False", gatedPod("p", withCondition(negReadinessGate, corev1.ConditionFalse)), true},
-		{"containers not ready", gatedPod("p", withCondition(corev1.ContainersReady, corev1.ConditionFalse)), false},
-		{"no ContainersReady condition yet", gatedPod("p", func(p *corev1.Pod) { p.Status.Conditions = nil }), false},
-		{"terminating", gatedPod("p", deleting), false},
-		{"no gate", gatedPod("p", withoutGates), false},
-		{"only another gate", gatedPod("p", withoutGates, withGate(otherGate), withCondition(otherGate, corev1.ConditionTrue)), false},
-		{"another gate unset", gatedPod("p", withGate(otherGate)), false},
-		{"another gate False", gatedPod("p", withGate(otherGate), withCondition(otherGate, corev1.ConditionFalse)), false},
-		{"another gate True", gatedPod("p", withGate(otherGate), withCondition(otherGate, corev1.ConditionTrue)), true},
-		{"another gate declared before ours, True", gatedPod("p", withoutGates, withGate(otherGate), withGate(negReadinessGate),
-			withCondition(otherGate, corev1.ConditionTrue)), true},
-	} {
-		if got := readyButForNEGGate(tc.pod); got != tc.want {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
 func TestEndpointReady(t *testing.T) {
 	pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	for _, p := range []*corev1.Pod{gatedPod("waiting"), gatedPod("unready", withCondition(corev1.ContainersReady, corev1.ConditionFalse)),
@@ -103,7 +78,7 @@ func TestEndpointReady(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tr := &Translator{podLister: corelisters.NewPodLister(pods)}
+	tr := &Translator{keys: negapi.DefaultKeys(), podLister: corelisters.NewPodLister(pods)}
 	endpoint := func(ready *bool, ref *corev1.ObjectReference, changes ...func(*discoveryv1.Endpoint)) *discoveryv1.Endpoint {
 		e := &discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ready}, TargetRef: ref}
 		for _, change := range changes {
@@ -215,7 +190,7 @@ func TestPodEventsEnqueueTheServicesOfTheirSlices(t *testing.T) {
 		{"a resync", func() { podEvents{h.translator}.OnUpdate(waiting, waiting) }, nil},
 		{"another status change", func() { podEvents{h.translator}.OnUpdate(waiting, movedIP) }, nil},
 		{"the gate set True", func() {
-			podEvents{h.translator}.OnUpdate(waiting, version("4", gatedPod("waiting", withCondition(negReadinessGate, corev1.ConditionTrue))))
+			podEvents{h.translator}.OnUpdate(waiting, version("4", gatedPod("waiting", withCondition(negapi.ReadinessGate, corev1.ConditionTrue))))
 		}, nil},
 		{"containers no longer ready", func() { podEvents{h.translator}.OnUpdate(waiting, version("5", unready.DeepCopy())) }, both},
 		{"deleted while waiting", func() { podEvents{h.translator}.OnDelete(waiting) }, both},

@@ -58,9 +58,9 @@ func (e translationEvents) OnDelete(obj any)            { e.t.onTranslationDelet
 
 // wantsNEGs says whether a Service is this controller's business: it asks for NEGs, or it carries a status from
 // when it did (which must be removed).
-func wantsNEGs(svc *corev1.Service) bool {
-	_, asked := svc.Annotations[NEGAnnotationKey]
-	_, answered := svc.Annotations[NEGStatusAnnotationKey]
+func (t *Translator) wantsNEGs(svc *corev1.Service) bool {
+	_, asked := svc.Annotations[t.keys.Annotation]
+	_, answered := svc.Annotations[t.keys.StatusAnnotation]
 	return asked || answered
 }
 
@@ -68,7 +68,7 @@ func wantsNEGs(svc *corev1.Service) bool {
 // claimants' see the claim.
 func (t *Translator) onService(obj any) {
 	svc, ok := obj.(*corev1.Service)
-	if !ok || !wantsNEGs(svc) {
+	if !ok || !t.wantsNEGs(svc) {
 		return
 	}
 	t.claimOf(svc)
@@ -78,7 +78,7 @@ func (t *Translator) onService(obj any) {
 func (t *Translator) onServiceUpdate(oldObj, newObj any) {
 	oldSvc, ok1 := oldObj.(*corev1.Service)
 	newSvc, ok2 := newObj.(*corev1.Service)
-	if !ok1 || !ok2 || (!wantsNEGs(oldSvc) && !wantsNEGs(newSvc)) {
+	if !ok1 || !ok2 || (!t.wantsNEGs(oldSvc) && !t.wantsNEGs(newSvc)) {
 		return
 	}
 	if worker.IsResync(oldSvc, newSvc) {
@@ -93,7 +93,7 @@ func (t *Translator) onServiceUpdate(oldObj, newObj any) {
 func (t *Translator) onServiceDelete(obj any) {
 	obj = worker.LastState(obj)
 	svc, ok := obj.(*corev1.Service)
-	if !ok || !wantsNEGs(svc) {
+	if !ok || !t.wantsNEGs(svc) {
 		return
 	}
 	t.releaseClaims(svc)
@@ -131,7 +131,7 @@ func (t *Translator) enqueueSliceService(slice *discoveryv1.EndpointSlice, delay
 		return
 	}
 	svc, err := t.serviceLister.Services(slice.Namespace).Get(name)
-	if err != nil || !wantsNEGs(svc) {
+	if err != nil || !t.wantsNEGs(svc) {
 		// Not seen yet: its own Add event enqueues it.
 		return
 	}
@@ -221,7 +221,7 @@ func (t *Translator) enqueueAllServices() {
 		return
 	}
 	for _, svc := range services {
-		if wantsNEGs(svc) {
+		if t.wantsNEGs(svc) {
 			t.enqueue(svc.Namespace, svc.Name)
 		}
 	}

@@ -50,6 +50,7 @@ import (
 	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
 	mpinformers "github.com/multiproject/client-go/informers/externalversions"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
@@ -315,7 +316,7 @@ func service(name, annotation string, ports ...corev1.ServicePort) *corev1.Servi
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: name, UID: types.UID("uid-" + name)},
 		Spec: corev1.ServiceSpec{Ports: ports}}
 	if annotation != "" {
-		svc.Annotations = map[string]string{NEGAnnotationKey: annotation}
+		svc.Annotations = map[string]string{negapi.AnnotationKey: annotation}
 	}
 	return svc
 }

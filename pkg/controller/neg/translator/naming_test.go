@@ -21,6 +21,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 )
 
 func TestNEGNameIsAValidDeterministicGCEName(t *testing.T) {
@@ -35,7 +37,7 @@ func TestNEGNameIsAValidDeterministicGCEName(t *testing.T) {
 		for _, version := range []string{translationVersion, "v0", "v2", "v10"} {
 			for _, port := range []int32{1, 80, 65535} {
 				name := negName(version, clusterIdentity{name: tc.cluster, uid: testClusterUID}, tc.tenant, tc.namespace, tc.service, port)
-				if len(name) > 63 || !gceName.MatchString(name) {
+				if len(name) > 63 || !negapi.IsGCEName(name) {
 					t.Errorf("negName(%s, %+v, %d) = %q (%d characters) is not a valid GCE name", version, tc, port, name, len(name))
 				}
 				if again := negName(version, clusterIdentity{name: tc.cluster, uid: testClusterUID}, tc.tenant, tc.namespace, tc.service, port); again != name {

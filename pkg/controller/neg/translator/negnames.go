@@ -28,6 +28,7 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
@@ -46,12 +47,11 @@ func claimantOf(svc *corev1.Service) claims.Claimant {
 
 // claimedNEGNames are the custom NEG names the Service asks for, on ports it has; ok is false when the annotation
 // cannot be parsed, and then the claims stay as they were, like the Translations.
-func claimedNEGNames(svc *corev1.Service) (names []string, ok bool) {
-	value, annotated := svc.Annotations[NEGAnnotationKey]
-	if svc.DeletionTimestamp != nil || !annotated {
+func claimedNEGNames(keys negapi.Keys, svc *corev1.Service) (names []string, ok bool) {
+	if svc.DeletionTimestamp != nil {
 		return nil, true
 	}
-	ports, err := parseNEGAnnotation(value)
+	ports, _, err := keys.ExposedPorts(svc)
 	if err != nil {
 		return nil, false
 	}
@@ -100,7 +100,7 @@ func (t *Translator) claimOf(svc *corev1.Service) {
 	if t.names == nil {
 		return
 	}
-	if names, ok := claimedNEGNames(svc); ok {
+	if names, ok := claimedNEGNames(t.keys, svc); ok {
 		t.names.Claim(claimantOf(svc), names)
 	}
 }
@@ -168,7 +168,7 @@ func (t *Translator) joinClaims() (*claims.Member, error) {
 			return t.kube.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
 		},
 		ClaimedNames: func(svc *corev1.Service) []string {
-			names, _ := claimedNEGNames(svc)
+			names, _ := claimedNEGNames(t.keys, svc)
 			return names
 		},
 		Runs: func(pc *mpv1alpha1.ProviderConfig) bool { return pc.Spec.GCP != nil },

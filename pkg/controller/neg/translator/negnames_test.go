@@ -38,6 +38,7 @@ import (
 	mpinformers "github.com/multiproject/client-go/informers/externalversions"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
@@ -269,7 +270,7 @@ func TestACustomNEGNameIsUsedOnceAcrossTenants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if status := svcB.Annotations[NEGStatusAnnotationKey]; strings.Contains(status, "shop-web") {
+	if status := svcB.Annotations[negapi.StatusAnnotationKey]; strings.Contains(status, "shop-web") {
 		t.Errorf("the later Service's neg-status names the NEG it does not have: %s", status)
 	}
 
@@ -288,7 +289,7 @@ func TestACustomNEGNameIsUsedOnceAcrossTenants(t *testing.T) {
 // ask for the name takes it; the newer holder's Translation is deleted first.
 func TestAnEarlierServiceTakesTheNameFromALaterHolder(t *testing.T) {
 	older := namedNEGService("ns-a", "uid-a", 0, "shop-web")
-	older.Annotations[NEGAnnotationKey] = `{"exposed_ports":{"80":{}}}`
+	older.Annotations[negapi.AnnotationKey] = `{"exposed_ports":{"80":{}}}`
 	c := newNEGCluster(t, node("n1", zoneB), older, namedNEGService("ns-b", "uid-b", 1, "shop-web"))
 	c.start("tenant-a", "ns-a")
 	b := c.start("tenant-b", "ns-b")
@@ -298,7 +299,7 @@ func TestAnEarlierServiceTakesTheNameFromALaterHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc.Annotations[NEGAnnotationKey] = `{"exposed_ports":{"80":{"name":"shop-web"}}}`
+	svc.Annotations[negapi.AnnotationKey] = `{"exposed_ports":{"80":{"name":"shop-web"}}}`
 	if _, err := c.kube.CoreV1().Services("ns-a").Update(c.ctx, svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

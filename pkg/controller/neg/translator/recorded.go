@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 )
 
 // negID is the name and ownership marker of the NEGs of one Service port, and whether the name is generated (not
@@ -39,7 +40,7 @@ type negID struct {
 // a newer one, with another layout of the name that this build cannot compute) may have chosen it. A custom name is
 // always the one the annotation asks for; a generated name is kept only while the Translation records it as
 // generated, so a former custom name is not mistaken for one. Without such a record it is this build's own choice.
-func (t *Translator) negIdentity(svc *corev1.Service, p exposedPort) negID {
+func (t *Translator) negIdentity(svc *corev1.Service, p negapi.ExposedPort) negID {
 	own := negID{name: p.CustomName, description: negDescription(t.cluster, t.tenant, svc.Namespace, svc.Name, string(svc.UID), p.Port)}
 	if p.CustomName == "" {
 		own.name, own.generated = negName(translationVersion, t.cluster, t.tenant, svc.Namespace, svc.Name, p.Port), true

@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 )
 
 func TestStaleAndForeignTranslationsAreDeleted(t *testing.T) {
@@ -89,9 +90,9 @@ func TestVersionBumpDeclaresNewNEGsBeforeTheOldOnesGo(t *testing.T) {
 	if got := h.events.With("Normal " + ReasonTranslationDeleted); len(got) != 0 {
 		t.Errorf("the old Translation was deleted before its successor was synced: %v", got)
 	}
-	status := h.service("web").Annotations[NEGStatusAnnotationKey]
+	status := h.service("web").Annotations[negapi.StatusAnnotationKey]
 	h.waitCached("services", "shop/web", func(obj any) bool {
-		return obj.(*corev1.Service).Annotations[NEGStatusAnnotationKey] == status
+		return obj.(*corev1.Service).Annotations[negapi.StatusAnnotationKey] == status
 	})
 	h.writes()
 

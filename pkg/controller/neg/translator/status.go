@@ -23,7 +23,7 @@ import (
 	"strconv"
 )
 
-// negStatus is the JSON of NEGStatusAnnotationKey, in ingress-gce's format: Service port (as a string) to NEG
+// negStatus is the JSON of negapi.StatusAnnotationKey, in ingress-gce's format: Service port (as a string) to NEG
 // name, and the zones the NEGs are in.
 type negStatus struct {
 	NetworkEndpointGroups map[string]string `json:"network_endpoint_groups,omitempty"`

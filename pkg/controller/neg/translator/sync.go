@@ -30,13 +30,14 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
 
 // Event reasons on Services. Translation updates (every endpoint change) are logged, not recorded as Events.
 const (
-	ReasonInvalidAnnotation  = "InvalidNEGAnnotation"
+	ReasonInvalidAnnotation  = negapi.ReasonInvalidAnnotation
 	ReasonPortNotExposed     = "NEGPortNotExposed"
 	ReasonTranslationCreated = "TranslationCreated"
 	ReasonTranslationDeleted = "TranslationDeleted"
@@ -74,13 +75,12 @@ func (t *Translator) sync(ctx context.Context, key string) error {
 		return nil
 	}
 
-	var ports []exposedPort
-	if value, annotated := svc.Annotations[NEGAnnotationKey]; annotated {
-		if ports, err = parseNEGAnnotation(value); err != nil {
-			// Leave the Translations (and so the NEGs) as they are: a typo must not take a working port down.
-			t.warnings.Report(key, svc, tenant.Warning{Reason: ReasonInvalidAnnotation, Message: err.Error()})
-			return nil
-		}
+	ports, _, err := t.keys.ExposedPorts(svc)
+	if err != nil {
+		// Leave the Translations (and so the NEGs) as they are: a typo must not take a working port down. The
+		// readiness reflector keeps the Pods such frozen Translations do not list waiting (readiness.frozenService).
+		t.warnings.Report(key, svc, tenant.Warning{Reason: ReasonInvalidAnnotation, Message: err.Error()})
+		return nil
 	}
 	// Only a Service that asks for NEGs needs the topology: a tenant without one never builds or keeps it.
 	var topo *topology
@@ -140,13 +140,13 @@ func (d *desired) deferTo(newer []*mpv1alpha1.Translation) {
 // desiredTranslations builds the Translation of each exposed port that is a port of the Service and whose custom
 // NEG name, if any, no other Service holds. It reads only caches and the claims' memory: an answer the claim
 // records must confirm is planned as it stands and settled by apply.
-func (t *Translator) desiredTranslations(svc *corev1.Service, ports []exposedPort, topo *topology) (desired, error) {
+func (t *Translator) desiredTranslations(svc *corev1.Service, ports []negapi.ExposedPort, topo *topology) (desired, error) {
 	d := desired{negs: map[int32]string{}, custom: map[string]string{}}
 	for _, p := range ports {
 		servicePort := findServicePort(svc, p.Port)
 		if servicePort == nil {
 			d.warnings = append(d.warnings, tenant.Warning{Reason: ReasonPortNotExposed, Message: fmt.Sprintf(
-				"Port %d in annotation %s is not a port of the Service; no NEG is made for it", p.Port, NEGAnnotationKey)})
+				"Port %d in annotation %s is not a port of the Service; no NEG is made for it", p.Port, t.keys.Annotation)})
 			continue
 		}
 		if p.CustomName != "" {
@@ -264,7 +264,7 @@ func (t *Translator) writeStatus(ctx context.Context, svc *corev1.Service, want 
 	if t.writes.statusPending(key, svc.UID, svc.ResourceVersion) {
 		return errCacheLagging
 	}
-	current, present := svc.Annotations[NEGStatusAnnotationKey]
+	current, present := svc.Annotations[t.keys.StatusAnnotation]
 	if !statusNeedsWrite(current, present, want) {
 		return nil
 	}
@@ -272,13 +272,13 @@ func (t *Translator) writeStatus(ctx context.Context, svc *corev1.Service, want 
 	if want != nil {
 		value = fmt.Sprintf("%q", want.encode())
 	}
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, NEGStatusAnnotationKey, value)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, t.keys.StatusAnnotation, value)
 	out, err := t.kube.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("writing annotation %s: %w", NEGStatusAnnotationKey, err)
+		return fmt.Errorf("writing annotation %s: %w", t.keys.StatusAnnotation, err)
 	}
 	// A patch that changed nothing (the cache lagged behind someone else's write of the same value) makes no new
 	// version, and no event: there is nothing to wait for.

@@ -36,6 +36,7 @@ import (
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
@@ -48,8 +49,10 @@ import (
 type Translator struct {
 	tenant   string
 	labelKey string
-	cluster  clusterIdentity
-	gcp      mpv1alpha1.GCPConfig
+	// keys are the annotations the translator reads and writes, and the readiness gate whose Pods it attaches.
+	keys    negapi.Keys
+	cluster clusterIdentity
+	gcp     mpv1alpha1.GCPConfig
 
 	kube kubernetes.Interface
 	mp   mpclientset.Interface
@@ -129,6 +132,7 @@ func newWithClock(c *tenant.Context, onSynced func(), clk clock.WithDelayedExecu
 	}
 	t := &Translator{
 		tenant:      c.Name(),
+		keys:        negapi.KeysOf(c.Options),
 		labelKey:    c.ProviderConfigLabelKey,
 		cluster:     clusterIdentity{name: c.Options.ClusterName, uid: c.Options.ClusterUID},
 		gcp:         *c.ProviderConfig.Spec.GCP.DeepCopy(),

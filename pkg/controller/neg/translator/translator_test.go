@@ -34,6 +34,7 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 )
 
@@ -104,8 +105,8 @@ func TestSyncDeclaresOneTranslationPerExposedPort(t *testing.T) {
 
 	svc := h.service("web")
 	var status negStatus
-	if err := json.Unmarshal([]byte(svc.Annotations[NEGStatusAnnotationKey]), &status); err != nil {
-		t.Fatalf("neg-status %q: %v", svc.Annotations[NEGStatusAnnotationKey], err)
+	if err := json.Unmarshal([]byte(svc.Annotations[negapi.StatusAnnotationKey]), &status); err != nil {
+		t.Fatalf("neg-status %q: %v", svc.Annotations[negapi.StatusAnnotationKey], err)
 	}
 	if wantStatus := (negStatus{NetworkEndpointGroups: map[string]string{"80": name}, Zones: []string{zoneB, zoneC}}); !status.equal(wantStatus) {
 		t.Errorf("neg-status = %+v, want %+v", status, wantStatus)
@@ -121,9 +122,9 @@ func TestSyncDeclaresOneTranslationPerExposedPort(t *testing.T) {
 func TestConvergedSyncWritesNothing(t *testing.T) {
 	h := newHarness(t, webObjects()...)
 	h.sync("web")
-	status := h.service("web").Annotations[NEGStatusAnnotationKey]
+	status := h.service("web").Annotations[negapi.StatusAnnotationKey]
 	h.waitCached("services", "shop/web", func(obj any) bool {
-		return obj.(*corev1.Service).Annotations[NEGStatusAnnotationKey] == status
+		return obj.(*corev1.Service).Annotations[negapi.StatusAnnotationKey] == status
 	})
 	h.writes()
 
@@ -188,7 +189,7 @@ func TestPortRemovedAndAnnotationRemoved(t *testing.T) {
 	if trs := h.translations(); len(trs) != 1 || trs["neg-v1-web-80"] == nil {
 		t.Fatalf("after removing port 443: Translations = %v", keys(trs))
 	}
-	if s := h.service("web").Annotations[NEGStatusAnnotationKey]; strings.Contains(s, "443") || !strings.Contains(s, `"80"`) {
+	if s := h.service("web").Annotations[negapi.StatusAnnotationKey]; strings.Contains(s, "443") || !strings.Contains(s, `"80"`) {
 		t.Errorf("neg-status = %s", s)
 	}
 
@@ -198,7 +199,7 @@ func TestPortRemovedAndAnnotationRemoved(t *testing.T) {
 	if trs := h.translations(); len(trs) != 0 {
 		t.Fatalf("after removing the annotation: Translations = %v", keys(trs))
 	}
-	if s, ok := h.service("web").Annotations[NEGStatusAnnotationKey]; ok {
+	if s, ok := h.service("web").Annotations[negapi.StatusAnnotationKey]; ok {
 		t.Errorf("neg-status still there: %s", s)
 	}
 	if got := h.events.With("Normal " + ReasonTranslationDeleted); len(got) != 2 {
@@ -214,16 +215,16 @@ func (h *harness) setAnnotation(name, value string) {
 		svc.Annotations = map[string]string{}
 	}
 	if value == "" {
-		delete(svc.Annotations, NEGAnnotationKey)
+		delete(svc.Annotations, negapi.AnnotationKey)
 	} else {
-		svc.Annotations[NEGAnnotationKey] = value
+		svc.Annotations[negapi.AnnotationKey] = value
 	}
 	svc, err := h.kube.CoreV1().Services(testNamespace).Update(h.ctx, svc, metav1.UpdateOptions{})
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	h.waitCached("services", testNamespace+"/"+name, func(obj any) bool {
-		return obj.(*corev1.Service).Annotations[NEGAnnotationKey] == value
+		return obj.(*corev1.Service).Annotations[negapi.AnnotationKey] == value
 	})
 	h.writes()
 }
@@ -232,7 +233,7 @@ func TestMalformedAnnotationIsAWarningAndChangesNothing(t *testing.T) {
 	h := newHarness(t, webObjects()...)
 	h.sync("web")
 	before := h.translations()
-	status := h.service("web").Annotations[NEGStatusAnnotationKey]
+	status := h.service("web").Annotations[negapi.StatusAnnotationKey]
 
 	h.setAnnotation("web", `{"exposed_ports":{"80":{}}`) // missing brace
 	for range 2 {
@@ -244,7 +245,7 @@ func TestMalformedAnnotationIsAWarningAndChangesNothing(t *testing.T) {
 	if after := h.translations(); !reflect.DeepEqual(keys(after), keys(before)) {
 		t.Errorf("Translations changed: %v -> %v", keys(before), keys(after))
 	}
-	if got := h.service("web").Annotations[NEGStatusAnnotationKey]; got != status {
+	if got := h.service("web").Annotations[negapi.StatusAnnotationKey]; got != status {
 		t.Errorf("neg-status changed: %s -> %s", status, got)
 	}
 	if got := h.events.With("Warning " + ReasonInvalidAnnotation); len(got) != 1 {
@@ -272,7 +273,7 @@ func TestNoNodesMeansNoNEGsButAStatus(t *testing.T) {
 	if tr == nil || len(tr.Spec.Resources) != 0 {
 		t.Fatalf("Translation = %+v, want one without resources", tr)
 	}
-	if s := h.service("web").Annotations[NEGStatusAnnotationKey]; !strings.Contains(s, `"80"`) {
+	if s := h.service("web").Annotations[negapi.StatusAnnotationKey]; !strings.Contains(s, `"80"`) {
 		t.Errorf("neg-status = %q", s)
 	}
 }
@@ -306,7 +307,7 @@ func TestRunTranslatesOnEventsAndLeavesNothingBehind(t *testing.T) {
 		return tr != nil && len(tr.Spec.Resources) == 3
 	})
 	h.waitFor("the status to list the new zone", func() bool {
-		return strings.Contains(h.service("web").Annotations[NEGStatusAnnotationKey], "europe-west1-d")
+		return strings.Contains(h.service("web").Annotations[negapi.StatusAnnotationKey], "europe-west1-d")
 	})
 	if after, _ := metrics.Syncs.Value(testTenant, "neg", "success"); after <= before {
 		t.Errorf("multiproject_controller_syncs_total{controller=%q,result=\"success\"} = %v, want more than %v", "neg", after, before)
@@ -392,7 +393,7 @@ func TestAnUpgradeKeepsTheLegacyNEGsOfItsOwnServices(t *testing.T) {
 		}
 	}
 	var status negStatus
-	if err := json.Unmarshal([]byte(h.service("web").Annotations[NEGStatusAnnotationKey]), &status); err != nil || status.NetworkEndpointGroups["80"] != legacyName {
+	if err := json.Unmarshal([]byte(h.service("web").Annotations[negapi.StatusAnnotationKey]), &status); err != nil || status.NetworkEndpointGroups["80"] != legacyName {
 		t.Errorf("neg-status names %v (%v); want the legacy NEG %s", status.NetworkEndpointGroups, err, legacyName)
 	}
 
@@ -403,13 +404,13 @@ func TestAnUpgradeKeepsTheLegacyNEGsOfItsOwnServices(t *testing.T) {
 		stranger.Spec.Resources[i].Description = negDescription(testIdentity.legacy(), testTenant, testNamespace, "web", "uid-old-web", 80)
 	}
 	h2 := newHarness(t, webObjects()...)
-	if id := h2.translator.negIdentity(h2.service("web"), exposedPort{Port: 80}); id.name == legacyName || !strings.Contains(id.description, `"cluster-uid"`) {
+	if id := h2.translator.negIdentity(h2.service("web"), negapi.ExposedPort{Port: 80}); id.name == legacyName || !strings.Contains(id.description, `"cluster-uid"`) {
 		t.Errorf("without a legacy Translation the NEG is %s marked %s; want the UID-bearing name and marker", id.name, id.description)
 	}
 	if err := h2.translator.allTranslationIndex.Add(stranger); err != nil {
 		t.Fatal(err)
 	}
-	if id := h2.translator.negIdentity(h2.service("web"), exposedPort{Port: 80}); id.name == legacyName {
+	if id := h2.translator.negIdentity(h2.service("web"), negapi.ExposedPort{Port: 80}); id.name == legacyName {
 		t.Errorf("another Service's legacy Translation made this one adopt %s", id.name)
 	}
 }

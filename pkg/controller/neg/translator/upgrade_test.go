@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 )
 
 // The naming contract across builds (docs/upgrade.md): a NEG recorded in a Service's own Translation keeps its name
@@ -65,7 +66,7 @@ func TestAGeneratedNEGNameAnotherBuildRecordedIsKept(t *testing.T) {
 		}
 	}
 	var status negStatus
-	if err := json.Unmarshal([]byte(h.service("web").Annotations[NEGStatusAnnotationKey]), &status); err != nil || status.NetworkEndpointGroups["80"] != recorded {
+	if err := json.Unmarshal([]byte(h.service("web").Annotations[negapi.StatusAnnotationKey]), &status); err != nil || status.NetworkEndpointGroups["80"] != recorded {
 		t.Errorf("neg-status names %v (%v); want the recorded NEG %s", status.NetworkEndpointGroups, err, recorded)
 	}
 }
@@ -143,7 +144,7 @@ func TestARecordedNEGIsKeptOnlyForItsOwnServicePort(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if got := h.translator.negIdentity(h.service("web"), exposedPort{Port: 80, CustomName: tc.custom}); got != tc.want {
+			if got := h.translator.negIdentity(h.service("web"), negapi.ExposedPort{Port: 80, CustomName: tc.custom}); got != tc.want {
 				t.Errorf("negIdentity = %+v, want %+v", got, tc.want)
 			}
 		})
@@ -194,7 +195,7 @@ func TestARollbackLeavesANewerVersionsTranslationAlone(t *testing.T) {
 		}
 	}
 	var status negStatus
-	if err := json.Unmarshal([]byte(h.service("web").Annotations[NEGStatusAnnotationKey]), &status); err != nil || status.NetworkEndpointGroups["80"] != newerNEG {
+	if err := json.Unmarshal([]byte(h.service("web").Annotations[negapi.StatusAnnotationKey]), &status); err != nil || status.NetworkEndpointGroups["80"] != newerNEG {
 		t.Errorf("neg-status names %v (%v); want the newer build's NEG %s", status.NetworkEndpointGroups, err, newerNEG)
 	}
 	if got := h.events.With("Warning " + ReasonNewerTranslation); len(got) != 1 || !strings.Contains(got[0], newerNEG) {
@@ -202,7 +203,7 @@ func TestARollbackLeavesANewerVersionsTranslationAlone(t *testing.T) {
 	}
 
 	svc := h.service("web")
-	svc.Annotations[NEGAnnotationKey] = `{"exposed_ports":{"443":{}}}`
+	svc.Annotations[negapi.AnnotationKey] = `{"exposed_ports":{"443":{}}}`
 	if _, err := h.kube.CoreV1().Services(testNamespace).Update(h.ctx, svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

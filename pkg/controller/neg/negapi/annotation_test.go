@@ -14,27 +14,28 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package translator
+package negapi
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-func TestParseNEGAnnotation(t *testing.T) {
+func TestParseAnnotation(t *testing.T) {
 	for _, tc := range []struct {
 		name, value string
-		want        []exposedPort
+		want        []ExposedPort
 		wantErr     string
 	}{
-		{name: "one port", value: `{"exposed_ports":{"80":{}}}`, want: []exposedPort{{Port: 80}}},
+		{name: "one port", value: `{"exposed_ports":{"80":{}}}`, want: []ExposedPort{{Port: 80}}},
 		{name: "sorted, custom name", value: `{"exposed_ports":{"443":{"name":"web-https"},"80":{}}}`,
-			want: []exposedPort{{Port: 80}, {Port: 443, CustomName: "web-https"}}},
-		{name: "ingress only", value: `{"ingress":true}`, want: []exposedPort{}},
-		{name: "ingress and ports", value: `{"ingress":true,"exposed_ports":{"8080":{}}}`, want: []exposedPort{{Port: 8080}}},
-		{name: "unknown fields ignored", value: `{"exposed_ports":{"80":{"foo":1}},"zones":["a"]}`, want: []exposedPort{{Port: 80}}},
-		{name: "empty object", value: `{}`, want: []exposedPort{}},
+			want: []ExposedPort{{Port: 80}, {Port: 443, CustomName: "web-https"}}},
+		{name: "ingress only", value: `{"ingress":true}`, want: []ExposedPort{}},
+		{name: "ingress and ports", value: `{"ingress":true,"exposed_ports":{"8080":{}}}`, want: []ExposedPort{{Port: 8080}}},
+		{name: "unknown fields ignored", value: `{"exposed_ports":{"80":{"foo":1}},"zones":["a"]}`, want: []ExposedPort{{Port: 80}}},
+		{name: "empty object", value: `{}`, want: []ExposedPort{}},
 		{name: "not JSON", value: `exposed_ports: 80`, wantErr: "not valid JSON"},
 		{name: "truncated", value: `{"exposed_ports":{"80":{}}`, wantErr: "not valid JSON"},
 		{name: "ports as a list", value: `{"exposed_ports":[80]}`, wantErr: "not valid JSON"},
@@ -47,7 +48,7 @@ func TestParseNEGAnnotation(t *testing.T) {
 		{name: "duplicate custom name", value: `{"exposed_ports":{"80":{"name":"x"},"81":{"name":"x"}}}`, wantErr: `NEG name "x" is given to ports`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseNEGAnnotation(tc.value)
+			got, err := ParseAnnotation(tc.value)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
@@ -67,15 +68,15 @@ func TestParseNEGAnnotation(t *testing.T) {
 	}
 }
 
-// FuzzParseNEGAnnotation checks that any value either fails or yields ports a Service can have, in ascending order,
+// FuzzParseAnnotation checks that any value either fails or yields ports a Service can have, in ascending order,
 // without duplicates, with valid GCE names; and that the ports survive a round trip through the canonical form.
-func FuzzParseNEGAnnotation(f *testing.F) {
+func FuzzParseAnnotation(f *testing.F) {
 	for _, seed := range []string{`{"exposed_ports":{"80":{}}}`, `{"exposed_ports":{"443":{"name":"a-b"},"80":{}}}`,
 		`{"ingress":true}`, `{}`, `null`, `{"exposed_ports":{"-1":{}}}`} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, value string) {
-		ports, err := parseNEGAnnotation(value)
+		ports, err := ParseAnnotation(value)
 		if err != nil {
 			return
 		}
@@ -87,16 +88,16 @@ func FuzzParseNEGAnnotation(f *testing.F) {
 			if i > 0 && ports[i-1].Port >= p.Port {
 				t.Fatalf("ports not strictly ascending from %q: %v", value, ports)
 			}
-			if p.CustomName != "" && (!gceName.MatchString(p.CustomName) || len(p.CustomName) > 63) {
+			if p.CustomName != "" && (!IsGCEName(p.CustomName) || len(p.CustomName) > 63) {
 				t.Fatalf("invalid custom name %q from %q", p.CustomName, value)
 			}
 			if i > 0 {
 				canonical += ","
 			}
-			canonical += `"` + itoa(p.Port) + `":{"name":"` + p.CustomName + `"}`
+			canonical += `"` + strconv.Itoa(int(p.Port)) + `":{"name":"` + p.CustomName + `"}`
 		}
 		canonical += "}}"
-		again, err := parseNEGAnnotation(canonical)
+		again, err := ParseAnnotation(canonical)
 		if err != nil || !reflect.DeepEqual(again, ports) {
 			t.Fatalf("round trip of %q via %q: %v, %v", value, canonical, again, err)
 		}

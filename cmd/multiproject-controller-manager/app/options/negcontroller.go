@@ -1,0 +1,45 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package options
+
+import (
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
+)
+
+// addNEGControllerFlags adds the flags of the names the neg controller reads and writes. ingress-gce's are the
+// defaults; another set lets the manager run beside another NEG controller that answers those (GKE's).
+func (o *Options) addNEGControllerFlags(fs *pflag.FlagSet) {
+	tc := &o.TenantControllers
+	fs.StringVar(&tc.NEGAnnotationKey, "neg-annotation-key", tc.NEGAnnotationKey, "Service annotation that asks the neg controller for NEGs, e.g. {\"exposed_ports\":{\"80\":{}}}. A qualified name, distinct from --neg-status-annotation-key.")
+	fs.StringVar(&tc.NEGStatusAnnotationKey, "neg-status-annotation-key", tc.NEGStatusAnnotationKey, "Service annotation in which the neg controller writes which NEG serves which port, in which zones. A qualified name.")
+	fs.StringVar(&tc.NEGReadinessGate, "neg-readiness-gate", tc.NEGReadinessGate, "Pod condition type the neg controller sets once a Pod's endpoint is in its NEGs, and the readiness gate a Pod declares to wait for it. A qualified name.")
+}
+
+// validateNEGController checks the names the neg controller reads and writes, as given: an empty one is refused,
+// not replaced by the default.
+func (o *Options) validateNEGController() []error {
+	tc := o.TenantControllers
+	keys := negapi.Keys{Annotation: tc.NEGAnnotationKey, StatusAnnotation: tc.NEGStatusAnnotationKey,
+		ReadinessGate: corev1.PodConditionType(tc.NEGReadinessGate)}
+	if err := keys.Validate(); err != nil {
+		return []error{err}
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+/*
+Copyright The multiproject-controller-manager Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package negapi
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// negAnnotation is the JSON of the NEG annotation. Unknown fields are ignored, as ingress-gce does.
+type negAnnotation struct {
+	// Ingress asks ingress-gce for NEGs of the ports an Ingress uses. This controller serves no Ingress, so it is
+	// accepted and ignored.
+	Ingress bool `json:"ingress,omitempty"`
+	// ExposedPorts maps a Service port number to the attributes of its standalone NEG.
+	ExposedPorts map[string]negAttributes `json:"exposed_ports,omitempty"`
+}
+
+type negAttributes struct {
+	// Name is a custom NEG name; empty means the generated one.
+	Name string `json:"name,omitempty"`
+}
+
+// ExposedPort is one validated entry of exposed_ports.
+type ExposedPort struct {
+	Port int32
+	// CustomName is the user's NEG name, or "".
+	CustomName string
+}
+
+// gceName matches a valid GCE resource name (RFC 1035 label, at most 63 characters).
+var gceName = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// IsGCEName says whether name is a valid GCE resource name, as a custom NEG name must be.
+func IsGCEName(name string) bool { return gceName.MatchString(name) }
+
+// ExposedPorts reads the Service's annotation k.Annotation: annotated says whether the Service carries it at all,
+// ports are the ports it exposes (none for {"ingress":true}), and err, which names the annotation, says why its
+// value does not parse (then ports is nil).
+func (k Keys) ExposedPorts(svc *corev1.Service) (ports []ExposedPort, annotated bool, err error) {
+	value, annotated := svc.Annotations[k.Annotation]
+	if !annotated {
+		return nil, false, nil
+	}
+	if ports, err = ParseAnnotation(value); err != nil {
+		return nil, true, fmt.Errorf("annotation %s: %w", k.Annotation, err)
+	}
+	return ports, true, nil
+}
+
+// ParseAnnotation parses a value of the NEG annotation and returns the exposed ports in ascending order. The error
+// says what is wrong in words a user can act on (Keys.ExposedPorts adds the annotation's name); no partial result is returned with it, so a typo never
+// removes the NEGs of the ports the annotation did list correctly before.
+func ParseAnnotation(value string) ([]ExposedPort, error) {
+	var ann negAnnotation
+	if err := json.Unmarshal([]byte(value), &ann); err != nil {
+		return nil, fmt.Errorf("not valid JSON of the form {\"exposed_ports\":{\"80\":{}}}: %v", err)
+	}
+	ports := make([]ExposedPort, 0, len(ann.ExposedPorts))
+	names := map[string]string{}
+	for key, attrs := range ann.ExposedPorts {
+		port, err := strconv.ParseInt(key, 10, 32)
+		if err != nil || port < 1 || port > 65535 || strconv.FormatInt(port, 10) != key {
+			return nil, fmt.Errorf("exposed port %q is not a port number (1-65535)", key)
+		}
+		if attrs.Name != "" {
+			if !IsGCEName(attrs.Name) {
+				return nil, fmt.Errorf("NEG name %q of port %d is not a valid GCE name "+
+					"(a lowercase letter, then up to 62 lowercase letters, digits or hyphens, not ending with a hyphen)",
+					attrs.Name, port)
+			}
+			if other, dup := names[attrs.Name]; dup {
+				return nil, fmt.Errorf("NEG name %q is given to ports %s and %s", attrs.Name, other, key)
+			}
+			names[attrs.Name] = key
+		}
+		ports = append(ports, ExposedPort{Port: int32(port), CustomName: attrs.Name})
+	}
+	slices.SortFunc(ports, func(a, b ExposedPort) int { return cmp.Compare(a.Port, b.Port) })
+	return ports, nil
+}
