@@ -39,8 +39,8 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/clusterid"
 	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
+	"github.com/multiproject/multiproject-controller-manager/pkg/clusterid"
 	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
