@@ -41,6 +41,16 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"shard"})
 
+	// ShardTenantsWithoutLease is the number of ProviderConfigs labeled with a shard that holds no live Lease:
+	// tenants no replica runs. The sharder moves them at once, so it stays above 0 only while no shard is live or
+	// the sharder cannot write.
+	ShardTenantsWithoutLease = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      "multiproject",
+		Name:           "shard_tenants_without_lease",
+		Help:           "ProviderConfigs labeled with a shard that holds no live Lease, as the sharder sees them: tenants no replica runs.",
+		StabilityLevel: metrics.ALPHA,
+	})
+
 	// ShardMoves counts the sharder's label writes by reason.
 	ShardMoves = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      "multiproject",
@@ -119,7 +129,7 @@ var registerOnce sync.Once
 // Register adds the sharding series to the legacy registry served on /metrics. It is idempotent.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(ShardTenants, ShardMoves, ShardDrainDuration, ShardServerSideWatch, ShardSelectorChanges,
+		legacyregistry.MustRegister(ShardTenants, ShardTenantsWithoutLease, ShardMoves, ShardDrainDuration, ShardServerSideWatch, ShardSelectorChanges,
 			ShardSelectorBuckets)
 	})
 }

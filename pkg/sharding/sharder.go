@@ -275,17 +275,22 @@ func (s *Sharder) collectDeadLeases(ctx context.Context, leases []*coordinationv
 	}
 }
 
-// observeTenants sets ShardTenants for the live shards and drops the series of shards that are gone.
+// observeTenants sets ShardTenants for the live shards, drops the series of shards that are gone, and counts the
+// tenants labeled with a shard that is not live in ShardTenantsWithoutLease.
 func (s *Sharder) observeTenants(live []string, pcs []*mpv1alpha1.ProviderConfig) {
 	counts := make(map[string]int, len(live))
 	for _, shard := range live {
 		counts[shard] = 0
 	}
+	withoutLease := 0
 	for _, pc := range pcs {
 		if shard := pc.Labels[ShardLabel]; slices.Contains(live, shard) {
 			counts[shard]++
+		} else if shard != "" {
+			withoutLease++
 		}
 	}
+	ShardTenantsWithoutLease.Set(float64(withoutLease))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for shard := range s.gauged {

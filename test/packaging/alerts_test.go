@@ -183,6 +183,29 @@ func TestAlertExpressionsFireWhenTheyShould(t *testing.T) {
 				`rest_client_requests_total{` + jobLabel + `, code="403", method="GET", host="h"} 7x40`,
 			}, fires: []string{`{method="PATCH"}`}},
 		},
+		"MultiprojectShardTenantsWithoutLease": {
+			// Only the elected replica counts; the others export 0.
+			{name: "three tenants on a dead shard", series: []string{
+				`multiproject_shard_tenants_without_lease{` + jobLabel + `, pod="a"} 3x40`,
+				`multiproject_shard_tenants_without_lease{` + jobLabel + `, pod="b"} 0x40`,
+			}, fires: []string{`{}`}},
+			{name: "every tenant on a live shard", series: []string{
+				`multiproject_shard_tenants_without_lease{` + jobLabel + `, pod="a"} 0x40`,
+				`multiproject_shard_tenants_without_lease{` + jobLabel + `, pod="b"} 0x40`,
+			}},
+		},
+		"MultiprojectPodsWaitingOnReadinessGate": {
+			{name: "tenant a's Pods wait, b's do not", series: []string{
+				`multiproject_neg_readiness_pods_waiting{` + jobLabel + `, provider_config="a", pod="x"} 2x40`,
+				`multiproject_neg_readiness_pods_waiting{` + jobLabel + `, provider_config="b", pod="x"} 0x40`,
+			}, fires: []string{`{provider_config="a"}`}},
+		},
+		"MultiprojectTenantAPIBudgetStarved": {
+			{name: "tenant a's requests wait 50s for its share, b's half a second", series: append(
+				histogram("multiproject_api_budget_tenant_wait_seconds", `provider_config="a"`, 50),
+				histogram("multiproject_api_budget_tenant_wait_seconds", `provider_config="b"`, 0.5)...),
+				fires: []string{`{provider_config="a"}`}},
+		},
 		"MultiprojectAPIServerErrors": {
 			{name: "9% fail", series: []string{
 				`rest_client_requests_total{` + jobLabel + `, code="500", method="GET", host="h"} 0+10x40`,

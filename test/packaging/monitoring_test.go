@@ -49,7 +49,9 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	"sigs.k8s.io/yaml"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/apibudget"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 
 	// The manager's command: importing it registers what the binary registers at start (client-go's REST client,
 	// leader-election and workqueue metrics providers, the version metric), through the same imports.
@@ -96,6 +98,13 @@ func gatherExported() (map[string]dto.MetricType, error) {
 	metrics.NEGReadinessPodsWaiting.Set(0, "probe")
 	metrics.ObserveNEGReadiness("probe", 0)
 	metrics.ControllersEnabled.Set(0)
+	// Registered by Run (the API budget) and by a sharded replica (the shard series).
+	apibudget.Register()
+	apibudget.TenantWait.WithLabelValues("probe").Observe(0)
+	sharding.Register()
+	sharding.ShardTenants.WithLabelValues("probe").Set(0)
+	sharding.ShardMoves.WithLabelValues(sharding.ReasonAssigned).Add(0)
+	sharding.ShardSelectorChanges.WithLabelValues("grow").Add(0)
 	deleting := metav1.Now()
 	defer metrics.AddTenantSource(metrics.TenantSource{
 		Statuses: func() []metrics.ProviderConfigStatus {
@@ -435,8 +444,8 @@ func TestGrafanaDashboardUsesOnlyExportedMetrics(t *testing.T) {
 	}
 }
 
-// TestMonitoringKustomization: `kubectl apply -k manifests/monitoring/` installs the PrometheusRule as written and the
-// dashboard, byte for byte, in a ConfigMap that Grafana's sidecar picks up.
+// TestMonitoringKustomization: `kubectl apply -k manifests/monitoring/` installs the PrometheusRule and the PodMonitor
+// as written and the dashboard, byte for byte, in a ConfigMap that Grafana's sidecar picks up.
 func TestMonitoringKustomization(t *testing.T) {
 	objects := kustomizeBuild(t, monitoringDir)
 	rule := readPaths(t, filepath.Join(monitoringDir, "prometheusrule.yaml"))
@@ -456,8 +465,11 @@ func TestMonitoringKustomization(t *testing.T) {
 	if data != string(dashboard) {
 		t.Error("the dashboard ConfigMap does not hold grafana-dashboard.json as it is")
 	}
-	if len(objects) != 2 {
-		t.Errorf("kustomize build manifests/monitoring has %d objects, want the PrometheusRule and the ConfigMap", len(objects))
+	// And podmonitor.yaml as it is: the PodMonitor, its ServiceAccount, token Secret and ClusterRoleBinding.
+	podMonitor := readPaths(t, filepath.Join(monitoringDir, "podmonitor.yaml"))
+	diffObjects(t, "podmonitor.yaml", podMonitor, "kustomize build manifests/monitoring", only(objects, podMonitor))
+	if len(objects) != 2+len(podMonitor) {
+		t.Errorf("kustomize build manifests/monitoring has %d objects, want the PrometheusRule, the ConfigMap and podmonitor.yaml's %d", len(objects), len(podMonitor))
 	}
 }
 

@@ -36,6 +36,7 @@ import (
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/flagz"
 	"k8s.io/apiserver/pkg/server/healthz"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/rest"
@@ -128,6 +129,7 @@ ingress-tunnel (Pangolin resources for Ingresses). It runs under leader election
 	}
 
 	fss := o.Flags()
+	o.Flagz = flagz.NamedFlagSetsReader{FlagSets: fss}
 	verflag.AddFlags(fss.FlagSet("global"))
 	globalflag.AddGlobalFlags(fss.FlagSet("global"), cmd.Name(), logs.SkipLoggingConfigurationFlags())
 	for _, f := range fss.FlagSets {
@@ -237,7 +239,8 @@ func reportEnabled(ctx context.Context, controllers []string, descriptors *regis
 }
 
 // newServingMux serves /healthz (liveness: leader election and controllers), /readyz (the process does its job:
-// a standby is ready, a leader once its caches synced), /livez, /metrics and, with --profiling, pprof.
+// a standby is ready, a leader once its caches synced), /livez, /metrics, /flagz, /statusz and, with --profiling,
+// pprof.
 func newServingMux(c config.CompletedConfig, healthzHandler http.Handler, state *processState) http.Handler {
 	mux := genericcontrollermanager.NewBaseHandler(&c.Debugging, healthzHandler)
 	healthz.InstallReadyzHandler(mux, healthz.NamedCheck("informer-sync", func(*http.Request) error {
@@ -247,6 +250,7 @@ func newServingMux(c config.CompletedConfig, healthzHandler http.Handler, state 
 		return nil
 	}))
 	healthz.InstallLivezHandler(mux, healthz.PingHealthz)
+	installZPages(mux, c.FeatureGate, c.Flagz)
 	return mux
 }
 

@@ -22,10 +22,12 @@ import (
 	"time"
 
 	apiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/flagz"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	componentbaseconfig "k8s.io/component-base/config"
+	"k8s.io/component-base/featuregate"
 
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
@@ -55,6 +57,10 @@ type Config struct {
 	SecureServing  *apiserver.SecureServingInfo
 	Authentication apiserver.AuthenticationInfo
 	Authorization  apiserver.AuthorizationInfo
+	// Flagz is what /flagz reports (nil: no /flagz); FeatureGate is --feature-gates, whose ComponentFlagz and
+	// ComponentStatusz gates decide whether /flagz and /statusz are served.
+	Flagz       flagz.Reader
+	FeatureGate featuregate.FeatureGate
 
 	// EventBroadcaster records the process's own events (leader election); EventSink is where they go.
 	EventBroadcaster record.EventBroadcaster

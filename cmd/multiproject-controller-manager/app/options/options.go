@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apiserver/pkg/server/flagz"
 	apiserveroptions "k8s.io/apiserver/pkg/server/options"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -120,6 +121,9 @@ type Options struct {
 	// server's shard selectors (KEP-5866, alpha).
 	ShardedWatch bool
 
+	// Flagz reads the command's flags for /flagz; the command sets it once its flag sets exist.
+	Flagz flagz.Reader
+
 	catalog ControllerCatalog
 }
 
@@ -208,6 +212,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.addLeaderElectionIdentityFlag(generic)
 	// Lists the known gates in --help; the alpha logging flags below work once their gate is on.
 	o.FeatureGate.AddFlag(generic)
+	hideGatesFromHelp(generic)
 
 	o.addShardingFlags(fss.FlagSet("sharding"))
 
@@ -318,6 +323,8 @@ func (o *Options) Config() (*config.Config, error) {
 		CacheSyncTimeout:       o.CacheSyncTimeout.Duration,
 		LeaderElection:         o.LeaderElection,
 		TenantControllers:      o.TenantControllers,
+		Flagz:                  o.Flagz,
+		FeatureGate:            o.FeatureGate,
 	}
 	for name, workers := range o.ConcurrentSyncs {
 		c.ConcurrentSyncs[name] = int(*workers)
