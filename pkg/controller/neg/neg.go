@@ -50,7 +50,7 @@ type Controller struct {
 // call here.
 func New(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
 	gate := &conditionGate{target: c.Condition, message: fmt.Sprintf(
-		"translating the tenant's Services with annotation %s into NEGs in GCP project %s", negapi.KeysOf(c.Options).Annotation, projectOf(c))}
+		"translating the tenant's Services with annotation %s into NEGs in GCP project %s", negapi.KeysOf(c.Options.NEGAnnotationKey, c.Options.NEGStatusAnnotationKey, c.Options.NEGReadinessGate).Annotation, projectOf(c))}
 	t, err := translator.New(c, gate.translatorSynced)
 	if err != nil {
 		return nil, err

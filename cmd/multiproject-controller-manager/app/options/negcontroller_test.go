@@ -27,7 +27,7 @@ import (
 // not a qualified name, or one annotation for both, is refused naming its flag.
 func TestNEGKeyFlags(t *testing.T) {
 	o, _ := parse(t)
-	if got := negapi.KeysOf(o.TenantControllers); got != negapi.DefaultKeys() {
+	if got := negapi.KeysOf(o.TenantControllers.NEGAnnotationKey, o.TenantControllers.NEGStatusAnnotationKey, o.TenantControllers.NEGReadinessGate); got != negapi.DefaultKeys() {
 		t.Errorf("default keys = %+v, want ingress-gce's %+v", got, negapi.DefaultKeys())
 	}
 	o, _ = parse(t, "--neg-annotation-key=multiproject.io/neg", "--neg-status-annotation-key=multiproject.io/neg-status",
@@ -37,7 +37,7 @@ func TestNEGKeyFlags(t *testing.T) {
 	}
 	// Config hands o.TenantControllers to the controllers as they are.
 	want := negapi.Keys{Annotation: "multiproject.io/neg", StatusAnnotation: "multiproject.io/neg-status", ReadinessGate: "multiproject.io/neg-ready"}
-	if got := negapi.KeysOf(o.TenantControllers); got != want {
+	if got := negapi.KeysOf(o.TenantControllers.NEGAnnotationKey, o.TenantControllers.NEGStatusAnnotationKey, o.TenantControllers.NEGReadinessGate); got != want {
 		t.Errorf("keys the controllers get = %+v, want %+v", got, want)
 	}
 

@@ -17,8 +17,8 @@ limitations under the License.
 // Package negapi owns the vocabulary the neg controller shares with its users and with ingress-gce: the Service
 // annotation that asks for NEGs and its parse (annotation.go), the status annotation the translator answers with,
 // and the Pod readiness gate the readiness reflector sets (this file), as one Keys value that a tenant's parts
-// build from the tenant options (KeysOf). The translator and the readiness reflector both import it, so that they
-// read one annotation and one gate the same way; of the product it imports only the tenant options.
+// build from the flags (KeysOf). The translator and the readiness reflector both import it, so that they
+// read one annotation and one gate the same way; it imports nothing of the product.
 package negapi
 
 import (
@@ -27,8 +27,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
 
 // The keys, as ingress-gce names them: the defaults of Keys.
@@ -65,10 +63,11 @@ func DefaultKeys() Keys {
 	return Keys{Annotation: AnnotationKey, StatusAnnotation: StatusAnnotationKey, ReadinessGate: ReadinessGate}
 }
 
-// KeysOf are the keys the tenant options name, ingress-gce's where they name none.
-func KeysOf(o tenant.Options) Keys {
-	return Keys{Annotation: o.NEGAnnotationKey, StatusAnnotation: o.NEGStatusAnnotationKey,
-		ReadinessGate: corev1.PodConditionType(o.NEGReadinessGate)}.OrDefaults()
+// KeysOf are the keys the flags name (--neg-annotation-key, --neg-status-annotation-key, --neg-readiness-gate),
+// ingress-gce's where they name none.
+func KeysOf(annotation, statusAnnotation, readinessGate string) Keys {
+	return Keys{Annotation: annotation, StatusAnnotation: statusAnnotation,
+		ReadinessGate: corev1.PodConditionType(readinessGate)}.OrDefaults()
 }
 
 // OrDefaults returns k with each empty key replaced by ingress-gce's.

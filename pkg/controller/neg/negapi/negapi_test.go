@@ -20,7 +20,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -114,13 +113,13 @@ func TestExposedPorts(t *testing.T) {
 	}
 }
 
-// TestKeys: the tenant options' keys, ingress-gce's where they name none; Validate refuses what the API server
+// TestKeys: the flags' keys, ingress-gce's where they name none; Validate refuses what the API server
 // would (a key that is not a qualified name) and one annotation for both.
 func TestKeys(t *testing.T) {
-	if got := KeysOf(tenant.Options{}); got != DefaultKeys() {
+	if got := KeysOf("", "", ""); got != DefaultKeys() {
 		t.Errorf("KeysOf(no keys) = %+v, want the defaults", got)
 	}
-	if got := KeysOf(tenant.Options{NEGReadinessGate: "example.com/ready"}); got.ReadinessGate != "example.com/ready" || got.Annotation != AnnotationKey {
+	if got := KeysOf("", "", "example.com/ready"); got.ReadinessGate != "example.com/ready" || got.Annotation != AnnotationKey {
 		t.Errorf("KeysOf(one key) = %+v", got)
 	}
 	if err := DefaultKeys().Validate(); err != nil {

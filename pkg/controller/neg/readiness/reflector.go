@@ -87,7 +87,7 @@ func New(c *tenant.Context, clients ClientFunc) (*Reflector, error) {
 	}
 	r := &Reflector{
 		tenant:   c.Name(),
-		keys:     negapi.KeysOf(c.Options),
+		keys:     negapi.KeysOf(c.Options.NEGAnnotationKey, c.Options.NEGStatusAnnotationKey, c.Options.NEGReadinessGate),
 		project:  c.ProviderConfig.Spec.GCP.ProjectID,
 		timeout:  c.Options.NEGReadinessTimeout,
 		kube:     c.KubeClient,

@@ -132,7 +132,7 @@ func newWithClock(c *tenant.Context, onSynced func(), clk clock.WithDelayedExecu
 	}
 	t := &Translator{
 		tenant:      c.Name(),
-		keys:        negapi.KeysOf(c.Options),
+		keys:        negapi.KeysOf(c.Options.NEGAnnotationKey, c.Options.NEGStatusAnnotationKey, c.Options.NEGReadinessGate),
 		labelKey:    c.ProviderConfigLabelKey,
 		cluster:     clusterIdentity{name: c.Options.ClusterName, uid: c.Options.ClusterUID},
 		gcp:         *c.ProviderConfig.Spec.GCP.DeepCopy(),
