@@ -23,9 +23,13 @@ if [[ -z "${CONTROLPLANE_BIN_DIR:-}" ]]; then
 fi
 export CONTROLPLANE_BIN_DIR
 
+# Everything here is built as hack/release.sh builds the product (static, -trimpath), which the release test runs
+# and test/e2e's manager build shares: on a cold machine the dependencies this module shares with the product
+# (client-go, apimachinery) compile once for all of them.
+export CGO_ENABLED=0
 # hack/verify-govet.sh covers the root and staging modules only; this module is vetted here.
 log "go vet"
-go vet -tags integration ./...
+go vet -trimpath -tags integration ./...
 
 # As in hack/test-integration.sh: the control plane puts its directory under run_dir, whose path is on every
 # component's command line, so the check below finds exactly this run's processes.
@@ -33,6 +37,6 @@ run_dir=$(mktemp -d "${TMPDIR:-/tmp}/multiproject-test-packaging.XXXXXX")
 status=0
 # No -race: these tests render and parse on one goroutine, and without it the test build reuses what go vet just
 # compiled instead of compiling Helm, kustomize and Prometheus a second time.
-TMPDIR="${run_dir}" go test -count=1 -tags integration -timeout 15m ./... "$@" || status=$?
+TMPDIR="${run_dir}" go test -trimpath -count=1 -tags integration -timeout 15m ./... "$@" || status=$?
 
 exit "$(finish_controlplane_run "${run_dir}" "${status}" test-packaging)"

@@ -73,8 +73,11 @@ func managerBinary(t testing.TB) string {
 			buildErr = fmt.Errorf("hack/version.sh: %w", err)
 			return
 		}
-		cmd := exec.Command("go", "build", "-ldflags", strings.TrimSpace(string(ldflags)), "-o", managerPath, "./cmd/multiproject-controller-manager")
-		cmd.Dir = controlPlane.RepoRoot()
+		// With hack/release.sh's flags (static, -trimpath): the binary under test is built as the one a release
+		// ships, and the compile is the one test/packaging's release build then finds in Go's build cache.
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", strings.TrimSpace(string(ldflags)), "-o", managerPath,
+			"./cmd/multiproject-controller-manager")
+		cmd.Dir, cmd.Env = controlPlane.RepoRoot(), append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/multiproject-controller-manager: %w\n%s", err, out)
 		}

@@ -443,10 +443,11 @@ func buildCommit(commit, binary string) error {
 	if err != nil {
 		return fmt.Errorf("the previous release's hack/version.sh: %w", err)
 	}
-	// -buildvcs=false: the tree is no repository of its own; the version is the ldflags'.
-	build := exec.Command("go", "build", "-buildvcs=false", "-ldflags", strings.TrimSpace(string(ldflags)), "-o", binary,
-		"./cmd/multiproject-controller-manager")
-	build.Dir, build.Env = src, env
+	// -buildvcs=false: the tree is no repository of its own; the version is the ldflags'. Static and -trimpath as
+	// hack/release.sh builds (and managerBinary), so that the dependencies compile once for all three.
+	build := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags", strings.TrimSpace(string(ldflags)),
+		"-o", binary, "./cmd/multiproject-controller-manager")
+	build.Dir, build.Env = src, append(env, "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build ./cmd/multiproject-controller-manager in %s: %w\n%s", src, err, out)
 	}
