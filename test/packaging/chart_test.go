@@ -87,7 +87,7 @@ func TestChartValuesRenderAsDocumented(t *testing.T) {
 		"tenantLabelKey":   "example.com/tenant",
 		"appOwnerLabelKey": "example.com/app-owner",
 		"neg": map[string]any{"annotationKey": "example.com/neg", "statusAnnotationKey": "example.com/neg-status",
-			"readinessGate": "example.com/neg-ready"},
+			"readinessGate": "example.com/neg-ready", "previousAnnotationKey": "cloud.google.com/neg"},
 		"tenantLabelAdmins":    map[string]any{"groups": "system:masters, tenant-admins", "users": "alice"},
 		"extraArgs":            []any{"--cluster-name=prod-eu", "--gce-qps=50"},
 		"credentialsNamespace": map[string]any{"name": "tenant-keys", "create": true},
@@ -187,6 +187,7 @@ func TestChartValuesRenderAsDocumented(t *testing.T) {
 				"--neg-annotation-key=example.com/neg",
 				"--neg-status-annotation-key=example.com/neg-status",
 				"--neg-readiness-gate=example.com/neg-ready",
+				"--neg-previous-annotation-key=cloud.google.com/neg",
 				"--cluster-name=prod-eu",
 				"--gce-qps=50",
 			}

@@ -59,3 +59,7 @@ func (k Keys) AnnotatedForBoth(svc *corev1.Service) (string, bool) {
 		"writes only %s; remove %s unless both are meant", k.Annotation, AnnotationKey, StatusAnnotationKey,
 		k.Annotation, k.StatusAnnotation, AnnotationKey), true
 }
+
+// ReasonPreviousAnnotation is the reason of the Warning on a Service that asks for NEGs only under the key of before
+// a change of --neg-annotation-key (Keys.AskedOnlyWithPrevious): the operator still has to move it.
+const ReasonPreviousAnnotation = "NEGAnnotationOfBefore"
