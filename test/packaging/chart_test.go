@@ -79,13 +79,15 @@ func TestChartDefaultsRenderTheKustomizeBase(t *testing.T) {
 func TestChartValuesRenderAsDocumented(t *testing.T) {
 	const ns = "multiproject-system"
 	values := map[string]any{
-		"image":                map[string]any{"repository": "registry.example.com/mpcm", "tag": "v1.2.3", "pullPolicy": "IfNotPresent"},
-		"imagePullSecrets":     []any{map[string]any{"name": "registry-creds"}},
-		"replicas":             3,
-		"controllers":          []any{"*", "-namespace-project"},
-		"logVerbosity":         4,
-		"tenantLabelKey":       "example.com/tenant",
-		"appOwnerLabelKey":     "example.com/app-owner",
+		"image":            map[string]any{"repository": "registry.example.com/mpcm", "tag": "v1.2.3", "pullPolicy": "IfNotPresent"},
+		"imagePullSecrets": []any{map[string]any{"name": "registry-creds"}},
+		"replicas":         3,
+		"controllers":      []any{"*", "-namespace-project"},
+		"logVerbosity":     4,
+		"tenantLabelKey":   "example.com/tenant",
+		"appOwnerLabelKey": "example.com/app-owner",
+		"neg": map[string]any{"annotationKey": "example.com/neg", "statusAnnotationKey": "example.com/neg-status",
+			"readinessGate": "example.com/neg-ready", "previousAnnotationKey": "cloud.google.com/neg"},
 		"tenantLabelAdmins":    map[string]any{"groups": "system:masters, tenant-admins", "users": "alice"},
 		"extraArgs":            []any{"--cluster-name=prod-eu", "--gce-qps=50"},
 		"credentialsNamespace": map[string]any{"name": "tenant-keys", "create": true},
@@ -182,6 +184,10 @@ func TestChartValuesRenderAsDocumented(t *testing.T) {
 				"--leader-elect-identity=$(POD_NAME)_$(POD_UID)",
 				"--provider-config-name-label-key=example.com/tenant",
 				"--app-owner-label-key=example.com/app-owner",
+				"--neg-annotation-key=example.com/neg",
+				"--neg-status-annotation-key=example.com/neg-status",
+				"--neg-readiness-gate=example.com/neg-ready",
+				"--neg-previous-annotation-key=cloud.google.com/neg",
 				"--cluster-name=prod-eu",
 				"--gce-qps=50",
 			}

@@ -115,6 +115,9 @@ type Options struct {
 	// writes (--neg-annotation-key, --neg-status-annotation-key, --neg-readiness-gate; negapi.Keys); empty means
 	// ingress-gce's.
 	NEGAnnotationKey, NEGStatusAnnotationKey, NEGReadinessGate string
+	// NEGPreviousAnnotationKey, while the operator moves Services to a new NEGAnnotationKey, is the key they asked
+	// with before (--neg-previous-annotation-key; negapi.Keys.PreviousAnnotation); empty: none.
+	NEGPreviousAnnotationKey string
 	// NEGEndpointBatchPeriod delays the NEG translator's sync after an EndpointSlice change, so that the changes of
 	// one Service inside the period make one Translation write (--neg-endpoint-batch-period); 0 syncs at once.
 	NEGEndpointBatchPeriod time.Duration

@@ -29,6 +29,7 @@ func (o *Options) addNEGControllerFlags(fs *pflag.FlagSet) {
 	tc := &o.TenantControllers
 	fs.StringVar(&tc.NEGAnnotationKey, "neg-annotation-key", tc.NEGAnnotationKey, "Service annotation that asks the neg controller for NEGs, e.g. {\"exposed_ports\":{\"80\":{}}}. A qualified name, distinct from --neg-status-annotation-key.")
 	fs.StringVar(&tc.NEGStatusAnnotationKey, "neg-status-annotation-key", tc.NEGStatusAnnotationKey, "Service annotation in which the neg controller writes which NEG serves which port, in which zones. A qualified name.")
+	fs.StringVar(&tc.NEGPreviousAnnotationKey, "neg-previous-annotation-key", tc.NEGPreviousAnnotationKey, "While Services move to a new --neg-annotation-key: the key they asked with before. A Service that carries only this one keeps its NEGs, as if it carried --neg-annotation-key, and gets a Warning Event (docs/gke.md). Empty: none.")
 	fs.StringVar(&tc.NEGReadinessGate, "neg-readiness-gate", tc.NEGReadinessGate, "Pod condition type the neg controller sets once a Pod's endpoint is in its NEGs, and the readiness gate a Pod declares to wait for it. A qualified name.")
 }
 
@@ -37,7 +38,7 @@ func (o *Options) addNEGControllerFlags(fs *pflag.FlagSet) {
 func (o *Options) validateNEGController() []error {
 	tc := o.TenantControllers
 	keys := negapi.Keys{Annotation: tc.NEGAnnotationKey, StatusAnnotation: tc.NEGStatusAnnotationKey,
-		ReadinessGate: corev1.PodConditionType(tc.NEGReadinessGate)}
+		ReadinessGate: corev1.PodConditionType(tc.NEGReadinessGate), PreviousAnnotation: tc.NEGPreviousAnnotationKey}
 	if err := keys.Validate(); err != nil {
 		return []error{err}
 	}

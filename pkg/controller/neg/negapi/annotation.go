@@ -54,18 +54,42 @@ var gceName = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
 // IsGCEName says whether name is a valid GCE resource name, as a custom NEG name must be.
 func IsGCEName(name string) bool { return gceName.MatchString(name) }
 
-// ExposedPorts reads the Service's annotation k.Annotation: annotated says whether the Service carries it at all,
-// ports are the ports it exposes (none for {"ingress":true}), and err, which names the annotation, says why its
-// value does not parse (then ports is nil).
+// ExposedPorts reads the Service's annotation k.Annotation, or k.PreviousAnnotation where it carries only that one:
+// annotated says whether the Service carries either, ports are the ports it exposes (none for {"ingress":true}),
+// and err, which names the annotation, says why its value does not parse (then ports is nil).
 func (k Keys) ExposedPorts(svc *corev1.Service) (ports []ExposedPort, annotated bool, err error) {
-	value, annotated := svc.Annotations[k.Annotation]
-	if !annotated {
+	key := k.askedWith(svc)
+	if key == "" {
 		return nil, false, nil
 	}
-	if ports, err = ParseAnnotation(value); err != nil {
-		return nil, true, fmt.Errorf("annotation %s: %w", k.Annotation, err)
+	if ports, err = ParseAnnotation(svc.Annotations[key]); err != nil {
+		return nil, true, fmt.Errorf("annotation %s: %w", key, err)
 	}
 	return ports, true, nil
+}
+
+// Asks says whether the Service asks for NEGs, under k.Annotation or, not moved yet, k.PreviousAnnotation.
+func (k Keys) Asks(svc *corev1.Service) bool { return k.askedWith(svc) != "" }
+
+// AskedOnlyWithPrevious returns the message of the Warning for a Service that asks for NEGs only under
+// k.PreviousAnnotation, and false for any other Service.
+func (k Keys) AskedOnlyWithPrevious(svc *corev1.Service) (string, bool) {
+	if k.askedWith(svc) != k.PreviousAnnotation || k.PreviousAnnotation == "" {
+		return "", false
+	}
+	return fmt.Sprintf("The Service asks for NEGs with %s, the key of before --neg-previous-annotation-key names; "+
+		"its NEGs are kept while the flag is set. Annotate it with %s (same value), then remove %s (docs/gke.md)",
+		k.PreviousAnnotation, k.Annotation, k.PreviousAnnotation), true
+}
+
+// askedWith is the annotation the Service asks with: k.Annotation, else k.PreviousAnnotation, else "".
+func (k Keys) askedWith(svc *corev1.Service) string {
+	for _, key := range []string{k.Annotation, k.PreviousAnnotation} {
+		if _, ok := svc.Annotations[key]; ok && key != "" {
+			return key
+		}
+	}
+	return ""
 }
 
 // ParseAnnotation parses a value of the NEG annotation and returns the exposed ports in ascending order. The error

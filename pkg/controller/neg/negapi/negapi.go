@@ -56,6 +56,10 @@ type Keys struct {
 	StatusAnnotation string
 	// ReadinessGate is the Pod condition the readiness reflector sets, and the readiness gate a Pod declares.
 	ReadinessGate corev1.PodConditionType
+	// PreviousAnnotation, during a change of Annotation, is the key Services asked with before
+	// (--neg-previous-annotation-key): a Service without Annotation that carries it is read as if it carried
+	// Annotation, so that its NEGs stay until the operator has moved it (docs/gke.md). Empty: none.
+	PreviousAnnotation string
 }
 
 // DefaultKeys are ingress-gce's keys.
@@ -68,6 +72,12 @@ func DefaultKeys() Keys {
 func KeysOf(annotation, statusAnnotation, readinessGate string) Keys {
 	return Keys{Annotation: annotation, StatusAnnotation: statusAnnotation,
 		ReadinessGate: corev1.PodConditionType(readinessGate)}.OrDefaults()
+}
+
+// WithPreviousAnnotation returns k reading previous too, for the Services not moved yet (Keys.PreviousAnnotation).
+func (k Keys) WithPreviousAnnotation(previous string) Keys {
+	k.PreviousAnnotation = previous
+	return k
 }
 
 // OrDefaults returns k with each empty key replaced by ingress-gce's.
@@ -101,6 +111,14 @@ func (k Keys) Validate() error {
 	}
 	if k.Annotation == k.StatusAnnotation {
 		errs = append(errs, fmt.Errorf("--neg-annotation-key and --neg-status-annotation-key are both %q", k.Annotation))
+	}
+	if k.PreviousAnnotation != "" {
+		for _, msg := range validation.IsQualifiedName(k.PreviousAnnotation) {
+			errs = append(errs, fmt.Errorf("--neg-previous-annotation-key %q is not a valid qualified name: %s", k.PreviousAnnotation, msg))
+		}
+		if k.PreviousAnnotation == k.Annotation || k.PreviousAnnotation == k.StatusAnnotation {
+			errs = append(errs, fmt.Errorf("--neg-previous-annotation-key %q is --neg-annotation-key or --neg-status-annotation-key", k.PreviousAnnotation))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -18,6 +18,7 @@ package negapi
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -134,5 +135,45 @@ func TestKeys(t *testing.T) {
 		if err := k.Validate(); err == nil {
 			t.Errorf("%+v validates", k)
 		}
+	}
+}
+
+// TestThePreviousAnnotationIsReadUntilTheServiceMoves: with a previous key, a Service annotated only with it asks
+// for NEGs (and is said to), one annotated with the current key is read from that one alone; without a previous key
+// the old annotation asks for nothing.
+func TestThePreviousAnnotationIsReadUntilTheServiceMoves(t *testing.T) {
+	keys := KeysOf("example.com/neg", "example.com/neg-status", "example.com/neg-ready").WithPreviousAnnotation(AnnotationKey)
+	service := func(annotations map[string]string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: annotations}}
+	}
+	old := service(map[string]string{AnnotationKey: `{"exposed_ports":{"80":{}}}`})
+	moved := service(map[string]string{AnnotationKey: `{"exposed_ports":{"80":{}}}`, "example.com/neg": `{"exposed_ports":{"443":{}}}`})
+	if ports, annotated, err := keys.ExposedPorts(old); err != nil || !annotated || len(ports) != 1 || ports[0].Port != 80 || !keys.Asks(old) {
+		t.Errorf("not moved: ports %v, annotated %v, err %v, asks %v; want port 80", ports, annotated, err, keys.Asks(old))
+	}
+	if _, before := keys.AskedOnlyWithPrevious(old); !before {
+		t.Error("not moved: not said to ask with the previous key")
+	}
+	if ports, _, _ := keys.ExposedPorts(moved); len(ports) != 1 || ports[0].Port != 443 {
+		t.Errorf("moved: ports %v, want 443 only (the current key's)", ports)
+	}
+	if _, before := keys.AskedOnlyWithPrevious(moved); before {
+		t.Error("moved: said to ask with the previous key")
+	}
+	keys.PreviousAnnotation = ""
+	if _, annotated, _ := keys.ExposedPorts(old); annotated || keys.Asks(old) {
+		t.Error("without a previous key, the old annotation asks for NEGs")
+	}
+}
+
+func TestAPreviousAnnotationMustDifferFromTheCurrentKeys(t *testing.T) {
+	for _, previous := range []string{"example.com/neg", "example.com/neg-status", "not a key"} {
+		keys := KeysOf("example.com/neg", "example.com/neg-status", "example.com/neg-ready").WithPreviousAnnotation(previous)
+		if err := keys.Validate(); err == nil || !strings.Contains(err.Error(), "--neg-previous-annotation-key") {
+			t.Errorf("previous %q: %v, want an error naming --neg-previous-annotation-key", previous, err)
+		}
+	}
+	if err := DefaultKeys().Validate(); err != nil {
+		t.Errorf("ingress-gce's keys, no previous one: %v", err)
 	}
 }

@@ -17,6 +17,7 @@ limitations under the License.
 package readiness
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,5 +64,41 @@ func TestTheReflectorWritesTheConditionItIsGiven(t *testing.T) {
 	}
 	if c := negapi.DefaultKeys().Condition(pod); c != nil {
 		t.Errorf("the Pod got ingress-gce's condition: %+v", c)
+	}
+}
+
+// TestAPodGatedOnBothControllersIsWarnedAndServed: with its own keys, the reflector gives a Pod that also declares
+// ingress-gce's readiness gate one Warning and sets only its own condition, once the endpoint is attached and
+// healthy; a Pod with only the manager's gate gets no Warning.
+func TestAPodGatedOnBothControllersIsWarnedAndServed(t *testing.T) {
+	const myAnnotation, myGate = "multiproject.io/neg", corev1.PodConditionType("multiproject.io/neg-ready")
+	mine := negService("web")
+	mine.Annotations = map[string]string{myAnnotation: `{"exposed_ports":{"80":{}}}`}
+	both := gatedPod("both", "10.0.0.1", map[string]string{"app": "web"})
+	both.Spec.ReadinessGates = append(both.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: myGate})
+	onlyMine := gatedPod("mine", "10.0.0.2", map[string]string{"app": "web"})
+	onlyMine.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: myGate}}
+	tr := translation("neg-v1-web-80", "neg-web", true, "10.0.0.1", "10.0.0.2")
+	h := newHarnessWith(t, tenant.Options{NEGAnnotationKey: myAnnotation, NEGReadinessGate: string(myGate)},
+		func(h *harness) {
+			h.health.set("neg-web", "10.0.0.1", "HEALTHY")
+			h.health.set("neg-web", "10.0.0.2", "HEALTHY")
+		}, mine, tr, both, onlyMine)
+
+	h.waitCondition("both", corev1.ConditionTrue, ReasonReady)
+	h.waitCondition("mine", corev1.ConditionTrue, ReasonReady)
+	h.waitFor("the queue to be idle", h.r.workers.Idle)
+	if got := h.events.With("Warning " + negapi.ReasonGatedOnBoth); len(got) != 1 || !strings.Contains(got[0], string(myGate)) {
+		t.Errorf("Warnings %s: %q, want one (the Pod with both gates), naming %s", negapi.ReasonGatedOnBoth, got, myGate)
+	}
+	pod, err := h.kube.CoreV1().Pods(testNamespace).Get(t.Context(), "both", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := negapi.DefaultKeys().Condition(pod); c != nil {
+		t.Errorf("the Pod got ingress-gce's condition, which only GKE's controller sets: %+v", c)
+	}
+	if _, both := negapi.DefaultKeys().GatedOnBoth(both); both {
+		t.Error("with ingress-gce's keys, a Pod is said to be gated on two controllers")
 	}
 }

@@ -85,9 +85,11 @@ func New(c *tenant.Context, clients ClientFunc) (*Reflector, error) {
 	if c.ProviderConfig == nil || c.ProviderConfig.Spec.GCP == nil {
 		return nil, errors.New("neg readiness: the ProviderConfig has no spec.gcp")
 	}
+	keys := negapi.KeysOf(c.Options.NEGAnnotationKey, c.Options.NEGStatusAnnotationKey, c.Options.NEGReadinessGate).
+		WithPreviousAnnotation(c.Options.NEGPreviousAnnotationKey)
 	r := &Reflector{
 		tenant:   c.Name(),
-		keys:     negapi.KeysOf(c.Options.NEGAnnotationKey, c.Options.NEGStatusAnnotationKey, c.Options.NEGReadinessGate),
+		keys:     keys,
 		project:  c.ProviderConfig.Spec.GCP.ProjectID,
 		timeout:  c.Options.NEGReadinessTimeout,
 		kube:     c.KubeClient,

@@ -73,6 +73,7 @@ func (r *Reflector) sync(ctx context.Context, key string) (worker.Result, error)
 		}
 	}
 	if v.status == corev1.ConditionTrue {
+		r.warnings.Report(key, pod, r.gatedOnBoth(pod)...)
 		w := r.forget(ns, name)
 		if v.reason == ReasonReady || v.reason == ReasonWithoutHealthCheck {
 			if attachedAny(in.negs) {
@@ -81,7 +82,7 @@ func (r *Reflector) sync(ctx context.Context, key string) (worker.Result, error)
 		}
 		return worker.Result{}, nil
 	}
-	r.warnings.Report(key, pod, frozenWarnings(in)...)
+	r.warnings.Report(key, pod, append(frozenWarnings(in), r.gatedOnBoth(pod)...)...)
 	r.wait(ns, name, attachedAny(in.negs))
 	if !v.poll && pollErr == nil {
 		return worker.Result{RequeueAfter: v.timeoutIn}, nil
@@ -209,6 +210,15 @@ func (r *Reflector) hasTranslations(svc *corev1.Service) bool {
 		tr, ok := obj.(*mpv1alpha1.Translation)
 		return ok && tr.DeletionTimestamp == nil
 	})
+}
+
+// gatedOnBoth is the Warning of a Pod that also declares ingress-gce's readiness gate: it is served as any other,
+// since the kubelet waits for both gates (negapi.ReasonGatedOnBoth).
+func (r *Reflector) gatedOnBoth(pod *corev1.Pod) []tenant.Warning {
+	if msg, both := r.keys.GatedOnBoth(pod); both {
+		return []tenant.Warning{{Reason: negapi.ReasonGatedOnBoth, Message: msg}}
+	}
+	return nil
 }
 
 // frozenWarnings are the Warnings a Pod that waits gets about the frozen Services that select it.

@@ -59,9 +59,8 @@ func (e translationEvents) OnDelete(obj any)            { e.t.onTranslationDelet
 // wantsNEGs says whether a Service is this controller's business: it asks for NEGs, or it carries a status from
 // when it did (which must be removed).
 func (t *Translator) wantsNEGs(svc *corev1.Service) bool {
-	_, asked := svc.Annotations[t.keys.Annotation]
 	_, answered := svc.Annotations[t.keys.StatusAnnotation]
-	return asked || answered
+	return t.keys.Asks(svc) || answered
 }
 
 // onService records the custom NEG names a Service claims before it is synced, so that its sync and the other

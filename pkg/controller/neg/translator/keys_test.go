@@ -18,6 +18,7 @@ package translator
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
@@ -77,5 +78,48 @@ func TestTheTranslatorReadsTheKeysItIsGiven(t *testing.T) {
 	if got := h.service("theirs").Annotations; got[negapi.StatusAnnotationKey] != theirs.Annotations[negapi.StatusAnnotationKey] ||
 		got[myKeys.StatusAnnotation] != "" {
 		t.Errorf("theirs' annotations changed: %v", got)
+	}
+}
+
+// TestAServiceAnnotatedForBothControllersIsWarnedAndServed: with its own keys, the manager gives a Service that also
+// carries ingress-gce's annotation one Warning, and serves it under its own key only (GKE's controller answers the
+// other); a Service with only the manager's key gets no Warning, and with ingress-gce's keys nothing is both.
+func TestAServiceAnnotatedForBothControllersIsWarnedAndServed(t *testing.T) {
+	both := service("both", `{"exposed_ports":{"80":{}}}`, servicePort("http", 80, "web"))
+	both.Annotations[myKeys.Annotation] = `{"exposed_ports":{"80":{}}}`
+	mine := service("mine", "", servicePort("http", 80, "web"))
+	mine.Annotations = map[string]string{myKeys.Annotation: `{"exposed_ports":{"80":{}}}`}
+	h := newHarness(t, node("n1", zoneB), both, mine,
+		slice("both", "both-1", "http", 8080, ep{ip: "10.0.0.1", node: "n1"}),
+		slice("mine", "mine-1", "http", 8080, ep{ip: "10.0.0.2", node: "n1"}))
+	c := *h.tctx
+	c.Options.NEGAnnotationKey, c.Options.NEGStatusAnnotationKey = myKeys.Annotation, myKeys.StatusAnnotation
+	c.Options.NEGReadinessGate = string(myKeys.ReadinessGate)
+	tr, err := New(&c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.translator = tr
+	h.sync("both")
+	h.sync("mine")
+	h.sync("both") // a later sync does not repeat it
+
+	if got := h.events.With("Warning " + negapi.ReasonAnnotatedForBoth); len(got) != 1 ||
+		!strings.Contains(got[0], myKeys.StatusAnnotation) {
+		t.Errorf("Warnings %s: %q, want one, naming %s", negapi.ReasonAnnotatedForBoth, got, myKeys.StatusAnnotation)
+	}
+	if trs := h.translations(); trs["neg-v1-both-80"] == nil || trs["neg-v1-mine-80"] == nil {
+		t.Errorf("Translations %v, want both Services'", keys(trs))
+	}
+	got := h.service("both").Annotations
+	if _, ok := got[myKeys.StatusAnnotation]; !ok {
+		t.Errorf("both has no %s: %v", myKeys.StatusAnnotation, got)
+	}
+	if _, ok := got[negapi.StatusAnnotationKey]; ok {
+		t.Errorf("both got ingress-gce's %s, which GKE's controller writes: %v", negapi.StatusAnnotationKey, got)
+	}
+
+	if _, both := negapi.DefaultKeys().AnnotatedForBoth(both); both {
+		t.Error("with ingress-gce's keys, a Service is said to be annotated for two controllers")
 	}
 }

@@ -93,6 +93,13 @@ func (t *Translator) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
+	if msg, both := t.keys.AnnotatedForBoth(svc); both {
+		// Served as any other: GKE's NEGs are in the cluster's project, and each controller writes its own status.
+		d.warnings = append(d.warnings, tenant.Warning{Reason: negapi.ReasonAnnotatedForBoth, Message: msg})
+	}
+	if msg, before := t.keys.AskedOnlyWithPrevious(svc); before {
+		d.warnings = append(d.warnings, tenant.Warning{Reason: negapi.ReasonPreviousAnnotation, Message: msg})
+	}
 	if t.writes.translationsPending(key, t.cachedTranslation(namespace)) {
 		t.warnings.Report(key, svc, d.warnings...)
 		return errCacheLagging

@@ -130,9 +130,11 @@ func newWithClock(c *tenant.Context, onSynced func(), clk clock.WithDelayedExecu
 		// Without it, NEG names and markers would be those another cluster with the same --cluster-name makes.
 		return nil, errors.New("neg: the cluster's identity (tenant.Options.ClusterUID) is not known")
 	}
+	keys := negapi.KeysOf(c.Options.NEGAnnotationKey, c.Options.NEGStatusAnnotationKey, c.Options.NEGReadinessGate).
+		WithPreviousAnnotation(c.Options.NEGPreviousAnnotationKey)
 	t := &Translator{
 		tenant:      c.Name(),
-		keys:        negapi.KeysOf(c.Options.NEGAnnotationKey, c.Options.NEGStatusAnnotationKey, c.Options.NEGReadinessGate),
+		keys:        keys,
 		labelKey:    c.ProviderConfigLabelKey,
 		cluster:     clusterIdentity{name: c.Options.ClusterName, uid: c.Options.ClusterUID},
 		gcp:         *c.ProviderConfig.Spec.GCP.DeepCopy(),
