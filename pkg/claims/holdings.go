@@ -83,6 +83,10 @@ func (r *Registry) onDelete(obj any) {
 			}
 		}
 		wake = append(wake, r.takeWaitersLocked(name)...)
+		if r.releases != nil {
+			// A record kept for this object (release) may go now.
+			r.releases.Add(name)
+		}
 	}
 	r.mu.Unlock()
 	r.wake(wake)

@@ -340,8 +340,12 @@ func splitPrevious(entry string) (string, time.Time) {
 	return object, time.UnixMilli(n)
 }
 
-// release deletes the record of name if it names a claimant of this process that no longer claims the name. It
-// runs on the registry's queue, never in an event handler.
+// release deletes the record of name if it names a claimant of this process that no longer claims the name, once
+// the object it announced no longer publishes the name (a finalizer or the garbage collector can keep it for a
+// while): until then the record stays, so the next claimant takes it over, with that object among the previous
+// holders' objects it waits for, instead of creating a record of its own that knows nothing of it (with
+// --sharded-watch its holdings informer may not show another shard's objects). It runs on the registry's queue,
+// never in an event handler; the object's deletion, or the queue's backoff, brings the name back.
 func (r *Registry) release(ctx context.Context, name string) error {
 	rec, found := r.cachedRecord(name)
 	if !found {
@@ -357,6 +361,15 @@ func (r *Registry) release(ctx context.Context, name string) error {
 		// Not this process's to release: a tenant that stopped (a drain, a restart) keeps its names until another
 		// process finds its claimant gone.
 		return nil
+	}
+	if rec.object != "" {
+		publishes, err := r.records.Object(ctx, rec.object, name)
+		if err != nil {
+			return err
+		}
+		if publishes {
+			return fmt.Errorf("%w: %s, which the record announced, still publishes %q", worker.ErrWaiting, rec.object, name)
+		}
 	}
 	uid, rv := rec.lease.UID, rec.lease.ResourceVersion
 	err := r.records.Client.CoordinationV1().Leases(r.records.Namespace).Delete(ctx, rec.lease.Name,

@@ -144,9 +144,17 @@ type process struct {
 	set     *Set
 }
 
-func (c *cluster) process() *process {
+func (c *cluster) process() *process { return c.processSeeing() }
+
+// processSeeing is a process whose holdings informer reads only namespaces (every one if none), as a shard's with
+// --sharded-watch reads only its tenants'.
+func (c *cluster) processSeeing(namespaces ...string) *process {
 	ctx, cancel := context.WithCancel(context.Background())
-	factory := kubeinformers.NewSharedInformerFactory(c.kube, 0)
+	var options []kubeinformers.SharedInformerOption
+	if len(namespaces) > 0 {
+		options = append(options, kubeinformers.WithNamespace(namespaces[0]))
+	}
+	factory := kubeinformers.NewSharedInformerFactoryWithOptions(c.kube, 0, options...)
 	leases := kubeinformers.NewSharedInformerFactoryWithOptions(c.kube, 0, kubeinformers.WithNamespace(recordsNamespace))
 	p := &process{c: c, ctx: ctx, holds: factory.Core().V1().ConfigMaps().Informer(), records: leases.Coordination().V1().Leases().Informer()}
 	p.set = NewSet(SetConfig{
@@ -346,6 +354,56 @@ func TestARecordIsReleasedWhenItsClaimantLetsGo(t *testing.T) {
 		t.Fatal("the record of a released name is still there")
 	}
 	waitDecided(t, b, "h", second, true)
+}
+
+// TestARecordIsHeldUntilItsObjectIsGone: a claimant that lets go of a name whose object still exists (a finalizer
+// holds it) keeps its record until the object is gone, so the next claimant, whose holdings informer does not see
+// that object (another shard's namespace, with --sharded-watch), takes the record over and publishes only once the
+// object is gone, instead of recording the name afresh beside it.
+func TestARecordIsHeldUntilItsObjectIsGone(t *testing.T) {
+	c := newCluster(t)
+	a, b := c.processSeeing("ns-a").join("tenant-a"), c.processSeeing("ns-b").join("tenant-b")
+	first, second := claimant("ns-a/web", "uid-a", t0), claimant("ns-b/web", "uid-b", t0.Add(time.Second))
+	c.setAlive(first.UID, "h")
+	c.setAlive(second.UID, "h")
+	a.Claim(first, []string{"h"})
+	ctx := context.Background()
+	waitDecided(t, a, "h", first, true)
+	if _, ok, err := a.Acquire(ctx, "h", first, "ns-a/first"); !ok || err != nil {
+		t.Fatalf("the first claimant could not acquire: %v", err)
+	}
+	if _, err := c.kube.CoreV1().ConfigMaps("ns-a").Create(ctx, published("ns-a", "first", "h", first), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a.Created("h", "ns-a/first", true)
+
+	// The first claimant lets go; its object stays (a finalizer). The release, however often it runs, keeps the
+	// record.
+	c.setAlive(first.UID)
+	a.Claim(first, nil)
+	if err := a.r.release(ctx, "h"); err == nil {
+		t.Error("the release of a record whose object still publishes the name succeeded")
+	}
+	if rec, ok := c.record("h"); !ok || rec.holder.UID != first.UID {
+		t.Fatalf("the record of a name whose object still exists went (%v) or changed hands", ok)
+	}
+	b.Claim(second, []string{"h"})
+	waitDecided(t, b, "h", second, true)
+	if who, ok, err := b.Acquire(ctx, "h", second, "ns-b/second"); ok {
+		t.Fatalf("the next claimant acquired while ns-a/first still publishes the name (%q, %v): two publishers", who, err)
+	}
+
+	if err := c.kube.CoreV1().ConfigMaps("ns-a").Delete(ctx, "first", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, ok, err := b.Acquire(ctx, "h", second, "ns-b/second")
+		return ok && err == nil, nil
+	})
+	if err != nil {
+		t.Fatal("the next claimant never acquired after the object went")
+	}
+	b.Created("h", "ns-b/second", false)
 }
 
 // TestTheNewHolderWaitsForThePreviousHoldersObject: a holder that lost its record had announced and created its

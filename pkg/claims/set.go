@@ -129,19 +129,22 @@ func (s *Set) newRegistry(kind Kind) (*Registry, error) {
 			namespace = metav1.NamespaceSystem
 		}
 		r.records = &Records{Client: rc.Client, Namespace: namespace, Informer: rc.Informer, Live: kind.Live, Object: kind.Object}
+		// Before the handlers, which hand it the names of deleted objects.
+		r.startReleases()
 	}
 	var err error
 	if r.handler, err = holdings.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: r.onAdd, UpdateFunc: r.onUpdate,
 		DeleteFunc: r.onDelete}); err != nil {
+		r.stopReleasesAndWait()
 		return nil, fmt.Errorf("claims: watching the objects that publish %s names: %w", kind.Name, err)
 	}
 	if r.records != nil {
 		if r.recordsHandler, err = r.records.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: r.onRecord,
 			UpdateFunc: func(_, obj any) { r.onRecord(obj) }, DeleteFunc: r.onRecord}); err != nil {
 			utilruntime.HandleError(holdings.RemoveEventHandler(r.handler))
+			r.stopReleasesAndWait()
 			return nil, fmt.Errorf("claims: watching the %s claim records: %w", kind.Name, err)
 		}
-		r.startReleases()
 	}
 	go r.wakeOnceSynced()
 	return r, nil
@@ -178,6 +181,14 @@ func (r *Registry) startReleases() {
 	r.releases.Start(ctx, worker.RunOptions{}, func() { close(done) })
 }
 
+// stopReleasesAndWait stops the release queue, if started, and waits for its worker.
+func (r *Registry) stopReleasesAndWait() {
+	if r.releases != nil {
+		r.stopReleases()
+		<-r.releasesDone
+	}
+}
+
 // Close ends the run's claims: the release workers stop (releases not made yet are left to the next claimant,
 // which finds the record's claimant gone) and the handlers leave the shared informers. Call it once every
 // controller that joined has stopped; a later Join fails.
@@ -190,10 +201,7 @@ func (s *Set) Close() error {
 	var errs []error
 	for _, r := range registries {
 		close(r.stopWaiting)
-		if r.releases != nil {
-			r.stopReleases()
-			<-r.releasesDone
-		}
+		r.stopReleasesAndWait()
 		errs = append(errs, r.informer.RemoveEventHandler(r.handler))
 		if r.recordsHandler != nil {
 			errs = append(errs, r.records.Informer.RemoveEventHandler(r.recordsHandler))

@@ -112,6 +112,19 @@ func (s *ShardScope) Listed() uint64 {
 	return oldest
 }
 
+// ListedCurrent reports whether every scoped informer has delivered a LIST made with the current selector, or the
+// API server ignores the selector (every object is received). Until then, a namespace the selector newly holds may
+// be in one informer's cache (its Pods) and not yet in another's (its Services): an answer that reads the absence
+// of an object as a fact must wait.
+func (s *ShardScope) ListedCurrent() bool {
+	gen := func() uint64 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.gen
+	}()
+	return s.Listed() >= gen || s.Ignored()
+}
+
 // Ignored reports whether a LIST came back without ShardInfo: the API server does not honour the selector (the
 // ShardedListAndWatch gate is off), and the informers receive every object, which the Router filters as it does
 // without a scope.

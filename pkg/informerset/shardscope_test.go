@@ -152,13 +152,23 @@ func TestShardScopeWidensWithoutRestartingTheInformer(t *testing.T) {
 		t.Fatal("the watch did not deliver mine/a2")
 	}
 
+	if !scope.ListedCurrent() {
+		t.Fatal("ListedCurrent false once the only selector was listed")
+	}
 	gen := scope.Set(namespaceTerm("mine") + " || " + namespaceTerm("joining"))
+	// No LIST can carry the new selector yet: the informer may miss joining's objects.
+	if scope.ListedCurrent() {
+		t.Fatal("ListedCurrent true before any LIST with the new selector")
+	}
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
 		_, ok, _ := inf.GetStore().GetByKey("joining/b")
 		return ok && scope.Listed() >= gen, nil
 	})
 	if err != nil {
 		t.Fatalf("joining/b never arrived after the selector widened (listed generation %d, want %d)", scope.Listed(), gen)
+	}
+	if !scope.ListedCurrent() {
+		t.Error("ListedCurrent false once the new selector was listed and delivered")
 	}
 	if first >= gen {
 		t.Fatalf("generation %d listed before the change to %d", first, gen)

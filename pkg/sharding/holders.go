@@ -41,6 +41,9 @@ type HoldersConfig struct {
 	Group, Namespace string
 	// KubeClient lists and watches the shard Leases, and reads one before a tenant of its shard is started.
 	KubeClient kubernetes.Interface
+	// Self is this replica's shard when it runs sharded: a shard never yields to itself, only to another live shard
+	// that status.shard names (its label names this shard).
+	Self string
 	// Clock defaults to the real clock.
 	Clock clock.Clock
 }
@@ -50,6 +53,8 @@ type HoldersConfig struct {
 // starts such a tenant only once the shard has released it (cleared status.shard after stopping it, or released
 // its Lease on shutdown) or its Lease has expired (a shard that cannot renew stops before that), so that an
 // unsharded and a sharded replica never run one tenant at once while a Deployment moves from one mode to the other.
+// A shard asks it too (Self), about the other shard that status.shard may name: a label moved by hand or by a stale
+// apply must not start a tenant on two shards at once.
 type Holders struct {
 	cfg      HoldersConfig
 	clock    clock.Clock
@@ -101,7 +106,7 @@ func holderOf(l *coordinationv1.Lease) string {
 // dead only once a read of its Lease from the API server (not the cache, which may lag a renewal) finds it expired,
 // released or gone; that read is made once per shard.
 func (h *Holders) Holder(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (string, time.Time, error) {
-	for _, shard := range recordedShards(pc) {
+	for _, shard := range recordedShards(pc, h.cfg.Self) {
 		expiry, live, err := h.live(ctx, shard)
 		if err != nil {
 			return "", time.Time{}, err
@@ -116,7 +121,7 @@ func (h *Holders) Holder(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (st
 // HeldInCache is Holder as the cache alone sees it, without a read from the API server: for reports (metrics),
 // never for a decision to start a tenant.
 func (h *Holders) HeldInCache(pc *mpv1alpha1.ProviderConfig) bool {
-	for _, shard := range recordedShards(pc) {
+	for _, shard := range recordedShards(pc, h.cfg.Self) {
 		if _, live := h.liveInCache(shard); live {
 			return true
 		}
@@ -124,10 +129,10 @@ func (h *Holders) HeldInCache(pc *mpv1alpha1.ProviderConfig) bool {
 	return false
 }
 
-func recordedShards(pc *mpv1alpha1.ProviderConfig) []string {
+func recordedShards(pc *mpv1alpha1.ProviderConfig, self string) []string {
 	var shards []string
 	for _, s := range []string{pc.Labels[ShardLabel], pc.Status.Shard} {
-		if s != "" && !slices.Contains(shards, s) {
+		if s != "" && s != self && !slices.Contains(shards, s) {
 			shards = append(shards, s)
 		}
 	}

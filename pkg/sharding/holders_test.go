@@ -89,6 +89,21 @@ func TestHoldersNameOnlyLiveShards(t *testing.T) {
 	}
 }
 
+// TestAShardYieldsOnlyToAnotherShard: the Holders of a shard (Self) never name that shard, whose label its own
+// tenants carry, only another live shard that status.shard names.
+func TestAShardYieldsOnlyToAnotherShard(t *testing.T) {
+	now := t0.Add(time.Minute)
+	client := fake.NewClientset(shardLease("me", now), shardLease("other", now))
+	h := NewHolders(HoldersConfig{Group: "mp", Namespace: "kube-system", KubeClient: client, Clock: testingclock.NewFakeClock(now), Self: "me"})
+	for _, tc := range []struct{ recorded, want string }{{"", ""}, {"me", ""}, {"other", "other"}} {
+		pc := &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: "t", Labels: map[string]string{ShardLabel: "me"}},
+			Status: mpv1alpha1.ProviderConfigStatus{Shard: tc.recorded}}
+		if got, _, err := h.Holder(t.Context(), pc); err != nil || got != tc.want {
+			t.Errorf("status.shard %q: held by %q (%v), want %q", tc.recorded, got, err, tc.want)
+		}
+	}
+}
+
 // TestReleasedIsAHolderChange: renewals do not bring the held tenants back to the unsharded controller; a release,
 // a take-over or a delete does.
 func TestReleasedIsAHolderChange(t *testing.T) {

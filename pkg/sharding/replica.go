@@ -229,25 +229,27 @@ type Term struct {
 	Tenants                     TenantController
 }
 
-// Started is what the tenant controller must heed: the Holders of live shards it yields to (unsharded, under
-// leader election) or the Coverage it waits for before a tenant starts (--sharded-watch); nil otherwise.
+// Started is what the tenant controller must heed: the Holders of live shards it yields to (unsharded under leader
+// election, and sharded) and the Coverage it waits for before a tenant starts (--sharded-watch); nil otherwise.
 type Started struct {
 	Holders  *Holders
 	Coverage *Coverage
 }
 
-// Start attaches the replica to a term: unsharded under leader election, the Holders' informer, synced, whose
-// released or deleted shard Leases enqueue every tenant; sharded, the Drainer and the Coverage, running on wg
+// Start attaches the replica to a term: under leader election or sharded, the Holders' informer, synced, whose
+// released or deleted shard Leases enqueue every tenant; sharded, also the Drainer and the Coverage, running on wg
 // until ctx ends. The caller hands what it returns to the controller before running it.
 func (r *Replica) Start(ctx context.Context, wg *sync.WaitGroup, term Term) (Started, error) {
-	if r.cfg.Shard == "" {
-		if !r.cfg.LeaderElect {
-			return Started{}, nil
-		}
-		holders, err := r.startHolders(ctx, term.Tenants)
+	if r.cfg.Shard == "" && !r.cfg.LeaderElect {
+		return Started{}, nil
+	}
+	// A shard, too, leaves alone a tenant whose status.shard names another live shard: a label changed by hand or
+	// by a stale apply must not start it here while that shard still runs it.
+	holders, err := r.startHolders(ctx, term.Tenants)
+	if err != nil || r.cfg.Shard == "" {
 		return Started{Holders: holders}, err
 	}
-	var started Started
+	started := Started{Holders: holders}
 	if r.scope != nil {
 		started.Coverage = r.cover(ctx, wg, term)
 	}
@@ -268,7 +270,7 @@ func (r *Replica) Start(ctx context.Context, wg *sync.WaitGroup, term Term) (Sta
 // both kinds for a while, and the leader Lease they share keeps only the sharder away): the leader leaves theirs
 // alone until they are released or their Lease expires.
 func (r *Replica) startHolders(ctx context.Context, tenants TenantController) (*Holders, error) {
-	holders := NewHolders(HoldersConfig{Group: r.cfg.Group, Namespace: r.cfg.Namespace, KubeClient: r.cfg.LeaseClient})
+	holders := NewHolders(HoldersConfig{Group: r.cfg.Group, Namespace: r.cfg.Namespace, KubeClient: r.cfg.LeaseClient, Self: r.cfg.Shard})
 	go holders.Informer().RunWithContext(ctx)
 	syncCtx, cancel := context.WithTimeout(ctx, r.cfg.CacheSyncTimeout)
 	defer cancel()

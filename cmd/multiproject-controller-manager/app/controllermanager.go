@@ -434,6 +434,9 @@ func managerConfig(cc *ControllerContext, descriptors *registry.Registry) provid
 		EventSink:          c.EventSink,
 		StopTimeout:        c.ShutdownTimeout,
 	}
+	if scope := cc.Replica.Scope(); scope != nil {
+		cfg.NamespacesRead = scope.ListedCurrent
+	}
 	enabled := descriptors.Enabled(c.Controllers)
 	for _, d := range enabled {
 		cfg.Enabled = append(cfg.Enabled, providerconfig.NamedFactory{Name: d.Name, Workers: c.ConcurrentSyncs[d.Name], Factory: d.Factory})

@@ -113,6 +113,7 @@ func (m *Manager) assemble(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f
 		EventRecorder:           m.recorder(ctx, f.Name),
 		Condition:               condition,
 		Claims:                  m.cfg.Claims,
+		NamespacesRead:          m.cfg.NamespacesRead,
 		Options:                 m.cfg.Options,
 		Workers:                 f.Workers,
 		// Two thirds of the stop timeout: a controller that drains within it has returned before the manager

@@ -90,7 +90,7 @@ type fixtureConfig struct {
 	inCluster bool
 	// secrets makes the probe read credentials from the Secret probeSecret names for its section.
 	secrets bool
-	// holders, if set, makes the unsharded controller leave alone the tenants a live shard holds (YieldToShards).
+	// holders, if set, makes the controller leave alone the tenants another live shard holds (YieldToShards).
 	holders ShardHolders
 	// coverage, if set, makes the shard wait until its informers have read a tenant's namespaces (WaitForCoverage).
 	coverage TenantCoverage

@@ -69,6 +69,8 @@ type ManagerConfig struct {
 	Shared SharedInformerGetter
 	// Claims is the run's claims.Set, handed to every controller (tenant.Context.Claims).
 	Claims *claims.Set
+	// NamespacesRead, if set, is handed to every controller (tenant.Context.NamespacesRead).
+	NamespacesRead func() bool
 	// APIServed reports whether an API a controller requires is served and its informer synced and routed. nil
 	// means every API is.
 	APIServed func(schema.GroupVersionResource) bool

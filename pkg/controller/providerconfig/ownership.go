@@ -52,29 +52,39 @@ func (c *Controller) WaitForCoverage(coverage TenantCoverage) { c.coverage = cov
 // other is stopped (without cleanup: its new owner carries on) on its next sync. Call it before Run.
 func (c *Controller) RunAsShard(shard string) { c.shard = shard }
 
-// YieldToShards makes a controller that runs unsharded leave alone every tenant that a live shard may still run
-// (its shard label or status.shard names a shard whose Lease is live), until that shard has released it or its
-// Lease has expired: during a move between sharded and unsharded replicas, both kinds run at once, and the leader
-// Lease they share keeps the sharder and this controller apart but not the shards. Call it before Run.
+// YieldToShards makes the controller leave alone every tenant that another live shard may still run, until that
+// shard has released it or its Lease has expired. Unsharded, those are the tenants whose shard label or status.shard
+// names a shard whose Lease is live: during a move between sharded and unsharded replicas, both kinds run at once,
+// and the leader Lease they share keeps the sharder and this controller apart but not the shards. As a shard, those
+// are its tenants whose status.shard names another live shard: a label moved by hand or by a stale GitOps apply
+// while that shard still drains the tenant. Call it before Run.
 func (c *Controller) YieldToShards(holders ShardHolders) { c.holders = holders }
 
 // owns says whether this replica may run and write the ProviderConfig. A shard owns the tenants labeled with it and
-// not draining (sharding.Owns). A replica that runs unsharded owns every tenant, except, with YieldToShards, those a
-// live shard may still run: then it returns when to look again (when that shard's Lease would expire; a release is
-// an event that brings the tenant back sooner).
+// not draining (sharding.Owns), once no other live shard may still run them (YieldToShards) and its informers have
+// read their namespaces (WaitForCoverage). A replica that runs unsharded owns every tenant, except, with
+// YieldToShards, those a live shard may still run. When another shard holds the tenant, it returns when to look
+// again (when that shard's Lease would expire; a release is an event that brings the tenant back sooner).
 func (c *Controller) owns(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (bool, time.Duration, error) {
-	switch {
-	case c.shard != "":
-		owned := sharding.Owns(c.shard, pc.Labels)
-		if owned && c.coverage != nil && !c.coverage.Covers(pc.Name) {
-			// Not a failure: the coverage hands the tenant back once its namespaces are read.
-			return false, 0, fmt.Errorf("%w: this shard's informers have not read the namespaces of ProviderConfig %s yet",
-				worker.ErrWaiting, pc.Name)
-		}
-		return owned, 0, nil
-	case c.holders == nil:
-		return true, 0, nil
+	if c.shard != "" && !sharding.Owns(c.shard, pc.Labels) {
+		return false, 0, nil
 	}
+	if c.holders != nil && (c.shard == "" || (pc.Status.Shard != "" && pc.Status.Shard != c.shard)) {
+		if held, recheck, err := c.heldElsewhere(ctx, pc); err != nil || held {
+			return false, recheck, err
+		}
+	}
+	if c.shard != "" && c.coverage != nil && !c.coverage.Covers(pc.Name) {
+		// Not a failure: the coverage hands the tenant back once its namespaces are read.
+		return false, 0, fmt.Errorf("%w: this shard's informers have not read the namespaces of ProviderConfig %s yet",
+			worker.ErrWaiting, pc.Name)
+	}
+	return true, 0, nil
+}
+
+// heldElsewhere says whether another live shard may still run the tenant, and when to look again; it tells the
+// user once per holding shard.
+func (c *Controller) heldElsewhere(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (bool, time.Duration, error) {
 	shard, expiry, err := c.holders.Holder(ctx, pc)
 	if err != nil {
 		return false, 0, fmt.Errorf("looking for a shard that may still run ProviderConfig %s: %w", pc.Name, err)
@@ -88,26 +98,29 @@ func (c *Controller) owns(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (b
 	}
 	c.heldMu.Unlock()
 	if shard == "" {
-		return true, 0, nil
+		return false, 0, nil
 	}
 	if told != shard {
-		c.recorder.Eventf(pc, corev1.EventTypeNormal, EventHeldByShard,
-			"Shard %s (named by the label %s or status.shard) holds a live Lease and may run the tenant; this replica runs unsharded and starts it once that shard has released it or its Lease has expired",
-			shard, sharding.ShardLabel)
+		if c.shard == "" {
+			c.recorder.Eventf(pc, corev1.EventTypeNormal, EventHeldByShard,
+				"Shard %s (named by the label %s or status.shard) holds a live Lease and may run the tenant; this replica runs unsharded and starts it once that shard has released it or its Lease has expired",
+				shard, sharding.ShardLabel)
+		} else {
+			c.recorder.Eventf(pc, corev1.EventTypeNormal, EventHeldByShard,
+				"Shard %s (named by status.shard) holds a live Lease and may still run the tenant; shard %s, which the label %s names, starts it once that shard has released it or its Lease has expired",
+				shard, c.shard, sharding.ShardLabel)
+		}
 	}
 	// Just after the expiry as read: a renewal since then moves it, and the next look finds the new one.
-	return false, time.Until(expiry) + 10*time.Millisecond, nil
+	return true, time.Until(expiry) + 10*time.Millisecond, nil
 }
 
 // ownsCached is owns without a read from the API server, for reports.
 func (c *Controller) ownsCached(pc *mpv1alpha1.ProviderConfig) bool {
-	switch {
-	case c.shard != "":
-		return sharding.Owns(c.shard, pc.Labels)
-	case c.holders == nil:
-		return true
+	if c.shard != "" && !sharding.Owns(c.shard, pc.Labels) {
+		return false
 	}
-	return !c.holders.HeldInCache(pc)
+	return c.holders == nil || !c.holders.HeldInCache(pc)
 }
 
 // release clears status.shard of a tenant this shard no longer owns, once nothing of it runs here any more: while

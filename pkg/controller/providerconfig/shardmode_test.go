@@ -140,6 +140,36 @@ func TestUnshardedReplicaYieldsToLiveShards(t *testing.T) {
 	}
 }
 
+// TestShardWaitsForTheReleaseOfAnotherLiveShard: a tenant labeled with this shard whose status.shard names another
+// live shard (its label moved by hand while that shard still runs it) is neither started nor written here; the
+// user is told once, and the shard starts it once the other has released it (cleared status.shard).
+func TestShardWaitsForTheReleaseOfAnotherLiveShard(t *testing.T) {
+	holders := &fakeHolders{live: map[string]time.Time{}}
+	holders.set("other", time.Now().Add(time.Hour))
+	pc := providerConfig("moved", "c-1")
+	pc.Labels = map[string]string{sharding.ShardLabel: "me"}
+	pc.Status.Shard = "other"
+	f := newFixtureWith(t, fixtureConfig{workers: 1, shard: "me", holders: holders, objects: []*mpv1alpha1.ProviderConfig{pc}})
+
+	f.waitFor("the Event", func() bool { return f.events.Count(corev1.EventTypeNormal, EventHeldByShard) == 1 })
+	if running := f.manager.Running("moved"); len(running) > 0 {
+		t.Errorf("another live shard still runs the tenant, but it runs %v here too", running)
+	}
+	if got := f.get("moved"); got.Status.Shard != "other" || len(got.Finalizers) > 0 {
+		t.Errorf("the tenant was written while another live shard holds it: status.shard %q, finalizers %v", got.Status.Shard, got.Finalizers)
+	}
+
+	// The other shard stops the tenant and releases it.
+	f.update("moved", func(pc *mpv1alpha1.ProviderConfig) { pc.Status.Shard = "" })
+	f.waitFor("the tenant Ready here", f.conditionIs("moved", mpv1alpha1.ProviderConfigConditionReady, "True", ReasonAllControllersReady))
+	if got := f.get("moved").Status.Shard; got != "me" {
+		t.Errorf("status.shard %q once started, want me", got)
+	}
+	if n := f.events.Count(corev1.EventTypeNormal, EventHeldByShard); n != 1 {
+		t.Errorf("%d HeldByShard Events, want 1", n)
+	}
+}
+
 // TestHeldByShardIsToldAgainForARecreatedTenant: the controller forgets what it told about a deleted tenant, so a
 // tenant recreated under the same name, and held again, gets its Event again (and nothing is kept per name).
 func TestHeldByShardIsToldAgainForARecreatedTenant(t *testing.T) {

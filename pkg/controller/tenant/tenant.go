@@ -164,6 +164,10 @@ type Context struct {
 	// registers what must happen then with it (RunOptions.Stop, AfterStop) rather than with context.AfterFunc on
 	// its context, which costs a map per context. nil: the context's end is the signal.
 	Stop *worker.StopSignal
+	// NamespacesRead reports whether the namespaced informers hold everything of every namespace they read (a shard
+	// selector that newly holds a namespace is read by each informer in turn): nil when they read every namespace
+	// from the start. A controller that acts on the absence of an object (no Service selects this Pod) waits for it.
+	NamespacesRead func() bool
 	// DrainGrace is how long the controller may go on finishing work after its context ends (a pusher's calls
 	// under way). It is shorter than the manager's stop timeout, so a controller that honours it has returned
 	// before the manager gives up waiting; zero means a default of the controller's choosing.

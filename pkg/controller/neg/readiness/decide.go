@@ -85,6 +85,10 @@ type input struct {
 	annotation string
 	// frozen are the Services that select the Pod whose annotation does not parse while they have Translations.
 	frozen []frozenService
+	// unread: the informers may not hold every Service and Translation of the Pod's namespace yet (a shard
+	// selector that newly holds it is read by each informer in turn, and the Pod's may come first), so that no
+	// Service selecting the Pod proves nothing.
+	unread bool
 }
 
 // frozenService is a Service whose annotation does not parse while it has Translations: the translator leaves them,
@@ -113,7 +117,7 @@ type verdict struct {
 // decide is the reflector's decision for one Pod that declares the gate, as ingress-gce's: True once the endpoint is
 // healthy (or, where nothing health checks it, attached) in at least one of the Pod's NEGs (ingress-gce#931: a Pod
 // in NEGs of several backend services must not wait for the slowest), True when the Pod is in no NEG and no NEG
-// Service selects it, True at the timeout; False otherwise (a Service whose annotation does not parse selects its
+// Service selects it (once the namespace's Services and Translations have been read), True at the timeout; False otherwise (a Service whose annotation does not parse selects its
 // Pods when it has Translations, frozen: see frozenService).
 func decide(in input) verdict {
 	if in.current != nil && in.current.Status == corev1.ConditionTrue {
@@ -158,6 +162,9 @@ func ready(in input) verdict {
 	case len(noCheck) > 0:
 		return verdict{status: corev1.ConditionTrue, reason: ReasonWithoutHealthCheck,
 			message: "Attached to NEG " + strings.Join(noCheck, ", ") + ", which no backend service health checks"}
+	case len(in.negs) == 0 && !in.selected && in.unread:
+		return verdict{status: corev1.ConditionFalse, reason: ReasonNotReady, poll: true,
+			message: "Waiting for this replica to read the Services and Translations of the Pod's namespace"}
 	case len(in.negs) == 0 && !in.selected:
 		return verdict{status: corev1.ConditionTrue, reason: ReasonReady,
 			message: "The Pod is not in any NEG: no Service that asks for NEGs selects it"}

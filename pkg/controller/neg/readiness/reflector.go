@@ -64,6 +64,8 @@ type Reflector struct {
 	warnings *tenant.Warnings
 	polls    *polls
 	now      func() time.Time
+	// namespacesRead is tenant.Context.NamespacesRead: nil, or whether the informers hold every namespace they read.
+	namespacesRead func() bool
 
 	// waiting holds, by namespace and name, the Pods whose condition is not True yet, and when the reflector first
 	// saw each one attached: the Translation and Service events of a namespace look at its waiting Pods again, and
@@ -96,6 +98,8 @@ func New(c *tenant.Context, clients ClientFunc) (*Reflector, error) {
 		recorder: c.EventRecorder,
 		warnings: tenant.NewWarnings(c.EventRecorder),
 		now:      time.Now,
+
+		namespacesRead: c.NamespacesRead,
 	}
 	r.polls = &polls{clients: clients, round: pollRound, now: func() time.Time { return r.now() }}
 	var err error

@@ -105,6 +105,7 @@ func (r *Reflector) gather(ctx context.Context, pod *corev1.Pod) (input, error) 
 	ips := podIPs(pod)
 	in.negs = r.memberships(pod.Namespace, ips)
 	in.selected, in.frozen = r.selected(pod)
+	in.unread = r.namespacesRead != nil && !r.namespacesRead()
 	var errs []error
 	for i := range in.negs {
 		m := &in.negs[i]
