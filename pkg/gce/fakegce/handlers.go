@@ -299,12 +299,13 @@ func (c *call) parseEndpointChange(n *negState) (*endpointChange, *apiError) {
 		if aerr != nil {
 			return nil, aerr
 		}
-		ck := conflictKey(n.neg.NetworkEndpointType, k)
-		if j, dup := seen[ck]; dup {
-			return nil, errInvalidField(fmt.Sprintf("resource.networkEndpoints[%d]", i), k.String(),
-				fmt.Sprintf("Duplicate of resource.networkEndpoints[%d] in the same request.", j))
+		for _, ck := range conflictKeys(n.neg.NetworkEndpointType, k) {
+			if j, dup := seen[ck]; dup {
+				return nil, errInvalidField(fmt.Sprintf("resource.networkEndpoints[%d]", i), k.String(),
+					fmt.Sprintf("Duplicate of resource.networkEndpoints[%d] in the same request.", j))
+			}
+			seen[ck] = i
 		}
-		seen[ck] = i
 		ch.keys = append(ch.keys, k)
 		ch.stored = append(ch.stored, stored)
 	}
@@ -315,9 +316,11 @@ func (c *call) parseEndpointChange(n *negState) (*endpointChange, *apiError) {
 // endpoint limit. It runs when the call arrives and again when its operation completes.
 func (c *call) checkAttach(n *negState, ch *endpointChange) *apiError {
 	for i, k := range ch.keys {
-		if held, ok := n.byConflict[conflictKey(n.neg.NetworkEndpointType, k)]; ok {
-			return errInvalidField(fmt.Sprintf("resource.networkEndpoints[%d]", i), k.String(), fmt.Sprintf(
-				"The network endpoint %s is already attached to the network endpoint group '%s'.", held, n.neg.Name))
+		for _, ck := range conflictKeys(n.neg.NetworkEndpointType, k) {
+			if held, ok := n.byConflict[ck]; ok {
+				return errInvalidField(fmt.Sprintf("resource.networkEndpoints[%d]", i), k.String(), fmt.Sprintf(
+					"The network endpoint %s is already attached to the network endpoint group '%s'.", held, n.neg.Name))
+			}
 		}
 	}
 	if limit := c.s.opts.MaxEndpointsPerNEG; len(n.endpoints)+len(ch.keys) > limit {
@@ -343,7 +346,9 @@ func (c *call) attach() (any, *apiError) {
 	return c.changeEndpoints("attachNetworkEndpoints", c.checkAttach, func(n *negState, ch *endpointChange) {
 		for i, k := range ch.keys {
 			n.endpoints[k] = ch.stored[i]
-			n.byConflict[conflictKey(n.neg.NetworkEndpointType, k)] = k
+			for _, ck := range conflictKeys(n.neg.NetworkEndpointType, k) {
+				n.byConflict[ck] = k
+			}
 		}
 	})
 }
@@ -352,7 +357,9 @@ func (c *call) detach() (any, *apiError) {
 	return c.changeEndpoints("detachNetworkEndpoints", checkDetach, func(n *negState, ch *endpointChange) {
 		for _, k := range ch.keys {
 			delete(n.endpoints, k)
-			delete(n.byConflict, conflictKey(n.neg.NetworkEndpointType, k))
+			for _, ck := range conflictKeys(n.neg.NetworkEndpointType, k) {
+				delete(n.byConflict, ck)
+			}
 			// A detached endpoint's health is forgotten: attached again, it starts from the NEG's default.
 			delete(n.health, k)
 		}

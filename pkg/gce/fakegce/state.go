@@ -111,12 +111,13 @@ func (s *Server) SeedNEG(project, zone string, neg *compute.NetworkEndpointGroup
 		if aerr != nil {
 			return nil, aerr
 		}
-		ck := conflictKey(n.neg.NetworkEndpointType, k)
-		if _, dup := n.byConflict[ck]; dup {
-			return nil, errInvalidField(fmt.Sprintf("resource.networkEndpoints[%d]", i), k.String(), "Duplicate endpoint.")
+		for _, ck := range conflictKeys(n.neg.NetworkEndpointType, k) {
+			if _, dup := n.byConflict[ck]; dup {
+				return nil, errInvalidField(fmt.Sprintf("resource.networkEndpoints[%d]", i), k.String(), "Duplicate endpoint.")
+			}
+			n.byConflict[ck] = k
 		}
 		n.endpoints[k] = ep
-		n.byConflict[ck] = k
 	}
 	if len(n.endpoints) > s.opts.MaxEndpointsPerNEG {
 		return nil, fmt.Errorf("fakegce: %d endpoints exceed the limit of %d per NEG", len(n.endpoints), s.opts.MaxEndpointsPerNEG)

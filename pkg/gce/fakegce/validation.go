@@ -200,6 +200,8 @@ type endpointKey struct {
 	ip       netip.Addr
 	port     int64
 	instance string
+	// ipv6 is part of the identity: a dual-stack endpoint is detached by both of its addresses.
+	ipv6 netip.Addr
 }
 
 // sortKey orders endpoints by IP numerically, then port, then instance, so that pages are stable.
@@ -208,13 +210,16 @@ func (k endpointKey) sortKey() string {
 	if !k.ip.IsValid() {
 		b = [16]byte{}
 	}
-	return fmt.Sprintf("%s|%05d|%s", hex.EncodeToString(b[:]), k.port, k.instance)
+	return fmt.Sprintf("%s|%05d|%s|%s", hex.EncodeToString(b[:]), k.port, k.instance, k.ipv6)
 }
 
 func (k endpointKey) String() string {
 	var parts []string
 	if k.ip.IsValid() {
 		parts = append(parts, "ipAddress: "+k.ip.String())
+	}
+	if k.ipv6.IsValid() {
+		parts = append(parts, "ipv6Address: "+k.ipv6.String())
 	}
 	if k.port != 0 {
 		parts = append(parts, "port: "+strconv.FormatInt(k.port, 10))
@@ -225,13 +230,19 @@ func (k endpointKey) String() string {
 	return "{" + strings.Join(parts, ", ") + "}"
 }
 
-// conflictKey is what must be unique among a NEG's endpoints: the IP and port, or for GCE_VM_IP, where an endpoint
-// is a whole VM, the instance.
-func conflictKey(negType string, k endpointKey) string {
+// conflictKeys are what must be unique among a NEG's endpoints: the IP and port, and the IPv6 address and port of a
+// dual-stack endpoint, or for GCE_VM_IP, where an endpoint is a whole VM, the instance. An IPv4 address and port so
+// hold one IPv6 address at a time: an endpoint changes form (its Service turned dual-stack) by a detach and an
+// attach, as ingress-gce's dual-stack migrator does it.
+func conflictKeys(negType string, k endpointKey) []string {
 	if negType == TypeGCEVMIP {
-		return "instance:" + k.instance
+		return []string{"instance:" + k.instance}
 	}
-	return "ipport:" + k.ip.String() + ":" + strconv.FormatInt(k.port, 10)
+	keys := []string{"ipport:" + k.ip.String() + ":" + strconv.FormatInt(k.port, 10)}
+	if k.ipv6.IsValid() {
+		keys = append(keys, "ipv6port:"+k.ipv6.String()+":"+strconv.FormatInt(k.port, 10))
+	}
+	return keys
 }
 
 // normalizeEndpoint validates one endpoint of an attach or detach request against the NEG's type and returns its
@@ -296,9 +307,15 @@ func (p *project) normalizeEndpoint(neg *compute.NetworkEndpointGroup, zone stri
 		return k, nil, errRequired(field + ".ipAddress")
 	}
 	if ep.Ipv6Address != "" {
-		if ip, err := netip.ParseAddr(ep.Ipv6Address); err != nil || !ip.Is6() || ip.Is4In6() {
+		ip, err := netip.ParseAddr(ep.Ipv6Address)
+		if err != nil || !ip.Is6() || ip.Is4In6() || ip.Zone() != "" {
 			return k, nil, errInvalidField(field+".ipv6Address", ep.Ipv6Address, "Must be an IPv6 address.")
 		}
+		if negType != TypeGCEVMIPPort && negType != TypeGCEVMIP {
+			return k, nil, errInvalidField(field+".ipv6Address", ep.Ipv6Address,
+				"Can only be set for network endpoint groups of type GCE_VM_IP_PORT or GCE_VM_IP.")
+		}
+		k.ipv6 = ip
 	}
 
 	if negType == TypeGCEVMIP {
@@ -321,12 +338,15 @@ func (p *project) normalizeEndpoint(neg *compute.NetworkEndpointGroup, zone stri
 	}
 
 	stored := &compute.NetworkEndpoint{
-		Instance:    k.instance,
-		Port:        k.port,
-		Ipv6Address: ep.Ipv6Address,
+		Instance: k.instance,
+		Port:     k.port,
 	}
 	if k.ip.IsValid() {
 		stored.IpAddress = k.ip.String()
+	}
+	if k.ipv6.IsValid() {
+		// Listed as GCE lists it (RFC 5952), however the request wrote it.
+		stored.Ipv6Address = k.ipv6.String()
 	}
 	if len(ep.Annotations) > 0 {
 		stored.Annotations = make(map[string]string, len(ep.Annotations))

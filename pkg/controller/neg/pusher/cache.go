@@ -17,6 +17,7 @@ limitations under the License.
 package pusher
 
 import (
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -30,10 +31,11 @@ type negKey struct {
 }
 
 // endpointKey identifies an endpoint the way a detach must name it: instance, IP and port (the NEG's default port
-// filled in).
+// filled in), and its IPv6 address: an endpoint that gains or loses one (its Service turned dual-stack, or back) is
+// another endpoint, detached in its old form and attached in its new one.
 type endpointKey struct {
-	instance, ip string
-	port         int64
+	instance, ip, ipv6 string
+	port               int64
 }
 
 // negEntry is what the pusher knows of one NEG in GCE. Its mutex is held for the whole of a sync step on the NEG,
@@ -176,7 +178,16 @@ func keyOf(ep *compute.NetworkEndpoint, defaultPort int64) endpointKey {
 	if port == 0 {
 		port = defaultPort
 	}
-	return endpointKey{instance: shortName(ep.Instance), ip: ep.IpAddress, port: port}
+	return endpointKey{instance: shortName(ep.Instance), ip: ep.IpAddress, ipv6: canonicalIP(ep.Ipv6Address), port: port}
+}
+
+// canonicalIP writes an IPv6 address as GCE lists it (RFC 5952), so a desired address written otherwise in an
+// EndpointSlice is not taken for another one; what does not parse is left as it is, for GCE to refuse.
+func canonicalIP(s string) string {
+	if ip, err := netip.ParseAddr(s); err == nil {
+		return ip.String()
+	}
+	return s
 }
 
 // shortName turns a resource URL or path into its last segment; GCE accepts an instance as either.

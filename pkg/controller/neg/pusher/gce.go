@@ -251,7 +251,7 @@ func diff(e *negEntry, params *mpv1alpha1.NetworkEndpointGroupParameters) (toDet
 	}
 	desired := make(map[endpointKey]*compute.NetworkEndpoint, len(params.Endpoints))
 	for _, ep := range params.Endpoints {
-		ce := &compute.NetworkEndpoint{Instance: ep.Instance, IpAddress: ep.IPAddress, Port: int64(ep.Port)}
+		ce := &compute.NetworkEndpoint{Instance: ep.Instance, IpAddress: ep.IPAddress, Ipv6Address: ep.Ipv6Address, Port: int64(ep.Port)}
 		desired[keyOf(ce, defaultPort)] = ce
 	}
 	for k, ep := range e.endpoints {

@@ -59,8 +59,9 @@ const (
 // membership is one NEG whose Translation lists the Pod's endpoint.
 type membership struct {
 	neg negRef
-	// port is the endpoint's port (0: the NEG's default), to find it in GCE's list.
-	port int32
+	// port is the endpoint's port (0: the NEG's default), and endpoint its addresses, to find it in GCE's list.
+	port     int32
+	endpoint addresses
 	// attached: the pusher has synced the Translation's current spec (so the endpoint is in the NEG).
 	attached bool
 	// health is what the poll found, for an attached NEG.

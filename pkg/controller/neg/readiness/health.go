@@ -19,7 +19,7 @@ package readiness
 import (
 	"context"
 	"fmt"
-	"slices"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -115,12 +115,21 @@ func (p *polls) fetch(ctx context.Context, neg negRef) ([]*compute.NetworkEndpoi
 	return items, nil
 }
 
-// healthOf is what items report of the endpoint at one of ips and port (0: any port): no health entry means no
-// backend service health checks the NEG; HEALTHY from any backend service is enough.
-func healthOf(items []*compute.NetworkEndpointWithHealthStatus, ips []string, port int32) (health, []string) {
+// addresses are the addresses of a Pod's endpoint in a Translation: its IPv4 address, and its IPv6 address when its
+// Service is dual-stack.
+type addresses struct {
+	ipv4, ipv6 string
+}
+
+// healthOf is what items report of the endpoint at addresses and port (0: any port): GCE's endpoint with that IPv4
+// address and, for a dual-stack endpoint, that IPv6 address too (the endpoint the pusher attached for this spec,
+// not one left in another form). No health entry means no backend service health checks the NEG; HEALTHY from any
+// backend service is enough.
+func healthOf(items []*compute.NetworkEndpointWithHealthStatus, at addresses, port int32) (health, []string) {
 	for _, it := range items {
 		ep := it.NetworkEndpoint
-		if ep == nil || !slices.Contains(ips, ep.IpAddress) || (port != 0 && ep.Port != 0 && ep.Port != int64(port)) {
+		if ep == nil || ep.IpAddress != at.ipv4 || (at.ipv6 != "" && !sameIP(ep.Ipv6Address, at.ipv6)) ||
+			(port != 0 && ep.Port != 0 && ep.Port != int64(port)) {
 			continue
 		}
 		if len(it.Healths) == 0 {
@@ -136,4 +145,14 @@ func healthOf(items []*compute.NetworkEndpointWithHealthStatus, ips []string, po
 		return healthUnhealthy, states
 	}
 	return healthUnknown, nil
+}
+
+// sameIP compares two addresses however each is written (GCE lists IPv6 in RFC 5952 form).
+func sameIP(a, b string) bool {
+	x, errA := netip.ParseAddr(a)
+	y, errB := netip.ParseAddr(b)
+	if errA != nil || errB != nil {
+		return a == b
+	}
+	return x == y
 }

@@ -55,7 +55,7 @@ func TestHealthThroughTheGCEClient(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, _ := healthOf(items, []string{"10.0.0.1"}, 8080)
+		h, _ := healthOf(items, addresses{ipv4: "10.0.0.1"}, 8080)
 		return h
 	}
 	if h := healthNow(); h != healthNoCheck {
@@ -71,7 +71,7 @@ func TestHealthThroughTheGCEClient(t *testing.T) {
 	if h := healthNow(); h != healthHealthy {
 		t.Errorf("health in a NEG of a backend service = %v, want healthy", h)
 	}
-	if other, _ := healthOf(nil, []string{"10.0.0.2"}, 8080); other != healthUnknown {
+	if other, _ := healthOf(nil, addresses{ipv4: "10.0.0.2"}, 8080); other != healthUnknown {
 		t.Errorf("health of an endpoint not listed = %v, want unknown", other)
 	}
 	if calls := srv.Calls(testProject)[fakegce.MethodListEndpoints]; calls != 2 {

@@ -103,7 +103,7 @@ func (r *Reflector) sync(ctx context.Context, key string) (worker.Result, error)
 func (r *Reflector) gather(ctx context.Context, pod *corev1.Pod) (input, error) {
 	in := input{current: r.keys.Condition(pod), annotation: r.keys.Annotation, created: pod.CreationTimestamp.Time, timeout: r.timeout}
 	ips := podIPs(pod)
-	in.negs = r.memberships(pod.Namespace, ips)
+	in.negs = r.memberships(pod, ips)
 	in.selected, in.frozen = r.selected(pod)
 	in.unread = r.namespacesRead != nil && !r.namespacesRead()
 	var errs []error
@@ -117,7 +117,7 @@ func (r *Reflector) gather(ctx context.Context, pod *corev1.Pod) (input, error) 
 			errs = append(errs, err)
 			continue
 		}
-		if m.health, m.states = healthOf(items, ips, m.port); m.health == healthHealthy || m.health == healthNoCheck {
+		if m.health, m.states = healthOf(items, m.endpoint, m.port); m.health == healthHealthy || m.health == healthNoCheck {
 			break
 		}
 	}
@@ -125,14 +125,14 @@ func (r *Reflector) gather(ctx context.Context, pod *corev1.Pod) (input, error) 
 	return in, errors.Join(errs...)
 }
 
-// memberships are the NEGs whose Translation (of the tenant, in the Pod's namespace) lists one of the Pod's IPs.
-// One is attached once the pusher has synced the Translation's current spec: its status has observed the
-// generation and its Synced condition is True for it.
-func (r *Reflector) memberships(namespace string, ips []string) []membership {
+// memberships are the NEGs whose Translation (of the tenant, in the Pod's namespace) lists the Pod's endpoint
+// (listsPod). One is attached once the pusher has synced the Translation's current spec: its status has observed
+// the generation and its Synced condition is True for it.
+func (r *Reflector) memberships(pod *corev1.Pod, ips []string) []membership {
 	if len(ips) == 0 {
 		return nil
 	}
-	objs, _ := r.translations.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+	objs, _ := r.translations.GetIndexer().ByIndex(cache.NamespaceIndex, pod.Namespace)
 	var out []membership
 	for _, obj := range objs {
 		tr, ok := obj.(*mpv1alpha1.Translation)
@@ -146,19 +146,32 @@ func (r *Reflector) memberships(namespace string, ips []string) []membership {
 				continue
 			}
 			for _, ep := range res.NetworkEndpointGroup.Endpoints {
-				if slices.Contains(ips, ep.IPAddress) {
+				if listsPod(&ep, pod.Name, ips) {
 					port := ep.Port
 					if port == 0 {
 						port = res.NetworkEndpointGroup.Port
 					}
 					neg := negRef{project: r.projectOf(tr, res), zone: res.Zone, name: res.Name}
-					out = append(out, membership{neg: neg, port: port, attached: attached})
+					out = append(out, membership{neg: neg, port: port, attached: attached,
+						endpoint: addresses{ipv4: ep.IPAddress, ipv6: ep.Ipv6Address}})
 					break
 				}
 			}
 		}
 	}
 	return out
+}
+
+// listsPod says whether ep is the endpoint of the Pod of name and ips: it names the Pod and has one of its
+// addresses (a Pod of the same name made again, a StatefulSet's, has other addresses until it is listed itself).
+// An endpoint that names no Pod, as in a Translation written by a build from before the reference or stored by
+// its CRD, is matched by address alone, as those builds do; there a new Pod that reuses an address still listed
+// for a gone one is taken for it.
+func listsPod(ep *mpv1alpha1.NetworkEndpoint, name string, ips []string) bool {
+	if ep.Pod != "" && ep.Pod != name {
+		return false
+	}
+	return slices.Contains(ips, ep.IPAddress) || (ep.Ipv6Address != "" && slices.Contains(ips, ep.Ipv6Address))
 }
 
 func synced(tr *mpv1alpha1.Translation) bool {

@@ -18,6 +18,7 @@ package translator
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -27,6 +28,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 )
 
 // legacyZoneLabel is the zone label of Nodes from before topology.kubernetes.io/zone (Kubernetes < 1.17); some
@@ -118,17 +121,76 @@ func nodeZone(n *corev1.Node) string {
 	return n.Labels[legacyZoneLabel]
 }
 
+// leftOut counts the ready endpoints of a Service port that its NEGs cannot take, each reported on the Service.
+type leftOut struct {
+	// outsideZones run on a Node the tenant does not see, or that has no zone: the instance of a GCE_VM_IP_PORT
+	// endpoint must be a VM of the tenant's project in the NEG's zone, and one endpoint GCE refuses would hold back
+	// the whole NEG.
+	outsideZones int
+	// ipv6Only are IPv6 addresses without an IPv4 address of the same Pod: GCE fills a missing ipAddress with the
+	// VM's primary IPv4 address, the Node's, so such an endpoint would send the load balancer's traffic to the Node.
+	ipv6Only int
+}
+
+// warnings are the Warnings on the Service for what port's NEGs leave out. No count in a message: it would make
+// every endpoint change a new Event.
+func (l leftOut) warnings(port int32) []tenant.Warning {
+	var out []tenant.Warning
+	if l.outsideZones > 0 {
+		out = append(out, tenant.Warning{Reason: ReasonEndpointsSkipped, Message: fmt.Sprintf(
+			"Some ready endpoints of port %d run on Nodes this tenant does not have, or that have no zone; "+
+				"they are left out of the NEGs", port)})
+	}
+	if l.ipv6Only > 0 {
+		out = append(out, tenant.Warning{Reason: ReasonIPv6EndpointsNotServed, Message: fmt.Sprintf(
+			"Some ready endpoints of port %d have an IPv6 address and no IPv4 address of the same Pod; a NEG "+
+				"endpoint needs the Pod's IPv4 address beside its IPv6 one, so they are left out of the NEGs", port)})
+	}
+	return out
+}
+
 // endpointsByZone returns the ready endpoints of one Service port, grouped by zone and sorted, from the Service's
 // EndpointSlices. The port is the EndpointSlice port with the Service port's name and protocol (the EndpointSlice
 // controller names slice ports after Service ports), so a named targetPort resolves to each Pod's own number.
 //
 // An endpoint counts only if ready says it is ready (Translator.endpointReady: also one whose Pod waits only for the
-// NEG readiness gate), has an IPv4 address and runs on a Node the tenant sees in one of its zones: the instance of a
-// GCE_VM_IP_PORT endpoint must be a VM of the tenant's project in the NEG's zone, and one endpoint GCE refuses would
-// hold back the whole NEG. skipped counts the endpoints left out for that reason.
+// NEG readiness gate) and runs on a Node the tenant sees in one of its zones. A dual-stack Service has an IPv4 and
+// an IPv6 slice: the two addresses of one Pod (the endpoints' targetRef) and port make one endpoint carrying both;
+// an IPv4 address alone is an endpoint, an IPv6 address alone is left out (leftOut.ipv6Only).
 func endpointsByZone(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.ServicePort, topo *topology,
-	ready func(namespace string, ep *discoveryv1.Endpoint) bool) (byZone map[string][]mpv1alpha1.NetworkEndpoint, skipped int) {
+	ready func(namespace string, ep *discoveryv1.Endpoint) bool) (byZone map[string][]mpv1alpha1.NetworkEndpoint, left leftOut) {
+	ipv4, ipv6, left := readyEndpoints(endpointSlices, port, topo, ready)
 	byZone = map[string][]mpv1alpha1.NetworkEndpoint{}
+	seen := map[mpv1alpha1.NetworkEndpoint]bool{}
+	joined := map[podPort]bool{}
+	for _, ne := range ipv4 {
+		key := podPort{pod: ne.Pod, port: ne.Port}
+		if v6, ok := ipv6[key]; ok && ne.Pod != "" && v6.Instance == ne.Instance {
+			ne.Ipv6Address = v6.Ipv6Address
+			joined[key] = true
+		}
+		if seen[ne.NetworkEndpoint] {
+			// The same Pod in two slices while the EndpointSlice controller moves it.
+			continue
+		}
+		seen[ne.NetworkEndpoint] = true
+		byZone[ne.zone] = append(byZone[ne.zone], ne.NetworkEndpoint)
+	}
+	for key := range ipv6 {
+		if !joined[key] {
+			left.ipv6Only++
+		}
+	}
+	for _, eps := range byZone {
+		slices.SortFunc(eps, compareEndpoints)
+	}
+	return byZone, left
+}
+
+// readyEndpoints reads the ready endpoints of one Service port in the tenant's zones from the Service's IPv4 and
+// IPv6 slices, the IPv6 ones by Pod and port (endpointsByZone).
+func readyEndpoints(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.ServicePort, topo *topology,
+	ready func(namespace string, ep *discoveryv1.Endpoint) bool) (ipv4 []zonedEndpoint, ipv6 map[podPort]zonedEndpoint, left leftOut) {
 	inZones := map[string]bool{}
 	for _, z := range topo.zones {
 		inZones[z] = true
@@ -137,9 +199,10 @@ func endpointsByZone(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.S
 	if protocol == "" {
 		protocol = corev1.ProtocolTCP
 	}
-	seen := map[mpv1alpha1.NetworkEndpoint]bool{}
+	ipv6 = map[podPort]zonedEndpoint{}
 	for _, slice := range endpointSlices {
-		if slice.AddressType != discoveryv1.AddressTypeIPv4 {
+		family := slice.AddressType
+		if family != discoveryv1.AddressTypeIPv4 && family != discoveryv1.AddressTypeIPv6 {
 			continue
 		}
 		number, ok := slicePort(slice, port.Name, protocol)
@@ -158,22 +221,49 @@ func endpointsByZone(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.S
 				zone = nodeZone
 			}
 			if !visible || !inZones[zone] {
-				skipped++
+				left.outsideZones++
 				continue
 			}
-			ne := mpv1alpha1.NetworkEndpoint{Instance: node, IPAddress: ep.Addresses[0], Port: number}
-			if seen[ne] {
-				// The same Pod in two slices while the EndpointSlice controller moves it.
+			ne := zonedEndpoint{zone: zone, NetworkEndpoint: mpv1alpha1.NetworkEndpoint{
+				Instance: node, Port: number, Pod: podName(slice.Namespace, ep)}}
+			if family == discoveryv1.AddressTypeIPv4 {
+				ne.IPAddress = ep.Addresses[0]
+				ipv4 = append(ipv4, ne)
 				continue
 			}
-			seen[ne] = true
-			byZone[zone] = append(byZone[zone], ne)
+			ne.Ipv6Address = ep.Addresses[0]
+			if ne.Pod == "" {
+				// Nothing to join it with.
+				left.ipv6Only++
+				continue
+			}
+			// A Pod in two IPv6 slices while the EndpointSlice controller moves it: the same address twice.
+			ipv6[podPort{pod: ne.Pod, port: number}] = ne
 		}
 	}
-	for _, eps := range byZone {
-		slices.SortFunc(eps, compareEndpoints)
+	return ipv4, ipv6, left
+}
+
+// zonedEndpoint is an endpoint and the zone of its NEG.
+type zonedEndpoint struct {
+	zone string
+	mpv1alpha1.NetworkEndpoint
+}
+
+// podPort joins a Pod's IPv4 and IPv6 endpoints of one port.
+type podPort struct {
+	pod  string
+	port int32
+}
+
+// podName is the name of the Pod an endpoint of a slice of namespace is for, or "" when its targetRef names none
+// there (a Service without a selector may list any address).
+func podName(namespace string, ep *discoveryv1.Endpoint) string {
+	ref := ep.TargetRef
+	if ref == nil || ref.Kind != "Pod" || (ref.Namespace != "" && ref.Namespace != namespace) {
+		return ""
 	}
-	return byZone, skipped
+	return ref.Name
 }
 
 func slicePort(slice *discoveryv1.EndpointSlice, name string, protocol corev1.Protocol) (int32, bool) {
@@ -187,5 +277,6 @@ func slicePort(slice *discoveryv1.EndpointSlice, name string, protocol corev1.Pr
 }
 
 func compareEndpoints(a, b mpv1alpha1.NetworkEndpoint) int {
-	return cmp.Or(cmp.Compare(a.Instance, b.Instance), cmp.Compare(a.IPAddress, b.IPAddress), cmp.Compare(a.Port, b.Port))
+	return cmp.Or(cmp.Compare(a.Instance, b.Instance), cmp.Compare(a.IPAddress, b.IPAddress), cmp.Compare(a.Port, b.Port),
+		cmp.Compare(a.Ipv6Address, b.Ipv6Address), cmp.Compare(a.Pod, b.Pod))
 }

@@ -42,6 +42,9 @@ const (
 	ReasonTranslationCreated = "TranslationCreated"
 	ReasonTranslationDeleted = "TranslationDeleted"
 	ReasonEndpointsSkipped   = "NEGEndpointsSkipped"
+	// ReasonIPv6EndpointsNotServed: ready IPv6 addresses without an IPv4 address of the same Pod (an IPv6-only
+	// Service, or a Pod with only that family) are left out of the NEGs (leftOut.ipv6Only says why).
+	ReasonIPv6EndpointsNotServed = "NEGIPv6EndpointsNotServed"
 	// ReasonStaleTranslationDeleted: a Translation left by a former Service of the same name (deleted with
 	// --cascade=orphan, so its Translations lost their owner reference and stayed) was deleted; a Translation of this
 	// Service of the same name is created once the pusher has deleted the old NEGs and the old one is gone.
@@ -177,16 +180,11 @@ func (t *Translator) desiredTranslations(svc *corev1.Service, ports []negapi.Exp
 			d.custom[translationName(svc.Name, p.Port)] = p.CustomName
 		}
 		id := t.negIdentity(svc, p)
-		tr, skipped, err := t.translation(svc, servicePort, id, topo)
+		tr, left, err := t.translation(svc, servicePort, id, topo)
 		if err != nil {
 			return desired{}, err
 		}
-		if skipped > 0 {
-			// No count in the message: it would make every endpoint change a new Event.
-			d.warnings = append(d.warnings, tenant.Warning{Reason: ReasonEndpointsSkipped, Message: fmt.Sprintf(
-				"Some ready endpoints of port %d run on Nodes this tenant does not have, or that have no zone; "+
-					"they are left out of the NEGs", p.Port)})
-		}
+		d.warnings = append(d.warnings, left.warnings(p.Port)...)
 		d.translations = append(d.translations, tr)
 		d.negs[p.Port] = id.name
 	}
@@ -219,12 +217,12 @@ func (t *Translator) endpointSlicesOf(svc *corev1.Service) ([]*discoveryv1.Endpo
 // translation builds the desired Translation of one Service port: one NEG per zone of the tenant's Nodes, in zone
 // order, each named and marked as id says, and holding the ready endpoints of that zone. A generated name is
 // recorded in an annotation, so that every later build keeps it (negIdentity).
-func (t *Translator) translation(svc *corev1.Service, servicePort *corev1.ServicePort, id negID, topo *topology) (*mpv1alpha1.Translation, int, error) {
+func (t *Translator) translation(svc *corev1.Service, servicePort *corev1.ServicePort, id negID, topo *topology) (*mpv1alpha1.Translation, leftOut, error) {
 	endpointSlices, err := t.endpointSlicesOf(svc)
 	if err != nil {
-		return nil, 0, err
+		return nil, leftOut{}, err
 	}
-	byZone, skipped := endpointsByZone(endpointSlices, servicePort, topo, t.endpointReady)
+	byZone, left := endpointsByZone(endpointSlices, servicePort, topo, t.endpointReady)
 	tr := &mpv1alpha1.Translation{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: svc.Namespace,
@@ -253,7 +251,7 @@ func (t *Translator) translation(svc *corev1.Service, servicePort *corev1.Servic
 			},
 		})
 	}
-	return tr, skipped, nil
+	return tr, left, nil
 }
 
 // ownerReference makes the Service the Translation's controller; blockOwnerDeletion makes a foreground delete of

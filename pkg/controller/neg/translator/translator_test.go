@@ -355,18 +355,18 @@ func keys[V any](m map[string]V) []string {
 
 func TestEndpointsIgnoreOtherAddressTypesAndProtocols(t *testing.T) {
 	topo := newTopology([]*corev1.Node{node("n1", zoneB)})
-	v6 := slice("web", "v6", "http", 80, ep{ip: "fd00::1", node: "n1"})
-	v6.AddressType = discoveryv1.AddressTypeIPv6
+	fqdn := slice("web", "fqdn", "http", 80, ep{ip: "web.example.com", node: "n1"})
+	fqdn.AddressType = discoveryv1.AddressTypeFQDN
 	udp := slice("web", "udp", "http", 80, ep{ip: "10.0.0.3", node: "n1"})
 	udp.Ports[0].Protocol = ptr.To(corev1.ProtocolUDP)
 	unnamed := slice("web", "unnamed", "", 81, ep{ip: "10.0.0.4", node: "n1"})
 	nilReady := slice("web", "nilready", "http", 80, ep{ip: "10.0.0.5", node: "n1"})
 	nilReady.Endpoints[0].Conditions.Ready = nil // unknown readiness counts as ready, as the API says
 	port := servicePort("http", 80, "80")
-	got, skipped := endpointsByZone([]*discoveryv1.EndpointSlice{v6, udp, unnamed, nilReady}, &port, topo, (&Translator{}).endpointReady)
+	got, left := endpointsByZone([]*discoveryv1.EndpointSlice{fqdn, udp, unnamed, nilReady}, &port, topo, (&Translator{}).endpointReady)
 	want := map[string][]mpv1alpha1.NetworkEndpoint{zoneB: {{Instance: "n1", IPAddress: "10.0.0.5", Port: 80}}}
-	if !reflect.DeepEqual(got, want) || skipped != 0 {
-		t.Errorf("got %v (skipped %d), want %v", got, skipped, want)
+	if !reflect.DeepEqual(got, want) || left != (leftOut{}) {
+		t.Errorf("got %v (left out %+v), want %v", got, left, want)
 	}
 }
 

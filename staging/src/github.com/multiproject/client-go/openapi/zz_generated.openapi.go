@@ -344,7 +344,7 @@ func schema_multiproject_api_multiproject_v1alpha1_NetworkEndpoint(ref common.Re
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "NetworkEndpoint is one GCE_VM_IP_PORT endpoint of a NEG.",
+				Description: "NetworkEndpoint is one GCE_VM_IP_PORT endpoint of a NEG: for container-native load balancing, one Pod.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"instance": {
@@ -357,8 +357,22 @@ func schema_multiproject_api_multiproject_v1alpha1_NetworkEndpoint(ref common.Re
 					},
 					"ipAddress": {
 						SchemaProps: spec.SchemaProps{
-							Description: "IPAddress is the endpoint's IP address (a pod IP for container-native load balancing).",
+							Description: "IPAddress is the endpoint's IPv4 address (a pod IP for container-native load balancing).",
 							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"ipv6Address": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Ipv6Address is the endpoint's IPv6 address, set for a Pod of a dual-stack Service: GCE's ipv6Address, named as compute/v1 names it (the API naming rule wants that spelling of an \"ipv6\" JSON name). The two addresses are one endpoint: GCE attaches and detaches them together. Added after v1alpha1 was first released: a build that does not know it leaves it as it is until it replaces the spec (docs/upgrade.md).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"pod": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Pod is the name of the Pod, in the Translation's namespace, whose addresses these are (the EndpointSlice endpoint's targetRef). The NEG readiness gate matches a Pod to its endpoint by it, not by IP, so a new Pod that reuses an address still listed for an old one is not taken for it. Empty for an endpoint without a Pod, and in Translations written by builds from before the field, which match by IP.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

@@ -202,7 +202,8 @@ type NetworkEndpointGroupParameters struct {
 	Endpoints []NetworkEndpoint `json:"endpoints,omitempty"`
 }
 
-// NetworkEndpoint is one GCE_VM_IP_PORT endpoint of a NEG.
+// NetworkEndpoint is one GCE_VM_IP_PORT endpoint of a NEG: for
+// container-native load balancing, one Pod.
 type NetworkEndpoint struct {
 	// Instance is the name of the VM, in the NEG's zone, that has IPAddress.
 	// +required
@@ -210,12 +211,32 @@ type NetworkEndpoint struct {
 	// +kubebuilder:validation:MaxLength=63
 	Instance string `json:"instance"`
 
-	// IPAddress is the endpoint's IP address (a pod IP for container-native
+	// IPAddress is the endpoint's IPv4 address (a pod IP for container-native
 	// load balancing).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=45
 	IPAddress string `json:"ipAddress"`
+
+	// Ipv6Address is the endpoint's IPv6 address, set for a Pod of a
+	// dual-stack Service: GCE's ipv6Address, named as compute/v1 names it (the
+	// API naming rule wants that spelling of an "ipv6" JSON name). The two
+	// addresses are one endpoint: GCE attaches and detaches them together.
+	// Added after v1alpha1 was first released: a build that does not know it
+	// leaves it as it is until it replaces the spec (docs/upgrade.md).
+	// +optional
+	// +kubebuilder:validation:MaxLength=45
+	Ipv6Address string `json:"ipv6Address,omitempty"`
+
+	// Pod is the name of the Pod, in the Translation's namespace, whose
+	// addresses these are (the EndpointSlice endpoint's targetRef). The NEG
+	// readiness gate matches a Pod to its endpoint by it, not by IP, so a new
+	// Pod that reuses an address still listed for an old one is not taken for
+	// it. Empty for an endpoint without a Pod, and in Translations written by
+	// builds from before the field, which match by IP.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Pod string `json:"pod,omitempty"`
 
 	// Port is the endpoint's port; zero means the NEG's default port.
 	// +optional

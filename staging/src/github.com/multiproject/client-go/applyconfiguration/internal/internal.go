@@ -284,6 +284,12 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+    - name: ipv6Address
+      type:
+        scalar: string
+    - name: pod
+      type:
+        scalar: string
     - name: port
       type:
         scalar: numeric

@@ -21,13 +21,28 @@ package v1alpha1
 // NetworkEndpointApplyConfiguration represents a declarative configuration of the NetworkEndpoint type for use
 // with apply.
 //
-// NetworkEndpoint is one GCE_VM_IP_PORT endpoint of a NEG.
+// NetworkEndpoint is one GCE_VM_IP_PORT endpoint of a NEG: for
+// container-native load balancing, one Pod.
 type NetworkEndpointApplyConfiguration struct {
 	// Instance is the name of the VM, in the NEG's zone, that has IPAddress.
 	Instance *string `json:"instance,omitempty"`
-	// IPAddress is the endpoint's IP address (a pod IP for container-native
+	// IPAddress is the endpoint's IPv4 address (a pod IP for container-native
 	// load balancing).
 	IPAddress *string `json:"ipAddress,omitempty"`
+	// Ipv6Address is the endpoint's IPv6 address, set for a Pod of a
+	// dual-stack Service: GCE's ipv6Address, named as compute/v1 names it (the
+	// API naming rule wants that spelling of an "ipv6" JSON name). The two
+	// addresses are one endpoint: GCE attaches and detaches them together.
+	// Added after v1alpha1 was first released: a build that does not know it
+	// leaves it as it is until it replaces the spec (docs/upgrade.md).
+	Ipv6Address *string `json:"ipv6Address,omitempty"`
+	// Pod is the name of the Pod, in the Translation's namespace, whose
+	// addresses these are (the EndpointSlice endpoint's targetRef). The NEG
+	// readiness gate matches a Pod to its endpoint by it, not by IP, so a new
+	// Pod that reuses an address still listed for an old one is not taken for
+	// it. Empty for an endpoint without a Pod, and in Translations written by
+	// builds from before the field, which match by IP.
+	Pod *string `json:"pod,omitempty"`
 	// Port is the endpoint's port; zero means the NEG's default port.
 	Port *int32 `json:"port,omitempty"`
 }
@@ -51,6 +66,22 @@ func (b *NetworkEndpointApplyConfiguration) WithInstance(value string) *NetworkE
 // If called multiple times, the IPAddress field is set to the value of the last call.
 func (b *NetworkEndpointApplyConfiguration) WithIPAddress(value string) *NetworkEndpointApplyConfiguration {
 	b.IPAddress = &value
+	return b
+}
+
+// WithIpv6Address sets the Ipv6Address field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Ipv6Address field is set to the value of the last call.
+func (b *NetworkEndpointApplyConfiguration) WithIpv6Address(value string) *NetworkEndpointApplyConfiguration {
+	b.Ipv6Address = &value
+	return b
+}
+
+// WithPod sets the Pod field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Pod field is set to the value of the last call.
+func (b *NetworkEndpointApplyConfiguration) WithPod(value string) *NetworkEndpointApplyConfiguration {
+	b.Pod = &value
 	return b
 }
 
