@@ -115,8 +115,8 @@ type Options struct {
 	// writes (--neg-annotation-key, --neg-status-annotation-key, --neg-readiness-gate; negapi.Keys); empty means
 	// ingress-gce's.
 	NEGAnnotationKey, NEGStatusAnnotationKey, NEGReadinessGate string
-	// NEGEndpointBatchPeriod delays the NEG translator's sync after an EndpointSlice change, so that the changes of
-	// one Service inside the period make one Translation write (--neg-endpoint-batch-period); 0 syncs at once.
+	// NEGEndpointBatchPeriod is the longest the NEG translator holds a Service's endpoint changes for the write in
+	// flight to end, so that they make the next write together (--neg-endpoint-batch-period); 0 holds nothing.
 	NEGEndpointBatchPeriod time.Duration
 	// GCEUserAgent identifies this process in every Compute Engine call's User-Agent, so GCE audit logs (and the
 	// fake GCE in tests) can tell which replica made a call.

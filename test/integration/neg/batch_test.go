@@ -28,10 +28,11 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
 
-// TestBatchPeriodMakesOneWriteForTheChangesInsideIt: with --neg-endpoint-batch-period, five endpoint changes of a
-// converged Service written inside the period reach GCE all together, for one Translation spec patch and one status
-// update on the real API server.
-func TestBatchPeriodMakesOneWriteForTheChangesInsideIt(t *testing.T) {
+// TestEndpointChangesDuringAWriteInFlightMakeOneMoreWrite: with --neg-endpoint-batch-period, five endpoint changes
+// of a converged Service written in quick succession reach GCE for at most two Translation spec patches and two
+// status updates on the real API server: the first change is written at once (no write in flight), the others while
+// it is in flight are held and make one more.
+func TestEndpointChangesDuringAWriteInFlightMakeOneMoreWrite(t *testing.T) {
 	const period, changes = 5 * time.Second, 5
 	e := newEnvWith(t, envOptions{countCalls: true, batchPeriod: period})
 	a := e.newTenant("a", projectA)
@@ -64,7 +65,11 @@ func TestBatchPeriodMakesOneWriteForTheChangesInsideIt(t *testing.T) {
 	maps.DeleteFunc(writes, func(kind string, _ int) bool {
 		return strings.HasPrefix(kind, "get ") || strings.HasPrefix(kind, "list ")
 	})
-	if want := map[string]int{"patch translations": 1, "update translations/status": 1}; !maps.Equal(writes, want) {
-		t.Errorf("%d endpoint changes inside the batch period: writes %v, want %v", changes, writes, want)
+	patches, statuses := writes["patch translations"], writes["update translations/status"]
+	delete(writes, "patch translations")
+	delete(writes, "update translations/status")
+	if patches < 1 || patches > 2 || statuses < 1 || statuses > 2 || len(writes) != 0 {
+		t.Errorf("%d endpoint changes in quick succession: writes %v, patches %d, status updates %d; want 1 or 2 of each and nothing else",
+			changes, writes, patches, statuses)
 	}
 }

@@ -188,7 +188,9 @@ func (t *Translator) patchSpec(ctx context.Context, svc *corev1.Service, have, w
 		return err
 	}
 	// Only the metadata comes back: the spec is what was sent.
+	sent := t.batch.clock.Now()
 	out, err := translationwrite.Patch(ctx, t.mp, svc.Namespace, have.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	t.batch.wrote(svc.Namespace+"/"+svc.Name, t.batch.clock.Since(sent), err)
 	if err != nil {
 		return fmt.Errorf("updating the spec of Translation %s: %w", want.Name, err)
 	}
@@ -216,7 +218,9 @@ func (t *Translator) update(ctx context.Context, svc *corev1.Service, have, want
 		delete(updated.Annotations, generated)
 	}
 	updated.OwnerReferences = withController(updated.OwnerReferences, want.OwnerReferences[0])
+	sent := t.batch.clock.Now()
 	out, err := t.mp.MultiprojectV1alpha1().Translations(svc.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
+	t.batch.wrote(svc.Namespace+"/"+svc.Name, t.batch.clock.Since(sent), err)
 	if err != nil {
 		// A conflict (the pusher wrote the status since the cache's version) is retried from the cache.
 		return fmt.Errorf("updating Translation %s: %w", want.Name, err)
