@@ -61,7 +61,10 @@ const (
 
 // Pusher is one tenant's NEG pusher.
 type Pusher struct {
-	tenant    string
+	// programmed holds, per Translation key, the last generation whose network programming latency was observed
+	// (latency.go).
+	programmed sync.Map // string → programmedAt
+	tenant     string
 	gcp       mpv1alpha1.GCPConfig
 	options   tenant.Options
 	kube      secretGetter

@@ -33,6 +33,8 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 )
 
 // batching is a running translator with --neg-endpoint-batch-period set, on a fake clock that only the test moves,
@@ -310,4 +312,34 @@ func endpointsOf(tr *mpv1alpha1.Translation) string {
 		}
 	}
 	return strings.Join(out, " ")
+}
+
+// A Translation write carries the earliest trigger time (the slices' endpoints.kubernetes.io/last-change-trigger-time)
+// of the changes it writes, for the network programming latency; a write of changes without one carries "".
+func TestTranslationWriteCarriesTheEarliestTriggerTime(t *testing.T) {
+	b := startBatching(t, time.Second, false)
+	earliest := time.Date(2026, 11, 28, 10, 0, 0, 123456789, time.UTC)
+	// The later change first: the earlier one, written after, is still the write's.
+	for i, at := range []time.Time{earliest.Add(time.Second), earliest} {
+		s := slice("web", "web-2", "http", 9090, ep{ip: "10.0.1.2", node: "n3"}, ep{ip: fmt.Sprintf("10.0.1.%d", 20+i), node: "n3"})
+		s.Annotations = map[string]string{negapi.SliceTriggerTime: at.Format(time.RFC3339Nano)}
+		before := b.handled()
+		if _, err := b.h.kube.DiscoveryV1().EndpointSlices(testNamespace).Update(b.h.ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		b.h.waitFor("the change to be handled", func() bool { return b.handled() > before })
+	}
+	b.h.markSynced("neg-v1-web-80")
+	b.waitWritten([]string{"10.0.1.21"})
+	if got := b.h.translations()["neg-v1-web-80"].Annotations[negapi.TriggerTimeAnnotation]; got != negapi.FormatTriggerTime(earliest) {
+		t.Errorf("trigger time written = %q, want the earliest change's %q", got, negapi.FormatTriggerTime(earliest))
+	}
+	// Written: a change without a trigger time writes "", so the generation does not show the earlier write's.
+	b.h.markSynced("neg-v1-web-80")
+	b.h.settle()
+	ips := b.change(1)
+	b.waitWritten(ips)
+	if got, ok := b.h.translations()["neg-v1-web-80"].Annotations[negapi.TriggerTimeAnnotation]; !ok || got != "" {
+		t.Errorf("trigger time of a write without one = %q (present: %t), want \"\"", got, ok)
+	}
 }

@@ -53,10 +53,14 @@ type groupCommit struct {
 	backoff workqueue.TypedRateLimiter[string]
 	// pushedBackUntil is, per Service, when the hold of its last pushback ends.
 	pushedBackUntil map[string]time.Time
+	// triggers is, per Service, the trigger time of the earliest slice change not written yet (negapi.TriggerTime):
+	// the next Translation write carries it, for the network programming latency.
+	triggers map[string]time.Time
 }
 
 func newGroupCommit(ceiling time.Duration, c clock.PassiveClock) *groupCommit {
-	g := &groupCommit{ceiling: ceiling, clock: c, held: sets.New[string](), pushedBackUntil: map[string]time.Time{}}
+	g := &groupCommit{ceiling: ceiling, clock: c, held: sets.New[string](), pushedBackUntil: map[string]time.Time{},
+		triggers: map[string]time.Time{}}
 	if ceiling > 0 {
 		g.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[string](min(pushbackBase, ceiling), ceiling)
 	}
@@ -141,10 +145,33 @@ func (g *groupCommit) wrote(key string, took time.Duration, err error) {
 	}
 }
 
+// triggered remembers the trigger time of a change of the Service, unless an earlier one waits for a write.
+func (g *groupCommit) triggered(key string, at time.Time) {
+	if at.IsZero() {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if was, ok := g.triggers[key]; !ok || at.Before(was) {
+		g.triggers[key] = at
+	}
+}
+
+// takeTrigger returns and forgets the trigger time the Service's next write carries; zero for none. A write that
+// fails gives it back (triggered).
+func (g *groupCommit) takeTrigger(key string) time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	at := g.triggers[key]
+	delete(g.triggers, key)
+	return at
+}
+
 // forget drops what is remembered of a Service the tenant no longer has.
 func (g *groupCommit) forget(key string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	delete(g.triggers, key)
 	g.held.Delete(key)
 	delete(g.pushedBackUntil, key)
 	if g.backoff != nil {

@@ -29,6 +29,7 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
@@ -135,6 +136,9 @@ func (t *Translator) enqueueSliceService(slice *discoveryv1.EndpointSlice, batch
 		return
 	}
 	key := slice.Namespace + "/" + name
+	if at, ok := negapi.TriggerTime(slice.Annotations, negapi.SliceTriggerTime); ok {
+		t.batch.triggered(key, at)
+	}
 	if !batched {
 		t.add(key)
 		return
