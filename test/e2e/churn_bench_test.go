@@ -303,7 +303,7 @@ func newE2EChurn(b *testing.B) *e2eChurn {
 	c := &e2eChurn{b: b, gce: gce, w: newWorkload(b, gce), kubeconfig: managerKubeconfig(b),
 		changes: envInt(b, "E2E_CHURN_CHANGES", 1000), fastChanges: envInt(b, "E2E_CHURN_FAST_CHANGES", 5000),
 		lightChanges: envInt(b, "E2E_CHURN_LIGHT_CHANGES", 200),
-		workers: envInt(b, "E2E_CHURN_WORKERS", 8)}
+		workers:      envInt(b, "E2E_CHURN_WORKERS", 8)}
 	cfg := controlPlane.AdminConfig()
 	cfg.QPS, cfg.Burst = 5000, 5000
 	c.writer = kubernetes.NewForConfigOrDie(cfg)

@@ -395,7 +395,7 @@ func (c *e2eChurn) record(fast, paced, light, plain, today []churnPass) {
 		"E2E_CHURN_WORKERS":      strconv.Itoa(c.workers), "E2E_CHURN_BATCH_PERIODS": strings.Join(periods, ","),
 		"E2E_CHURN_PACED_RATE": strconv.Itoa(rate), "E2E_CHURN_LIGHT_RATE": strconv.Itoa(c.lightRate()),
 		"E2E_CHURN_LIGHT_CHANGES": strconv.Itoa(c.lightChanges),
-		"manager flags":        strings.TrimSpace("--kube-api-qps=1000 --kube-api-burst=2000 --gce-qps=1000 --gce-burst=2000 " + os.Getenv("E2E_CHURN_MANAGER_ARGS"))}
+		"manager flags":           strings.TrimSpace("--kube-api-qps=1000 --kube-api-burst=2000 --gce-qps=1000 --gce-burst=2000 " + os.Getenv("E2E_CHURN_MANAGER_ARGS"))}
 	if ref := os.Getenv("E2E_CHURN_TODAY_REF"); ref != "" {
 		settings["E2E_CHURN_TODAY_REF"] = ref
 	}
