@@ -65,15 +65,15 @@ type Pusher struct {
 	// (latency.go).
 	programmed sync.Map // string → programmedAt
 	tenant     string
-	gcp       mpv1alpha1.GCPConfig
-	options   tenant.Options
-	kube      secretGetter
-	client    mpclientset.Interface
-	informer  cache.SharedIndexInformer
-	lister    mplisters.TranslationLister
-	workers   *worker.Queue
-	recorder  record.EventRecorder
-	condition tenant.ConditionReporter
+	gcp        mpv1alpha1.GCPConfig
+	options    tenant.Options
+	kube       secretGetter
+	client     mpclientset.Interface
+	informer   cache.SharedIndexInformer
+	lister     mplisters.TranslationLister
+	workers    *worker.Queue
+	recorder   record.EventRecorder
+	condition  tenant.ConditionReporter
 	// concurrency is how many workers push at once (--concurrent-neg-syncs), for the start log.
 	concurrency int
 
