@@ -73,7 +73,7 @@ var registerOnce sync.Once
 func Register() {
 	registerOnce.Do(func() {
 		legacyregistry.CustomMustRegister(Syncs, QueueDepth, ProviderConfigSyncs, NEGsCollected, NEGReadinessPodsWaiting, statusCollector, gceCollector)
-		legacyregistry.MustRegister(NEGReadinessAttachToReady, ControllersEnabled)
+		legacyregistry.MustRegister(NEGReadinessAttachToReady, NEGNetworkProgramming, NEGReadinessProgramming, ControllersEnabled)
 	})
 }
 
@@ -111,4 +111,6 @@ func ForgetProviderConfig(providerConfig string) {
 	NEGReadinessPodsWaiting.DeleteTenant(providerConfig)
 	// Delete, not DeleteLabelValues: the vector is nil until registered (a process or test that never serves metrics).
 	NEGReadinessAttachToReady.Delete(map[string]string{"provider_config": providerConfig})
+	NEGNetworkProgramming.Delete(map[string]string{"provider_config": providerConfig})
+	NEGReadinessProgramming.Delete(map[string]string{"provider_config": providerConfig})
 }

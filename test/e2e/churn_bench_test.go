@@ -32,6 +32,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -58,11 +59,13 @@ import (
 //     from), that build, as today's behaviour, before each period of 3 and once more after the last; a period's
 //     baseline is the mean of today's paced passes just before and after it (a pass's cost drifts with what ran
 //     before it);
-//  3. this build (with the flags of E2E_CHURN_MANAGER_ARGS too, if set), once per batch period of E2E_CHURN_BATCH_PERIODS (default "0,1s,2s,3s": the default, then
-//     --neg-endpoint-batch-period=1s, 2s and 3s): the binary started as the Deployment starts it (client and GCE QPS 1,000),
-//     converged, then two passes: the additions as fast as the writers go, then paced at E2E_CHURN_PACED_RATE
+//  3. this build (with the flags of E2E_CHURN_MANAGER_ARGS too, if set), once per batch period of E2E_CHURN_BATCH_PERIODS (default "default,3s": the
+//     default flags, then --neg-endpoint-batch-period=3s; "0" passes 0): the binary started as the Deployment starts it (client and GCE QPS 1,000),
+//     converged, then three passes: the additions as fast as the writers go, then paced at E2E_CHURN_PACED_RATE
 //     changes/s (default 100, one change per Service per second: a rate the manager keeps up with, where changes do
-//     not coalesce in its queues by themselves). A pass ends when the fake GCE (in this process) holds every
+//     not coalesce in its queues by themselves), then E2E_CHURN_LIGHT_CHANGES (default 200) at a light load of
+//     E2E_CHURN_LIGHT_RATE (default 10/s). The writers set the slices' trigger-time annotation as the EndpointSlice
+//     controller does, and each addition's time from it to attached in the fake GCE is measured (latencyProbe). A pass ends when the fake GCE (in this process) holds every
 //     Service's endpoints and every Translation is synced. Measured: the rate (rate: the changes over the time the
 //     writers took, when the last change reached the fake GCE within the batch period and a second after the last
 //     write; the rate to the pass's end too), kube-apiserver's CPU, the binary's own CPU (utime + stime of /proc/<pid>/stat), the API writes by
@@ -85,10 +88,10 @@ import (
 //	WHAT=./test/e2e hack/test-integration.sh -race=false -run '^$' -bench BenchmarkEndToEndChurn -benchtime 1x
 func BenchmarkEndToEndChurn(b *testing.B) {
 	c := newE2EChurn(b)
-	periods := envDurations(b, "E2E_CHURN_BATCH_PERIODS", []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second})
+	periods := envDurations(b, "E2E_CHURN_BATCH_PERIODS", []time.Duration{defaultFlags, 3 * time.Second})
 	b.ResetTimer()
 	for range b.N {
-		var fast, paced, plain, today []churnPass
+		var fast, paced, light, plain, today []churnPass
 		// Today's build runs before each period and once more after the last: the same build's pass costs
 		// kube-apiserver more or less depending on what ran before it in the same control plane (1.22 and 0.87
 		// times as much run first and then last, in two runs), so each period's baseline is the mean of today's
@@ -96,14 +99,14 @@ func BenchmarkEndToEndChurn(b *testing.B) {
 		todayBinary := os.Getenv("E2E_CHURN_TODAY_BINARY")
 		runToday := func(label string) {
 			if todayBinary != "" {
-				_, p := c.managerPasses(0, todayBinary, label)
+				_, p, _ := c.managerPasses(0, todayBinary, label)
 				today = append(today, p)
 			}
 		}
 		for i, period := range periods {
 			runToday(fmt.Sprintf("today %d", i+1))
-			f, p := c.managerPasses(period, managerBinary(b), "")
-			fast, paced = append(fast, f), append(paced, p)
+			f, p, l := c.managerPasses(period, managerBinary(b), "")
+			fast, paced, light = append(fast, f), append(paced, p), append(light, l)
 			// The plain loop of this period's writes per change, from the same first endpoints.
 			c.resetEndpoints()
 			pl := c.plainPass(f.perChange(translationSpecWrites), f.perChange(translationStatusWrites))
@@ -111,7 +114,7 @@ func BenchmarkEndToEndChurn(b *testing.B) {
 			plain = append(plain, pl)
 		}
 		runToday(fmt.Sprintf("today %d", len(periods)+1))
-		c.report(fast, paced, plain, today)
+		c.report(fast, paced, light, plain, today)
 	}
 }
 
@@ -146,6 +149,23 @@ type churnPass struct {
 	writes map[string]float64
 	// queues is what the manager's neg queues did during the pass, by queue.
 	queues map[string]queueWork
+	// latency is, per added endpoint, the time from its slice change to attached in the fake GCE (manager passes).
+	latency latencies
+}
+
+// defaultFlags, as a batch period of E2E_CHURN_BATCH_PERIODS ("default"), starts the manager without
+// --neg-endpoint-batch-period; every other period is passed explicitly, 0 too.
+const defaultFlags time.Duration = -1
+
+// defaultBatchPeriod is the flag's default (the group commit's ceiling), for keptUp.
+const defaultBatchPeriod = time.Second
+
+// periodLabel names a batch period in the report.
+func periodLabel(period time.Duration) string {
+	if period == defaultFlags {
+		return "default flags"
+	}
+	return "batch period " + period.String()
 }
 
 // queued is the keys the manager's neg queues handed to a worker during the pass.
@@ -200,7 +220,13 @@ func (p churnPass) rate() float64 {
 
 // keptUp says whether the pass's last change reached the fake GCE within the batch period and a second after the
 // last write.
-func (p churnPass) keptUp() bool { return p.inGCE-p.writing <= p.period+time.Second }
+func (p churnPass) keptUp() bool {
+	ceiling := p.period
+	if ceiling == defaultFlags {
+		ceiling = defaultBatchPeriod
+	}
+	return p.inGCE-p.writing <= ceiling+time.Second
+}
 
 // endRate is the changes over the time from the first write to the pass's end.
 func (p churnPass) endRate() float64 { return float64(p.changes) / p.elapsed.Seconds() }
@@ -238,20 +264,29 @@ type e2eChurn struct {
 	writer   kubernetes.Interface
 	manager  mpclientset.Interface
 	services []*churnService
-	// changes is the additions of a paced pass, fastChanges of a pass as fast as the writers go.
-	changes, fastChanges int
-	workers              int
+	// changes is the additions of a paced pass, fastChanges of a pass as fast as the writers go, lightChanges of the
+	// pass at a light load (E2E_CHURN_LIGHT_RATE).
+	changes, fastChanges, lightChanges int
+	workers                            int
+	// probe, while a manager pass runs, measures each addition's way to the fake GCE.
+	probe *latencyProbe
 }
 
 // passChanges is the number of additions of a pass at rate (0: as fast as the writers go). A fast pass makes more
 // (E2E_CHURN_FAST_CHANGES): its rate is a throughput, and the last change's way to GCE, which the plain loop does
 // not have, must not weigh as much as a pass of a second or two would make it.
 func (c *e2eChurn) passChanges(rate int) int {
-	if rate == 0 {
+	switch rate {
+	case 0:
 		return c.fastChanges
+	case c.lightRate():
+		return c.lightChanges
 	}
 	return c.changes
 }
+
+// lightRate is the light-load pass's rate, changes/s: where a change should find no write of its Service in flight.
+func (c *e2eChurn) lightRate() int { return envInt(c.b, "E2E_CHURN_LIGHT_RATE", 10) }
 
 // churnService is one Service: its endpoints now, the additions it had, and its slice's resourceVersion in the
 // namespace a pass writes. A Service is written by one worker only.
@@ -267,7 +302,8 @@ func newE2EChurn(b *testing.B) *e2eChurn {
 	gce := startFakeGCE(b)
 	c := &e2eChurn{b: b, gce: gce, w: newWorkload(b, gce), kubeconfig: managerKubeconfig(b),
 		changes: envInt(b, "E2E_CHURN_CHANGES", 1000), fastChanges: envInt(b, "E2E_CHURN_FAST_CHANGES", 5000),
-		workers: envInt(b, "E2E_CHURN_WORKERS", 8)}
+		lightChanges: envInt(b, "E2E_CHURN_LIGHT_CHANGES", 200),
+		workers:      envInt(b, "E2E_CHURN_WORKERS", 8)}
 	cfg := controlPlane.AdminConfig()
 	cfg.QPS, cfg.Burst = 5000, 5000
 	c.writer = kubernetes.NewForConfigOrDie(cfg)
@@ -342,10 +378,13 @@ func (c *e2eChurn) run(write func(*churnService) error, rate int) {
 }
 
 // writeSlice updates the Service's EndpointSlice in ns with its endpoints, and tells the workload (the audit) what
-// it now wants.
+// it now wants. The slice carries the change's trigger time as the EndpointSlice controller writes it (annotation
+// endpoints.kubernetes.io/last-change-trigger-time, RFC 3339 with nanoseconds, UTC): the moment the change was made.
 func (c *e2eChurn) writeSlice(ns string) func(*churnService) error {
 	return func(svc *churnService) error {
+		trigger := time.Now()
 		slice := endpointSlice(ns, svc.name, svc.eps)
+		slice.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: trigger.UTC().Format(time.RFC3339Nano)}
 		slices := c.writer.DiscoveryV1().EndpointSlices(ns)
 		var out *discoveryv1.EndpointSlice
 		var err error
@@ -363,6 +402,9 @@ func (c *e2eChurn) writeSlice(ns string) func(*churnService) error {
 			return fmt.Errorf("EndpointSlice of %s/%s: %w", ns, svc.name, err)
 		}
 		svc.rv[ns] = out.ResourceVersion
+		if c.probe != nil && ns == c.w.appNS && len(svc.eps) > 0 {
+			c.probe.added(svc, svc.eps[len(svc.eps)-1], trigger)
+		}
 		if ns == c.w.appNS {
 			c.w.mu.Lock()
 			c.w.services[svc.name] = append([]endpoint(nil), svc.eps...)
@@ -376,11 +418,31 @@ func (c *e2eChurn) writeSlice(ns string) func(*churnService) error {
 // settle (if any), and measures both.
 func (c *e2eChurn) pass(name string, m *manager, write func(*churnService) error, rate int, settle func() time.Time) churnPass {
 	before := c.usage(m)
+	var stopProbe func()
+	if m != nil {
+		c.probe = newLatencyProbe(c)
+		ctx, cancel := context.WithCancel(c.b.Context())
+		probed := make(chan struct{})
+		go func() {
+			defer close(probed)
+			c.probe.run(ctx)
+		}()
+		stopProbe = func() {
+			cancel()
+			<-probed
+		}
+	}
 	start := time.Now()
 	c.run(write, rate)
 	p := churnPass{name: name, changes: c.passChanges(rate), writing: time.Since(start)}
 	if settle != nil {
 		p.inGCE = settle().Sub(start)
+	}
+	if stopProbe != nil {
+		stopProbe()
+		c.probe.poll(time.Now())
+		p.latency = c.probe.result()
+		c.probe = nil
 	}
 	p.elapsed = time.Since(start)
 	after := c.usage(m)
@@ -403,18 +465,18 @@ func (c *e2eChurn) pass(name string, m *manager, write func(*churnService) error
 // managerPasses starts the binary with the batch period, waits until it has converged and its Events are written,
 // makes the additions as fast as the writers go and then paced, each pass until the fake GCE and every Translation
 // show them and audited, and stops the binary.
-func (c *e2eChurn) managerPasses(period time.Duration, binary, label string) (fast, paced churnPass) {
+func (c *e2eChurn) managerPasses(period time.Duration, binary, label string) (fast, paced, light churnPass) {
 	b := c.b
 	resetLease(b)
 	args := []string{"--gce-qps=1000", "--gce-burst=2000", "--kube-api-qps=1000", "--kube-api-burst=2000"}
-	if period > 0 {
+	if period != defaultFlags && (period > 0 || binary == managerBinary(b)) {
 		args = append(args, "--neg-endpoint-batch-period="+period.String())
 	}
 	if binary == managerBinary(b) {
 		args = append(args, strings.Fields(os.Getenv("E2E_CHURN_MANAGER_ARGS"))...)
 	}
 	if label == "" {
-		label = "manager " + period.String()
+		label = "manager, " + periodLabel(period)
 	}
 	name := "churn-" + strings.NewReplacer(".", "_", " ", "-", "'", "").Replace(label)
 	le := leaderElection{leaseDuration: 60 * time.Second, renewDeadline: 40 * time.Second, retryPeriod: 2 * time.Second}
@@ -425,18 +487,21 @@ func (c *e2eChurn) managerPasses(period time.Duration, binary, label string) (fa
 	c.waitEventsWritten()
 	apiIdle, managerIdle := c.idle(m)
 	rate := c.pacedRate()
-	for i, pass := range []*churnPass{&fast, &paced} {
+	for i, pass := range []*churnPass{&fast, &paced, &light} {
 		pace, what := 0, "fast"
-		if i == 1 {
+		if i > 0 {
 			pace, what = rate, fmt.Sprintf("paced %d/s", rate)
+			if i == 2 {
+				pace, what = c.lightRate(), fmt.Sprintf("light %d/s", c.lightRate())
+			}
 			c.reset(m)
-			c.w.waitConverged(name + ": reset before the paced pass")
+			c.w.waitConverged(name + ": reset before the " + what + " pass")
 		}
 		stopProfiles := c.profile(m, what)
 		// The pass ends once the changes are in GCE and the Translations say so.
 		*pass = c.pass(fmt.Sprintf("%s, %s", label, what), m, c.writeSlice(c.w.appNS), pace, c.waitSettled)
 		pass.period, pass.apiIdle, pass.managerIdle = period, apiIdle, managerIdle
-		pass.base = []*churnPass{fastBase, pacedBase}[i]
+		pass.base = []*churnPass{fastBase, pacedBase, pacedBase}[i]
 		stopProfiles()
 		c.w.waitConverged(name + ": audit after the churn, " + what)
 	}
@@ -445,7 +510,7 @@ func (c *e2eChurn) managerPasses(period time.Duration, binary, label string) (fa
 	if err := m.waitExit(time.Minute); err != nil {
 		b.Fatalf("manager %s's shutdown: %v", name, err)
 	}
-	return fast, paced
+	return fast, paced, light
 }
 
 // resetEndpoints gives every Service its first endpoints back (one per zone) in this process only. Every pass starts
@@ -620,14 +685,14 @@ func (c *e2eChurn) inGCE(svc *churnService) bool {
 }
 
 // report prints the passes and records the rows.
-func (c *e2eChurn) report(fast, paced, plain, today []churnPass) {
+func (c *e2eChurn) report(fast, paced, light, plain, today []churnPass) {
 	w := os.Stderr
 	fmt.Fprintf(w, "\nBenchmarkEndToEndChurn: %d Services, %d endpoint additions per fast pass, %d per paced pass, %d writers\n", len(c.services), c.fastChanges, c.changes, c.workers)
 	var all []churnPass
 	for _, p := range inRunOrder(fast, paced, today) {
 		all = append(all, *p.base)
 	}
-	all = append(append(append(append(all, fast...), paced...), plain...), today...)
+	all = append(append(append(append(append(all, fast...), paced...), light...), plain...), today...)
 	for _, p := range all {
 		var kinds []string
 		for k, v := range p.writes {
@@ -641,18 +706,24 @@ func (c *e2eChurn) report(fast, paced, plain, today []churnPass) {
 	}
 	for i, f := range fast {
 		_, within := f.queueP99Within1s()
-		fmt.Fprintf(w, "batch period %v: keys queued at most 1 s as fast as the writers go: %.4f of %.0f (%s)\n", f.period, within, f.queued(), f.queueDetail())
-		fmt.Fprintf(w, "batch period %v: end to end ÷ plain loop of the same writes: %.2f (kept up: %t), %.2f to the end; paced, kube-apiserver ms per change caused by the manager: %.2f, %.2f of batch period %v's %.2f\n",
-			f.period, f.rate()/plain[i].rate(), f.keptUp(), f.endRate()/plain[i].endRate(), paced[i].apiMsPerChange(), paced[i].apiMsPerChange()/paced[0].apiMsPerChange(),
-			paced[0].period, paced[0].apiMsPerChange())
+		fmt.Fprintf(w, "%s: keys queued at most 1 s as fast as the writers go: %.4f of %.0f (%s)\n", periodLabel(f.period), within, f.queued(), f.queueDetail())
+		fmt.Fprintf(w, "%s: end to end ÷ plain loop of the same writes: %.2f (kept up: %t), %.2f to the end; paced, kube-apiserver ms per change caused by the manager: %.2f, %.2f of %s's %.2f\n",
+			periodLabel(f.period), f.rate()/plain[i].rate(), f.keptUp(), f.endRate()/plain[i].endRate(), paced[i].apiMsPerChange(), paced[i].apiMsPerChange()/paced[0].apiMsPerChange(),
+			periodLabel(paced[0].period), paced[0].apiMsPerChange())
+		for _, p := range []churnPass{light[i], paced[i], f} {
+			l := p.latency
+			fmt.Fprintf(w, "%s: slice change to attached in the fake GCE, %s: p50 %v p90 %v p99 %v max %v of %d (never seen %d)\n",
+				periodLabel(f.period), p.name, l.quantile(0.5).Round(time.Millisecond), l.quantile(0.9).Round(time.Millisecond),
+				l.quantile(0.99).Round(time.Millisecond), l.quantile(1).Round(time.Millisecond), len(l.sorted), l.missed)
+		}
 	}
 	if len(today) > 0 {
 		for i, p := range paced {
-			fmt.Fprintf(w, "batch period %v, paced: kube-apiserver ms per change caused by the manager %.2f, %.2f of today's build's %.2f (the mean of its passes just before and after)\n",
-				p.period, p.apiMsPerChange(), p.apiMsPerChange()/todayAround(today, i), todayAround(today, i))
+			fmt.Fprintf(w, "%s, paced: kube-apiserver ms per change caused by the manager %.2f, %.2f of today's build's %.2f (the mean of its passes just before and after)\n",
+				periodLabel(p.period), p.apiMsPerChange(), p.apiMsPerChange()/todayAround(today, i), todayAround(today, i))
 		}
 	}
-	c.record(fast, paced, plain, today)
+	c.record(fast, paced, light, plain, today)
 }
 
 // inRunOrder is the passes in the order they ran: before each period today's (paced only), then the period's fast
@@ -685,9 +756,13 @@ func envDurations(tb testing.TB, name string, def []time.Duration) []time.Durati
 	}
 	var out []time.Duration
 	for _, f := range strings.Split(v, ",") {
+		if strings.TrimSpace(f) == "default" {
+			out = append(out, defaultFlags)
+			continue
+		}
 		d, err := time.ParseDuration(strings.TrimSpace(f))
 		if err != nil || d < 0 {
-			tb.Fatalf("%s=%q: want durations such as 0,1s", name, v)
+			tb.Fatalf("%s=%q: want durations such as 0,1s, or default", name, v)
 		}
 		out = append(out, d)
 	}

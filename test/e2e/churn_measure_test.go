@@ -380,17 +380,22 @@ func (c *e2eChurn) plainStatus(pt *plainTranslation, svc *churnService) error {
 
 // record writes the three rows: the rate against the plain loop, kube-apiserver's work per change, the binary's
 // own CPU per change.
-func (c *e2eChurn) record(fast, paced, plain, today []churnPass) {
+func (c *e2eChurn) record(fast, paced, light, plain, today []churnPass) {
 	var periods []string
 	for _, p := range fast {
+		if p.period == defaultFlags {
+			periods = append(periods, "default")
+			continue
+		}
 		periods = append(periods, p.period.String())
 	}
 	rate := c.pacedRate()
 	settings := map[string]string{"E2E_CHURN_SERVICES": strconv.Itoa(len(c.services)), "E2E_CHURN_CHANGES": strconv.Itoa(c.changes),
 		"E2E_CHURN_FAST_CHANGES": strconv.Itoa(c.fastChanges),
 		"E2E_CHURN_WORKERS":      strconv.Itoa(c.workers), "E2E_CHURN_BATCH_PERIODS": strings.Join(periods, ","),
-		"E2E_CHURN_PACED_RATE": strconv.Itoa(rate),
-		"manager flags":        strings.TrimSpace("--kube-api-qps=1000 --kube-api-burst=2000 --gce-qps=1000 --gce-burst=2000 " + os.Getenv("E2E_CHURN_MANAGER_ARGS"))}
+		"E2E_CHURN_PACED_RATE": strconv.Itoa(rate), "E2E_CHURN_LIGHT_RATE": strconv.Itoa(c.lightRate()),
+		"E2E_CHURN_LIGHT_CHANGES": strconv.Itoa(c.lightChanges),
+		"manager flags":           strings.TrimSpace("--kube-api-qps=1000 --kube-api-burst=2000 --gce-qps=1000 --gce-burst=2000 " + os.Getenv("E2E_CHURN_MANAGER_ARGS"))}
 	if ref := os.Getenv("E2E_CHURN_TODAY_REF"); ref != "" {
 		settings["E2E_CHURN_TODAY_REF"] = ref
 	}
@@ -401,7 +406,7 @@ func (c *e2eChurn) record(fast, paced, plain, today []churnPass) {
 			Baseline: baseline, Measures: measures, Notes: busy + notes, Command: command, Settings: settings,
 			Doc: "docs/neg.md#churn-end-to-end-benchmarkendtoendchurn"})
 	}
-	label := func(p churnPass) string { return "batch period " + p.period.String() }
+	label := func(p churnPass) string { return periodLabel(p.period) }
 	writes := func(p churnPass) string {
 		return fmt.Sprintf("%s: %.2f spec patches and %.2f status updates per change", label(p), p.perChange(translationSpecWrites), p.perChange(translationStatusWrites))
 	}
@@ -463,6 +468,20 @@ func (c *e2eChurn) record(fast, paced, plain, today []churnPass) {
 	for i, p := range today {
 		cpu = append(cpu, benchresult.Measure{Label: fmt.Sprintf("today's build (pass %d of %d), batch period 0s, paced %d/s", i+1, len(today), rate), Ours: p.managerMsPerChange(false), Unit: "ms"})
 	}
+	var p99s []benchresult.Measure
+	var spread []string
+	for i, f := range fast {
+		for _, p := range []churnPass{light[i], f} {
+			l := p.latency
+			// The goal (light load, default flags) is an absolute time, stated in the row: a Measure's goal is a ratio.
+			p99s = append(p99s, benchresult.Measure{Label: fmt.Sprintf("%s, %s", label(f), strings.TrimPrefix(p.name, "manager, "+label(f)+", ")),
+				Ours: l.quantile(0.99).Seconds(), Unit: "s"})
+			spread = append(spread, fmt.Sprintf("%s: p50 %v, p90 %v, max %v of %d additions (never seen: %d)", p.name,
+				l.quantile(0.5).Round(time.Millisecond), l.quantile(0.9).Round(time.Millisecond), l.quantile(1).Round(time.Millisecond), len(l.sorted), l.missed))
+		}
+	}
+	row("neg-churn-latency", fmt.Sprintf("p99 of the time from an EndpointSlice change (its trigger-time annotation, as the EndpointSlice controller writes it) to the endpoint attached in the fake GCE (operations done at once; polled every 10 ms): at a light load (%d changes/s over %d Services) and as fast as the writers go. Goal at default flags and light load: at most the fake's operation time (0) + 0.5 s.", c.lightRate(), len(c.services)),
+		"", strings.Join(spread, "; ")+".", p99s...)
 	row("neg-churn-manager-cpu", "The manager binary's own CPU per endpoint change (utime + stime of its process, /proc/<pid>/stat), the fake GCE and the load outside it. Goal: at most 1 ms.",
 		"", fmt.Sprintf("All of the process's CPU during the pass: its idle CPU (%.3f cores, measured before the passes), its logging at --v=2 and the client side of its GCE calls included. It follows the Translation writes per change, which the notes of neg-churn-apiserver-work give for each pass.", paced[0].managerIdle), cpu...)
 }

@@ -36,6 +36,8 @@ var seriesOnlyAfter = map[string]string{
 	"multiproject_neg_garbage_collected_total":                "a garbage sweep deleted a leaked NEG",
 	"multiproject_neg_readiness_attach_to_ready_seconds":      "a gated Pod became ready through a NEG",
 	"multiproject_neg_readiness_pods_waiting":                 "a Pod declares the NEG readiness gate",
+	"multiproject_neg_network_programming_duration_seconds":   "an EndpointSlice change with a trigger time reached GCE",
+	"multiproject_neg_readiness_programming_duration_seconds": "a gated Pod's condition followed a change with a trigger time",
 }
 
 // documentedMetrics reads the names of the first column of docs/monitoring.md's table "What the manager exports",

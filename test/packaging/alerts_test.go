@@ -156,6 +156,12 @@ func TestAlertExpressionsFireWhenTheyShould(t *testing.T) {
 				histogram("multiproject_gce_request_duration_seconds", `provider_config="c", method="networkEndpointGroups.insert"`, 0.5)...),
 				fires: []string{`{provider_config="a"}`}},
 		},
+		"MultiprojectNEGProgrammingSlow": {
+			{name: "tenant a's changes take 50s to reach GCE", series: append(
+				histogram("multiproject_neg_network_programming_duration_seconds", `provider_config="a"`, 50),
+				histogram("multiproject_neg_network_programming_duration_seconds", `provider_config="b"`, 2)...),
+				fires: []string{`{provider_config="a"}`}},
+		},
 		"MultiprojectWorkqueueBacklog": {
 			{name: "one queue grows without draining", series: []string{
 				`workqueue_depth{` + jobLabel + `, name="a-neg-translator"} 1+1x40`,

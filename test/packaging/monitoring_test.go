@@ -97,6 +97,8 @@ func gatherExported() (map[string]dto.MetricType, error) {
 	metrics.ObserveGCERequest("probe", "probe", "success", 0)
 	metrics.NEGReadinessPodsWaiting.Set(0, "probe")
 	metrics.ObserveNEGReadiness("probe", 0)
+	metrics.ObserveNEGNetworkProgramming("probe", time.Time{}, time.Time{})
+	metrics.ObserveNEGReadinessProgramming("probe", time.Time{}, time.Time{})
 	metrics.ControllersEnabled.Set(0)
 	// Registered by Run (the API budget) and by a sharded replica (the shard series).
 	apibudget.Register()

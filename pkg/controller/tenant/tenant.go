@@ -118,8 +118,8 @@ type Options struct {
 	// NEGPreviousAnnotationKey, while the operator moves Services to a new NEGAnnotationKey, is the key they asked
 	// with before (--neg-previous-annotation-key; negapi.Keys.PreviousAnnotation); empty: none.
 	NEGPreviousAnnotationKey string
-	// NEGEndpointBatchPeriod delays the NEG translator's sync after an EndpointSlice change, so that the changes of
-	// one Service inside the period make one Translation write (--neg-endpoint-batch-period); 0 syncs at once.
+	// NEGEndpointBatchPeriod is the longest the NEG translator holds a Service's endpoint changes for the write in
+	// flight to end, so that they make the next write together (--neg-endpoint-batch-period); 0 holds nothing.
 	NEGEndpointBatchPeriod time.Duration
 	// GCEUserAgent identifies this process in every Compute Engine call's User-Agent, so GCE audit logs (and the
 	// fake GCE in tests) can tell which replica made a call.

@@ -25,13 +25,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
 
-// TestBatchPeriodMakesOneWriteForTheChangesInsideIt: with --neg-endpoint-batch-period, five endpoint changes of a
-// converged Service written inside the period reach GCE all together, for one Translation spec patch and one status
-// update on the real API server.
-func TestBatchPeriodMakesOneWriteForTheChangesInsideIt(t *testing.T) {
+// TestEndpointChangesDuringAWriteInFlightMakeOneMoreWrite: with --neg-endpoint-batch-period, five endpoint changes
+// of a converged Service written in quick succession reach GCE for fewer Translation spec patches than changes on the
+// real API server: the first change is written at once (no write in flight), the others come while it is in flight
+// (the fake GCE takes 2 s to attach) and are written together; on a loaded machine the last may miss that window.
+func TestEndpointChangesDuringAWriteInFlightMakeOneMoreWrite(t *testing.T) {
 	const period, changes = 5 * time.Second, 5
 	e := newEnvWith(t, envOptions{countCalls: true, batchPeriod: period})
 	a := e.newTenant("a", projectA)
@@ -49,6 +51,8 @@ func TestBatchPeriodMakesOneWriteForTheChangesInsideIt(t *testing.T) {
 	})
 	a.settle(services, translations, ns, "web")
 
+	// Long enough that every change after the first comes while the first is in flight, on a loaded machine too.
+	e.gce.SetLatency(projectA, fakegce.MethodAttachEndpoints, 2*time.Second)
 	before, start := e.calls.Snapshot(), time.Now()
 	for i := range changes {
 		eps[1].ip = fmt.Sprintf("10.99.0.%d", i+1)
@@ -64,7 +68,12 @@ func TestBatchPeriodMakesOneWriteForTheChangesInsideIt(t *testing.T) {
 	maps.DeleteFunc(writes, func(kind string, _ int) bool {
 		return strings.HasPrefix(kind, "get ") || strings.HasPrefix(kind, "list ")
 	})
-	if want := map[string]int{"patch translations": 1, "update translations/status": 1}; !maps.Equal(writes, want) {
-		t.Errorf("%d endpoint changes inside the batch period: writes %v, want %v", changes, writes, want)
+	patches, statuses := writes["patch translations"], writes["update translations/status"]
+	delete(writes, "patch translations")
+	delete(writes, "update translations/status")
+	// The pusher's status updates follow the spec's generations, one or more each (its declaration, then the result).
+	if patches < 1 || patches > 3 || statuses < patches || len(writes) != 0 {
+		t.Errorf("%d endpoint changes in quick succession: other writes %v, spec patches %d, status updates %d; want 1 to 3 patches, a status update for each, nothing else",
+			changes, writes, patches, statuses)
 	}
 }

@@ -57,6 +57,9 @@ const (
 	DefaultSecurePort = 10270
 	// DefaultAppOwnerLabelKey is the Namespace label whose value names the Rancher Project to join.
 	DefaultAppOwnerLabelKey = "appOwner"
+	// DefaultNEGEndpointBatchPeriod is the ceiling of the neg translator's group commit: a Service's endpoint changes
+	// wait at most this long for its write in flight, and only while one is (or the API server pushes back).
+	DefaultNEGEndpointBatchPeriod = time.Second
 	// DefaultLeaseName is the Lease that leader election holds in kube-system.
 	DefaultLeaseName = names.ComponentName
 )
@@ -166,6 +169,7 @@ func NewOptions(catalog ControllerCatalog) *Options {
 			GCEQPS:                 10,
 			NEGGCPeriod:            2 * time.Minute,
 			NEGReadinessTimeout:    10 * time.Minute,
+			NEGEndpointBatchPeriod: DefaultNEGEndpointBatchPeriod,
 			NEGAnnotationKey:       negapi.AnnotationKey,
 			NEGStatusAnnotationKey: negapi.StatusAnnotationKey,
 			NEGReadinessGate:       string(negapi.ReadinessGate),

@@ -94,8 +94,8 @@ func TestDefaultsAreValid(t *testing.T) {
 	if o.TenantControllers.NEGReadinessTimeout != 10*time.Minute {
 		t.Errorf("--neg-readiness-timeout default = %s, want ingress-gce's 10m", o.TenantControllers.NEGReadinessTimeout)
 	}
-	if o.TenantControllers.NEGEndpointBatchPeriod != 0 {
-		t.Errorf("--neg-endpoint-batch-period default = %s, want 0 (write at once)", o.TenantControllers.NEGEndpointBatchPeriod)
+	if o.TenantControllers.NEGEndpointBatchPeriod != time.Second {
+		t.Errorf("--neg-endpoint-batch-period default = %s, want 1s (the group commit's ceiling)", o.TenantControllers.NEGEndpointBatchPeriod)
 	}
 	// A tenant's share defaults to a quarter of the client's budget, burst rounded up.
 	if qps, burst := o.tenantBudget(); qps != 5 || burst != 8 {

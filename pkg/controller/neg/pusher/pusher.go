@@ -61,16 +61,19 @@ const (
 
 // Pusher is one tenant's NEG pusher.
 type Pusher struct {
-	tenant    string
-	gcp       mpv1alpha1.GCPConfig
-	options   tenant.Options
-	kube      secretGetter
-	client    mpclientset.Interface
-	informer  cache.SharedIndexInformer
-	lister    mplisters.TranslationLister
-	workers   *worker.Queue
-	recorder  record.EventRecorder
-	condition tenant.ConditionReporter
+	// programmed holds, per Translation key, the last generation whose network programming latency was observed
+	// (latency.go).
+	programmed sync.Map // string → programmedAt
+	tenant     string
+	gcp        mpv1alpha1.GCPConfig
+	options    tenant.Options
+	kube       secretGetter
+	client     mpclientset.Interface
+	informer   cache.SharedIndexInformer
+	lister     mplisters.TranslationLister
+	workers    *worker.Queue
+	recorder   record.EventRecorder
+	condition  tenant.ConditionReporter
 	// concurrency is how many workers push at once (--concurrent-neg-syncs), for the start log.
 	concurrency int
 

@@ -62,6 +62,7 @@ func (p *Pusher) sync(ctx context.Context, key string) (worker.Result, error) {
 	if apierrors.IsNotFound(err) {
 		// Gone: its NEGs were deleted before its finalizer was removed, or it was never ours to clean up.
 		p.cache.forgetTranslation(key)
+		p.programmed.Delete(key)
 		p.setProblem(key, nil)
 		return worker.Result{}, nil
 	}
@@ -105,6 +106,7 @@ func (s *negSync) live(ctx context.Context) (worker.Result, error) {
 		outcomes = append(outcomes, s.ensure(ctx, &s.tr.Spec.Resources[i]))
 	}
 	outcomes = append(outcomes, s.deleteRemoved(ctx)...)
+	s.observeProgramming(outcomes)
 	return s.finish(ctx, outcomes)
 }
 

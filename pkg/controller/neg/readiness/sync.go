@@ -78,6 +78,9 @@ func (r *Reflector) sync(ctx context.Context, key string) (worker.Result, error)
 		if v.reason == ReasonReady || v.reason == ReasonWithoutHealthCheck {
 			if attachedAny(in.negs) {
 				metrics.ObserveNEGReadiness(r.tenant, in.now.Sub(firstOr(w.attachedAt, in.now)))
+				if trigger, ok := r.triggerOf(ns, podIPs(pod)); ok && v.write {
+					metrics.ObserveNEGReadinessProgramming(r.tenant, trigger, r.now())
+				}
 			}
 		}
 		return worker.Result{}, nil

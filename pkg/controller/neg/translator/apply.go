@@ -23,6 +23,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,6 +34,7 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translationwrite"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
@@ -162,7 +165,14 @@ func (t *Translator) applyWrite(ctx context.Context, svc *corev1.Service, w writ
 // unfiltered cache does not show yet: once it does, a retry (with backoff: one labeled for another tenant brings no
 // event) finds it the Service's own (compared), a former Service's (deleted) or leaving (waited for).
 func (t *Translator) create(ctx context.Context, svc *corev1.Service, w write) error {
-	created, err := t.mp.MultiprojectV1alpha1().Translations(svc.Namespace).Create(ctx, w.want, metav1.CreateOptions{})
+	key := svc.Namespace + "/" + svc.Name
+	trigger := t.batch.takeTrigger(key)
+	want := w.want.DeepCopy()
+	metav1.SetMetaDataAnnotation(&want.ObjectMeta, negapi.TriggerTimeAnnotation, negapi.FormatTriggerTime(trigger))
+	created, err := t.mp.MultiprojectV1alpha1().Translations(svc.Namespace).Create(ctx, want, metav1.CreateOptions{})
+	if err != nil {
+		t.batch.triggered(key, trigger)
+	}
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		return errWaiting
@@ -180,16 +190,22 @@ func (t *Translator) create(ctx context.Context, svc *corev1.Service, w write) e
 // resourceVersion all the time, so an update bound to the cached version would often be refused (409) and
 // retried. A failed test (422: the Translation was replaced) or a missing one (404) is retried from the cache.
 func (t *Translator) patchSpec(ctx context.Context, svc *corev1.Service, have, want *mpv1alpha1.Translation) error {
+	key := svc.Namespace + "/" + svc.Name
+	trigger := t.batch.takeTrigger(key)
 	patch, err := json.Marshal([]map[string]any{
 		{"op": "test", "path": "/metadata/uid", "value": have.UID},
 		{"op": "replace", "path": "/spec", "value": want.Spec},
+		triggerTimeOp(have, trigger),
 	})
 	if err != nil {
 		return err
 	}
 	// Only the metadata comes back: the spec is what was sent.
+	sent := t.batch.clock.Now()
 	out, err := translationwrite.Patch(ctx, t.mp, svc.Namespace, have.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	t.batch.wrote(key, t.batch.clock.Since(sent), err)
 	if err != nil {
+		t.batch.triggered(key, trigger)
 		return fmt.Errorf("updating the spec of Translation %s: %w", want.Name, err)
 	}
 	if out.Generation > have.Generation {
@@ -216,8 +232,14 @@ func (t *Translator) update(ctx context.Context, svc *corev1.Service, have, want
 		delete(updated.Annotations, generated)
 	}
 	updated.OwnerReferences = withController(updated.OwnerReferences, want.OwnerReferences[0])
+	key := svc.Namespace + "/" + svc.Name
+	trigger := t.batch.takeTrigger(key)
+	metav1.SetMetaDataAnnotation(&updated.ObjectMeta, negapi.TriggerTimeAnnotation, negapi.FormatTriggerTime(trigger))
+	sent := t.batch.clock.Now()
 	out, err := t.mp.MultiprojectV1alpha1().Translations(svc.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
+	t.batch.wrote(key, t.batch.clock.Since(sent), err)
 	if err != nil {
+		t.batch.triggered(key, trigger)
 		// A conflict (the pusher wrote the status since the cache's version) is retried from the cache.
 		return fmt.Errorf("updating Translation %s: %w", want.Name, err)
 	}
@@ -226,6 +248,18 @@ func (t *Translator) update(ctx context.Context, svc *corev1.Service, have, want
 	}
 	klog.FromContext(ctx).V(2).Info("Updated Translation", "translation", want.Name, "endpoints", endpointCount(want))
 	return nil
+}
+
+// triggerTimeOp is the JSON patch operation that sets the Translation's trigger-time annotation to the write's
+// (negapi.TriggerTimeAnnotation; "" for none, so that a generation never shows an earlier write's): into the
+// annotations it has, or as its first.
+func triggerTimeOp(have *mpv1alpha1.Translation, trigger time.Time) map[string]any {
+	value := negapi.FormatTriggerTime(trigger)
+	if have.Annotations == nil {
+		return map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{negapi.TriggerTimeAnnotation: value}}
+	}
+	// JSON pointer: "/" in a key is written "~1".
+	return map[string]any{"op": "add", "path": "/metadata/annotations/" + strings.ReplaceAll(negapi.TriggerTimeAnnotation, "/", "~1"), "value": value}
 }
 
 // deleteTranslation deletes a Translation, with its UID as precondition so that a successor of the same name is

@@ -20,53 +20,70 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 )
 
-// With --neg-endpoint-batch-period, the endpoint changes of one Service inside the period make one Translation
-// spec write, made when the period of the first change ends; nothing is written before.
-func TestBatchPeriodCoalescesEndpointChanges(t *testing.T) {
-	const period = time.Second
+// batching is a running translator with --neg-endpoint-batch-period set, on a fake clock that only the test moves,
+// and what its handlers enqueued and its Translation writes (all but status writes, the pusher's) since the last
+// reset.
+type batching struct {
+	h   *harness
+	tr  *Translator
+	clk *testingclock.FakeClock
+
+	mu                         sync.Mutex
+	immediate, delayed, writes []string
+	// slowPatch, if set, is how far a Translation spec patch moves the clock: how long the API server took.
+	slowPatch time.Duration
+}
+
+// startBatching runs the translator of webObjects with the ceiling, once Service web's Translation is written (and
+// marked synced if synced) and the start's syncs are over.
+func startBatching(t *testing.T, ceiling time.Duration, synced bool) *batching {
 	h := newHarness(t, webObjects()...)
-	clk := testingclock.NewFakeClock(time.Now())
-	h.tctx.Options.NEGEndpointBatchPeriod = period
-	tr, err := newWithClock(h.tctx, nil, clk)
+	b := &batching{h: h, clk: testingclock.NewFakeClock(time.Now())}
+	h.tctx.Options.NEGEndpointBatchPeriod = ceiling
+	tr, err := newWithClock(h.tctx, nil, b.clk)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.translator = tr
-	var mu sync.Mutex
-	var immediate, delayed []string
+	b.tr, h.translator = tr, tr
 	add, addAfter := tr.add, tr.addAfter
 	tr.add = func(key string) {
-		mu.Lock()
-		immediate = append(immediate, key)
-		mu.Unlock()
+		b.mu.Lock()
+		b.immediate = append(b.immediate, key)
+		b.mu.Unlock()
 		add(key)
 	}
 	tr.addAfter = func(key string, d time.Duration) {
-		mu.Lock()
-		delayed = append(delayed, fmt.Sprintf("%s after %v", key, d))
-		mu.Unlock()
+		b.mu.Lock()
+		b.delayed = append(b.delayed, fmt.Sprintf("%s after %v", key, d))
+		b.mu.Unlock()
 		addAfter(key, d)
 	}
-	// Converged before it runs, so that nothing it does on start writes or echoes: its handlers have had the initial
-	// lists once it reports synced, and the syncs these ask for write nothing.
+	// Converged before it runs, so that nothing it does on start writes or echoes.
 	h.sync("web")
 	h.sync("web")
+	if synced {
+		h.markSynced("neg-v1-web-80")
+	}
 	h.settle()
-	synced := make(chan struct{})
-	tr.onSynced = func() { close(synced) }
+	started := make(chan struct{})
+	tr.onSynced = func() { close(started) }
 	ctx, cancel := context.WithCancel(h.ctx)
 	done := make(chan struct{})
 	go func() {
@@ -77,56 +94,74 @@ func TestBatchPeriodCoalescesEndpointChanges(t *testing.T) {
 		cancel()
 		<-done
 	})
-	<-synced
-	// The start syncs every Service once (its initial Add): those syncs must be over before the changes, or one that
-	// runs after the first change reaches the cache writes it at once, out of the batch.
+	<-started
 	h.waitFor("the start's syncs", tr.workers.Idle)
-	// Counted apart from the harness's actions, which its reads clear.
-	var translationWrites []string
 	h.mp.PrependReactor("*", "translations", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		switch a.GetVerb() {
 		case "get", "list", "watch":
-		default:
-			mu.Lock()
-			translationWrites = append(translationWrites, a.GetVerb()+" translations"+a.GetSubresource())
-			mu.Unlock()
+			return false, nil, nil
+		}
+		if a.GetSubresource() == "status" {
+			// The test's own, as the pusher (markSynced).
+			return false, nil, nil
+		}
+		b.mu.Lock()
+		b.writes = append(b.writes, a.GetVerb()+" translations"+a.GetSubresource())
+		slow := b.slowPatch
+		b.mu.Unlock()
+		if a.GetVerb() == "patch" && slow > 0 {
+			b.clk.Step(slow)
 		}
 		return false, nil, nil
 	})
-	mu.Lock()
-	immediate, delayed = nil, nil
-	mu.Unlock()
+	b.reset()
+	return b
+}
 
-	const changes = 5
+func (b *batching) reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.immediate, b.delayed, b.writes = nil, nil, nil
+}
+
+// seen returns what was enqueued at once, what later, and the Translation writes since the last reset.
+func (b *batching) seen() (immediate, delayed, writes []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.immediate), slices.Clone(b.delayed), slices.Clone(b.writes)
+}
+
+// change adds n endpoints to slice web-2 one update at a time, each handled before the next, and returns their
+// addresses.
+func (b *batching) change(n int) []string {
+	b.h.t.Helper()
 	var ips []string
-	for i := range changes {
+	for i := range n {
 		ips = append(ips, fmt.Sprintf("10.0.1.%d", 10+i))
 		eps := []ep{{ip: "10.0.1.2", node: "n3"}, {ip: "10.0.0.1", node: "n1"}}
 		for _, ip := range ips {
 			eps = append(eps, ep{ip: ip, node: "n3"})
 		}
-		if _, err := h.kube.DiscoveryV1().EndpointSlices(testNamespace).Update(h.ctx, slice("web", "web-2", "http", 9090, eps...), metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
+		before := b.handled()
+		if _, err := b.h.kube.DiscoveryV1().EndpointSlices(testNamespace).Update(b.h.ctx, slice("web", "web-2", "http", 9090, eps...), metav1.UpdateOptions{}); err != nil {
+			b.h.t.Fatal(err)
 		}
-		h.waitFor(fmt.Sprintf("change %d to be handled", i+1), func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return len(delayed) == i+1
-		})
+		b.h.waitFor(fmt.Sprintf("change %d to be handled", i+1), func() bool { return b.handled() > before })
 	}
-	h.settle()
-	mu.Lock()
-	if len(immediate) != 0 || delayed[0] != "shop/web after 1s" {
-		t.Errorf("the slice changes enqueued %v at once and %v later, want only %q later", immediate, delayed, "shop/web after 1s")
-	}
-	if len(translationWrites) != 0 {
-		t.Errorf("writes inside the batch period = %v, want none", translationWrites)
-	}
-	mu.Unlock()
+	return ips
+}
 
-	clk.Step(period)
-	h.waitFor("the Translation to hold every change", func() bool {
-		got := endpointsOf(h.translations()["neg-v1-web-80"])
+func (b *batching) handled() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.immediate) + len(b.delayed)
+}
+
+// waitWritten waits until Translation neg-v1-web-80 holds every address.
+func (b *batching) waitWritten(ips []string) {
+	b.h.t.Helper()
+	b.h.waitFor("the Translation to hold every change", func() bool {
+		got := endpointsOf(b.h.translations()["neg-v1-web-80"])
 		for _, ip := range ips {
 			if !strings.Contains(got, ip) {
 				return false
@@ -134,23 +169,134 @@ func TestBatchPeriodCoalescesEndpointChanges(t *testing.T) {
 		}
 		return true
 	})
-	// The patch's own event comes back as a Translation update. With no sync waiting for it, it enqueues nothing
-	// (the write is forgotten); if it came before the sync had recorded the write, it waits for the period like a
-	// change. Either way nothing is enqueued at once: changes that came after the patch wait for the period on their
-	// own events, and nothing is written out of a batch.
-	h.waitFor("the patch's own event", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return tr.writes.len() == 0 || len(delayed) == changes+1 || len(immediate) > 0
-	})
-	h.settle()
-	mu.Lock()
-	defer mu.Unlock()
-	if len(immediate) != 0 || len(delayed) > changes+1 {
-		t.Errorf("enqueued at once %v and later %v, want only the %d changes later (and the patch's event if it came early)", immediate, delayed, changes)
+	b.h.waitFor("the sync to end", b.tr.workers.Idle)
+}
+
+// A Service whose Translation is synced (no write in flight) is synced at once on an endpoint change: the batch
+// period is a ceiling, not a wait.
+func TestEndpointChangeWithNoWriteInFlightIsWrittenAtOnce(t *testing.T) {
+	b := startBatching(t, time.Second, true)
+	ips := b.change(1)
+	b.waitWritten(ips)
+	immediate, delayed, writes := b.seen()
+	// The patch's own event may enqueue it once more (when it comes before the patch is recorded): a sync that
+	// writes nothing.
+	if len(immediate) == 0 || immediate[0] != "shop/web" || len(delayed) != 0 {
+		t.Errorf("enqueued at once %v and later %v, want shop/web at once", immediate, delayed)
 	}
-	if !reflect.DeepEqual(translationWrites, []string{"patch translations"}) {
-		t.Errorf("writes for %d changes inside the period = %v, want one Translation spec patch", changes, translationWrites)
+	if !reflect.DeepEqual(writes, []string{"patch translations"}) {
+		t.Errorf("writes = %v, want one Translation spec patch", writes)
+	}
+}
+
+// Endpoint changes that come while the Service's last write is in flight (its Translation not synced at its
+// generation) are held, with the ceiling as their latest time, and make one write once the pusher reports the
+// write done: the clock never moves, so the ceiling did not end the wait.
+func TestEndpointChangesDuringAWriteInFlightMakeOneWriteWhenItIsDone(t *testing.T) {
+	const changes = 5
+	b := startBatching(t, time.Second, false)
+	ips := b.change(changes)
+	b.h.settle()
+	immediate, delayed, writes := b.seen()
+	if len(immediate) != 0 || len(delayed) != changes || delayed[0] != "shop/web after 1s" {
+		t.Errorf("with a write in flight, enqueued at once %v and later %v, want each change after the 1s ceiling", immediate, delayed)
+	}
+	if len(writes) != 0 {
+		t.Errorf("writes while the write was in flight = %v, want none", writes)
+	}
+	b.reset()
+	b.h.markSynced("neg-v1-web-80")
+	b.waitWritten(ips)
+	immediate, _, writes = b.seen()
+	if len(immediate) == 0 || immediate[0] != "shop/web" {
+		t.Errorf("the write's end enqueued %v, want shop/web", immediate)
+	}
+	if !reflect.DeepEqual(writes, []string{"patch translations"}) {
+		t.Errorf("writes for %d changes held = %v, want one Translation spec patch", changes, writes)
+	}
+}
+
+// A write in flight that never ends (a pusher that cannot sync) holds the changes for the ceiling at most.
+func TestHeldEndpointChangesAreWrittenAtTheCeiling(t *testing.T) {
+	const ceiling = 2 * time.Second
+	b := startBatching(t, ceiling, false)
+	ips := b.change(3)
+	b.h.settle()
+	b.clk.Step(ceiling - time.Millisecond)
+	b.h.settle()
+	if _, _, writes := b.seen(); len(writes) != 0 {
+		t.Fatalf("writes before the ceiling = %v, want none", writes)
+	}
+	b.clk.Step(time.Millisecond)
+	b.waitWritten(ips)
+	if _, _, writes := b.seen(); !reflect.DeepEqual(writes, []string{"patch translations"}) {
+		t.Errorf("writes at the ceiling = %v, want one Translation spec patch", writes)
+	}
+}
+
+// An explicit 0 holds nothing: every change is synced at once, also with a write in flight.
+func TestZeroBatchPeriodSyncsEveryChangeAtOnce(t *testing.T) {
+	b := startBatching(t, 0, false)
+	b.change(3)
+	immediate, delayed, _ := b.seen()
+	// Each change is written at once, and a patch's own event may enqueue it once more.
+	if len(immediate) < 3 || len(delayed) != 0 {
+		t.Errorf("enqueued at once %v and later %v, want the 3 changes at once", immediate, delayed)
+	}
+}
+
+// A spec patch the API server answers slowly holds the next change of the Service although no write is in flight,
+// for the pushback's backoff; a patch answered in time ends it.
+func TestSlowAnswerHoldsTheNextChange(t *testing.T) {
+	b := startBatching(t, time.Second, true)
+	b.mu.Lock()
+	b.slowPatch = slowWrite + time.Millisecond
+	b.mu.Unlock()
+	ips := b.change(1)
+	b.waitWritten(ips)
+	b.h.markSynced("neg-v1-web-80")
+	b.h.settle()
+	b.reset()
+	b.mu.Lock()
+	b.slowPatch = 0
+	b.mu.Unlock()
+	b.change(1)
+	immediate, delayed, _ := b.seen()
+	if len(immediate) != 0 || !reflect.DeepEqual(delayed, []string{"shop/web after " + pushbackBase.String()}) {
+		t.Errorf("after a slow answer, enqueued at once %v and later %v, want shop/web after %v", immediate, delayed, pushbackBase)
+	}
+}
+
+// The pushback's holds double for 429s and slow answers in a row, up to the ceiling, and end with a write answered in
+// time; the end of a write in flight does not release a Service while its pushback lasts.
+func TestPushbackBacksOffUpToTheCeiling(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Now())
+	g := newGroupCommit(300*time.Millisecond, clk)
+	idle := func() bool { return false }
+	tooMany := apierrors.NewTooManyRequests("slow down", 1)
+	const key = "shop/web"
+	var got []time.Duration
+	for _, answer := range []struct {
+		took time.Duration
+		err  error
+	}{{0, tooMany}, {time.Second, nil}, {0, tooMany}, {10 * time.Millisecond, nil}} {
+		g.wrote(key, answer.took, answer.err)
+		got = append(got, g.change(key, idle))
+	}
+	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond, 0}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("holds after 429, slow, 429, in time = %v, want %v", got, want)
+	}
+	g.wrote(key, 0, tooMany)
+	if g.change(key, idle) == 0 || g.writeDone(key) {
+		t.Errorf("during a pushback a change was not held, or the end of a write released it")
+	}
+	clk.Step(time.Second)
+	if !g.writeDone(key) {
+		t.Errorf("after the pushback, the end of a write did not release the held change")
+	}
+	if g.change("shop/other", func() bool { return true }) != 300*time.Millisecond {
+		t.Errorf("a change during a write in flight is not held for the ceiling")
 	}
 }
 
@@ -166,4 +312,34 @@ func endpointsOf(tr *mpv1alpha1.Translation) string {
 		}
 	}
 	return strings.Join(out, " ")
+}
+
+// A Translation write carries the earliest trigger time (the slices' endpoints.kubernetes.io/last-change-trigger-time)
+// of the changes it writes, for the network programming latency; a write of changes without one carries "".
+func TestTranslationWriteCarriesTheEarliestTriggerTime(t *testing.T) {
+	b := startBatching(t, time.Second, false)
+	earliest := time.Date(2026, 11, 28, 10, 0, 0, 123456789, time.UTC)
+	// The later change first: the earlier one, written after, is still the write's.
+	for i, at := range []time.Time{earliest.Add(time.Second), earliest} {
+		s := slice("web", "web-2", "http", 9090, ep{ip: "10.0.1.2", node: "n3"}, ep{ip: fmt.Sprintf("10.0.1.%d", 20+i), node: "n3"})
+		s.Annotations = map[string]string{negapi.SliceTriggerTime: at.Format(time.RFC3339Nano)}
+		before := b.handled()
+		if _, err := b.h.kube.DiscoveryV1().EndpointSlices(testNamespace).Update(b.h.ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		b.h.waitFor("the change to be handled", func() bool { return b.handled() > before })
+	}
+	b.h.markSynced("neg-v1-web-80")
+	b.waitWritten([]string{"10.0.1.21"})
+	if got := b.h.translations()["neg-v1-web-80"].Annotations[negapi.TriggerTimeAnnotation]; got != negapi.FormatTriggerTime(earliest) {
+		t.Errorf("trigger time written = %q, want the earliest change's %q", got, negapi.FormatTriggerTime(earliest))
+	}
+	// Written: a change without a trigger time writes "", so the generation does not show the earlier write's.
+	b.h.markSynced("neg-v1-web-80")
+	b.h.settle()
+	ips := b.change(1)
+	b.waitWritten(ips)
+	if got, ok := b.h.translations()["neg-v1-web-80"].Annotations[negapi.TriggerTimeAnnotation]; !ok || got != "" {
+		t.Errorf("trigger time of a write without one = %q (present: %t), want \"\"", got, ok)
+	}
 }

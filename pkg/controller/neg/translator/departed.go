@@ -49,6 +49,7 @@ func (t *Translator) releaseDeparted(ctx context.Context, namespace, name string
 	}
 	if len(stale) == 0 {
 		t.writes.forget(key)
+		t.batch.forget(key)
 		return nil
 	}
 	svc, err := t.kube.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})

@@ -60,8 +60,8 @@ func (e podEvents) OnUpdate(oldObj, newObj any) { e.t.onPod(oldObj, newObj) }
 func (e podEvents) OnDelete(obj any)            { e.t.onPod(worker.LastState(obj), nil) }
 
 // onPod enqueues the Services with an endpoint of the Pod when whether it is ready but for the NEG readiness gate
-// changed: only then can a not-ready endpoint of it start or stop counting. It is an endpoint change, so it waits
-// for the batch period as a slice's does. Every other change of the Pod (most are of its status) costs two passes
+// changed: only then can a not-ready endpoint of it start or stop counting. It is an endpoint change, so the group
+// commit decides when it is synced, as for a slice's. Every other change of the Pod (most are of its status) costs two passes
 // over its conditions.
 func (t *Translator) onPod(oldObj, newObj any) {
 	oldPod, _ := oldObj.(*corev1.Pod)
@@ -84,7 +84,7 @@ func (t *Translator) onPod(oldObj, newObj any) {
 	}
 	for _, obj := range objs {
 		if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
-			t.enqueueSliceService(slice, t.batchPeriod)
+			t.enqueueSliceService(slice, true)
 		}
 	}
 }

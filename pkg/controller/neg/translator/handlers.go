@@ -19,7 +19,6 @@ package translator
 import (
 	"maps"
 	"slices"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -30,6 +29,7 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
@@ -99,11 +99,11 @@ func (t *Translator) onServiceDelete(obj any) {
 	t.enqueue(svc.Namespace, svc.Name)
 }
 
-// onSlice enqueues the Service of a slice that appeared or went, after the batch period.
+// onSlice enqueues the Service of a slice that appeared or went, as an endpoint change (groupCommit).
 func (t *Translator) onSlice(obj any) {
 	obj = worker.LastState(obj)
 	if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
-		t.enqueueSliceService(slice, t.batchPeriod)
+		t.enqueueSliceService(slice, true)
 	}
 }
 
@@ -117,14 +117,14 @@ func (t *Translator) onSliceUpdate(oldObj, newObj any) {
 		return
 	}
 	if oldSlice.Labels[discoveryv1.LabelServiceName] != newSlice.Labels[discoveryv1.LabelServiceName] {
-		t.enqueueSliceService(oldSlice, t.batchPeriod)
+		t.enqueueSliceService(oldSlice, true)
 	}
-	t.enqueueSliceService(newSlice, t.batchPeriod)
+	t.enqueueSliceService(newSlice, true)
 }
 
-// enqueueSliceService enqueues the Service of a slice if it asks for NEGs, after delay; slices of other Services
-// cost a map lookup.
-func (t *Translator) enqueueSliceService(slice *discoveryv1.EndpointSlice, delay time.Duration) {
+// enqueueSliceService enqueues the Service of a slice if it asks for NEGs, at once or, for an endpoint change
+// (batched), when the group commit says; slices of other Services cost a map lookup.
+func (t *Translator) enqueueSliceService(slice *discoveryv1.EndpointSlice, batched bool) {
 	name := slice.Labels[discoveryv1.LabelServiceName]
 	if name == "" {
 		return
@@ -134,11 +134,34 @@ func (t *Translator) enqueueSliceService(slice *discoveryv1.EndpointSlice, delay
 		// Not seen yet: its own Add event enqueues it.
 		return
 	}
-	if delay > 0 {
-		t.addAfter(slice.Namespace+"/"+name, delay)
+	key := slice.Namespace + "/" + name
+	if at, ok := negapi.TriggerTime(slice.Annotations, negapi.SliceTriggerTime); ok {
+		t.batch.triggered(key, at)
+	}
+	if !batched {
+		t.add(key)
 		return
 	}
-	t.enqueue(slice.Namespace, name)
+	if wait := t.batch.change(key, func() bool { return t.writeInFlight(slice.Namespace, name) }); wait > 0 {
+		t.addAfter(key, wait)
+		return
+	}
+	t.add(key)
+}
+
+// writeInFlight says whether a Translation write of the Service is under way: sent and not yet shown by the cache,
+// or shown and not yet done in GCE (a Translation not synced at its generation). A Translation the pusher cannot
+// sync (a GCE error) counts as in flight too: its Service's changes then wait for the ceiling.
+func (t *Translator) writeInFlight(namespace, name string) bool {
+	if t.writes.translationWritten(namespace + "/" + name) {
+		return true
+	}
+	for _, tr := range t.translationsNaming(namespace, name) {
+		if !t.leaving(tr) && !isSynced(tr) {
+			return true
+		}
+	}
+	return false
 }
 
 // onNodeAdd counts a Node that appeared for the tenant. A Node without a zone changes nothing: its endpoints are
@@ -208,7 +231,7 @@ func (t *Translator) nodeChanged(node string, zonesChanged bool) {
 	}
 	for _, s := range endpointSlices {
 		if slices.ContainsFunc(s.Endpoints, func(ep discoveryv1.Endpoint) bool { return ptr.Deref(ep.NodeName, "") == node }) {
-			t.enqueueSliceService(s, 0)
+			t.enqueueSliceService(s, false)
 		}
 	}
 }
@@ -250,12 +273,20 @@ func (t *Translator) onTranslationDelete(obj any) {
 // onTranslationUpdate ignores most of the pusher's status and finalizer writes: the spec (generation), labels,
 // owner references (the garbage collector removes them when the Service is deleted with --cascade=orphan) and the
 // deletion mark are the translator's business, and so is a Translation of this version becoming synced while one of
-// another version for the same Service port waits for it. With a batch period, a new spec alone waits for it.
+// another version for the same Service port waits for it, or while its Service has endpoint changes held for that
+// (groupCommit). A new spec of a Service with changes held waits with them.
 func (t *Translator) onTranslationUpdate(oldObj, newObj any) {
 	oldTr, ok1 := oldObj.(*mpv1alpha1.Translation)
 	newTr, ok2 := newObj.(*mpv1alpha1.Translation)
 	if !ok1 || !ok2 {
 		return
+	}
+	if isSynced(newTr) && !isSynced(oldTr) && IsOurs(newTr) {
+		// The write in flight is done in GCE: the changes held for it make the next write, now.
+		if service, ok := serviceOf(newTr); ok && t.batch.writeDone(newTr.Namespace+"/"+service) {
+			t.enqueue(newTr.Namespace, service)
+			return
+		}
 	}
 	sameMeta := oldTr.DeletionTimestamp.Equal(newTr.DeletionTimestamp) && maps.Equal(oldTr.Labels, newTr.Labels) &&
 		apiequality.Semantic.DeepEqual(oldTr.OwnerReferences, newTr.OwnerReferences)
@@ -270,14 +301,12 @@ func (t *Translator) onTranslationUpdate(oldObj, newObj any) {
 			return
 		}
 	}
-	if sameMeta && oldTr.Generation != newTr.Generation && t.batchPeriod > 0 {
+	if sameMeta && oldTr.Generation != newTr.Generation {
 		// A new spec is nearly always the translator's own patch coming back. Synced at once, the Service would
-		// write the endpoint changes that came since, which wait for the batch period: they would not be batched.
-		// A spec edited by someone else is put back one period later.
-		if service, ok := serviceOf(newTr); ok && IsOurs(newTr) {
-			t.addAfter(newTr.Namespace+"/"+service, t.batchPeriod)
+		// write the endpoint changes held for this very write: they wait for its end in GCE, or the ceiling.
+		if service, ok := serviceOf(newTr); ok && IsOurs(newTr) && t.batch.isHeld(newTr.Namespace+"/"+service) {
+			return
 		}
-		return
 	}
 	t.enqueueOwner(newTr)
 }

@@ -85,12 +85,11 @@ type Translator struct {
 	concurrency int
 	// add enqueues a Service key; tests replace it to see what the handlers enqueue.
 	add func(key string)
-	// batchPeriod delays the sync an EndpointSlice event asks for (--neg-endpoint-batch-period), so that the changes
-	// of one Service inside the period make one Translation write; 0 syncs at once. The first event of a period
-	// decides when it ends: the queue keeps the earliest time asked for a key.
-	batchPeriod time.Duration
-	addAfter    func(key string, delay time.Duration)
-	recorder    record.EventRecorder
+	// batch decides when an endpoint change is synced: at once, or with the next write once the one in flight ends,
+	// within --neg-endpoint-batch-period (groupcommit.go).
+	batch    *groupCommit
+	addAfter func(key string, delay time.Duration)
+	recorder record.EventRecorder
 	// onSynced is called once the caches have synced and the workers run.
 	onSynced func()
 	// stop is the run's StopSignal (tenant.Context.Stop), nil when ctx's end is the signal.
@@ -121,7 +120,8 @@ func New(c *tenant.Context, onSynced func()) (*Translator, error) {
 	return newWithClock(c, onSynced, nil)
 }
 
-// newWithClock is New with the clock the queue's delayed keys wait on (the batch period's); nil is the real clock.
+// newWithClock is New with the clock the queue's delayed keys wait on and the group commit reads (the batch
+// period's); nil is the real clock.
 func newWithClock(c *tenant.Context, onSynced func(), clk clock.WithDelayedExecution) (*Translator, error) {
 	if c.ProviderConfig == nil || c.ProviderConfig.Spec.GCP == nil {
 		return nil, errors.New("neg: the ProviderConfig has no spec.gcp")
@@ -144,11 +144,15 @@ func newWithClock(c *tenant.Context, onSynced func(), clk clock.WithDelayedExecu
 		onSynced:    onSynced,
 		stop:        c.Stop,
 		concurrency: max(c.Workers, 1),
-		batchPeriod: c.Options.NEGEndpointBatchPeriod,
 		warnings:    tenant.NewWarnings(c.EventRecorder),
 		writes:      newOwnWrites(clock.RealClock{}),
 		claims:      c.Claims,
 	}
+	var batchClock clock.PassiveClock = clock.RealClock{}
+	if clk != nil {
+		batchClock = clk
+	}
+	t.batch = newGroupCommit(c.Options.NEGEndpointBatchPeriod, batchClock)
 	if err := t.useInformers(c); err != nil {
 		return nil, err
 	}
@@ -213,6 +217,7 @@ func (t *Translator) useInformers(c *tenant.Context) error {
 // spec, labels or owner reference; a Service patched) makes an event its handlers pass on, which brings the key back
 // as soon as the cache shows it. The requeue is for a write the cache never shows, forgotten by then.
 func (t *Translator) syncKey(ctx context.Context, key string) (worker.Result, error) {
+	t.batch.syncing(key)
 	err := t.sync(ctx, key)
 	if errors.Is(err, errCacheLagging) {
 		klog.FromContext(ctx).V(4).Info("Waiting for the informer cache to show the translator's own writes")

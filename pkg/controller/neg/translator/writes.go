@@ -166,6 +166,13 @@ func (o *ownWrites) ownSpecPatchArrived(service, name string, uid types.UID, gen
 	return true
 }
 
+// translationWritten says whether the cache may lack one of the Service's Translation writes: one is remembered.
+func (o *ownWrites) translationWritten(service string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.translations[service]) > 0
+}
+
 // translationGone forgets a write of a Translation the cache has seen deleted.
 func (o *ownWrites) translationGone(service, name string, uid types.UID) {
 	o.mu.Lock()
