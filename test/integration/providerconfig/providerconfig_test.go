@@ -108,6 +108,11 @@ func (v *views) probeDescriptor() *registry.Descriptor {
 				return nil, err
 			}
 			name := c.Name()
+			// A new probe's view replays the tenant's objects; forget what the previous one was told. Before the
+			// handler is added: its replay starts at once, and a reset after it could drop what it has told.
+			v.mu.Lock()
+			v.seen[name] = map[string]bool{}
+			v.mu.Unlock()
 			reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 				AddFunc:    func(obj any) { v.record(name, obj, true) },
 				UpdateFunc: func(_, obj any) { v.record(name, obj, true) },
@@ -118,8 +123,6 @@ func (v *views) probeDescriptor() *registry.Descriptor {
 			}
 			v.mu.Lock()
 			v.starts[name] = append(v.starts[name], c.ProviderConfig.Spec.Rancher.ClusterID)
-			// A new probe's view replays the tenant's objects; forget what the previous one was told.
-			v.seen[name] = map[string]bool{}
 			v.mu.Unlock()
 			return probe{c: c, reg: reg, views: v}, nil
 		},
