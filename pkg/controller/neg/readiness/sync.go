@@ -60,6 +60,9 @@ func (r *Reflector) sync(ctx context.Context, key string) (worker.Result, error)
 		r.forget(ns, name)
 		return worker.Result{}, nil
 	}
+	// Recorded as waiting before anything is read: a Translation or Service event that lands while this sync reads
+	// or writes then brings the Pod back, instead of finding no waiter and being lost.
+	r.wait(ns, name, false)
 	in, pollErr := r.gather(ctx, pod)
 	v := decide(in)
 	if v.write {
