@@ -30,8 +30,12 @@ build: ## Build the binary into _output/bin.
 release: ## Build a release into _output/release/VERSION (VERSION=vX.Y.Z required; docs/release.md).
 	RELEASE_OUT_DIR="$${RELEASE_OUT_DIR:-$(OUT_DIR)/release/$(VERSION)}" hack/release.sh
 
+# The integration and packaging tests run side by side: the integration tests wait on API servers and leases for much
+# of their time, which the packaging module's compile (Helm, kustomize, Prometheus) fills. Each one's output is
+# printed in one piece when it ends.
 .PHONY: test
-test: test-unit test-integration test-packaging ## Run unit, integration and packaging tests (what CI runs).
+test: test-unit ## Run unit, integration and packaging tests (what CI runs).
+	$(MAKE) --no-print-directory --jobs=2 --output-sync=target test-integration test-packaging
 
 .PHONY: test-unit
 test-unit: ## Unit tests with -race, in the root module and every staging module.

@@ -43,3 +43,27 @@ finish_controlplane_run() {
   fi
   echo "${status}"
 }
+
+# go_test LABEL ARG... runs `go test ARG...` in the current directory. A plain run goes through gotestsum (pinned in
+# hack/tools/gotestsum), whose output reads as go test's own, and then prints the run's tests that took
+# SLOW_TEST_THRESHOLD (default 20s) or more, so that a CI log says which tests its time went to. A run that asks for
+# -v, -json or a benchmark calls go test directly, keeping the output those callers read.
+go_test() {
+  local label=$1 arg json slowest status=0
+  shift
+  for arg in "$@"; do
+    case "${arg}" in
+      -v | -v=* | -test.v* | -json | -bench* | -test.bench*) go test "$@"; return ;;
+    esac
+  done
+  json=$(mktemp)
+  go tool -modfile="${ROOT}/hack/tools/gotestsum/go.mod" gotestsum --format standard-quiet --jsonfile "${json}" \
+    -- "$@" || status=$?
+  slowest=$(go tool -modfile="${ROOT}/hack/tools/gotestsum/go.mod" gotestsum tool slowest --jsonfile "${json}" \
+    --threshold "${SLOW_TEST_THRESHOLD:-20s}" || true)
+  if [[ -n "${slowest}" ]]; then
+    printf '[%s] tests that took %s or more:\n%s\n' "${label}" "${SLOW_TEST_THRESHOLD:-20s}" "${slowest}" >&2
+  fi
+  rm -f "${json}"
+  return "${status}"
+}

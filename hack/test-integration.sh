@@ -36,6 +36,6 @@ run_dir=$(mktemp -d "${TMPDIR:-/tmp}/multiproject-test-integration.XXXXXX")
 status=0
 # -count=1: a run against a real control plane is never answered from Go's test cache.
 # shellcheck disable=SC2086 # WHAT may list several packages
-TMPDIR="${run_dir}" go test -race -count=1 -tags integration -timeout 30m ${WHAT:-./test/integration/... ./test/e2e/...} "$@" || status=$?
+TMPDIR="${run_dir}" go_test test-integration -race -count=1 -tags integration -timeout 30m ${WHAT:-./test/integration/... ./test/e2e/...} "$@" || status=$?
 
 exit "$(finish_controlplane_run "${run_dir}" "${status}" test-integration)"

@@ -17,19 +17,21 @@ cd "${ROOT}/test/packaging"
 
 log() { printf '[test-packaging] %s\n' "$*" >&2; }
 
+# Everything here is built as hack/release.sh builds the product (static, -trimpath), which the release test runs
+# and test/e2e's manager build shares: on a cold machine the dependencies this module shares with the product
+# (client-go, apimachinery) compile once for all of them.
+export CGO_ENABLED=0
+# hack/verify-govet.sh covers the root and staging modules only; this module is vetted here. Vet comes first: it
+# compiles Helm, kustomize and Prometheus (most of this script's CPU on a cold machine) and needs no control plane,
+# so under make test it runs while test-integration builds that control plane, whose build this script then waits for.
+log "go vet"
+go vet -trimpath -tags integration ./...
+
 if [[ -z "${CONTROLPLANE_BIN_DIR:-}" ]]; then
   log "building the control plane if it is not cached yet"
   CONTROLPLANE_BIN_DIR=$(CONTROLPLANE_COMPONENTS="etcd kube-apiserver" "${ROOT}/hack/build-controlplane.sh" | tail -n 1)
 fi
 export CONTROLPLANE_BIN_DIR
-
-# Everything here is built as hack/release.sh builds the product (static, -trimpath), which the release test runs
-# and test/e2e's manager build shares: on a cold machine the dependencies this module shares with the product
-# (client-go, apimachinery) compile once for all of them.
-export CGO_ENABLED=0
-# hack/verify-govet.sh covers the root and staging modules only; this module is vetted here.
-log "go vet"
-go vet -trimpath -tags integration ./...
 
 # As in hack/test-integration.sh: the control plane puts its directory under run_dir, whose path is on every
 # component's command line, so the check below finds exactly this run's processes.
@@ -37,6 +39,6 @@ run_dir=$(mktemp -d "${TMPDIR:-/tmp}/multiproject-test-packaging.XXXXXX")
 status=0
 # No -race: these tests render and parse on one goroutine, and without it the test build reuses what go vet just
 # compiled instead of compiling Helm, kustomize and Prometheus a second time.
-TMPDIR="${run_dir}" go test -trimpath -count=1 -tags integration -timeout 15m ./... "$@" || status=$?
+TMPDIR="${run_dir}" go_test test-packaging -trimpath -count=1 -tags integration -timeout 15m ./... "$@" || status=$?
 
 exit "$(finish_controlplane_run "${run_dir}" "${status}" test-packaging)"

@@ -5,5 +5,5 @@ set -o errexit -o nounset -o pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 for dir in $(go_modules); do
   echo "go test -race: ${dir#"${ROOT}"/}" >&2
-  (cd "${dir}" && go test -race -count=1 "$@" ./...)
+  (cd "${dir}" && go_test test-unit -race -count=1 "$@" ./...)
 done
