@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"math/rand"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,13 +204,15 @@ func (w *world) step() {
 // check is the invariant: no tenant runs on two shards.
 func (w *world) check(after string) {
 	w.log = append(w.log, after)
-	for _, tenant := range w.tenants() {
-		var on []string
-		for _, shard := range w.shards {
-			if w.running[shard][tenant] {
-				on = append(on, shard)
+	onShards := map[string][]string{}
+	for _, shard := range w.shards {
+		for tenant, running := range w.running[shard] {
+			if running {
+				onShards[tenant] = append(onShards[tenant], shard)
 			}
 		}
+	}
+	for tenant, on := range onShards {
 		if len(on) > 1 {
 			tail := w.log[max(0, len(w.log)-20):]
 			w.t.Fatalf("%s runs on %v after %q; last steps:\n%v", tenant, on, after, tail)
@@ -223,7 +226,13 @@ func (w *world) settle() {
 		_ = w.leases.Add(shardLease(s, t0))
 	}
 	w.pending = nil
-	for range 10 {
+	// The clock stands still, so a round that changes nothing (the API server's objects, what runs where, the
+	// sharder's memory) is a fixed point: every later round would do the same nothing.
+	for round := 0; ; round++ {
+		before := w.state()
+		if round == 10 {
+			w.t.Fatalf("not settled after %d rounds; last steps:\n%v", round, w.log[max(0, len(w.log)-20):])
+		}
 		for _, tenant := range w.tenants() {
 			w.refresh("sharder")
 			_ = w.sharder.sync(w.ctx, tenant)
@@ -235,7 +244,25 @@ func (w *world) settle() {
 				w.check("settle " + shard)
 			}
 		}
+		if w.state() == before {
+			return
+		}
 	}
+}
+
+// state prints what an actor's next step can depend on: the tenants' objects, what runs where and the sharder's
+// memory (fmt prints maps in key order).
+func (w *world) state() string {
+	pcs, err := w.client.MultiprojectV1alpha1().ProviderConfigs().List(w.ctx, metav1.ListOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, pc := range pcs.Items {
+		fmt.Fprintf(&b, "%s %v %v %+v\n", pc.Name, pc.Labels, pc.Annotations, pc.Status)
+	}
+	fmt.Fprintf(&b, "%v %v %v", w.running, w.sharder.waiting, w.sharder.dead)
+	return b.String()
 }
 
 // TestHandshakeNeverRunsATenantOnTwoShards starts with every tenant on shard-a, two live shards, and a third that
