@@ -63,7 +63,9 @@ func TestClaimsHoldAcrossShardedReplicas(t *testing.T) {
 	negCounter := countDeclarers(t, ws[0], negName)
 
 	kubeconfig := managerKubeconfig(t)
-	le := leaderElection{leaseDuration: 6 * time.Second, renewDeadline: 4 * time.Second, retryPeriod: time.Second}
+	// The shipped durations: nothing here waits for a Lease to expire, and a 4 s renew deadline was missed on a
+	// loaded machine while a replica stopped (it then exits 1, as it must, and the test failed).
+	le := leaderElection{leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: time.Second}
 	replicas := []*manager{
 		startManager(t, "claims-a", kubeconfig, gce.Endpoint(), le, "--sharding=true"),
 		startManager(t, "claims-b", kubeconfig, gce.Endpoint(), le, "--sharding=true"),
