@@ -19,40 +19,121 @@ limitations under the License.
 package e2e
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"net/http"
+	"os"
 	"slices"
+	"strings"
 	"sync"
+	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpinformers "github.com/multiproject/client-go/informers/externalversions"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 )
 
 // latencyProbe measures, for every endpoint a manager pass adds, the time from its EndpointSlice change (the trigger
 // time the writer puts in the slice's annotation, as the EndpointSlice controller does) to the endpoint attached in
-// the fake GCE of this process, which it polls every 10 ms (in memory, no API request).
+// the fake GCE of this process, which it polls every 10 ms (in memory, no API request). On the way it stamps the
+// stages of each change, for the breakdown (stageReport): the slice write answered, the Service's Translation seen
+// listing the endpoint (a watch of this process), the attach call reaching the fake GCE (its OnCall).
 type latencyProbe struct {
 	c *e2eChurn
 
 	mu sync.Mutex
 	// pending are the added endpoints not yet seen in the fake GCE, by Service.
 	pending map[*churnService][]addedEndpoint
-	seen    []time.Duration
+	seen    []addedEndpoint
 }
 
+// addedEndpoint is one change and the times of its stages (zero: not seen).
 type addedEndpoint struct {
-	ep      endpoint
-	trigger time.Time
+	ep endpoint
+	// trigger is the slice's trigger time, written when the writer's update returned, inSpec when this process's
+	// watch saw the Service's Translation list the endpoint, attachCall when an attach to its NEG reached the fake
+	// GCE, attached when the probe saw it there.
+	trigger, written, inSpec, attachCall, attached time.Time
 }
 
 func newLatencyProbe(c *e2eChurn) *latencyProbe {
 	return &latencyProbe{c: c, pending: map[*churnService][]addedEndpoint{}}
 }
 
-// added records an endpoint whose slice change was triggered at trigger.
-func (p *latencyProbe) added(svc *churnService, ep endpoint, trigger time.Time) {
+// added records an endpoint whose slice change was triggered at trigger and written at written.
+func (p *latencyProbe) added(svc *churnService, ep endpoint, trigger, written time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.pending[svc] = append(p.pending[svc], addedEndpoint{ep: ep, trigger: trigger})
+	p.pending[svc] = append(p.pending[svc], addedEndpoint{ep: ep, trigger: trigger, written: written})
+}
+
+// translationSeen stamps the pending endpoints the Service's Translation, as a watch event brought it at at, lists.
+func (p *latencyProbe) translationSeen(svc *churnService, tr *mpv1alpha1.Translation, at time.Time) {
+	ips := sets.New[string]()
+	for _, r := range tr.Spec.Resources {
+		if r.NetworkEndpointGroup != nil {
+			for _, ep := range r.NetworkEndpointGroup.Endpoints {
+				ips.Insert(ep.IPAddress)
+			}
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, a := range p.pending[svc] {
+		if a.inSpec.IsZero() && ips.Has(a.ep.ip) {
+			p.pending[svc][i].inSpec = at
+		}
+	}
+}
+
+// gceCall stamps the pending endpoints of the NEG an attach call that succeeded addressed, if they were triggered
+// before it reached the fake GCE (one change per Service is in flight at a light load).
+func (p *latencyProbe) gceCall(rec fakegce.CallRecord) {
+	if rec.Method != fakegce.MethodAttachEndpoints || rec.Status != http.StatusOK {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for svc, eps := range p.pending {
+		if svc.neg != rec.Resource {
+			continue
+		}
+		for i, a := range eps {
+			if a.attachCall.IsZero() && zones[a.ep.zone] == rec.Zone && a.trigger.Before(rec.Time) {
+				eps[i].attachCall = rec.Time
+			}
+		}
+	}
+}
+
+// watchTranslations stamps inSpec from a watch of the workload's Translations until ctx ends.
+func (p *latencyProbe) watchTranslations(ctx context.Context) {
+	byName := map[string]*churnService{}
+	for _, svc := range p.c.services {
+		byName[translationName(svc.name)] = svc
+	}
+	factory := mpinformers.NewSharedInformerFactoryWithOptions(p.c.w.mp, 0, mpinformers.WithNamespace(p.c.w.appNS))
+	informer := factory.Multiproject().V1alpha1().Translations().Informer()
+	seen := func(obj any) {
+		if tr, ok := obj.(*mpv1alpha1.Translation); ok && byName[tr.Name] != nil {
+			p.translationSeen(byName[tr.Name], tr, time.Now())
+		}
+	}
+	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, obj any) { seen(obj) }})
+	if err != nil {
+		p.c.b.Error(err)
+		return
+	}
+	factory.Start(ctx.Done())
+	<-ctx.Done()
+	factory.Shutdown()
 }
 
 // run polls the fake GCE until ctx ends.
@@ -86,7 +167,8 @@ func (p *latencyProbe) poll(now time.Time) {
 		left := p.pending[svc][:0]
 		for _, a := range p.pending[svc] {
 			if attached[a.ep.ip] {
-				p.seen = append(p.seen, now.Sub(a.trigger))
+				a.attached = now
+				p.seen = append(p.seen, a)
 				continue
 			}
 			left = append(left, a)
@@ -100,10 +182,12 @@ func (p *latencyProbe) poll(now time.Time) {
 	}
 }
 
-// latencies are the pass's times from slice change to attached, sorted, and how many endpoints were never seen.
+// latencies are the pass's times from slice change to attached, sorted, how many endpoints were never seen, and
+// the changes seen with their stages.
 type latencies struct {
-	sorted []time.Duration
-	missed int
+	sorted  []time.Duration
+	missed  int
+	changes []addedEndpoint
 }
 
 func (p *latencyProbe) result() latencies {
@@ -113,7 +197,12 @@ func (p *latencyProbe) result() latencies {
 	for _, eps := range p.pending {
 		missed += len(eps)
 	}
-	return latencies{sorted: slices.Sorted(slices.Values(p.seen)), missed: missed}
+	l := latencies{missed: missed, changes: slices.Clone(p.seen)}
+	for _, a := range p.seen {
+		l.sorted = append(l.sorted, a.attached.Sub(a.trigger))
+	}
+	slices.Sort(l.sorted)
+	return l
 }
 
 // quantile is the q-quantile (nearest rank) of the latencies; 0 without any.
@@ -123,4 +212,75 @@ func (l latencies) quantile(q float64) time.Duration {
 	}
 	i := int(float64(len(l.sorted))*q+0.999999) - 1
 	return l.sorted[min(max(i, 0), len(l.sorted)-1)]
+}
+
+// stage is one step of a change's way, between two of its stamps.
+type stage struct {
+	name     string
+	from, to func(addedEndpoint) time.Time
+}
+
+var stages = []stage{
+	{"slice write answered", func(a addedEndpoint) time.Time { return a.trigger }, func(a addedEndpoint) time.Time { return a.written }},
+	{"→ Translation lists it (this process's watch)", func(a addedEndpoint) time.Time { return a.written }, func(a addedEndpoint) time.Time { return a.inSpec }},
+	{"→ attach call reaches the fake GCE", func(a addedEndpoint) time.Time { return a.inSpec }, func(a addedEndpoint) time.Time { return a.attachCall }},
+	{"→ attached, seen by the probe", func(a addedEndpoint) time.Time { return a.attachCall }, func(a addedEndpoint) time.Time { return a.attached }},
+}
+
+// stageReport is the per-stage breakdown of the changes: each stage's p50, p90, p99 and max, and the stages of the
+// slowest changes, so that a tail can be told apart from the machine's noise (a stage that waits for a timer shows
+// its length; a starved process spreads over all of them).
+func (l latencies) stageReport(slowest int) string {
+	var b strings.Builder
+	for _, st := range stages {
+		var ds []time.Duration
+		unstamped := 0
+		for _, a := range l.changes {
+			if st.from(a).IsZero() || st.to(a).IsZero() {
+				unstamped++
+				continue
+			}
+			ds = append(ds, st.to(a).Sub(st.from(a)))
+		}
+		slices.Sort(ds)
+		q := latencies{sorted: ds}
+		fmt.Fprintf(&b, "  %-48s p50 %8v p90 %8v p99 %8v max %8v (%d changes, %d unstamped)\n", st.name,
+			q.quantile(0.5).Round(time.Millisecond), q.quantile(0.9).Round(time.Millisecond), q.quantile(0.99).Round(time.Millisecond),
+			q.quantile(1).Round(time.Millisecond), len(ds), unstamped)
+	}
+	worst := slices.SortedFunc(slices.Values(l.changes), func(a, b addedEndpoint) int {
+		return cmp.Compare(b.attached.Sub(b.trigger), a.attached.Sub(a.trigger))
+	})
+	for _, a := range worst[:min(slowest, len(worst))] {
+		fmt.Fprintf(&b, "  slow: %s total %v:", a.ep.ip, a.attached.Sub(a.trigger).Round(time.Millisecond))
+		for _, st := range stages {
+			if st.from(a).IsZero() || st.to(a).IsZero() {
+				fmt.Fprintf(&b, " [%s: unstamped]", st.name)
+				continue
+			}
+			fmt.Fprintf(&b, " [%s: %v]", st.name, st.to(a).Sub(st.from(a)).Round(time.Millisecond))
+		}
+		fmt.Fprintf(&b, " (triggered %s)\n", a.trigger.Format("15:04:05.000"))
+	}
+	return b.String()
+}
+
+// reportLight prints a light-load pass's latencies with their stages, and reports them as the benchmark's metrics.
+func (c *e2eChurn) reportLight(p churnPass) {
+	l := p.latency
+	fmt.Fprintf(os.Stderr, "%s: slice change to attached in the fake GCE: p50 %v p90 %v p99 %v max %v of %d (never seen %d); by stage:\n%s",
+		p.name, l.quantile(0.5).Round(time.Millisecond), l.quantile(0.9).Round(time.Millisecond), l.quantile(0.99).Round(time.Millisecond),
+		l.quantile(1).Round(time.Millisecond), len(l.sorted), l.missed, l.stageReport(5))
+	reportLightMetrics(c.b, p)
+}
+
+// reportLightMetrics reports a light-load pass's p50 and p99 as the benchmark's metrics (seconds), for benchstat
+// over runs; a batch period other than the default flags names itself in the unit.
+func reportLightMetrics(b *testing.B, p churnPass) {
+	suffix := ""
+	if p.period != defaultFlags {
+		suffix = "-period-" + p.period.String()
+	}
+	b.ReportMetric(p.latency.quantile(0.99).Seconds(), "light-p99-s"+suffix)
+	b.ReportMetric(p.latency.quantile(0.5).Seconds(), "light-p50-s"+suffix)
 }
