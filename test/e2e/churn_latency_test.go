@@ -30,7 +30,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 
@@ -52,7 +51,14 @@ type latencyProbe struct {
 	// pending are the added endpoints not yet seen in the fake GCE, by Service.
 	pending map[*churnService][]addedEndpoint
 	seen    []addedEndpoint
+	seenOf  []*churnService // the Service of each of seen
+	// inSpec is when each address first appeared in a Translation, attachCalls when the attach calls of each NEG
+	// reached the fake GCE, in order.
+	inSpec      map[string]time.Time
+	attachCalls map[negInZone][]time.Time
 }
+
+type negInZone struct{ neg, zone string }
 
 // addedEndpoint is one change and the times of its stages (zero: not seen).
 type addedEndpoint struct {
@@ -64,7 +70,8 @@ type addedEndpoint struct {
 }
 
 func newLatencyProbe(c *e2eChurn) *latencyProbe {
-	return &latencyProbe{c: c, pending: map[*churnService][]addedEndpoint{}}
+	return &latencyProbe{c: c, pending: map[*churnService][]addedEndpoint{}, inSpec: map[string]time.Time{},
+		attachCalls: map[negInZone][]time.Time{}}
 }
 
 // added records an endpoint whose slice change was triggered at trigger and written at written.
@@ -74,56 +81,56 @@ func (p *latencyProbe) added(svc *churnService, ep endpoint, trigger, written ti
 	p.pending[svc] = append(p.pending[svc], addedEndpoint{ep: ep, trigger: trigger, written: written})
 }
 
-// translationSeen stamps the pending endpoints the Service's Translation, as a watch event brought it at at, lists.
-func (p *latencyProbe) translationSeen(svc *churnService, tr *mpv1alpha1.Translation, at time.Time) {
-	ips := sets.New[string]()
-	for _, r := range tr.Spec.Resources {
-		if r.NetworkEndpointGroup != nil {
-			for _, ep := range r.NetworkEndpointGroup.Endpoints {
-				ips.Insert(ep.IPAddress)
-			}
-		}
-	}
+// translationSeen records when an address first appeared in a Translation, as a watch event brought it at at.
+func (p *latencyProbe) translationSeen(tr *mpv1alpha1.Translation, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i, a := range p.pending[svc] {
-		if a.inSpec.IsZero() && ips.Has(a.ep.ip) {
-			p.pending[svc][i].inSpec = at
+	for _, r := range tr.Spec.Resources {
+		if r.NetworkEndpointGroup == nil {
+			continue
+		}
+		for _, ep := range r.NetworkEndpointGroup.Endpoints {
+			if _, ok := p.inSpec[ep.IPAddress]; !ok {
+				p.inSpec[ep.IPAddress] = at
+			}
 		}
 	}
 }
 
-// gceCall stamps the pending endpoints of the NEG an attach call that succeeded addressed, if they were triggered
-// before it reached the fake GCE (one change per Service is in flight at a light load).
+// gceCall records when an attach call that succeeded reached the fake GCE, by NEG and zone.
 func (p *latencyProbe) gceCall(rec fakegce.CallRecord) {
 	if rec.Method != fakegce.MethodAttachEndpoints || rec.Status != http.StatusOK {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for svc, eps := range p.pending {
-		if svc.neg != rec.Resource {
-			continue
-		}
-		for i, a := range eps {
-			if a.attachCall.IsZero() && zones[a.ep.zone] == rec.Zone && a.trigger.Before(rec.Time) {
-				eps[i].attachCall = rec.Time
-			}
+	at := negInZone{neg: rec.Resource, zone: rec.Zone}
+	p.attachCalls[at] = append(p.attachCalls[at], rec.Time)
+}
+
+// stamp fills a change's inSpec and attachCall from what the watch and the fake GCE recorded: the first attach to
+// its NEG in its zone after its trigger (a Service has one change in flight at a light load).
+func (p *latencyProbe) stamp(svc *churnService, a *addedEndpoint) {
+	a.inSpec = p.inSpec[a.ep.ip]
+	for _, t := range p.attachCalls[negInZone{neg: svc.neg, zone: zones[a.ep.zone]}] {
+		if t.After(a.trigger) {
+			a.attachCall = t
+			return
 		}
 	}
 }
 
 // watchTranslations stamps inSpec from a watch of the workload's Translations until ctx ends.
 func (p *latencyProbe) watchTranslations(ctx context.Context) {
-	byName := map[string]*churnService{}
+	byName := map[string]bool{}
 	for _, svc := range p.c.services {
-		byName[translationName(svc.name)] = svc
+		byName[translationName(svc.name)] = true
 	}
 	factory := mpinformers.NewSharedInformerFactoryWithOptions(p.c.w.mp, 0, mpinformers.WithNamespace(p.c.w.appNS))
 	informer := factory.Multiproject().V1alpha1().Translations().Informer()
 	seen := func(obj any) {
-		if tr, ok := obj.(*mpv1alpha1.Translation); ok && byName[tr.Name] != nil {
-			p.translationSeen(byName[tr.Name], tr, time.Now())
+		if tr, ok := obj.(*mpv1alpha1.Translation); ok && byName[tr.Name] {
+			p.translationSeen(tr, time.Now())
 		}
 	}
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, obj any) { seen(obj) }})
@@ -169,6 +176,7 @@ func (p *latencyProbe) poll(now time.Time) {
 			if attached[a.ep.ip] {
 				a.attached = now
 				p.seen = append(p.seen, a)
+				p.seenOf = append(p.seenOf, svc)
 				continue
 			}
 			left = append(left, a)
@@ -198,6 +206,9 @@ func (p *latencyProbe) result() latencies {
 		missed += len(eps)
 	}
 	l := latencies{missed: missed, changes: slices.Clone(p.seen)}
+	for i := range l.changes {
+		p.stamp(p.seenOf[i], &l.changes[i])
+	}
 	for _, a := range p.seen {
 		l.sorted = append(l.sorted, a.attached.Sub(a.trigger))
 	}
@@ -274,13 +285,18 @@ func (c *e2eChurn) reportLight(p churnPass) {
 	reportLightMetrics(c.b, p)
 }
 
-// reportLightMetrics reports a light-load pass's p50 and p99 as the benchmark's metrics (seconds), for benchstat
-// over runs; a batch period other than the default flags names itself in the unit.
+// reportLightMetrics reports a light-load pass's p50 and p99 as the benchmark's metrics (seconds), a batch period
+// other than the default flags naming itself in the unit. It also prints them on a line of their own in the Go
+// benchmark format, BenchmarkEndToEndChurnLight/batch=<default|period>, for benchstat over -count runs: go test
+// prints a benchmark's name before it runs and its figures after, so with -count above 1 the lines the benchmark
+// prints meanwhile split its own result line.
 func reportLightMetrics(b *testing.B, p churnPass) {
-	suffix := ""
+	suffix, batch := "", "default"
 	if p.period != defaultFlags {
-		suffix = "-period-" + p.period.String()
+		suffix, batch = "-period-"+p.period.String(), p.period.String()
 	}
-	b.ReportMetric(p.latency.quantile(0.99).Seconds(), "light-p99-s"+suffix)
-	b.ReportMetric(p.latency.quantile(0.5).Seconds(), "light-p50-s"+suffix)
+	p99, p50 := p.latency.quantile(0.99).Seconds(), p.latency.quantile(0.5).Seconds()
+	b.ReportMetric(p99, "light-p99-s"+suffix)
+	b.ReportMetric(p50, "light-p50-s"+suffix)
+	fmt.Fprintf(os.Stderr, "\nBenchmarkEndToEndChurnLight/batch=%s 1 %.4f p50-s %.4f p99-s\n", batch, p50, p99)
 }
