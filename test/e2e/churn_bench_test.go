@@ -86,7 +86,8 @@ import (
 // and of kube-apiserver for each manager pass (E2E_CHURN_PROFILE_SECONDS long, default 10). The machine is shared: CPU seconds and ratios within the run
 // are what compare, not wall time across runs. E2E_CHURN_PASSES=light runs only the light-load pass after each
 // manager's start (no slices-alone, fast, paced or plain pass, no row recorded): it prints the latencies with a
-// breakdown by stage and reports the p50 and p99 as the benchmark's metrics, for benchstat over -count runs.
+// breakdown by stage and reports the p50 and p99 as the benchmark's metrics, and on a line of their own for benchstat
+// over -count runs (reportLightMetrics).
 //
 //	WHAT=./test/e2e hack/test-integration.sh -race=false -run '^$' -bench BenchmarkEndToEndChurn -benchtime 1x
 func BenchmarkEndToEndChurn(b *testing.B) {
