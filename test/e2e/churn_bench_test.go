@@ -28,6 +28,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -83,13 +84,25 @@ import (
 // slices-alone pass's at the same pace before the same manager, per change; the row compares each period's paced pass with today's build
 // (or, without it, with this build's first period). CHURN_PROFILE_DIR=DIR keeps a CPU profile of the manager binary
 // and of kube-apiserver for each manager pass (E2E_CHURN_PROFILE_SECONDS long, default 10). The machine is shared: CPU seconds and ratios within the run
-// are what compare, not wall time across runs.
+// are what compare, not wall time across runs. E2E_CHURN_PASSES=light runs only the light-load pass after each
+// manager's start (no slices-alone, fast, paced or plain pass, no row recorded): it prints the latencies with a
+// breakdown by stage and reports the p50 and p99 as the benchmark's metrics, and on a line of their own for benchstat
+// over -count runs (reportLightMetrics).
 //
 //	WHAT=./test/e2e hack/test-integration.sh -race=false -run '^$' -bench BenchmarkEndToEndChurn -benchtime 1x
 func BenchmarkEndToEndChurn(b *testing.B) {
 	c := newE2EChurn(b)
 	periods := envDurations(b, "E2E_CHURN_BATCH_PERIODS", []time.Duration{defaultFlags, 3 * time.Second})
 	b.ResetTimer()
+	if c.lightOnly {
+		for range b.N {
+			for _, period := range periods {
+				_, _, light := c.managerPasses(period, managerBinary(b), "")
+				c.reportLight(light)
+			}
+		}
+		return
+	}
 	for range b.N {
 		var fast, paced, light, plain, today []churnPass
 		// Today's build runs before each period and once more after the last: the same build's pass costs
@@ -115,6 +128,9 @@ func BenchmarkEndToEndChurn(b *testing.B) {
 		}
 		runToday(fmt.Sprintf("today %d", len(periods)+1))
 		c.report(fast, paced, light, plain, today)
+		for _, l := range light {
+			reportLightMetrics(b, l)
+		}
 	}
 }
 
@@ -268,8 +284,12 @@ type e2eChurn struct {
 	// pass at a light load (E2E_CHURN_LIGHT_RATE).
 	changes, fastChanges, lightChanges int
 	workers                            int
-	// probe, while a manager pass runs, measures each addition's way to the fake GCE.
-	probe *latencyProbe
+	// probe, while a manager pass runs, measures each addition's way to the fake GCE; the fake GCE's OnCall reads
+	// it from its handlers.
+	probe atomic.Pointer[latencyProbe]
+	// lightOnly (E2E_CHURN_PASSES=light) runs the light-load pass alone after each manager's start: no slices-alone,
+	// fast, paced or plain passes and no rows recorded, only its latencies, their stages and the benchmark's metrics.
+	lightOnly bool
 }
 
 // passChanges is the number of additions of a pass at rate (0: as fast as the writers go). A fast pass makes more
@@ -299,8 +319,22 @@ type churnService struct {
 }
 
 func newE2EChurn(b *testing.B) *e2eChurn {
-	gce := startFakeGCE(b)
-	c := &e2eChurn{b: b, gce: gce, w: newWorkload(b, gce), kubeconfig: managerKubeconfig(b),
+	c := &e2eChurn{b: b}
+	gce := fakegce.New(fakegce.Options{OnCall: func(rec fakegce.CallRecord) {
+		if p := c.probe.Load(); p != nil {
+			p.gceCall(rec)
+		}
+	}})
+	gce.Start()
+	b.Cleanup(gce.Close)
+	switch passes := os.Getenv("E2E_CHURN_PASSES"); passes {
+	case "", "all":
+	case "light":
+		c.lightOnly = true
+	default:
+		b.Fatalf("E2E_CHURN_PASSES=%q: want all (the default) or light", passes)
+	}
+	*c = e2eChurn{b: b, gce: gce, w: newWorkload(b, gce), kubeconfig: managerKubeconfig(b), lightOnly: c.lightOnly,
 		changes: envInt(b, "E2E_CHURN_CHANGES", 1000), fastChanges: envInt(b, "E2E_CHURN_FAST_CHANGES", 5000),
 		lightChanges: envInt(b, "E2E_CHURN_LIGHT_CHANGES", 200),
 		workers:      envInt(b, "E2E_CHURN_WORKERS", 8)}
@@ -402,8 +436,8 @@ func (c *e2eChurn) writeSlice(ns string) func(*churnService) error {
 			return fmt.Errorf("EndpointSlice of %s/%s: %w", ns, svc.name, err)
 		}
 		svc.rv[ns] = out.ResourceVersion
-		if c.probe != nil && ns == c.w.appNS && len(svc.eps) > 0 {
-			c.probe.added(svc, svc.eps[len(svc.eps)-1], trigger)
+		if p := c.probe.Load(); p != nil && ns == c.w.appNS && len(svc.eps) > 0 {
+			p.added(svc, svc.eps[len(svc.eps)-1], trigger, time.Now())
 		}
 		if ns == c.w.appNS {
 			c.w.mu.Lock()
@@ -419,17 +453,17 @@ func (c *e2eChurn) writeSlice(ns string) func(*churnService) error {
 func (c *e2eChurn) pass(name string, m *manager, write func(*churnService) error, rate int, settle func() time.Time) churnPass {
 	before := c.usage(m)
 	var stopProbe func()
+	var probe *latencyProbe
 	if m != nil {
-		c.probe = newLatencyProbe(c)
+		probe = newLatencyProbe(c)
+		c.probe.Store(probe)
 		ctx, cancel := context.WithCancel(c.b.Context())
-		probed := make(chan struct{})
-		go func() {
-			defer close(probed)
-			c.probe.run(ctx)
-		}()
+		var probed sync.WaitGroup
+		probed.Go(func() { probe.run(ctx) })
+		probed.Go(func() { probe.watchTranslations(ctx) })
 		stopProbe = func() {
 			cancel()
-			<-probed
+			probed.Wait()
 		}
 	}
 	start := time.Now()
@@ -440,9 +474,9 @@ func (c *e2eChurn) pass(name string, m *manager, write func(*churnService) error
 	}
 	if stopProbe != nil {
 		stopProbe()
-		c.probe.poll(time.Now())
-		p.latency = c.probe.result()
-		c.probe = nil
+		probe.poll(time.Now())
+		p.latency = probe.result()
+		c.probe.Store(nil)
 	}
 	p.elapsed = time.Since(start)
 	after := c.usage(m)
@@ -480,7 +514,10 @@ func (c *e2eChurn) managerPasses(period time.Duration, binary, label string) (fa
 	}
 	name := "churn-" + strings.NewReplacer(".", "_", " ", "-", "'", "").Replace(label)
 	le := leaderElection{leaseDuration: 60 * time.Second, renewDeadline: 40 * time.Second, retryPeriod: 2 * time.Second}
-	fastBase, pacedBase := c.slicesAlone()
+	var fastBase, pacedBase *churnPass
+	if !c.lightOnly {
+		fastBase, pacedBase = c.slicesAlone()
+	}
 	c.reset(nil)
 	m := startManagerBinary(b, binary, name, c.kubeconfig, c.gce.Endpoint(), le, args...)
 	c.learnNEGs(c.w.waitConverged(name + ": start"))
@@ -488,6 +525,9 @@ func (c *e2eChurn) managerPasses(period time.Duration, binary, label string) (fa
 	apiIdle, managerIdle := c.idle(m)
 	rate := c.pacedRate()
 	for i, pass := range []*churnPass{&fast, &paced, &light} {
+		if c.lightOnly && i < 2 {
+			continue
+		}
 		pace, what := 0, "fast"
 		if i > 0 {
 			pace, what = rate, fmt.Sprintf("paced %d/s", rate)
@@ -716,6 +756,9 @@ func (c *e2eChurn) report(fast, paced, light, plain, today []churnPass) {
 				periodLabel(f.period), p.name, l.quantile(0.5).Round(time.Millisecond), l.quantile(0.9).Round(time.Millisecond),
 				l.quantile(0.99).Round(time.Millisecond), l.quantile(1).Round(time.Millisecond), len(l.sorted), l.missed)
 		}
+	}
+	for _, l := range light {
+		fmt.Fprintf(w, "%s, by stage:\n%s", l.name, l.latency.stageReport(5))
 	}
 	if len(today) > 0 {
 		for i, p := range paced {
