@@ -26,7 +26,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 )
 
 // TestAServiceTurningDualStackKeepsItsNEGs: a single-stack Service's NEGs hold its Pods' IPv4 addresses; once the
@@ -42,61 +45,141 @@ func TestAServiceTurningDualStackKeepsItsNEGs(t *testing.T) {
 
 	eps := w.endpoints(0, 0, 2)
 	w.setService("svc-0", eps)
-	v4 := endpointSlice(w.appNS, "svc-0", eps)
+	w.setPodSlice("svc-0", eps)
+	w.waitConverged("svc-0, single-stack")
+	ids := w.negIDs("svc-0")
+
+	w.setIPv6Slice("svc-0", eps)
+	waitUntil(t, "every Pod's endpoint to carry both addresses in the same NEGs", w.negsHold(ids, dualStackWant(eps, len(eps))))
+
+	if err := w.kube.DiscoveryV1().EndpointSlices(w.appNS).Delete(w.ctx, "svc-0-http-v6", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "every Pod's endpoint to be IPv4 only again in the same NEGs", w.negsHold(ids, dualStackWant(eps, 0)))
+}
+
+// ipv6Of is the IPv6 address the dual-stack helpers give the Pod of the i-th endpoint.
+func ipv6Of(i int) string { return fmt.Sprintf("fd00::%x", i+1) }
+
+// setPodSlice rewrites the Service's EndpointSlice (setService's) with the targetRef the EndpointSlice controller
+// writes, the i-th endpoint's Pod named pod-<i>.
+func (w *workload) setPodSlice(service string, eps []endpoint) {
+	w.t.Helper()
+	v4 := endpointSlice(w.appNS, service, eps)
 	for i := range v4.Endpoints {
 		v4.Endpoints[i].TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: w.appNS, Name: fmt.Sprintf("pod-%d", i)}
 	}
-	stored, err := w.kube.DiscoveryV1().EndpointSlices(w.appNS).Get(w.ctx, v4.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v4.ResourceVersion = stored.ResourceVersion
-	if _, err := w.kube.DiscoveryV1().EndpointSlices(w.appNS).Update(w.ctx, v4, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	w.waitConverged("svc-0, single-stack")
-	ids := map[string]uint64{}
-	for _, n := range gce.NEGs(w.project) {
-		ids[n.Zone+"/"+n.Name] = n.Id
-	}
+	w.writeSlice(v4)
+}
 
-	// want: IPv4 address → IPv6 address ("" for none) of every endpoint of the Service's NEGs.
-	ipv6Of := func(i int) string { return fmt.Sprintf("fd00::%x", i+1) }
-	holds := func(dualStack bool) func() (bool, string) {
-		return func() (bool, string) {
-			got, want := map[string]string{}, map[string]string{}
-			for i, ep := range eps {
-				want[ep.ip] = ""
-				if dualStack {
-					want[ep.ip] = ipv6Of(i)
-				}
-			}
-			for _, n := range gce.NEGs(w.project) {
-				if ids[n.Zone+"/"+n.Name] != n.Id {
-					t.Fatalf("NEG %s/%s was recreated (id %d, was %d)", n.Zone, n.Name, n.Id, ids[n.Zone+"/"+n.Name])
-				}
-				inGCE, _ := gce.Endpoints(w.project, path.Base(n.Zone), n.Name)
-				for _, ep := range inGCE {
-					got[ep.IpAddress] = ep.Ipv6Address
-				}
-			}
-			return fmt.Sprint(got) == fmt.Sprint(want), fmt.Sprintf("GCE holds %v, want %v", got, want)
-		}
-	}
-
-	v6 := v4.DeepCopy()
-	v6.ObjectMeta = metav1.ObjectMeta{Namespace: w.appNS, Name: "svc-0-http-v6", Labels: v4.Labels}
+// setIPv6Slice creates or updates the Service's IPv6 slice: the endpoints of setPodSlice, with ipv6Of(i) for the i-th.
+func (w *workload) setIPv6Slice(service string, eps []endpoint) {
+	w.t.Helper()
+	v6 := endpointSlice(w.appNS, service, eps)
+	v6.Name += "-v6"
 	v6.AddressType = discoveryv1.AddressTypeIPv6
 	for i := range v6.Endpoints {
 		v6.Endpoints[i].Addresses = []string{ipv6Of(i)}
+		v6.Endpoints[i].TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: w.appNS, Name: fmt.Sprintf("pod-%d", i)}
 	}
-	if _, err := w.kube.DiscoveryV1().EndpointSlices(w.appNS).Create(w.ctx, v6, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "every Pod's endpoint to carry both addresses in the same NEGs", holds(true))
+	w.writeSlice(v6)
+}
 
-	if err := w.kube.DiscoveryV1().EndpointSlices(w.appNS).Delete(w.ctx, v6.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+func (w *workload) writeSlice(slice *discoveryv1.EndpointSlice) {
+	w.t.Helper()
+	api := w.kube.DiscoveryV1().EndpointSlices(w.appNS)
+	stored, err := api.Get(w.ctx, slice.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = api.Create(w.ctx, slice, metav1.CreateOptions{})
+	case err == nil:
+		slice.ResourceVersion = stored.ResourceVersion
+		_, err = api.Update(w.ctx, slice, metav1.UpdateOptions{})
 	}
-	waitUntil(t, "every Pod's endpoint to be IPv4 only again in the same NEGs", holds(false))
+	if err != nil {
+		w.t.Fatalf("EndpointSlice %s: %v", slice.Name, err)
+	}
+}
+
+// negIDs are the GCE ids of the Service's NEGs, by zone and name, as its Translation names them.
+func (w *workload) negIDs(service string) map[string]uint64 {
+	w.t.Helper()
+	ids := map[string]uint64{}
+	for _, res := range w.translation(translationName(service)).Spec.Resources {
+		for _, n := range w.gce.NEGs(w.project) {
+			if path.Base(n.Zone) == res.Zone && n.Name == res.Name {
+				ids[res.Zone+"/"+res.Name] = n.Id
+			}
+		}
+	}
+	if len(ids) != len(zones) {
+		w.t.Fatalf("Service %s: NEGs %v in GCE, want one per zone", service, ids)
+	}
+	return ids
+}
+
+// dualStackWant is what negsHold wants: eps by IPv4 address, the first n with their IPv6 address (ipv6Of).
+func dualStackWant(eps []endpoint, n int) map[string]string {
+	want := map[string]string{}
+	for i, ep := range eps {
+		want[ep.ip] = ""
+		if i < n {
+			want[ep.ip] = ipv6Of(i)
+		}
+	}
+	return want
+}
+
+// negsHold says whether the NEGs in ids (negIDs) hold exactly want, IPv4 address → IPv6 address ("" for none); it
+// fails the test when one of them is gone or was recreated.
+func (w *workload) negsHold(ids map[string]uint64, want map[string]string) func() (bool, string) {
+	return func() (bool, string) {
+		got := map[string]string{}
+		found := 0
+		for _, n := range w.gce.NEGs(w.project) {
+			key := path.Base(n.Zone) + "/" + n.Name
+			id, ours := ids[key]
+			if !ours {
+				continue
+			}
+			if found++; id != n.Id {
+				w.t.Fatalf("NEG %s was recreated (id %d, was %d)", key, n.Id, id)
+			}
+			inGCE, _ := w.gce.Endpoints(w.project, path.Base(n.Zone), n.Name)
+			for _, ep := range inGCE {
+				got[ep.IpAddress] = ep.Ipv6Address
+			}
+		}
+		if found != len(ids) {
+			w.t.Fatalf("of the NEGs %v, GCE holds %d", ids, found)
+		}
+		return fmt.Sprint(got) == fmt.Sprint(want), fmt.Sprintf("GCE holds %v, want %v", got, want)
+	}
+}
+
+// translationCarries says whether each endpoint of the Service's Translation names its Pod (pods) or none does
+// (!pods), and exactly ipv6 of them carry an IPv6 address.
+func (w *workload) translationCarries(service string, pods bool, ipv6 int) func() (bool, string) {
+	return func() (bool, string) {
+		tr, err := w.mp.MultiprojectV1alpha1().Translations(w.appNS).Get(w.ctx, translationName(service), metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var eps []mpv1alpha1.NetworkEndpoint
+		for _, res := range tr.Spec.Resources {
+			if res.NetworkEndpointGroup != nil {
+				eps = append(eps, res.NetworkEndpointGroup.Endpoints...)
+			}
+		}
+		withIPv6 := 0
+		for _, ep := range eps {
+			if (ep.Pod != "") != pods {
+				return false, fmt.Sprintf("Translation %s lists %+v", tr.Name, eps)
+			}
+			if ep.Ipv6Address != "" {
+				withIPv6++
+			}
+		}
+		return len(eps) > 0 && withIPv6 == ipv6, fmt.Sprintf("Translation %s lists %+v", tr.Name, eps)
+	}
 }

@@ -171,7 +171,14 @@ func newRollout(t *testing.T, gce *fakegce.Server, name string, gate bool, podCI
 // to a Node would keep the namespace from going away.
 func startKubelet(t *testing.T, w *workload, nodes []string, podCIDR netip.Prefix) {
 	t.Helper()
-	framework.StartKubelet(t, w.kube, framework.KubeletOptions{Nodes: nodes, Namespace: w.appNS, PodCIDR: podCIDR})
+	startKubeletWith(t, w, framework.KubeletOptions{Nodes: nodes, PodCIDR: podCIDR})
+}
+
+// startKubeletWith is startKubelet with every option of the stand-in; the namespace is the workload's.
+func startKubeletWith(t *testing.T, w *workload, opts framework.KubeletOptions) {
+	t.Helper()
+	opts.Namespace = w.appNS
+	framework.StartKubelet(t, w.kube, opts)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

@@ -55,11 +55,15 @@ const previousReleaseFile = "hack/previous-release"
 //	b. this build takes over (started first, then the previous one stopped with SIGTERM) while a Deployment whose
 //	   Pods declare the NEG readiness gate rolls out behind a NEG Service of a second tenant;
 //	c. this build's CRDs are applied under the running manager;
-//	d. the previous build takes over again, with this build's CRDs left in place.
+//	d. the previous build takes over again, with this build's CRDs left in place;
+//	e. this build takes over once more.
 //
 // After each switch an added endpoint reaches its NEG; after the upgrade a new Service gets a NEG, which the
 // rollback must keep and the previous build must update (an older build once renamed a NEG a newer one had made);
-// after the rollback a deleted Service's NEGs are collected. Sampled every 200 ms throughout, and compared at each
+// after the rollback a deleted Service's NEGs are collected. A dual-stack Service made on this build's CRDs carries
+// the endpoint fields this build added (pod, ipv6Address) through the rollback, which keeps them until its endpoints
+// change and leaves its endpoints in GCE with both addresses, and through the roll-forward, which writes them back
+// (docs/upgrade.md). Sampled every 200 ms throughout, and compared at each
 // switch: no NEG that was wanted is deleted, renamed or recreated, none holds fewer endpoints than it held before
 // the window, no PangolinResource is replaced or vanishes, no Translation loses or changes a field across a switch,
 // no Pod's gate goes from True back to False, and a converged tenant costs no mutating GCE call at a switch.
@@ -141,6 +145,16 @@ func TestUpgradeAndRollbackKeepEveryNEG(t *testing.T) {
 	svc1 = append(svc1, extraEndpoint(w, 1, 1))
 	w.setService("svc-1", svc1)
 	w.waitConverged("c': svc-1 scaled up")
+	// A dual-stack Service whose slices name their Pods: its Translation carries the fields this build added
+	// (pod, ipv6Address), which the rollback must keep.
+	svc3 := w.endpoints(3, 0, 1)
+	w.setService("svc-3", svc3)
+	w.setPodSlice("svc-3", svc3)
+	w.setIPv6Slice("svc-3", svc3)
+	w.waitConverged("c': svc-3, dual-stack, created on this build")
+	waitUntil(t, "c': svc-3's Translation to name each endpoint's Pod and IPv6 address", w.translationCarries("svc-3", true, len(svc3)))
+	svc3NEGs := w.negIDs("svc-3")
+	waitUntil(t, "c': svc-3's NEG endpoints to carry both addresses", w.negsHold(svc3NEGs, dualStackWant(svc3, len(svc3))))
 	s.end()
 
 	before = s.keep("before d")
@@ -151,6 +165,9 @@ func TestUpgradeAndRollbackKeepEveryNEG(t *testing.T) {
 	s.waitObserved(map[string]string{w.project: leader.identity(), gated.w.project: leader.identity()})
 	s.end()
 	compareKept(t, "the rollback", before, s.keep("after d"))
+	if ok, why := w.negsHold(svc3NEGs, dualStackWant(svc3, len(svc3)))(); !ok {
+		t.Errorf("d: the previous build changed svc-3's dual-stack endpoints: %s", why)
+	}
 
 	s.begin("d' scale-up of svc-2, svc-1 deleted", nil)
 	w.setService("svc-2", append(w.endpoints(2, 0, 1), extraEndpoint(w, 2, 1)))
@@ -158,7 +175,27 @@ func TestUpgradeAndRollbackKeepEveryNEG(t *testing.T) {
 	s.expectGone(w, "svc-1")
 	w.deleteService("svc-1")
 	w.waitConverged("d': svc-1's NEGs collected by the previous build")
+	// The previous build rewrites svc-3's spec without the fields it does not know, and keeps the endpoints GCE
+	// holds with both addresses as they are (it knows an endpoint by instance, IPv4 address and port). The added Pod
+	// has an IPv4 address only, so that the roll-forward has nothing to change in GCE.
+	grown := append(slices.Clone(svc3), extraEndpoint(w, 3, 1))
+	w.setService("svc-3", grown)
+	w.setPodSlice("svc-3", grown)
+	w.waitConverged("d': svc-3 scaled up by the previous build")
+	waitUntil(t, "d': the previous build to rewrite svc-3's Translation without pod and ipv6Address", w.translationCarries("svc-3", false, 0))
+	waitUntil(t, "d': svc-3's old endpoints to keep both addresses, the new one IPv4 only", w.negsHold(svc3NEGs, dualStackWant(grown, len(svc3))))
 	s.end()
+
+	before = s.keep("before e")
+	s.begin("e  roll forward to this build", []string{w.project, gated.w.project})
+	leader = handOver(t, leader, current, "current-e", kubeconfig, gce.Endpoint(), le)
+	managers = append(managers, leader)
+	w.waitConverged("e: this build took over again")
+	s.waitObserved(map[string]string{w.project: leader.identity(), gated.w.project: leader.identity()})
+	waitUntil(t, "e: svc-3's Translation to name each endpoint's Pod and IPv6 address again", w.translationCarries("svc-3", true, len(svc3)))
+	waitUntil(t, "e: svc-3's endpoints in GCE to be as they were", w.negsHold(svc3NEGs, dualStackWant(grown, len(svc3))))
+	s.end()
+	compareKept(t, "the roll-forward", before, s.keep("after e"))
 	if !leader.running() {
 		t.Fatalf("manager %s exited: %v", leader.name, leader.waitErr)
 	}

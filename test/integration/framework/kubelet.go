@@ -52,6 +52,9 @@ type KubeletOptions struct {
 	// PodCIDR is where it hands out Pod IPs, in order; the zero value is DefaultKubeletPodCIDR. Two Kubelets of one
 	// test that share Services need different ranges.
 	PodCIDR netip.Prefix
+	// PodCIDRv6, when set, makes the Pods dual-stack: each also gets the next IPv6 address of it, second in
+	// podIPs as on a dual-stack cluster whose primary family is IPv4.
+	PodCIDRv6 netip.Prefix
 }
 
 // Kubelet plays the kubelet of fake Nodes, since the control plane runs none, so that kube-controller-manager's
@@ -73,8 +76,13 @@ type Kubelet struct {
 	lister cache.Indexer
 	queue  *worker.Queue
 
-	mu   sync.Mutex
-	ips  map[types.UID]netip.Addr // handed out, kept until the Pod is deleted
+	mu    sync.Mutex
+	ips   map[types.UID][]netip.Addr // handed out, kept until the Pod is deleted
+	pools []*ipPool                  // IPv4, then IPv6 when dual-stack
+}
+
+// ipPool hands out the addresses of a prefix in order.
+type ipPool struct {
 	next netip.Addr
 	end  netip.Prefix
 }
@@ -87,13 +95,14 @@ func StartKubelet(t testing.TB, client kubernetes.Interface, opts KubeletOptions
 	if !cidr.IsValid() {
 		cidr = DefaultKubeletPodCIDR
 	}
-	cidr = cidr.Masked()
 	k := &Kubelet{
 		client: client,
 		nodes:  sets.New(opts.Nodes...),
-		ips:    map[types.UID]netip.Addr{},
-		next:   cidr.Addr().Next(), // .0 is the network's own address
-		end:    cidr,
+		ips:    map[types.UID][]netip.Addr{},
+		pools:  []*ipPool{newIPPool(cidr)},
+	}
+	if opts.PodCIDRv6.IsValid() {
+		k.pools = append(k.pools, newIPPool(opts.PodCIDRv6))
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(opts.Namespace))
 	informer := factory.Core().V1().Pods().Informer()
@@ -189,12 +198,16 @@ func (k *Kubelet) statusPatch(pod *corev1.Pod) ([]byte, error) {
 		status["startTime"] = metav1.Now()
 	}
 	if pod.Status.PodIP == "" {
-		ip, err := k.ipFor(pod.UID)
+		ips, err := k.ipsFor(pod.UID)
 		if err != nil {
 			return nil, err
 		}
-		status["podIP"] = ip.String()
-		status["podIPs"] = []corev1.PodIP{{IP: ip.String()}}
+		status["podIP"] = ips[0].String()
+		podIPs := make([]corev1.PodIP, 0, len(ips))
+		for _, ip := range ips {
+			podIPs = append(podIPs, corev1.PodIP{IP: ip.String()})
+		}
+		status["podIPs"] = podIPs
 	}
 	var conditions []corev1.PodCondition
 	want := func(typ corev1.PodConditionType, s corev1.ConditionStatus, reason, message string) {
@@ -245,19 +258,30 @@ func podCondition(pod *corev1.Pod, typ corev1.PodConditionType) *corev1.PodCondi
 	return nil
 }
 
-// ipFor returns the Pod's IP, handing out the next free one the first time: a Pod keeps its IP while it lives, also
-// when a sync runs again before the informer shows the first patch.
-func (k *Kubelet) ipFor(uid types.UID) (netip.Addr, error) {
+// ipsFor returns the Pod's IPs (one per family), handing out the next free ones the first time: a Pod keeps its IPs
+// while it lives, also when a sync runs again before the informer shows the first patch.
+func (k *Kubelet) ipsFor(uid types.UID) ([]netip.Addr, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if ip, ok := k.ips[uid]; ok {
-		return ip, nil
+	if ips, ok := k.ips[uid]; ok {
+		return ips, nil
 	}
-	ip := k.next
-	if !k.end.Contains(ip) {
-		return netip.Addr{}, fmt.Errorf("the kubelet stand-in ran out of Pod IPs in %s", k.end)
+	var ips []netip.Addr
+	for _, pool := range k.pools {
+		ip := pool.next
+		if !pool.end.Contains(ip) {
+			return nil, fmt.Errorf("the kubelet stand-in ran out of Pod IPs in %s", pool.end)
+		}
+		ips = append(ips, ip)
 	}
-	k.next = ip.Next()
-	k.ips[uid] = ip
-	return ip, nil
+	for _, pool := range k.pools {
+		pool.next = pool.next.Next()
+	}
+	k.ips[uid] = ips
+	return ips, nil
+}
+
+func newIPPool(cidr netip.Prefix) *ipPool {
+	cidr = cidr.Masked()
+	return &ipPool{next: cidr.Addr().Next(), end: cidr} // the first is the network's own address
 }

@@ -20,6 +20,7 @@ package framework
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -138,4 +139,35 @@ func waitPod(t *testing.T, ns, name, what string, ok func(*corev1.Pod) bool) *co
 func isTrue(pod *corev1.Pod, typ corev1.PodConditionType) bool {
 	c := podCondition(pod, typ)
 	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+// TestKubeletGivesDualStackPodsAnAddressOfEachFamily: with PodCIDRv6 a Pod gets an IPv4 address (podIP, first in
+// podIPs) and an IPv6 one, each of its range; the next Pod gets the next of each.
+func TestKubeletGivesDualStackPodsAnAddressOfEachFamily(t *testing.T) {
+	client := controlPlane.AdminClient()
+	ns := controlPlane.CreateNamespace(t)
+	node := "kubelet-test-" + utilrand.String(6)
+	if _, err := client.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
+	v4, v6 := netip.MustParsePrefix("10.98.0.0/24"), netip.MustParsePrefix("fd00:98::/64")
+	StartKubelet(t, client, KubeletOptions{Nodes: []string{node}, Namespace: ns, PodCIDR: v4, PodCIDRv6: v6})
+
+	var got [][]string
+	for _, name := range []string{"first", "second"} {
+		p := waitPod(t, ns, createPod(t, ns, name, node).Name, "with IPs", func(p *corev1.Pod) bool { return p.Status.PodIP != "" })
+		var ips []string
+		for _, ip := range p.Status.PodIPs {
+			ips = append(ips, ip.IP)
+		}
+		if len(ips) == 0 || ips[0] != p.Status.PodIP {
+			t.Errorf("Pod %s: podIP %s, podIPs %v; want podIP first in podIPs", name, p.Status.PodIP, ips)
+		}
+		got = append(got, ips)
+	}
+	want := [][]string{{"10.98.0.1", "fd00:98::1"}, {"10.98.0.2", "fd00:98::2"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Pod IPs %v, want %v", got, want)
+	}
 }

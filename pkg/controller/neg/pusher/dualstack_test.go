@@ -28,7 +28,8 @@ import (
 
 // TestAServiceTurningDualStackChangesItsEndpointsInPlace: endpoints that gain an IPv6 address (the Service turned
 // dual-stack) are detached in their IPv4 form and attached with both addresses in the same NEG, never recreated;
-// losing it again does the reverse.
+// losing it again does the reverse. The endpoints name their Pods, as the translator's do wherever it joins two
+// addresses.
 func TestAServiceTurningDualStackChangesItsEndpointsInPlace(t *testing.T) {
 	const zone = "us-central1-a"
 	tr := translation("web", map[string]int{zone: 3}, true)
@@ -43,7 +44,7 @@ func TestAServiceTurningDualStackChangesItsEndpointsInPlace(t *testing.T) {
 		h.gce.ResetCalls()
 		eps := tr.Spec.Resources[0].NetworkEndpointGroup.Endpoints
 		for i := range eps {
-			eps[i].Ipv6Address = ""
+			eps[i].Pod, eps[i].Ipv6Address = fmt.Sprintf("pod-%d", i), ""
 			if dualStack {
 				eps[i].Ipv6Address = fmt.Sprintf("fd00::%d", i+1)
 			}
@@ -73,5 +74,46 @@ func TestAServiceTurningDualStackChangesItsEndpointsInPlace(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("dual-stack %v: GCE holds %v (IPv4 → IPv6), want %v", dualStack, got, want)
 		}
+	}
+}
+
+// TestAnOlderBuildsEndpointKeepsItsIPv6AddressInGCE: a spec an older build rewrote lists a dual-stack Pod's endpoint
+// with its IPv4 address alone and no Pod (the build knows neither field); GCE's endpoint with both addresses is that
+// endpoint, as the older build matches it (instance, IPv4 address, port), so nothing is detached, and an added
+// endpoint is attached alone.
+func TestAnOlderBuildsEndpointKeepsItsIPv6AddressInGCE(t *testing.T) {
+	const zone = "us-central1-a"
+	tr := translation("web", map[string]int{zone: 2}, true)
+	eps := tr.Spec.Resources[0].NetworkEndpointGroup.Endpoints
+	for i := range eps {
+		eps[i].Pod, eps[i].Ipv6Address = fmt.Sprintf("pod-%d", i), fmt.Sprintf("fd00::%d", i+1)
+	}
+	h := newHarness(t, nil, tr)
+	tr = h.waitSynced("web", metav1.ConditionTrue)
+
+	h.gce.ResetCalls()
+	eps = tr.Spec.Resources[0].NetworkEndpointGroup.Endpoints
+	for i := range eps {
+		eps[i].Pod, eps[i].Ipv6Address = "", ""
+	}
+	added := eps[0]
+	added.IPAddress = "10.0.0.99"
+	tr.Spec.Resources[0].NetworkEndpointGroup.Endpoints = append(eps, added)
+	tr.Generation++
+	if _, err := h.client.MultiprojectV1alpha1().Translations(testNamespace).Update(context.Background(), tr, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSynced("web", metav1.ConditionTrue)
+	if calls := h.gce.Calls(testProject); calls[fakegce.MethodDetachEndpoints] != 0 || calls[fakegce.MethodAttachEndpoints] != 1 {
+		t.Errorf("calls %v; want one attach (the added endpoint) and no detach", calls)
+	}
+	inGCE, _ := h.gce.Endpoints(testProject, zone, "k8s1-web")
+	got := map[string]string{}
+	for _, ep := range inGCE {
+		got[ep.IpAddress] = ep.Ipv6Address
+	}
+	want := map[string]string{eps[0].IPAddress: "fd00::1", eps[1].IPAddress: "fd00::2", "10.0.0.99": ""}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("GCE holds %v (IPv4 → IPv6), want %v", got, want)
 	}
 }

@@ -244,15 +244,33 @@ type keyedEndpoint struct {
 
 // diff returns what to detach (GCE's endpoints the spec does not list, in GCE's form, which a detach must match)
 // and what to attach (listed endpoints GCE lacks), each in a stable order.
+//
+// A listed endpoint that names no Pod is one an older build wrote (or the previous CRDs pruned), or one of a
+// Service without Pods, which never has an IPv6 address: it is matched as an older build matches it, by instance,
+// IPv4 address and port, so that GCE's endpoint with both addresses stays as it is. Else a roll-forward after an
+// older build rewrote a dual-stack Service's spec would detach each endpoint to attach it IPv4-only, then again to
+// give it back the IPv6 address the translator derives at its next sync.
 func diff(e *negEntry, params *mpv1alpha1.NetworkEndpointGroupParameters) (toDetach, toAttach []keyedEndpoint) {
 	defaultPort := int64(params.Port)
 	if e.defaultPort != 0 {
 		defaultPort = e.defaultPort
 	}
+	dualStackInGCE := map[endpointKey]endpointKey{} // GCE's endpoints with an IPv6 address, by their IPv4 form
+	for k := range e.endpoints {
+		if k.ipv6 != "" {
+			v4 := k
+			v4.ipv6 = ""
+			dualStackInGCE[v4] = k
+		}
+	}
 	desired := make(map[endpointKey]*compute.NetworkEndpoint, len(params.Endpoints))
 	for _, ep := range params.Endpoints {
 		ce := &compute.NetworkEndpoint{Instance: ep.Instance, IpAddress: ep.IPAddress, Ipv6Address: ep.Ipv6Address, Port: int64(ep.Port)}
-		desired[keyOf(ce, defaultPort)] = ce
+		k := keyOf(ce, defaultPort)
+		if inGCE, ok := dualStackInGCE[k]; ok && ep.Pod == "" {
+			k, ce = inGCE, e.endpoints[inGCE]
+		}
+		desired[k] = ce
 	}
 	for k, ep := range e.endpoints {
 		if _, ok := desired[k]; !ok {

@@ -70,6 +70,40 @@ func TestADualStackPodIsOneEndpointWithBothAddresses(t *testing.T) {
 	}
 }
 
+// TestAPodWaitingForTheGateWaitsForBothFamilies: while a Service has an IPv6 slice, a Pod that waits for the NEG
+// readiness gate (its endpoint not ready) is an endpoint only once both slices list it, so it never passes the gate
+// on an IPv4-only endpoint that would then be detached to take its IPv6 address; a ready IPv4 address alone is still
+// an endpoint, and without an IPv6 slice a waiting Pod's IPv4 address is one at once.
+func TestAPodWaitingForTheGateWaitsForBothFamilies(t *testing.T) {
+	topo := newTopology([]*corev1.Node{node("n1", zoneB)})
+	v4 := slice("web", "web-v4", "http", 8080,
+		ep{ip: "10.0.0.1", node: "n1", pod: "a", notReady: true},
+		ep{ip: "10.0.0.2", node: "n1", pod: "b", notReady: true}, // not in the IPv6 slice yet
+		ep{ip: "10.0.0.3", node: "n1", pod: "c"},                 // ready, not in the IPv6 slice yet
+	)
+	v6 := ipv6Slice("web", "web-v6", "http", 8080, ep{ip: "fd00::1", node: "n1", pod: "a", notReady: true})
+	port := servicePort("http", 80, "http")
+	waitingForTheGate := func(string, *discoveryv1.Endpoint) bool { return true }
+	got, _ := endpointsByZone([]*discoveryv1.EndpointSlice{v4, v6}, &port, topo, waitingForTheGate)
+	want := map[string][]mpv1alpha1.NetworkEndpoint{zoneB: {
+		{Instance: "n1", IPAddress: "10.0.0.1", Ipv6Address: "fd00::1", Port: 8080, Pod: "a"},
+		{Instance: "n1", IPAddress: "10.0.0.3", Port: 8080, Pod: "c"},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("dual-stack endpoints:\n got %+v\nwant %+v", got, want)
+	}
+
+	got, _ = endpointsByZone([]*discoveryv1.EndpointSlice{v4}, &port, topo, waitingForTheGate)
+	want = map[string][]mpv1alpha1.NetworkEndpoint{zoneB: {
+		{Instance: "n1", IPAddress: "10.0.0.1", Port: 8080, Pod: "a"},
+		{Instance: "n1", IPAddress: "10.0.0.2", Port: 8080, Pod: "b"},
+		{Instance: "n1", IPAddress: "10.0.0.3", Port: 8080, Pod: "c"},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("single-stack endpoints:\n got %+v\nwant %+v", got, want)
+	}
+}
+
 // TestAnIPv6OnlyServiceGetsEmptyNEGsAndAWarning: a Service with only an IPv6 slice gets its NEGs (so that turning
 // it dual-stack later fills them in place) without endpoints, and one Warning says why.
 func TestAnIPv6OnlyServiceGetsEmptyNEGsAndAWarning(t *testing.T) {

@@ -156,10 +156,13 @@ func (l leftOut) warnings(port int32) []tenant.Warning {
 // An endpoint counts only if ready says it is ready (Translator.endpointReady: also one whose Pod waits only for the
 // NEG readiness gate) and runs on a Node the tenant sees in one of its zones. A dual-stack Service has an IPv4 and
 // an IPv6 slice: the two addresses of one Pod (the endpoints' targetRef) and port make one endpoint carrying both;
-// an IPv4 address alone is an endpoint, an IPv6 address alone is left out (leftOut.ipv6Only).
+// an IPv4 address alone is an endpoint, an IPv6 address alone is left out (leftOut.ipv6Only). While the Service has
+// an IPv6 slice, a Pod that waits for the gate counts only once both families list it: the EndpointSlice controller
+// writes the two slices in separate calls, in either order, and an IPv4-only endpoint would let the Pod turn Ready,
+// then be detached to take its IPv6 address while Ready.
 func endpointsByZone(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.ServicePort, topo *topology,
 	ready func(namespace string, ep *discoveryv1.Endpoint) bool) (byZone map[string][]mpv1alpha1.NetworkEndpoint, left leftOut) {
-	ipv4, ipv6, left := readyEndpoints(endpointSlices, port, topo, ready)
+	ipv4, ipv6, dualStack, left := readyEndpoints(endpointSlices, port, topo, ready)
 	byZone = map[string][]mpv1alpha1.NetworkEndpoint{}
 	seen := map[mpv1alpha1.NetworkEndpoint]bool{}
 	joined := map[podPort]bool{}
@@ -168,6 +171,8 @@ func endpointsByZone(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.S
 		if v6, ok := ipv6[key]; ok && ne.Pod != "" && v6.Instance == ne.Instance {
 			ne.Ipv6Address = v6.Ipv6Address
 			joined[key] = true
+		} else if dualStack && ne.waiting {
+			continue
 		}
 		if seen[ne.NetworkEndpoint] {
 			// The same Pod in two slices while the EndpointSlice controller moves it.
@@ -188,9 +193,9 @@ func endpointsByZone(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.S
 }
 
 // readyEndpoints reads the ready endpoints of one Service port in the tenant's zones from the Service's IPv4 and
-// IPv6 slices, the IPv6 ones by Pod and port (endpointsByZone).
+// IPv6 slices, the IPv6 ones by Pod and port (endpointsByZone); dualStack says whether an IPv6 slice has the port.
 func readyEndpoints(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.ServicePort, topo *topology,
-	ready func(namespace string, ep *discoveryv1.Endpoint) bool) (ipv4 []zonedEndpoint, ipv6 map[podPort]zonedEndpoint, left leftOut) {
+	ready func(namespace string, ep *discoveryv1.Endpoint) bool) (ipv4 []zonedEndpoint, ipv6 map[podPort]zonedEndpoint, dualStack bool, left leftOut) {
 	inZones := map[string]bool{}
 	for _, z := range topo.zones {
 		inZones[z] = true
@@ -209,6 +214,7 @@ func readyEndpoints(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.Se
 		if !ok {
 			continue
 		}
+		dualStack = dualStack || family == discoveryv1.AddressTypeIPv6
 		for i := range slice.Endpoints {
 			ep := &slice.Endpoints[i]
 			if len(ep.Addresses) == 0 || !ready(slice.Namespace, ep) {
@@ -224,7 +230,7 @@ func readyEndpoints(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.Se
 				left.outsideZones++
 				continue
 			}
-			ne := zonedEndpoint{zone: zone, NetworkEndpoint: mpv1alpha1.NetworkEndpoint{
+			ne := zonedEndpoint{zone: zone, waiting: !ptr.Deref(ep.Conditions.Ready, true), NetworkEndpoint: mpv1alpha1.NetworkEndpoint{
 				Instance: node, Port: number, Pod: podName(slice.Namespace, ep)}}
 			if family == discoveryv1.AddressTypeIPv4 {
 				ne.IPAddress = ep.Addresses[0]
@@ -241,12 +247,14 @@ func readyEndpoints(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.Se
 			ipv6[podPort{pod: ne.Pod, port: number}] = ne
 		}
 	}
-	return ipv4, ipv6, left
+	return ipv4, ipv6, dualStack, left
 }
 
-// zonedEndpoint is an endpoint and the zone of its NEG.
+// zonedEndpoint is an endpoint and the zone of its NEG; waiting: it counts only because its Pod waits for the NEG
+// readiness gate (the slice says not ready).
 type zonedEndpoint struct {
-	zone string
+	zone    string
+	waiting bool
 	mpv1alpha1.NetworkEndpoint
 }
 
