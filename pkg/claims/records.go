@@ -70,6 +70,10 @@ type LiveFunc func(ctx context.Context, tenant, key string, uid types.UID) ([]st
 // publishes name.
 type ObjectFunc func(ctx context.Context, key, name string) (bool, error)
 
+// PublishersFunc lists from the API server, in every namespace, the objects of the holdings resource that publish
+// name, by key (namespace/name), with what each publishes.
+type PublishersFunc func(ctx context.Context, name string) (map[string]Holding, error)
+
 // Records makes the claims of a kind hold across processes (replicas): each name's holder is recorded in a claim
 // record in the API server.
 type Records struct {
@@ -81,6 +85,9 @@ type Records struct {
 	Live LiveFunc
 	// Object tells whether an object a previous holder published the name through still does.
 	Object ObjectFunc
+	// Publishers and Partial: see Kind.Publishers and RecordsConfig.PartialHoldings; Partial nil means a whole view.
+	Publishers PublishersFunc
+	Partial    func() bool
 }
 
 // RecordName is the name of the claim record of name for claimants of kind.
@@ -224,7 +231,10 @@ func (m *Member) announce(ctx context.Context, name string, self Claimant, objec
 		switch {
 		case apierrors.IsNotFound(err):
 			// The name an object publishes may differ from the names its claimant claims; the holdings informer
-			// guards such a name alone.
+			// (or, when it reads only some namespaces, a live lookup) guards such a name alone.
+			if holder, blocked, err := r.unrecordedPublisher(ctx, name, self, object); blocked || err != nil {
+				return holder, false, err
+			}
 			return "", true, nil
 		case err != nil:
 			return "", false, fmt.Errorf("claims: reading the claim record of %q: %w", name, err)
@@ -270,12 +280,11 @@ func (m *Member) announce(ctx context.Context, name string, self Claimant, objec
 				return "", false, fmt.Errorf("claims: updating the claim record of %q: %w", name, err)
 			}
 		}
-		// Its deletion reaches the holdings informer, which wakes self.
-		r.mu.Lock()
-		r.waitLocked(name, self)
-		r.mu.Unlock()
 		prev, _ := splitPrevious(still[0])
-		return prev, false, nil
+		return r.waitForObject(name, self, prev, prev)
+	}
+	if holder, blocked, err := r.unrecordedPublisher(ctx, name, self, object); blocked || err != nil {
+		return holder, false, err
 	}
 	// Always a write, even when the record already names object: it fails if another claimant took the record
 	// since the cache showed it, so a holder that lost never creates.
