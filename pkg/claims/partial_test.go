@@ -69,3 +69,39 @@ func TestAnUnrecordedPublisherOfAnotherShardIsFound(t *testing.T) {
 	}
 	b.Created("h", "ns-b/web", true)
 }
+
+// TestALetGoWhileTheObjectIsHeldWakesTheOtherProcess: the holder lets go of a name while its object still publishes
+// it (a finalizer), so its record stays; the claimant of another process that waited for the holder must still
+// be woken, to take the record over and wait for the object, since no event of the objects reaches it.
+func TestALetGoWhileTheObjectIsHeldWakesTheOtherProcess(t *testing.T) {
+	c := newCluster(t)
+	a, b := c.processSeeing("ns-a").join("tenant-a"), c.processSeeing("ns-b").join("tenant-b")
+	first, second := claimant("ns-a/web", "uid-a", t0), claimant("ns-b/web", "uid-b", t0.Add(time.Second))
+	c.setAlive(first.UID, "h")
+	c.setAlive(second.UID, "h")
+	a.Claim(first, []string{"h"})
+	ctx := context.Background()
+	waitDecided(t, a, "h", first, true)
+	if _, ok, err := a.Acquire(ctx, "h", first, "ns-a/first"); !ok || err != nil {
+		t.Fatalf("the first claimant could not acquire: %v", err)
+	}
+	if _, err := c.kube.CoreV1().ConfigMaps("ns-a").Create(ctx, published("ns-a", "first", "h", first), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a.Created("h", "ns-a/first", true)
+	b.Claim(second, []string{"h"})
+	waitDecided(t, b, "h", second, false)
+	for len(b.queued) > 0 {
+		<-b.queued
+	}
+
+	c.setAlive(first.UID)
+	a.Claim(first, nil)
+	if key := b.next(t); key != "ns-b/web" {
+		t.Fatalf("enqueued %s", key)
+	}
+	if rec, ok := c.record("h"); !ok || rec.holder.UID != first.UID {
+		t.Fatalf("the record of a name whose object still exists went (%v) or changed hands", ok)
+	}
+	waitDecided(t, b, "h", second, true)
+}

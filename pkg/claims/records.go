@@ -58,6 +58,9 @@ const (
 	// of them still exists, even if its own cache has not seen it yet.
 	annotationObject   = "multiproject.io/published-by"
 	annotationPrevious = "multiproject.io/previous-holders-objects"
+	// annotationLetGo marks a record whose holder no longer claims the name while its object still publishes it:
+	// written once, so that the claimants of other processes, which wait for the record to change, are woken.
+	annotationLetGo = "multiproject.io/holder-let-go"
 )
 
 // LiveFunc reads from the API server (not a cache, which may not hold another shard's objects) the names the
@@ -377,6 +380,9 @@ func (r *Registry) release(ctx context.Context, name string) error {
 			return err
 		}
 		if publishes {
+			if err := r.markLetGo(ctx, rec); err != nil {
+				return err
+			}
 			return fmt.Errorf("%w: %s, which the record announced, still publishes %q", worker.ErrWaiting, rec.object, name)
 		}
 	}
@@ -387,6 +393,21 @@ func (r *Registry) release(ctx context.Context, name string) error {
 		return nil
 	}
 	return err
+}
+
+// markLetGo writes, once, that the holder of rec let go of its name: the record's event wakes the claimants of
+// other processes, which then find the holder gone and take the record over (waiting for its object), as none of
+// the object's events may reach them.
+func (r *Registry) markLetGo(ctx context.Context, rec *record) error {
+	if _, marked := rec.lease.Annotations[annotationLetGo]; marked {
+		return nil
+	}
+	lease := rec.lease.DeepCopy()
+	lease.Annotations[annotationLetGo] = time.Now().UTC().Format(time.RFC3339)
+	if _, err := r.records.Client.CoordinationV1().Leases(r.records.Namespace).Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("claims: marking that the holder of %q let go: %w", rec.name, err)
+	}
+	return nil
 }
 
 func (r *Registry) onRecord(obj any) {

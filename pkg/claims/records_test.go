@@ -674,6 +674,14 @@ func TestAnswerCallsNoAPIAndSettleWrites(t *testing.T) {
 
 	// The later claimant's process sees the earlier holder in the record; it still claims: Settle confirms.
 	waitDecided(t, b, "h", late, false)
+	// Decide may have read the record live (its create answered AlreadyExists) before b's cache showed it.
+	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		_, ok := b.r.cachedRecord("h")
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatal("the later claimant's cache never showed the record")
+	}
 	calls = len(c.kube.Actions())
 	if answer, err = b.Answer("h", late); err != nil || answer.IsSelf || answer.Settled() {
 		t.Fatalf("Answer behind another process's holder = self %t, settled %t, %v; want not self, not settled",
