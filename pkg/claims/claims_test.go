@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -328,6 +329,14 @@ func TestTheSetsHandlerOutlivesItsMembers(t *testing.T) {
 		t.Fatalf("enqueued %s", key)
 	}
 	b.Leave()
+	// b may have been woken by the registry's first sync rather than by the delete, before the store dropped it.
+	err := wait.PollUntilContextTimeout(w.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		_, exists, err := w.informer.GetStore().GetByKey("ns-a/res-a")
+		return !exists, err
+	})
+	if err != nil {
+		t.Fatalf("the informer never dropped the deleted object: %v", err)
+	}
 	c := w.join("tenant-c")
 	if _, ok := c.Reserve("h", second, "ns-b/res-b"); !ok {
 		t.Fatal("a member joining a registry without members was refused a free name")

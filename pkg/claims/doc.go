@@ -48,6 +48,7 @@ limitations under the License.
 // Files: set.go the Set, its Kinds and lifetime (Join, Close) and each Registry's handlers and release worker;
 // claims.go the Registry, its claimants and membership (Leave); member.go what a member asks (Claim, Holder,
 // Reserve, Created); holdings.go the holdings informer's events; answer.go who holds a name (Answer, Settle,
-// Decide); records.go the claim records (Acquire, the release of a record, the records' events); live.go the live
+// Decide); records.go the claim records (Acquire, the release of a record, the records' events); partial.go what
+// Acquire adds when the holdings informer reads only this replica's namespaces (--sharded-watch); live.go the live
 // reads a Kind is built from (TenantObjects).
 package claims

@@ -22,10 +22,12 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/pager"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
@@ -73,12 +75,19 @@ type TenantObjects[Claimer metav1.Object, Publisher any] struct {
 	GetPublisher func(ctx context.Context, namespace, name string) (Publisher, error)
 	// HoldingOf says what an object of the holdings resource publishes.
 	HoldingOf HoldingFunc
+	// ListPublishers lists one page of the holdings resource's objects of every namespace (a typed client's List
+	// over metav1.NamespaceAll); nil: the Kind has no Publishers.
+	ListPublishers func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error)
 }
 
 // Kind returns the Kind of such claimants, named name, whose names the objects of holdings publish: Live reads a
 // recorded holder, its names and its tenant; Object reads a previous holder's object.
 func (o TenantObjects[Claimer, Publisher]) Kind(name string, holdings schema.GroupVersionResource) Kind {
-	return Kind{Name: name, Holdings: holdings, HoldingOf: o.HoldingOf, Live: o.live, Object: o.publishes}
+	kind := Kind{Name: name, Holdings: holdings, HoldingOf: o.HoldingOf, Live: o.live, Object: o.publishes}
+	if o.ListPublishers != nil {
+		kind.Publishers = o.publishers
+	}
+	return kind
 }
 
 // live is the LiveFunc of TenantObjects: a claimant that is gone, was replaced (another UID), claims nothing or
@@ -121,4 +130,21 @@ func (o TenantObjects[Claimer, Publisher]) publishes(ctx context.Context, key, n
 	}
 	h, publishes := o.HoldingOf(obj)
 	return publishes && slices.Contains(h.Names, name), nil
+}
+
+// publishers is the PublishersFunc of TenantObjects: it pages through every object of the holdings resource (the
+// API server has no index of the names they publish), keeping only those that publish name.
+func (o TenantObjects[Claimer, Publisher]) publishers(ctx context.Context, name string) (map[string]Holding, error) {
+	found := map[string]Holding{}
+	err := pager.New(o.ListPublishers).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		if h, publishes := o.HoldingOf(obj); publishes && slices.Contains(h.Names, name) {
+			key, err := cache.MetaNamespaceKeyFunc(obj)
+			if err != nil {
+				return err
+			}
+			found[key] = h
+		}
+		return nil
+	})
+	return found, err
 }

@@ -19,6 +19,7 @@ package claims
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 
@@ -68,6 +69,9 @@ func testObjects(objects ...runtime.Object) TenantObjects[*corev1.ConfigMap, *co
 		HoldingOf: func(obj any) (Holding, bool) {
 			secret := obj.(*corev1.Secret)
 			return Holding{Names: keys(secret.StringData)}, len(secret.StringData) > 0
+		},
+		ListPublishers: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return kube.CoreV1().Secrets(metav1.NamespaceAll).List(ctx, opts)
 		},
 	}
 }
@@ -160,5 +164,25 @@ func TestKindObject(t *testing.T) {
 				t.Errorf("Object() = %t, want %t", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestKindPublishers: the live lookup finds, in every namespace, exactly the objects that publish the name.
+func TestKindPublishers(t *testing.T) {
+	secret := func(namespace, name string, names ...string) *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, StringData: map[string]string{}}
+		for _, n := range names {
+			s.StringData[n] = ""
+		}
+		return s
+	}
+	kind := testObjects(secret("ns-a", "p", "x", "y"), secret("ns-b", "q", "x"), secret("ns-b", "r", "y"),
+		secret("ns-c", "s")).Kind("ConfigMap", configMaps)
+	got, err := kind.Publishers(context.Background(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys := slices.Sorted(maps.Keys(got)); !slices.Equal(keys, []string{"ns-a/p", "ns-b/q"}) {
+		t.Errorf("Publishers(x) = %q, want ns-a/p and ns-b/q", keys)
 	}
 }

@@ -58,6 +58,9 @@ const (
 	// of them still exists, even if its own cache has not seen it yet.
 	annotationObject   = "multiproject.io/published-by"
 	annotationPrevious = "multiproject.io/previous-holders-objects"
+	// annotationLetGo marks a record whose holder no longer claims the name while its object still publishes it:
+	// written once, so that the claimants of other processes, which wait for the record to change, are woken.
+	annotationLetGo = "multiproject.io/holder-let-go"
 )
 
 // LiveFunc reads from the API server (not a cache, which may not hold another shard's objects) the names the
@@ -70,6 +73,10 @@ type LiveFunc func(ctx context.Context, tenant, key string, uid types.UID) ([]st
 // publishes name.
 type ObjectFunc func(ctx context.Context, key, name string) (bool, error)
 
+// PublishersFunc lists from the API server, in every namespace, the objects of the holdings resource that publish
+// name, by key (namespace/name), with what each publishes.
+type PublishersFunc func(ctx context.Context, name string) (map[string]Holding, error)
+
 // Records makes the claims of a kind hold across processes (replicas): each name's holder is recorded in a claim
 // record in the API server.
 type Records struct {
@@ -81,6 +88,9 @@ type Records struct {
 	Live LiveFunc
 	// Object tells whether an object a previous holder published the name through still does.
 	Object ObjectFunc
+	// Publishers and Partial: see Kind.Publishers and RecordsConfig.PartialHoldings; Partial nil means a whole view.
+	Publishers PublishersFunc
+	Partial    func() bool
 }
 
 // RecordName is the name of the claim record of name for claimants of kind.
@@ -224,7 +234,10 @@ func (m *Member) announce(ctx context.Context, name string, self Claimant, objec
 		switch {
 		case apierrors.IsNotFound(err):
 			// The name an object publishes may differ from the names its claimant claims; the holdings informer
-			// guards such a name alone.
+			// (or, when it reads only some namespaces, a live lookup) guards such a name alone.
+			if holder, blocked, err := r.unrecordedPublisher(ctx, name, self, object); blocked || err != nil {
+				return holder, false, err
+			}
 			return "", true, nil
 		case err != nil:
 			return "", false, fmt.Errorf("claims: reading the claim record of %q: %w", name, err)
@@ -270,12 +283,11 @@ func (m *Member) announce(ctx context.Context, name string, self Claimant, objec
 				return "", false, fmt.Errorf("claims: updating the claim record of %q: %w", name, err)
 			}
 		}
-		// Its deletion reaches the holdings informer, which wakes self.
-		r.mu.Lock()
-		r.waitLocked(name, self)
-		r.mu.Unlock()
 		prev, _ := splitPrevious(still[0])
-		return prev, false, nil
+		return r.waitForObject(name, self, prev, prev)
+	}
+	if holder, blocked, err := r.unrecordedPublisher(ctx, name, self, object); blocked || err != nil {
+		return holder, false, err
 	}
 	// Always a write, even when the record already names object: it fails if another claimant took the record
 	// since the cache showed it, so a holder that lost never creates.
@@ -368,6 +380,9 @@ func (r *Registry) release(ctx context.Context, name string) error {
 			return err
 		}
 		if publishes {
+			if err := r.markLetGo(ctx, rec); err != nil {
+				return err
+			}
 			return fmt.Errorf("%w: %s, which the record announced, still publishes %q", worker.ErrWaiting, rec.object, name)
 		}
 	}
@@ -378,6 +393,21 @@ func (r *Registry) release(ctx context.Context, name string) error {
 		return nil
 	}
 	return err
+}
+
+// markLetGo writes, once, that the holder of rec let go of its name: the record's event wakes the claimants of
+// other processes, which then find the holder gone and take the record over (waiting for its object), as none of
+// the object's events may reach them.
+func (r *Registry) markLetGo(ctx context.Context, rec *record) error {
+	if _, marked := rec.lease.Annotations[annotationLetGo]; marked {
+		return nil
+	}
+	lease := rec.lease.DeepCopy()
+	lease.Annotations[annotationLetGo] = time.Now().UTC().Format(time.RFC3339)
+	if _, err := r.records.Client.CoordinationV1().Leases(r.records.Namespace).Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("claims: marking that the holder of %q let go: %w", rec.name, err)
+	}
+	return nil
 }
 
 func (r *Registry) onRecord(obj any) {

@@ -18,6 +18,7 @@ package claims
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -37,6 +38,8 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 const recordsNamespace = "kube-system"
@@ -119,6 +122,21 @@ func (c *cluster) object(ctx context.Context, key, name string) (bool, error) {
 	return err == nil && cm.Data["name"] == name, err
 }
 
+// publishers lists the ConfigMaps of every namespace live: those that publish name.
+func (c *cluster) publishers(ctx context.Context, name string) (map[string]Holding, error) {
+	list, err := c.kube.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	found := map[string]Holding{}
+	for i := range list.Items {
+		if h, ok := configMapHolding(&list.Items[i]); ok && h.Names[0] == name {
+			found[list.Items[i].Namespace+"/"+list.Items[i].Name] = h
+		}
+	}
+	return found, nil
+}
+
 func (c *cluster) record(name string) (*record, bool) {
 	c.t.Helper()
 	lease, err := c.kube.CoordinationV1().Leases(recordsNamespace).Get(context.Background(), RecordName("Ingress", name), metav1.GetOptions{})
@@ -161,7 +179,8 @@ func (c *cluster) processSeeing(namespaces ...string) *process {
 		Informers: func(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
 			return p.holds, gvr == configMaps
 		},
-		Records: &RecordsConfig{Client: c.kube, Namespace: recordsNamespace, Informer: p.records},
+		Records: &RecordsConfig{Client: c.kube, Namespace: recordsNamespace, Informer: p.records,
+			PartialHoldings: func() bool { return len(namespaces) > 0 }},
 	})
 	factory.Start(ctx.Done())
 	leases.Start(ctx.Done())
@@ -181,7 +200,7 @@ func (p *process) join(tenantName string) *tenant {
 	t.Helper()
 	queued := make(chan string, 100)
 	k := kind
-	k.Live, k.Object = p.c.live, p.c.object
+	k.Live, k.Object, k.Publishers = p.c.live, p.c.object, p.c.publishers
 	// A full queue drops keys: the race below makes more events than any test reads.
 	m, err := p.set.Join(k, tenantName, func(key string) {
 		select {
@@ -389,14 +408,24 @@ func TestARecordIsHeldUntilItsObjectIsGone(t *testing.T) {
 	}
 	b.Claim(second, []string{"h"})
 	waitDecided(t, b, "h", second, true)
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		r, ok := b.r.cachedRecord("h")
+		return ok && r.holder.UID == second.UID, nil
+	})
+	if err != nil {
+		t.Fatal("the next claimant's cache never showed its record")
+	}
 	if who, ok, err := b.Acquire(ctx, "h", second, "ns-b/second"); ok {
 		t.Fatalf("the next claimant acquired while ns-a/first still publishes the name (%q, %v): two publishers", who, err)
+	} else if !errors.Is(err, worker.ErrWaiting) {
+		// No informer of b's process reads ns-a: nothing would wake it when the object goes.
+		t.Errorf("Acquire while another shard's object publishes the name = %q, %v; want a wait retried with backoff", who, err)
 	}
 
 	if err := c.kube.CoreV1().ConfigMaps("ns-a").Delete(ctx, "first", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, ok, err := b.Acquire(ctx, "h", second, "ns-b/second")
 		return ok && err == nil, nil
 	})
@@ -645,6 +674,14 @@ func TestAnswerCallsNoAPIAndSettleWrites(t *testing.T) {
 
 	// The later claimant's process sees the earlier holder in the record; it still claims: Settle confirms.
 	waitDecided(t, b, "h", late, false)
+	// Decide may have read the record live (its create answered AlreadyExists) before b's cache showed it.
+	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		_, ok := b.r.cachedRecord("h")
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatal("the later claimant's cache never showed the record")
+	}
 	calls = len(c.kube.Actions())
 	if answer, err = b.Answer("h", late); err != nil || answer.IsSelf || answer.Settled() {
 		t.Fatalf("Answer behind another process's holder = self %t, settled %t, %v; want not self, not settled",

@@ -54,6 +54,10 @@ type RecordsConfig struct {
 	Namespace string
 	// Informer is the shared informer of the claim records: Leases of Namespace labeled KindLabel.
 	Informer cache.SharedIndexInformer
+	// PartialHoldings, if set, says whether the holdings informers read only this replica's namespaces (the API
+	// server honours --sharded-watch's shard selector): an object of another shard's namespace that publishes a name
+	// no claim record announces is then found only by a live lookup (Kind.Publishers) before each publish.
+	PartialHoldings func() bool
 }
 
 // Kind is one kind of name a controller claims, and what the Set needs to watch and check it.
@@ -67,6 +71,9 @@ type Kind struct {
 	// Records uses them (TenantObjects.Kind builds both).
 	Live   LiveFunc
 	Object ObjectFunc
+	// Publishers lists, live, the objects of every namespace that publish a name; only a Set whose holdings
+	// informers are partial (RecordsConfig.PartialHoldings) uses it.
+	Publishers PublishersFunc
 }
 
 // Set is the claims of one run of the controllers: one Registry per Kind, which every tenant's controller of the
@@ -128,7 +135,8 @@ func (s *Set) newRegistry(kind Kind) (*Registry, error) {
 		if namespace == "" {
 			namespace = metav1.NamespaceSystem
 		}
-		r.records = &Records{Client: rc.Client, Namespace: namespace, Informer: rc.Informer, Live: kind.Live, Object: kind.Object}
+		r.records = &Records{Client: rc.Client, Namespace: namespace, Informer: rc.Informer, Live: kind.Live, Object: kind.Object,
+			Publishers: kind.Publishers, Partial: rc.PartialHoldings}
 		// Before the handlers, which hand it the names of deleted objects.
 		r.startReleases()
 	}

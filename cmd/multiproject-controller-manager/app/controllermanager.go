@@ -311,16 +311,21 @@ func CreateControllerContext(c config.CompletedConfig, replica *sharding.Replica
 	if err != nil {
 		return nil, err
 	}
-	return &ControllerContext{ComponentConfig: c, Informers: informers, Replica: replica, Claims: newClaims(c, informers)}, nil
+	return &ControllerContext{ComponentConfig: c, Informers: informers, Replica: replica,
+		Claims: newClaims(c, informers, replica.Scope())}, nil
 }
 
 // newClaims builds the term's claims over the shared informers; with --sharding they hold across replicas through
-// the claim records of c.TenantControllers.ClaimsNamespace. It starts nothing: a registry watches from the first
-// controller that joins it.
-func newClaims(c config.CompletedConfig, informers *informerset.Tenancy) *claims.Set {
+// the claim records of c.TenantControllers.ClaimsNamespace, and with a shard scope (--sharded-watch) whose selector
+// the API server honours, the informers of the objects that publish names read only this replica's namespaces. It
+// starts nothing: a registry watches from the first controller that joins it.
+func newClaims(c config.CompletedConfig, informers *informerset.Tenancy, scope *informerset.ShardScope) *claims.Set {
 	cfg := claims.SetConfig{Informers: informers.Shared}
 	if records := informers.Set.Informer(informerset.ClaimRecords); records != nil {
 		cfg.Records = &claims.RecordsConfig{Client: c.Client, Namespace: c.TenantControllers.ClaimsNamespace, Informer: records}
+		if scope != nil {
+			cfg.Records.PartialHoldings = func() bool { return !scope.Ignored() }
+		}
 	}
 	return claims.NewSet(cfg)
 }

@@ -25,6 +25,7 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
@@ -144,6 +145,9 @@ func hostKindOf(kube kubernetes.Interface, client mpclientset.Interface, labelKe
 			return client.TunnelV1alpha1().PangolinResources(namespace).Get(ctx, name, metav1.GetOptions{})
 		},
 		HoldingOf: resourceHolding,
+		ListPublishers: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return client.TunnelV1alpha1().PangolinResources(metav1.NamespaceAll).List(ctx, opts)
+		},
 	}.Kind(claimKind, informerset.PangolinResources)
 }
 

@@ -24,6 +24,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
@@ -176,6 +177,9 @@ func (t *Translator) joinClaims() (*claims.Member, error) {
 			return t.mp.MultiprojectV1alpha1().Translations(namespace).Get(ctx, name, metav1.GetOptions{})
 		},
 		HoldingOf: translationHolding,
+		ListPublishers: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return t.mp.MultiprojectV1alpha1().Translations(metav1.NamespaceAll).List(ctx, opts)
+		},
 	}.Kind(claimKind, informerset.Translations)
 	return t.claims.Join(kind, t.tenant, t.add)
 }
