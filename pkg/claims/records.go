@@ -403,7 +403,7 @@ func (r *Registry) markLetGo(ctx context.Context, rec *record) error {
 		return nil
 	}
 	lease := rec.lease.DeepCopy()
-	lease.Annotations[annotationLetGo] = time.Now().UTC().Format(time.RFC3339)
+	metav1.SetMetaDataAnnotation(&lease.ObjectMeta, annotationLetGo, time.Now().UTC().Format(time.RFC3339))
 	if _, err := r.records.Client.CoordinationV1().Leases(r.records.Namespace).Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("claims: marking that the holder of %q let go: %w", rec.name, err)
 	}
