@@ -50,7 +50,9 @@ var (
 // churnUsage is a reading of the processes' CPU and kube-apiserver's write counts.
 type churnUsage struct {
 	apiCPU, managerCPU float64
-	writes             map[string]float64
+	// etcdCPU and selfCPU are etcd's and this process's (the writers, the fake GCE, the latency probe) CPU seconds.
+	etcdCPU, selfCPU float64
+	writes           map[string]float64
 	// queues is what the manager's neg queues did, by queue ("translator", "pusher").
 	queues map[string]queueWork
 }
@@ -119,6 +121,7 @@ func (c *e2eChurn) usage(m *manager) churnUsage {
 	// After the scrape: a pass is charged for the one scrape at its end, as the slices-alone pass it is compared
 	// with is.
 	u.apiCPU = processCPU(c.b, controlPlane.APIServerPID())
+	u.etcdCPU, u.selfCPU = processCPU(c.b, controlPlane.EtcdPID()), processCPU(c.b, os.Getpid())
 	if m != nil {
 		// The CPU first: the scrape below is then not charged to a pass.
 		u.managerCPU = processCPU(c.b, m.cmd.Process.Pid)
@@ -380,7 +383,7 @@ func (c *e2eChurn) plainStatus(pt *plainTranslation, svc *churnService) error {
 
 // record writes the three rows: the rate against the plain loop, kube-apiserver's work per change, the binary's
 // own CPU per change.
-func (c *e2eChurn) record(fast, paced, light, plain, today []churnPass) {
+func (c *e2eChurn) record(fast, paced, light, plain, today []churnPass, oneEach *churnPass) {
 	var periods []string
 	for _, p := range fast {
 		if p.period == defaultFlags {
@@ -411,20 +414,32 @@ func (c *e2eChurn) record(fast, paced, light, plain, today []churnPass) {
 		return fmt.Sprintf("%s: %.2f spec patches and %.2f status updates per change", label(p), p.perChange(translationSpecWrites), p.perChange(translationStatusWrites))
 	}
 	var rates []benchresult.Measure
-	var made, queues, ends []string
+	var made, queues, ends, cpus []string
 	for i, f := range fast {
+		// Issue 47's goal at the default flags, issue 29's with a fixed period.
+		goal := 0.9
+		if f.period == defaultFlags {
+			goal = 0.95
+		}
 		rates = append(rates, benchresult.Measure{Label: label(f), Ours: f.rate(), Baseline: benchresult.Float(plain[i].rate()),
-			Unit: "changes/s", Goal: benchresult.Float(0.9), GoalAtLeast: true})
+			Unit: "changes/s", Goal: benchresult.Float(goal), GoalAtLeast: true})
 		made = append(made, writes(f))
+		cpus = append(cpus, fmt.Sprintf("%s: %s; its plain loop: %s", label(f), f.cpuPerChange(), plain[i].cpuPerChange()))
 		ok, within := f.queueP99Within1s()
 		queues = append(queues, fmt.Sprintf("%s: %.2f %% of %.0f keys (p99 ≤ 1 s: %t; %s)", label(f), within*100, f.queued(), ok, f.queueDetail()))
 		ends = append(ends, fmt.Sprintf("%s: %.0f against %.0f changes/s (%.2f), the last change in the fake GCE %v after the last write (kept up: %t)",
 			label(f), f.endRate(), plain[i].endRate(), f.endRate()/plain[i].endRate(), (f.inGCE-f.writing).Round(10*time.Millisecond), f.keptUp()))
 	}
+	if oneEach != nil && len(fast) > 0 {
+		rates = append(rates, benchresult.Measure{Label: label(fast[0]) + ", against one spec patch and one status update per change",
+			Ours: fast[0].rate(), Baseline: benchresult.Float(oneEach.rate()), Unit: "changes/s", Goal: benchresult.Float(0.95), GoalAtLeast: true})
+		cpus = append(cpus, fmt.Sprintf("the plain loop of one of each per change: %s", oneEach.cpuPerChange()))
+	}
 	row("neg-churn", fmt.Sprintf("End-to-end endpoint churn with the built binary, as fast as %d writers go: %d additions over %d Services, each until it is in the fake GCE; the rate at which the writers made them, the manager keeping up (the last addition in the fake GCE within the batch period and a second after the last write).", c.workers, c.fastChanges, len(c.services)),
-		"A plain loop making the same API writes per change (the slice update, the Translation spec patch and status update, as many per change as the manager made with that batch period), same API server and identity, same writers, no informer, no GCE; the rate at which its writers made the changes.",
+		"A plain loop making the same API writes per change (the slice update, the Translation spec patch and status update, as many per change as the manager made with that batch period), same API server and identity, same writers, no informer, no GCE; the rate at which its writers made the changes. Once per run, next to the first period's, the plain loop of issue 47's goal: one spec patch and one status update per change.",
 		"Every pass starts from one endpoint per zone and Service. The manager made "+strings.Join(made, "; ")+"; each plain loop the same. Keys of the neg queues that waited at most 1 s: "+strings.Join(queues, "; ")+
-			". Rates from the first write until the fake GCE holds every addition and every Translation is synced, which also count the last change's wait for its batch period: "+strings.Join(ends, "; ")+".",
+			". Rates from the first write until the fake GCE holds every addition and every Translation is synced, which also count the last change's wait for its batch period: "+strings.Join(ends, "; ")+
+			". The machine's CPU per change (kube-apiserver, the manager, etcd, the test process: the writers, the fake GCE, the latency probe), and the cores the four used: "+strings.Join(cpus, "; ")+".",
 		rates...)
 	// Today's behaviour is the build the issue started from when the run was given it (E2E_CHURN_TODAY_BINARY), else
 	// this build with batch period 0 (the default), which already answers its writes with metadata only.
@@ -485,7 +500,7 @@ func (c *e2eChurn) record(fast, paced, light, plain, today []churnPass) {
 				l.quantile(0.9).Round(time.Millisecond), l.quantile(1).Round(time.Millisecond), len(l.sorted), l.missed))
 		}
 	}
-	row("neg-churn-latency", fmt.Sprintf("p50 and p99 of the time from an EndpointSlice change (its trigger-time annotation, as the EndpointSlice controller writes it) to the endpoint attached in the fake GCE (operations done at once; polled every 10 ms): at a light load (%d changes/s over %d Services) and as fast as the writers go. Goal at default flags and light load: at most the fake's operation time (0) + 0.5 s.", c.lightRate(), len(c.services)),
+	row("neg-churn-latency", fmt.Sprintf("p50 and p99 of the time from an EndpointSlice change (its trigger-time annotation, as the EndpointSlice controller writes it) to the endpoint attached in the fake GCE (operations done at once; read from the fake after each attach call it answered): at a light load (%d changes/s over %d Services) and as fast as the writers go. Goal at default flags and light load: at most the fake's operation time (0) + 0.5 s.", c.lightRate(), len(c.services)),
 		"The light-load p99 at default flags against the goal's bound: the fake GCE's operation time (0: done at once) + 0.5 s.", strings.Join(spread, "; ")+".", p99s...)
 	row("neg-churn-manager-cpu", "The manager binary's own CPU per endpoint change (utime + stime of its process, /proc/<pid>/stat), the fake GCE and the load outside it. Goal: at most 1 ms.",
 		"", fmt.Sprintf("All of the process's CPU during the pass: its idle CPU (%.3f cores, measured before the passes), its logging at --v=2 and the client side of its GCE calls included. It follows the Translation writes per change, which the notes of neg-churn-apiserver-work give for each pass.", paced[0].managerIdle), cpu...)

@@ -409,6 +409,11 @@ func (cp *ControlPlane) APIServerPID() int {
 	return cp.currentAPIServer().cmd.Process.Pid
 }
 
+// EtcdPID is the process ID of etcd, for a benchmark that reads its CPU as APIServerPID's reader does.
+func (cp *ControlPlane) EtcdPID() int {
+	return cp.etcd.cmd.Process.Pid
+}
+
 func (cp *ControlPlane) currentAPIServer() *process {
 	cp.apiServerMu.Lock()
 	defer cp.apiServerMu.Unlock()
