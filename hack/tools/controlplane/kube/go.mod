@@ -3,8 +3,9 @@
 // apiserver, ...) the product and test/packaging require, v0.37.2, and every other module both this build and
 // test/packaging compile packages of is required at the version test/packaging's build list selects (raised there
 // where this build needed a newer one), so that on a cold machine the about 1,160 packages outside the standard
-// library that the two share (client-go, apiserver, grpc, otel, protobuf, ...) compile once for both. hack/verify-shared-deps.sh fails when they drift: keep
-// them in step when test/packaging/go.mod or the Kubernetes version changes.
+// library that the two share (client-go, apiserver, grpc, otel, protobuf, ...) compile once for both.
+// hack/verify-shared-deps.sh fails when they drift: keep them in step when test/packaging/go.mod or the Kubernetes
+// version changes.
 module github.com/multiproject/multiproject-controller-manager/hack/tools/controlplane/kube
 
 go 1.26.0
