@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds etcd, kube-apiserver, kube-controller-manager and kubectl from the Go module proxy (no binary can be
 # downloaded here) at the versions pinned in hack/tools/controlplane/{etcd,kube}/go.mod, and caches them outside the
-# clone, keyed by those versions, so a second clone or CI run reuses them.
+# clone, keyed by those versions and by a hash of both modules' go.sum, so a second clone or CI run reuses them and a
+# change of any dependency's version (the kube module's are aligned with test/packaging's) builds them anew.
 #
 # Prints the directory holding the binaries on its last line of stdout. Progress goes to stderr.
 #
@@ -16,8 +17,9 @@ TOOLS="${ROOT}/hack/tools/controlplane"
 kube_version=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "${TOOLS}/kube/go.mod")
 etcd_version=$(awk '$1 == "require" && $2 == "go.etcd.io/etcd/server/v3" {print $3}' "${TOOLS}/etcd/go.mod")
 go_version=$(go env GOVERSION)
+deps_hash=$(cat "${TOOLS}/etcd/go.sum" "${TOOLS}/kube/go.sum" | sha256sum | cut -c1-12)
 cache_root=${CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/multiproject-controller-manager}
-bin_dir="${cache_root}/controlplane/kubernetes-${kube_version}_etcd-${etcd_version}_${go_version}_$(go env GOOS)-$(go env GOARCH)"
+bin_dir="${cache_root}/controlplane/kubernetes-${kube_version}_etcd-${etcd_version}_deps-${deps_hash}_${go_version}_$(go env GOOS)-$(go env GOARCH)"
 components=${CONTROLPLANE_COMPONENTS:-etcd kube-apiserver kube-controller-manager kubectl}
 
 log() { printf '[build-controlplane] %s\n' "$*" >&2; }

@@ -2,7 +2,7 @@
 // out of the product's go.mod. Every module both this tool and test/packaging compile packages of is required at the
 // version test/packaging's build list selects (github.com/klauspost/compress aside, which only go-containerregistry
 // uses), so that a test run compiles Helm, kustomize and their Kubernetes dependencies once for both: keep them in
-// step when test/packaging/go.mod changes.
+// step when test/packaging/go.mod changes (hack/verify-shared-deps.sh fails when they are not).
 module github.com/multiproject/multiproject-controller-manager/hack/tools/release
 
 go 1.26.0
@@ -19,7 +19,7 @@ require (
 	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/cyphar/filepath-securejoin v0.7.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
-	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
+	github.com/fxamacker/cbor/v2 v2.9.2 // indirect
 	github.com/go-errors/errors v1.4.2 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-openapi/jsonpointer v1.0.0 // indirect
