@@ -194,8 +194,10 @@ func (p *latencyProbe) watchTranslations(ctx context.Context) {
 }
 
 // poll reads every Service's NEGs with a pending endpoint once, at the pass's end: what the attach calls did not
-// account for is attached now or never seen.
-func (p *latencyProbe) poll(now time.Time) {
+// account for is attached now or never seen. It returns how many it found attached: each is an attach the probe's
+// checks missed, whose latency is then too long.
+func (p *latencyProbe) poll(now time.Time) int {
+	found := 0
 	p.mu.Lock()
 	services := make(map[*churnService][]addedEndpoint, len(p.pending))
 	for svc, eps := range p.pending {
@@ -214,9 +216,12 @@ func (p *latencyProbe) poll(now time.Time) {
 			}
 		}
 		p.mu.Lock()
+		before := len(p.seen)
 		p.markLocked(svc, attached, now)
+		found += len(p.seen) - before
 		p.mu.Unlock()
 	}
+	return found
 }
 
 // latencies are the pass's times from slice change to attached, sorted, how many endpoints were never seen, and
