@@ -88,7 +88,7 @@ func (p *latencyProbe) added(svc *churnService, ep endpoint, trigger, written ti
 	p.mu.Lock()
 	p.pending[svc] = append(p.pending[svc], addedEndpoint{ep: ep, trigger: trigger, written: written})
 	calls := p.attachCalls[negInZone{neg: svc.neg, zone: zones[ep.zone]}]
-	raced := len(calls) > 0 && calls[len(calls)-1].After(trigger)
+	raced := slices.ContainsFunc(calls, func(at time.Time) bool { return at.After(trigger) })
 	p.mu.Unlock()
 	if raced {
 		p.check(svc, ep.zone, time.Now())
