@@ -768,11 +768,10 @@ func (c *e2eChurn) report(fast, paced, light, plain, today []churnPass, oneEach 
 			kinds = append(kinds, fmt.Sprintf("%s=%.2f", k, v/float64(p.changes)))
 		}
 		sort.Strings(kinds)
-		fmt.Fprintf(w, "%-28s %6.1f changes/s, %6.1f to the end (writes done %v, in GCE %v, end %v)  kube-apiserver %5.2f ms/change (idle %.2f cores; %5.2f ms beyond idle and the slices')  manager %5.3f ms/change (%5.3f beyond its idle %.3f cores)  etcd %5.2f ms/change  this process %5.2f ms/change  all four %.2f cores  requests per change: %s\n",
+		fmt.Fprintf(w, "%-28s %6.1f changes/s, %6.1f to the end (writes done %v, in GCE %v, end %v)  kube-apiserver %5.2f ms/change (idle %.2f cores; %5.2f ms beyond idle and the slices')  manager %5.3f ms/change (%5.3f beyond its idle %.3f cores)  CPU of kube-apiserver + manager + etcd + this process %s  requests per change: %s\n",
 			p.name, p.rate(), p.endRate(), p.writing.Round(time.Millisecond), p.inGCE.Round(time.Millisecond), p.elapsed.Round(time.Millisecond),
 			p.apiCPU/float64(p.changes)*1000, p.apiIdle, p.apiMsPerChange(), p.managerMsPerChange(false), p.managerMsPerChange(true),
-			p.managerIdle, p.etcdCPU/float64(p.changes)*1000, p.selfCPU/float64(p.changes)*1000,
-			(p.apiCPU+p.managerCPU+p.etcdCPU+p.selfCPU)/p.elapsed.Seconds(), strings.Join(kinds, " "))
+			p.managerIdle, p.cpuPerChange(), strings.Join(kinds, " "))
 	}
 	for i, f := range fast {
 		_, within := f.queueP99Within1s()

@@ -127,8 +127,9 @@ func (p *latencyProbe) gceCall(rec fakegce.CallRecord) {
 	}
 }
 
-// check reads the Service's NEG in one zone and marks the pending endpoints it holds as attached at now.
-func (p *latencyProbe) check(svc *churnService, zone int, now time.Time) {
+// check reads the Service's NEG in one zone and marks the pending endpoints it holds as attached at now; it returns
+// how many it marked.
+func (p *latencyProbe) check(svc *churnService, zone int, now time.Time) int {
 	got, _ := p.c.gce.Endpoints(p.c.w.project, zones[zone], svc.neg)
 	attached := make(map[string]bool, len(got))
 	for _, ep := range got {
@@ -136,7 +137,9 @@ func (p *latencyProbe) check(svc *churnService, zone int, now time.Time) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	before := len(p.seen)
 	p.markLocked(svc, attached, now)
+	return len(p.seen) - before
 }
 
 // markLocked moves the Service's pending endpoints whose address is attached to seen, attached at now.
@@ -197,29 +200,23 @@ func (p *latencyProbe) watchTranslations(ctx context.Context) {
 // account for is attached now or never seen. It returns how many it found attached: each is an attach the probe's
 // checks missed, whose latency is then too long.
 func (p *latencyProbe) poll(now time.Time) int {
-	found := 0
-	p.mu.Lock()
-	services := make(map[*churnService][]addedEndpoint, len(p.pending))
-	for svc, eps := range p.pending {
-		services[svc] = slices.Clone(eps)
+	type negOf struct {
+		svc  *churnService
+		zone int
 	}
-	p.mu.Unlock()
-	for svc, eps := range services {
-		attached := map[string]bool{}
-		for zi, zone := range zones {
-			if !slices.ContainsFunc(eps, func(a addedEndpoint) bool { return a.ep.zone == zi }) {
-				continue
-			}
-			got, _ := p.c.gce.Endpoints(p.c.w.project, zone, svc.neg)
-			for _, ep := range got {
-				attached[ep.IpAddress] = true
+	var negs []negOf
+	p.mu.Lock()
+	for svc, eps := range p.pending {
+		for zi := range zones {
+			if slices.ContainsFunc(eps, func(a addedEndpoint) bool { return a.ep.zone == zi }) {
+				negs = append(negs, negOf{svc, zi})
 			}
 		}
-		p.mu.Lock()
-		before := len(p.seen)
-		p.markLocked(svc, attached, now)
-		found += len(p.seen) - before
-		p.mu.Unlock()
+	}
+	p.mu.Unlock()
+	found := 0
+	for _, n := range negs {
+		found += p.check(n.svc, n.zone, now)
 	}
 	return found
 }
