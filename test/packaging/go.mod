@@ -1,5 +1,13 @@
 // The packaging tests (kustomize base, Helm chart, monitoring rules and dashboard) live in their own module so that
 // Helm, kustomize and Prometheus stay out of the product's go.mod. hack/test-packaging.sh runs them.
+//
+// Every module the product's binary compiles is at the root module's version here, so that a cold machine compiles
+// the Kubernetes client side once for the packaging tests, the binary test/e2e and the release test build, the
+// upgrade suite's previous release and kube-apiserver (hack/tools/controlplane/kube, which requires this module's
+// versions): hack/verify-shared-deps.sh fails when they drift. That is why Prometheus is v0.311.0 and the
+// prometheus-operator API v0.91.0, the newest that require no newer zap, otel exporter, otlp, fsnotify or cbor
+// (cbor alone, which apimachinery's serializers import, would recompile nearly every Kubernetes package): move them
+// on together with the root module's go.mod.
 module github.com/multiproject/multiproject-controller-manager/test/packaging
 
 go 1.26.0
@@ -7,10 +15,10 @@ go 1.26.0
 require (
 	github.com/google/go-cmp v0.7.0
 	github.com/multiproject/multiproject-controller-manager v0.0.0
-	github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.93.0
+	github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.91.0
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.70.0
-	github.com/prometheus/prometheus v0.313.5
+	github.com/prometheus/prometheus v0.311.0
 	helm.sh/helm/v3 v3.22.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -77,8 +85,8 @@ require (
 	github.com/facette/natsort v0.0.0-20181210072756-2cd4dd1e2dcb // indirect
 	github.com/fatih/color v1.18.0 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
-	github.com/fsnotify/fsnotify v1.10.1 // indirect
-	github.com/fxamacker/cbor/v2 v2.9.2 // indirect
+	github.com/fsnotify/fsnotify v1.9.0 // indirect
+	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
 	github.com/go-errors/errors v1.4.2 // indirect
 	github.com/go-gorp/gorp/v3 v3.1.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
@@ -170,17 +178,17 @@ require (
 	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.68.0 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.69.0 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
-	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.45.0 // indirect
-	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.45.0 // indirect
+	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.44.0 // indirect
+	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.44.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
-	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
+	go.opentelemetry.io/proto/otlp v1.10.0 // indirect
 	go.uber.org/atomic v1.11.0 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.uber.org/zap v1.28.0 // indirect
+	go.uber.org/zap v1.27.1 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect

@@ -247,7 +247,7 @@ func ruleGroups(t testing.TB) *rulefmt.RuleGroups {
 	if err != nil {
 		t.Fatal(err)
 	}
-	groups, errs := rulefmt.Parse(spec, false, model.UTF8Validation, parser.NewParser(parser.Options{}), slog.New(slog.DiscardHandler))
+	groups, errs := rulefmt.Parse(spec, false, model.UTF8Validation, parser.NewParser(parser.Options{}))
 	for _, err := range errs {
 		t.Errorf("rulefmt: %v", err)
 	}

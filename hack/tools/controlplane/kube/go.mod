@@ -2,8 +2,10 @@
 // the module proxy. Kubernetes is pinned at the patch release whose staging modules (k8s.io/api, client-go,
 // apiserver, ...) the product and test/packaging require, v0.37.2, and every other module both this build and
 // test/packaging compile packages of is required at the version test/packaging's build list selects (raised there
-// where this build needed a newer one), so that on a cold machine the about 1,160 packages outside the standard
-// library that the two share (client-go, apiserver, grpc, otel, protobuf, ...) compile once for both.
+// where this build needed a newer one; zap, the otel exporter, otlp, fsnotify and cbor lowered here to the root
+// module's, which test/packaging keeps), so that on a cold machine the about 1,160 packages outside the standard
+// library that the two share (client-go, apiserver, grpc, otel, protobuf, ...) compile once for both, and once with
+// the product's binary.
 // hack/verify-shared-deps.sh fails when they drift: keep them in step when test/packaging/go.mod or the Kubernetes
 // version changes.
 module github.com/multiproject/multiproject-controller-manager/hack/tools/controlplane/kube
@@ -42,8 +44,8 @@ require (
 	github.com/exponent-io/jsonpath v0.0.0-20210407135951-1de76d718b3f // indirect
 	github.com/fatih/camelcase v1.0.0 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
-	github.com/fsnotify/fsnotify v1.10.1 // indirect
-	github.com/fxamacker/cbor/v2 v2.9.2 // indirect
+	github.com/fsnotify/fsnotify v1.9.0 // indirect
+	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
 	github.com/go-errors/errors v1.4.2 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
@@ -116,15 +118,15 @@ require (
 	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.68.0 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.69.0 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
-	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.45.0 // indirect
-	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.45.0 // indirect
+	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.44.0 // indirect
+	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.44.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
-	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
+	go.opentelemetry.io/proto/otlp v1.10.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.uber.org/zap v1.28.0 // indirect
+	go.uber.org/zap v1.27.1 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
