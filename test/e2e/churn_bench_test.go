@@ -77,7 +77,9 @@ import (
 //     the slice update, then the Translation spec patch and status update (the manager's own kinds of request, its
 //     ServiceAccount's identity, so the same API Priority and Fairness level) as many times per change as that
 //     period's fast manager pass made them, on copies of its Translations; after the first period's, once per run,
-//     the plain loop of issue 47's goal: one spec patch and one status update per change.
+//     the plain loop of issue 47's goal: one spec patch and one status update per change, and the plain loop of the
+//     first period's writes with informers reading its EndpointSlices and Translations, the watch any controller of
+//     them holds (the plain loop has none, and kube-apiserver and the test process pay for the manager's).
 //
 // Every pass starts from the Services' first endpoints (one per zone; reset): its additions grow each Translation,
 // and passes that wrote larger objects would not compare. The rate row compares each period's fast pass with its
@@ -117,27 +119,32 @@ func BenchmarkEndToEndChurn(b *testing.B) {
 				today = append(today, p)
 			}
 		}
-		var oneEach *churnPass
+		var oneEach, watched *churnPass
 		for i, period := range periods {
 			runToday(fmt.Sprintf("today %d", i+1))
 			f, p, l := c.managerPasses(period, managerBinary(b), "")
 			fast, paced, light = append(fast, f), append(paced, p), append(light, l)
 			// The plain loop of this period's writes per change, from the same first endpoints.
 			c.resetEndpoints()
-			pl := c.plainPass(f.perChange(translationSpecWrites), f.perChange(translationStatusWrites))
+			pl := c.plainPass(f.perChange(translationSpecWrites), f.perChange(translationStatusWrites), false)
 			pl.base, pl.period = f.base, period
 			plain = append(plain, pl)
 			if i == 0 {
 				// Once per run, next to the first period's: the plain loop as issue 47 states its goal, one spec
 				// patch and one status update per change, what a controller that never batches writes.
 				c.resetEndpoints()
-				oe := c.plainPass(1, 1)
+				oe := c.plainPass(1, 1, false)
 				oe.name, oe.base, oe.period = "plain loop, one of each", f.base, period
 				oneEach = &oe
+				// And the same writes as this period's, read by informers as the manager reads its own.
+				c.resetEndpoints()
+				wp := c.plainPass(f.perChange(translationSpecWrites), f.perChange(translationStatusWrites), true)
+				wp.name, wp.base, wp.period = "plain loop, watched", f.base, period
+				watched = &wp
 			}
 		}
 		runToday(fmt.Sprintf("today %d", len(periods)+1))
-		c.report(fast, paced, light, plain, today, oneEach)
+		c.report(fast, paced, light, plain, today, oneEach, watched)
 		for _, l := range light {
 			reportLightMetrics(b, l)
 		}
@@ -751,7 +758,7 @@ func (c *e2eChurn) inGCE(svc *churnService) bool {
 }
 
 // report prints the passes and records the rows.
-func (c *e2eChurn) report(fast, paced, light, plain, today []churnPass, oneEach *churnPass) {
+func (c *e2eChurn) report(fast, paced, light, plain, today []churnPass, oneEach, watched *churnPass) {
 	w := os.Stderr
 	fmt.Fprintf(w, "\nBenchmarkEndToEndChurn: %d Services, %d endpoint additions per fast pass, %d per paced pass, %d writers\n", len(c.services), c.fastChanges, c.changes, c.workers)
 	var all []churnPass
@@ -759,8 +766,10 @@ func (c *e2eChurn) report(fast, paced, light, plain, today []churnPass, oneEach 
 		all = append(all, *p.base)
 	}
 	all = append(append(append(append(append(all, fast...), paced...), light...), plain...), today...)
-	if oneEach != nil {
-		all = append(all, *oneEach)
+	for _, p := range []*churnPass{oneEach, watched} {
+		if p != nil {
+			all = append(all, *p)
+		}
 	}
 	for _, p := range all {
 		var kinds []string
@@ -782,6 +791,9 @@ func (c *e2eChurn) report(fast, paced, light, plain, today []churnPass, oneEach 
 		if i == 0 && oneEach != nil {
 			fmt.Fprintf(w, "%s: end to end ÷ plain loop of one spec patch and one status update per change: %.2f\n", periodLabel(f.period), f.rate()/oneEach.rate())
 		}
+		if i == 0 && watched != nil {
+			fmt.Fprintf(w, "%s: end to end ÷ plain loop of the same writes, watched by informers: %.2f\n", periodLabel(f.period), f.rate()/watched.rate())
+		}
 		for _, p := range []churnPass{light[i], paced[i], f} {
 			l := p.latency
 			fmt.Fprintf(w, "%s: slice change to attached in the fake GCE, %s: p50 %v p90 %v p99 %v max %v of %d (never seen %d)\n",
@@ -798,7 +810,7 @@ func (c *e2eChurn) report(fast, paced, light, plain, today []churnPass, oneEach 
 				periodLabel(p.period), p.apiMsPerChange(), p.apiMsPerChange()/todayAround(today, i), todayAround(today, i))
 		}
 	}
-	c.record(fast, paced, light, plain, today, oneEach)
+	c.record(fast, paced, light, plain, today, oneEach, watched)
 }
 
 // inRunOrder is the passes in the order they ran: before each period today's (paced only), then the period's fast

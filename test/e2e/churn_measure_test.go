@@ -20,6 +20,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -33,9 +34,13 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	mpinformers "github.com/multiproject/client-go/informers/externalversions"
 
 	"github.com/multiproject/multiproject-controller-manager/test/benchresult"
 )
@@ -272,10 +277,15 @@ func (o *plainOwed) take(specPer, statusPer float64) (spec, status bool) {
 
 // plainPass makes the additions as a plain loop: per change the slice update, and the Translation spec patch and
 // status update specPer and statusPer times per change (plainOwed), on copies of the manager's Translations in a
-// namespace no controller reads, as the manager's ServiceAccount.
-func (c *e2eChurn) plainPass(specPer, statusPer float64) churnPass {
+// namespace no controller reads, as the manager's ServiceAccount. watched: informers in the test process read every
+// EndpointSlice and Translation event of that namespace while the loop writes, as any controller of these objects
+// must (kube-apiserver encodes and sends each event, the informer decodes it); the plain loop alone has no watch.
+func (c *e2eChurn) plainPass(specPer, statusPer float64, watched bool) churnPass {
 	b := c.b
 	ns := controlPlane.CreateNamespace(b)
+	if watched {
+		defer c.watchLikeAController(ns)()
+	}
 	list, err := c.w.mp.MultiprojectV1alpha1().Translations(c.w.appNS).List(b.Context(), metav1.ListOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -321,6 +331,37 @@ func (c *e2eChurn) plainPass(specPer, statusPer float64) churnPass {
 		}
 		return nil
 	}, 0, nil)
+}
+
+// watchLikeAController starts typed informers on the namespace's EndpointSlices and Translations, as the manager's
+// shared informers read them (EndpointSlices as protobuf, the manager's --kube-api-content-type default; the
+// Translations as JSON, the only form a custom resource has), and returns their stop once both have synced.
+func (c *e2eChurn) watchLikeAController(ns string) (stop func()) {
+	ctx, cancel := context.WithCancel(c.b.Context())
+	cfg := controlPlane.AdminConfig()
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	kube := informers.NewSharedInformerFactoryWithOptions(kubernetes.NewForConfigOrDie(cfg), 0, informers.WithNamespace(ns))
+	mp := mpinformers.NewSharedInformerFactoryWithOptions(c.manager, 0, mpinformers.WithNamespace(ns))
+	kube.Discovery().V1().EndpointSlices().Informer()
+	mp.Multiproject().V1alpha1().Translations().Informer()
+	kube.Start(ctx.Done())
+	mp.Start(ctx.Done())
+	for typ, synced := range kube.WaitForCacheSync(ctx.Done()) {
+		if !synced {
+			c.b.Fatalf("the plain loop's %v informer did not sync", typ)
+		}
+	}
+	for typ, synced := range mp.WaitForCacheSync(ctx.Done()) {
+		if !synced {
+			c.b.Fatalf("the plain loop's %v informer did not sync", typ)
+		}
+	}
+	return func() {
+		cancel()
+		kube.Shutdown()
+		mp.Shutdown()
+	}
 }
 
 // plainSpec replaces the copy's spec with the Service's endpoints by the manager's kind of patch.
@@ -383,7 +424,7 @@ func (c *e2eChurn) plainStatus(pt *plainTranslation, svc *churnService) error {
 
 // record writes the three rows: the rate against the plain loop, kube-apiserver's work per change, the binary's
 // own CPU per change.
-func (c *e2eChurn) record(fast, paced, light, plain, today []churnPass, oneEach *churnPass) {
+func (c *e2eChurn) record(fast, paced, light, plain, today []churnPass, oneEach, watched *churnPass) {
 	var periods []string
 	for _, p := range fast {
 		if p.period == defaultFlags {
@@ -435,8 +476,13 @@ func (c *e2eChurn) record(fast, paced, light, plain, today []churnPass, oneEach 
 			Ours: fast[0].rate(), Baseline: benchresult.Float(oneEach.rate()), Unit: "changes/s", Goal: benchresult.Float(0.95), GoalAtLeast: true})
 		cpus = append(cpus, fmt.Sprintf("the plain loop of one of each per change: %s", oneEach.cpuPerChange()))
 	}
+	if watched != nil && len(fast) > 0 {
+		rates = append(rates, benchresult.Measure{Label: label(fast[0]) + ", against the same writes watched by informers",
+			Ours: fast[0].rate(), Baseline: benchresult.Float(watched.rate()), Unit: "changes/s", Goal: benchresult.Float(0.95), GoalAtLeast: true})
+		cpus = append(cpus, fmt.Sprintf("the plain loop of the same writes, watched: %s", watched.cpuPerChange()))
+	}
 	row("neg-churn", fmt.Sprintf("End-to-end endpoint churn with the built binary, as fast as %d writers go: %d additions over %d Services, each until it is in the fake GCE; the rate at which the writers made them, the manager keeping up (the last addition in the fake GCE within the batch period and a second after the last write).", c.workers, c.fastChanges, len(c.services)),
-		"A plain loop making the same API writes per change (the slice update, the Translation spec patch and status update, as many per change as the manager made with that batch period), same API server and identity, same writers, no informer, no GCE; the rate at which its writers made the changes. Once per run, next to the first period's, the plain loop of issue 47's goal: one spec patch and one status update per change.",
+		"A plain loop making the same API writes per change (the slice update, the Translation spec patch and status update, as many per change as the manager made with that batch period), same API server and identity, same writers, no informer, no GCE; the rate at which its writers made the changes. Once per run, next to the first period's: the plain loop of issue 47's goal, one spec patch and one status update per change; and the plain loop of that period's writes with informers in the test process reading its EndpointSlices and Translations, as any controller of them does.",
 		"Every pass starts from one endpoint per zone and Service. The manager made "+strings.Join(made, "; ")+"; each plain loop the same. Keys of the neg queues that waited at most 1 s: "+strings.Join(queues, "; ")+
 			". Rates from the first write until the fake GCE holds every addition and every Translation is synced, which also count the last change's wait for its batch period: "+strings.Join(ends, "; ")+
 			". The machine's CPU per change (kube-apiserver, the manager, etcd, the test process: the writers, the fake GCE, the latency probe), and the cores the four used: "+strings.Join(cpus, "; ")+".",
