@@ -18,6 +18,8 @@ package packaging
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -25,18 +27,24 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
+// queueProbeRuns numbers the runs of TestTenantQueuesAreNamedOnMetrics in this process.
+var queueProbeRuns atomic.Int32
+
 // TestTenantQueuesAreNamedOnMetrics pins what the rules, the dashboard and docs/monitoring.md rely on: with the
 // workqueue metrics provider the binary registers (this package imports the command), a tenant's queue built by
 // worker.New appears on /metrics as workqueue_*{name="<tenant>-<controller>[-<queue>]"}.
 func TestTenantQueuesAreNamedOnMetrics(t *testing.T) {
 	exportedMetrics(t) // the command's registrations, as the binary makes them
+	// The registry is the process's: each run (go test -count) names its queues afresh, since a closed queue's
+	// series stay.
+	tenant := fmt.Sprintf("queue-probe%d", queueProbeRuns.Add(1))
 	queues := map[string]worker.Config{
 		// neg's two halves, as pkg/controller/neg builds them.
-		"queue-probe-neg-translator": {Tenant: "queue-probe", Controller: "neg", Queue: "translator"},
-		"queue-probe-neg-pusher":     {Tenant: "queue-probe", Controller: "neg", Queue: "pusher"},
-		"queue-probe-ingress-tunnel": {Tenant: "queue-probe", Controller: "ingress-tunnel"},
+		tenant + "-neg-translator": {Tenant: tenant, Controller: "neg", Queue: "translator"},
+		tenant + "-neg-pusher":     {Tenant: tenant, Controller: "neg", Queue: "pusher"},
+		tenant + "-ingress-tunnel": {Tenant: tenant, Controller: "ingress-tunnel"},
 		// The process-wide ProviderConfig controller has no tenant.
-		"providerconfig-probe": {Controller: "providerconfig-probe"},
+		"providerconfig-" + tenant: {Controller: "providerconfig-" + tenant},
 	}
 	for name, cfg := range queues {
 		w := worker.New(cfg)
