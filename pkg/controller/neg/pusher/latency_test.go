@@ -95,3 +95,21 @@ func programmingObservations(t *testing.T) uint64 {
 	}
 	return hist.GetAggregatedSampleCount()
 }
+
+// TestAGenerationWithoutATriggerTimeIsNotObserved pins docs/monitoring.md's rule: a Translation write whose slices
+// carried no trigger time (the translator writes the annotation empty) is done in GCE without an observation.
+func TestAGenerationWithoutATriggerTimeIsNotObserved(t *testing.T) {
+	tr := translation("web", map[string]int{"us-central1-a": 2}, true)
+	tr.Annotations = map[string]string{negapi.TriggerTimeAnnotation: ""}
+	before := programmingObservations(t)
+	h := newHarness(t, nil, tr)
+
+	h.waitSynced("web", metav1.ConditionTrue)
+	h.waitQuiet("web")
+	if n := h.endpointCount("us-central1-a", "k8s1-web"); n != 2 {
+		t.Fatalf("zone us-central1-a has %d endpoints, want the generation's 2", n)
+	}
+	if n := programmingObservations(t) - before; n != 0 {
+		t.Fatalf("a generation without a trigger time: %s observed %d times, want 0", networkProgrammingMetric, n)
+	}
+}
