@@ -296,16 +296,3 @@ func (m *Manager) AllRunning() map[string][]string {
 	}
 	return out
 }
-
-// Registrations counts the informer handlers held by every running controller, for leak tests.
-func (m *Manager) Registrations() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	n := 0
-	for _, t := range m.tenants {
-		for _, run := range t.running {
-			n += run.informers.registrations()
-		}
-	}
-	return n
-}
