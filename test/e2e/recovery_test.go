@@ -36,9 +36,9 @@ var shippedLeaderElection = leaderElection{leaseDuration: 15 * time.Second, rene
 // back: the restarted process's start and cache sync, and the NEG changes queued meanwhile.
 const recoveryMargin = 5 * time.Second
 
-// TestRestartedLeaderResumesItsLease crashes the leader's container and then kube-apiserver under churn, with the
-// shipped leader election and the identity the shipped manifests give (--leader-elect-identity from the Pod's name
-// and UID, which survive a container restart). Each time the process is started again as the kubelet would, in the
+// TestRestartedLeaderResumesItsLease crashes the leader's container, then kube-apiserver, then etcd, under churn, with
+// the shipped leader election and the identity the shipped manifests give (--leader-elect-identity from the Pod's
+// name and UID, which survive a container restart). Each time the process is started again as the kubelet would, in the
 // same Pod, with the same flags: it finds its own identity in the Lease and renews it at once, where a new identity
 // would wait out the whole lease duration from its first read of the record. Every NEG is exact again within the
 // lease duration plus recoveryMargin, measured from the moment the failed component is back.
@@ -68,54 +68,85 @@ func TestRestartedLeaderResumesItsLease(t *testing.T) {
 	a.signal(syscall.SIGKILL)
 	_ = a.waitExit(time.Minute)
 	churn(1, 0, services/2)
-	back := time.Now()
+	now := time.Now()
 	b := start("a-restart-1")
 	churn(1, services/2, services)
-	checkRecovery(t, w, identity, "the leader's container restarted", back, le)
+	checkRecovery(t, w, identity, "the leader's container restarted", outage{back: now, served: now}, le)
 
 	// kube-apiserver dies; the leader cannot renew and exits 1 once its renew deadline has passed (its Lease still
 	// names it, never released); kube-apiserver comes back, and so does the container.
-	stoppedAt := time.Now()
-	if err := controlPlane.StopAPIServer(); err != nil {
-		t.Fatalf("stopping kube-apiserver: %v", err)
-	}
-	apiServerDown := true
-	t.Cleanup(func() {
-		if apiServerDown {
-			if err := controlPlane.StartAPIServer(context.Background()); err != nil {
-				t.Errorf("starting kube-apiserver again: %v", err)
-			}
-		}
-	})
-	if err := b.waitExit(le.renewDeadline + le.retryPeriod + time.Minute); err == nil {
-		t.Fatalf("the leader exited 0 when it lost its Lease to a dead kube-apiserver")
-	}
-	t.Logf("kube-apiserver down: the leader exited after %s", time.Since(stoppedAt).Round(100*time.Millisecond))
-	if err := controlPlane.StartAPIServer(t.Context()); err != nil {
-		t.Fatalf("starting kube-apiserver again: %v", err)
-	}
-	apiServerDown = false
-	back = time.Now()
-	t.Logf("kube-apiserver was down %s", back.Sub(stoppedAt).Round(100*time.Millisecond))
+	o := downUntilTheLeaderExits(t, b, le, "kube-apiserver", controlPlane.StopAPIServer, controlPlane.StartAPIServer)
 	c := start("a-restart-2")
 	churn(2, 0, services)
-	checkRecovery(t, w, identity, "kube-apiserver and the leader's container restarted", back, le)
+	checkRecovery(t, w, identity, "kube-apiserver and the leader's container restarted", o, le)
+
+	// etcd dies: kube-apiserver still answers, but cannot read or write the Lease, and the leader exits as above.
+	// kube-apiserver reconnects to etcd on its own once it is back, and that wait counts into the recovery.
+	o = downUntilTheLeaderExits(t, c, le, "etcd", controlPlane.StopEtcd, controlPlane.StartEtcd)
+	d := start("a-restart-3")
+	churn(3, 0, services)
+	checkRecovery(t, w, identity, "etcd and the leader's container restarted", o, le)
 
 	w.teardown()
-	if !c.running() {
-		t.Fatalf("the restarted manager exited: %v", c.waitErr)
+	if !d.running() {
+		t.Fatalf("the restarted manager exited: %v", d.waitErr)
 	}
 }
 
-// checkRecovery waits until the restarted process holds the Lease and every NEG is exact again, logs both times from
-// back (when the failed component was back), and fails unless the Lease was resumed well inside the lease duration
-// (a new identity would wait it out whole) and everything converged within the lease duration plus recoveryMargin.
-func checkRecovery(t *testing.T, w *workload, identity, what string, back time.Time, le leaderElection) {
+// outage is when a failed component was back, and when kube-apiserver was ready to serve again after it: later than
+// back only after etcd was down, since kube-apiserver reconnects to it on its own, with backoff.
+type outage struct{ back, served time.Time }
+
+// downUntilTheLeaderExits stops a control-plane component (a crash: SIGKILL), waits until the leader, unable to renew
+// its Lease, exits 1 once its renew deadline has passed, and starts the component again. It returns when the
+// component was back and when kube-apiserver was ready again. If the test fails before that, the component is started
+// again for the tests after it.
+func downUntilTheLeaderExits(t *testing.T, leader *manager, le leaderElection, component string, stop func() error, start func(context.Context) error) outage {
 	t.Helper()
-	resumed := waitLeaseRenewed(t, identity, back, le.leaseDuration+2*time.Minute).Sub(back)
+	stoppedAt := time.Now()
+	if err := stop(); err != nil {
+		t.Fatalf("stopping %s: %v", component, err)
+	}
+	down := true
+	t.Cleanup(func() {
+		if down {
+			if err := start(context.Background()); err != nil {
+				t.Errorf("starting %s again: %v", component, err)
+			}
+		}
+	})
+	if err := leader.waitExit(le.renewDeadline + le.retryPeriod + time.Minute); err == nil {
+		t.Fatalf("the leader exited 0 when it lost its Lease to a dead %s", component)
+	}
+	t.Logf("%s down: the leader exited after %s", component, time.Since(stoppedAt).Round(100*time.Millisecond))
+	if err := start(t.Context()); err != nil {
+		t.Fatalf("starting %s again: %v", component, err)
+	}
+	down = false
+	back := time.Now()
+	readyz := controlPlane.AdminClient().Discovery().RESTClient().Get().AbsPath("/readyz")
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		body, err := readyz.DoRaw(ctx)
+		return err == nil && string(body) == "ok", nil
+	}); err != nil {
+		t.Fatalf("kube-apiserver not ready within 2 minutes of %s's return: %v", component, err)
+	}
+	o := outage{back: back, served: time.Now()}
+	t.Logf("%s was down %s; kube-apiserver ready %s after it was back", component,
+		back.Sub(stoppedAt).Round(100*time.Millisecond), o.served.Sub(back).Round(100*time.Millisecond))
+	return o
+}
+
+// checkRecovery waits until the restarted process holds the Lease and every NEG is exact again, and fails unless the
+// Lease was resumed well inside the lease duration of kube-apiserver serving again (a new identity would wait it out
+// whole from its first read of the record) and everything converged within the lease duration plus recoveryMargin of
+// the failed component being back.
+func checkRecovery(t *testing.T, w *workload, identity, what string, o outage, le leaderElection) {
+	t.Helper()
+	resumed := waitLeaseRenewed(t, identity, o.served, le.leaseDuration+2*time.Minute).Sub(o.served)
 	w.waitConverged(what)
-	exact := time.Since(back)
-	t.Logf("%s: the Lease renewed by the same identity %s after it was back, every NEG exact after %s (lease duration %s)",
+	exact := time.Since(o.back)
+	t.Logf("%s: the Lease renewed by the same identity %s after kube-apiserver served again, every NEG exact %s after the component was back (lease duration %s)",
 		what, resumed.Round(100*time.Millisecond), exact.Round(100*time.Millisecond), le.leaseDuration)
 	if resumed >= le.leaseDuration/2 {
 		t.Errorf("%s: the restarted process renewed its own Lease only %s after it was back: it waited out its predecessor's lease (%s)",

@@ -88,15 +88,9 @@ type ControlPlane struct {
 	progress       io.Writer
 
 	starter           *processStarter
-	etcd              *process
+	etcd              restartable
+	apiServer         restartable
 	controllerManager *process
-
-	// apiServerMu guards apiServer, which RestartAPIServer replaces.
-	apiServerMu     sync.Mutex
-	apiServer       *process
-	apiServerBinary string
-	apiServerArgs   []string
-	apiServerStarts int
 
 	// auditPolicy is Options.AuditPolicy as an absolute path, or empty.
 	auditPolicy string
@@ -153,6 +147,8 @@ func StartControlPlane(ctx context.Context, opts Options) (_ *ControlPlane, err 
 		kubeconfigPath: filepath.Join(dir, "admin.kubeconfig"),
 		progress:       progress,
 		starter:        newProcessStarter(),
+		etcd:           restartable{name: "etcd"},
+		apiServer:      restartable{name: "kube-apiserver"},
 	}
 	defer func() {
 		if err != nil {
@@ -289,7 +285,7 @@ func newCAPEM(commonName string) ([]byte, error) {
 
 func (cp *ControlPlane) startEtcd(ctx context.Context, binary string) (string, error) {
 	var clientURL string
-	p, err := cp.startRetryingPortRaces(ctx, "etcd", func() (*process, error) {
+	_, err := cp.startRetryingPortRaces(ctx, "etcd", func() (*process, error) {
 		ports, err := freePorts(2)
 		if err != nil {
 			return nil, err
@@ -300,7 +296,7 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, binary string) (string, e
 		if err != nil {
 			return nil, err
 		}
-		p, err := startProcess(cp.starter, "etcd", binary, filepath.Join(cp.dir, "etcd.log"), []string{
+		args := []string{
 			"--name=default",
 			"--data-dir=" + dataDir,
 			"--listen-client-urls=" + clientURL,
@@ -310,18 +306,20 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, binary string) (string, e
 			"--initial-cluster=default=" + peerURL,
 			// The data is thrown away after the run, so durability buys nothing and fsync costs a lot on CI disks.
 			"--unsafe-no-fsync",
-		})
+		}
+		p, err := startProcess(cp.starter, "etcd", binary, filepath.Join(cp.dir, "etcd.log"), args)
 		if err != nil {
 			return nil, err
 		}
-		return p, waitReady(ctx, p, func(ctx context.Context) error { return httpOK(ctx, clientURL+"/readyz") })
+		ready := func(ctx context.Context) error { return httpOK(ctx, clientURL+"/readyz") }
+		cp.etcd.started(p, binary, args, ready)
+		return p, waitReady(ctx, p, ready)
 	})
-	cp.etcd = p
 	return clientURL, err
 }
 
 func (cp *ControlPlane) startAPIServer(ctx context.Context, binary, etcdURL string, creds *credentials, extraFlags []string) error {
-	p, err := cp.startRetryingPortRaces(ctx, "kube-apiserver", func() (*process, error) {
+	_, err := cp.startRetryingPortRaces(ctx, "kube-apiserver", func() (*process, error) {
 		ports, err := freePorts(1)
 		if err != nil {
 			return nil, err
@@ -374,14 +372,13 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, binary, etcdURL stri
 			args = append(args, "--audit-policy-file="+cp.auditPolicy, "--audit-log-path="+cp.AuditLogPath())
 		}
 		args = append(args, extraFlags...)
-		cp.apiServerBinary, cp.apiServerArgs = binary, args
 		p, err := startProcess(cp.starter, "kube-apiserver", binary, filepath.Join(cp.dir, "kube-apiserver.log"), args)
 		if err != nil {
 			return nil, err
 		}
+		cp.apiServer.started(p, binary, args, cp.apiServerReady)
 		return p, waitReady(ctx, p, cp.apiServerReady)
 	})
-	cp.setAPIServer(p)
 	return err
 }
 
@@ -396,28 +393,15 @@ func (cp *ControlPlane) apiServerReady(ctx context.Context) error {
 	return nil
 }
 
-func (cp *ControlPlane) setAPIServer(p *process) {
-	cp.apiServerMu.Lock()
-	defer cp.apiServerMu.Unlock()
-	cp.apiServer = p
-	cp.apiServerStarts++
-}
-
 // APIServerPID is the process ID of the running kube-apiserver, for a benchmark that reads its CPU from the
 // kernel's accounting (/proc/<pid>/stat) without asking the API server for it.
 func (cp *ControlPlane) APIServerPID() int {
-	return cp.currentAPIServer().cmd.Process.Pid
+	return cp.apiServer.current().cmd.Process.Pid
 }
 
 // EtcdPID is the process ID of etcd, for a benchmark that reads its CPU as APIServerPID's reader does.
 func (cp *ControlPlane) EtcdPID() int {
-	return cp.etcd.cmd.Process.Pid
-}
-
-func (cp *ControlPlane) currentAPIServer() *process {
-	cp.apiServerMu.Lock()
-	defer cp.apiServerMu.Unlock()
-	return cp.apiServer
+	return cp.etcd.current().cmd.Process.Pid
 }
 
 // RestartAPIServer kills kube-apiserver (SIGKILL, as a crash or an OOM kill would; a graceful stop waits for long
@@ -436,27 +420,27 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
 // StartAPIServer: to its clients the server is unreachable (connections refused) for as long as a test wants, as a
 // Rancher management cluster that is down is to a downstream cluster. Stopping a stopped server does nothing.
 func (cp *ControlPlane) StopAPIServer() error {
-	return cp.currentAPIServer().kill()
+	return cp.apiServer.kill()
 }
 
 // StartAPIServer starts kube-apiserver again after StopAPIServer, with the same flags, on the same port and against
 // the same etcd, and waits until it is ready. Each start logs to its own file (kube-apiserver-2.log, ...).
 func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
-	select {
-	case <-cp.currentAPIServer().exited:
-	default:
-		return errors.New("kube-apiserver is running; stop it first")
-	}
-	cp.apiServerMu.Lock()
-	logPath := filepath.Join(cp.dir, fmt.Sprintf("kube-apiserver-%d.log", cp.apiServerStarts+1))
-	cp.apiServerMu.Unlock()
-	fmt.Fprintf(cp.progress, "framework: starting kube-apiserver again; log %s\n", logPath)
-	p, err := startProcess(cp.starter, "kube-apiserver", cp.apiServerBinary, logPath, cp.apiServerArgs)
-	if err != nil {
-		return err
-	}
-	cp.setAPIServer(p)
-	return waitReady(ctx, p, cp.apiServerReady)
+	return cp.apiServer.restart(ctx, cp)
+}
+
+// StopEtcd kills etcd (SIGKILL, as a crash would) and leaves it stopped until StartEtcd. kube-apiserver keeps
+// running: it answers, but every request that needs storage fails or times out, and its readiness check fails.
+// Stopping a stopped etcd does nothing.
+func (cp *ControlPlane) StopEtcd() error {
+	return cp.etcd.kill()
+}
+
+// StartEtcd starts etcd again after StopEtcd, with the same flags, ports and data directory (what it had written
+// is kept), and waits until etcd itself is ready. kube-apiserver reconnects on its own: how long that takes is part
+// of what a recovery measured from here includes. Each start logs to its own file (etcd-2.log, ...).
+func (cp *ControlPlane) StartEtcd(ctx context.Context) error {
+	return cp.etcd.restart(ctx, cp)
 }
 
 // startRetryingPortRaces runs attempt (pick ports, start, wait for readiness) again when the component lost a
@@ -541,7 +525,7 @@ func (cp *ControlPlane) Stop() error { return cp.stop(false) }
 func (cp *ControlPlane) stop(keepDir bool) error {
 	cp.stopOnce.Do(func() {
 		var errs []error
-		for _, p := range []*process{cp.controllerManager, cp.currentAPIServer(), cp.etcd} {
+		for _, p := range []*process{cp.controllerManager, cp.apiServer.current(), cp.etcd.current()} {
 			if p != nil {
 				errs = append(errs, p.stop())
 			}
@@ -561,7 +545,7 @@ func (cp *ControlPlane) stop(keepDir bool) error {
 // end of its log), for programs like hack/local-up.sh's runner that keep the control plane up until interrupted.
 func (cp *ControlPlane) Wait(ctx context.Context) error {
 	exited := make(chan *process, 3)
-	for _, p := range []*process{cp.etcd, cp.currentAPIServer(), cp.controllerManager} {
+	for _, p := range []*process{cp.etcd.current(), cp.apiServer.current(), cp.controllerManager} {
 		if p == nil {
 			continue
 		}
