@@ -124,12 +124,8 @@ func downUntilTheLeaderExits(t *testing.T, leader *manager, le leaderElection, c
 	}
 	down = false
 	back := time.Now()
-	readyz := controlPlane.AdminClient().Discovery().RESTClient().Get().AbsPath("/readyz")
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		body, err := readyz.DoRaw(ctx)
-		return err == nil && string(body) == "ok", nil
-	}); err != nil {
-		t.Fatalf("kube-apiserver not ready within 2 minutes of %s's return: %v", component, err)
+	if err := controlPlane.WaitAPIServerReady(t.Context()); err != nil {
+		t.Fatalf("kube-apiserver not ready after %s's return: %v", component, err)
 	}
 	o := outage{back: back, served: time.Now()}
 	t.Logf("%s was down %s; kube-apiserver ready %s after it was back", component,
@@ -149,7 +145,7 @@ func checkRecovery(t *testing.T, w *workload, identity, what string, o outage, l
 	t.Logf("%s: the Lease renewed by the same identity %s after kube-apiserver served again, every NEG exact %s after the component was back (lease duration %s)",
 		what, resumed.Round(100*time.Millisecond), exact.Round(100*time.Millisecond), le.leaseDuration)
 	if resumed >= le.leaseDuration/2 {
-		t.Errorf("%s: the restarted process renewed its own Lease only %s after it was back: it waited out its predecessor's lease (%s)",
+		t.Errorf("%s: the restarted process renewed its own Lease only %s after kube-apiserver served again: it waited out its predecessor's lease (%s)",
 			what, resumed.Round(100*time.Millisecond), le.leaseDuration)
 	}
 	if bound := le.leaseDuration + recoveryMargin; exact > bound {

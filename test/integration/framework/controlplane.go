@@ -429,6 +429,12 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 	return cp.apiServer.restart(ctx, cp)
 }
 
+// WaitAPIServerReady waits until kube-apiserver's /readyz, whose checks include etcd, answers ok: after StartEtcd,
+// kube-apiserver reconnects on its own, with backoff.
+func (cp *ControlPlane) WaitAPIServerReady(ctx context.Context) error {
+	return waitReady(ctx, cp.apiServer.current(), cp.apiServerReady)
+}
+
 // StopEtcd kills etcd (SIGKILL, as a crash would) and leaves it stopped until StartEtcd. kube-apiserver keeps
 // running: it answers, but every request that needs storage fails or times out, and its readiness check fails.
 // Stopping a stopped etcd does nothing.
