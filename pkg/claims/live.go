@@ -39,21 +39,29 @@ import (
 // cannot tell this from its cache; a LiveFunc asks it about another process's claimant.
 func TenantRuns(ctx context.Context, kube kubernetes.Interface, mp mpclientset.Interface, labelKey, tenant, namespace string,
 	runs func(*mpv1alpha1.ProviderConfig) bool) (bool, error) {
+	pc, err := runningConfig(ctx, kube, mp, labelKey, tenant, namespace, runs)
+	return pc != nil, err
+}
+
+// runningConfig is TenantRuns that returns the tenant's ProviderConfig as read, nil when the tenant does not run the
+// controller for namespace.
+func runningConfig(ctx context.Context, kube kubernetes.Interface, mp mpclientset.Interface, labelKey, tenant, namespace string,
+	runs func(*mpv1alpha1.ProviderConfig) bool) (*mpv1alpha1.ProviderConfig, error) {
 	ns, err := kube.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return false, nil
+		return nil, nil
 	}
 	if err != nil || ns.Labels[labelKey] != tenant {
-		return false, err
+		return nil, err
 	}
 	pc, err := mp.MultiprojectV1alpha1().ProviderConfigs().Get(ctx, tenant, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return false, nil
+		return nil, nil
 	}
-	if err != nil {
-		return false, err
+	if err != nil || pc.DeletionTimestamp != nil || !runs(pc) {
+		return nil, err
 	}
-	return pc.DeletionTimestamp == nil && runs(pc), nil
+	return pc, nil
 }
 
 // TenantObjects describes, for a Kind, a kind of claimant that is an object of a tenant's namespace (an Ingress,
@@ -71,6 +79,9 @@ type TenantObjects[Claimer metav1.Object, Publisher any] struct {
 	ClaimedNames func(Claimer) []string
 	// Runs says whether a tenant's ProviderConfig has the controller's section.
 	Runs func(*mpv1alpha1.ProviderConfig) bool
+	// ScopeNames, if set, turns the names a claimant asks for (ClaimedNames) into the names it claims, given its
+	// tenant's ProviderConfig: a custom NEG name is claimed in the tenant's GCP project. nil: the names as they are.
+	ScopeNames func(pc *mpv1alpha1.ProviderConfig, names []string) []string
 	// GetPublisher reads an object of the holdings resource from the API server.
 	GetPublisher func(ctx context.Context, namespace, name string) (Publisher, error)
 	// HoldingOf says what an object of the holdings resource publishes.
@@ -91,7 +102,8 @@ func (o TenantObjects[Claimer, Publisher]) Kind(name string, holdings schema.Gro
 }
 
 // live is the LiveFunc of TenantObjects: a claimant that is gone, was replaced (another UID), claims nothing or
-// whose tenant no longer runs the controller claims nothing.
+// whose tenant no longer runs the controller claims nothing; the others claim their names in their tenant's scope
+// as it is now (ScopeNames).
 func (o TenantObjects[Claimer, Publisher]) live(ctx context.Context, tenant, key string, uid types.UID) ([]string, error) {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -108,9 +120,12 @@ func (o TenantObjects[Claimer, Publisher]) live(ctx context.Context, tenant, key
 	if len(names) == 0 {
 		return nil, nil
 	}
-	runs, err := TenantRuns(ctx, o.Kube, o.MP, o.LabelKey, tenant, namespace, o.Runs)
-	if !runs {
+	pc, err := runningConfig(ctx, o.Kube, o.MP, o.LabelKey, tenant, namespace, o.Runs)
+	if pc == nil {
 		return nil, err
+	}
+	if o.ScopeNames != nil {
+		names = o.ScopeNames(pc, names)
 	}
 	return names, nil
 }

@@ -139,6 +139,43 @@ func TestKindLive(t *testing.T) {
 	}
 }
 
+// TestKindLiveScopesNames: with ScopeNames, a live claimant claims its names in its tenant's scope, read from the
+// tenant's ProviderConfig as it is now (a custom NEG name in the tenant's GCP project).
+func TestKindLiveScopesNames(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{liveLabelKey: "tenant-a"}}}
+	pc := &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"},
+		Spec: mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{ProjectID: "project-a"}}}
+	claimant := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "uid-a"},
+		Data: map[string]string{"x": "", "y": ""}}
+	objects := testObjects(ns, pc, claimant)
+	objects.ScopeNames = func(pc *mpv1alpha1.ProviderConfig, names []string) []string {
+		var out []string
+		for _, n := range names {
+			out = append(out, pc.Spec.GCP.ProjectID+"/"+n)
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name    string
+		project string
+		want    []string
+	}{
+		{name: "in its tenant's project", project: "project-a", want: []string{"project-a/x", "project-a/y"}},
+		{name: "in the project its tenant moved to", project: "project-b", want: []string{"project-b/x", "project-b/y"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pc.Spec.GCP.ProjectID = tt.project
+			if _, err := objects.MP.MultiprojectV1alpha1().ProviderConfigs().Update(context.Background(), pc, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := objects.Kind("ConfigMap", configMaps).Live(context.Background(), "tenant-a", "ns/a", "uid-a")
+			if err != nil || !slices.Equal(got, tt.want) {
+				t.Errorf("Live() = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
 func TestKindObject(t *testing.T) {
 	publisher := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, StringData: map[string]string{"x": ""}}
 	silent := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}}

@@ -119,13 +119,14 @@ func (d *declarations) check() {
 	}
 }
 
-// TestCustomNEGNameClaimedByTwoTenants: Services of two tenants, in two GCP projects, ask for one custom NEG name.
-// The one that claimed it first keeps it; the other gets one NEGNameConflict Warning naming it and no Translation.
-// Deleting the holder hands the name over once the holder's Translation (and so its NEGs) is gone; the NEGs then
-// exist in the other tenant's project only. No two Translations ever declare the name at once.
+// TestCustomNEGNameClaimedByTwoTenants: Services of two tenants sharing one GCP project ask for one custom NEG name,
+// which is held once per project. The one that claimed it first keeps it; the other gets one NEGNameConflict
+// Warning naming it and no Translation. Deleting the holder hands the name over once the holder's Translation (and
+// so its NEGs) is gone; the NEGs of that name are then the other's, with its marker. No two Translations ever
+// declare the name at once.
 func TestCustomNEGNameClaimedByTwoTenants(t *testing.T) {
 	e := newEnv(t)
-	a, b := e.newTenant("a", projectA), e.newTenant("b", projectB)
+	a, b := e.newTenant("a", projectA), e.newTenant("b", projectA)
 	nsA, nsB := a.namespace(), b.namespace()
 	e.waitGCKnowsTranslations(nsA)
 	nodes := "nc-" + a.name
@@ -142,16 +143,16 @@ func TestCustomNEGNameClaimedByTwoTenants(t *testing.T) {
 	first := e.service(nsA, "web", annotation)
 	e.waitConverged(projectA, nsA, "web", 80, 8080, eps)
 	second := e.service(nsB, "web", annotation)
-	holder, other, holderProject, otherProject := first, second, projectA, projectB
+	holder, other := first, second
 	if claimsFirst(second, first) {
-		holder, other, holderProject, otherProject = second, first, projectB, projectA
+		holder, other = second, first
 		t.Logf("Service %s/web was created in the same second with the smaller UID: it takes the name over", nsB)
 	}
 	holderName := fmt.Sprintf("Service %s/%s", holder.Namespace, holder.Name)
 	e.waitFor("a NEGNameConflict Warning on the other Service", 30*time.Second, func() (bool, error) {
 		return len(e.events(other.Namespace, other.Name, translator.ReasonNameConflict)) > 0, nil
 	})
-	e.waitConverged(holderProject, holder.Namespace, "web", 80, 8080, eps)
+	e.waitConverged(projectA, holder.Namespace, "web", 80, 8080, eps)
 	if tr := e.translation(other.Namespace, "neg-v1-web-80"); tr != nil {
 		t.Errorf("the other Service has a Translation: %+v", tr.Spec.Resources)
 	}
@@ -159,8 +160,15 @@ func TestCustomNEGNameClaimedByTwoTenants(t *testing.T) {
 	if err := e.adminKube.CoreV1().Services(holder.Namespace).Delete(e.ctx, holder.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitConverged(otherProject, other.Namespace, "web", 80, 8080, eps)
-	e.waitFor("the holder's NEGs to be deleted", 30*time.Second, func() (bool, error) { return e.negsGone(holderProject, name), nil })
+	taken, _ := e.waitConverged(projectA, other.Namespace, "web", 80, 8080, eps)
+	e.waitFor("the NEGs of the name to carry the new holder's marker", 30*time.Second, func() (bool, error) {
+		for _, z := range zones {
+			if neg, ok := e.gce.NEG(projectA, z, name); !ok || neg.Description != taken.Spec.Resources[0].Description {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 	var conflicts []string
 	for _, ev := range e.events(other.Namespace, other.Name, translator.ReasonNameConflict) {
 		for range max(ev.Count, 1) {

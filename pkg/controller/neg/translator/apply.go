@@ -142,7 +142,7 @@ func (t *Translator) applyWrite(ctx context.Context, svc *corev1.Service, w writ
 			if holder == "" {
 				return nil, nil
 			}
-			return &tenant.Warning{Reason: ReasonNameConflict, Message: nameConflictMessage(w.reserve, portOf(w.want), holder)}, nil
+			return &tenant.Warning{Reason: ReasonNameConflict, Message: nameConflictMessage(w.reserve, t.gcp.ProjectID, portOf(w.want), holder)}, nil
 		}
 	}
 	var err error
@@ -215,7 +215,7 @@ func (t *Translator) patchSpec(ctx context.Context, svc *corev1.Service, have, w
 	return nil
 }
 
-// update writes want's spec, labels, generated-name record and controller reference over have, bound to have's
+// update writes want's spec, labels, translatorAnnotations and controller reference over have, bound to have's
 // version.
 func (t *Translator) update(ctx context.Context, svc *corev1.Service, have, want *mpv1alpha1.Translation) error {
 	updated := have.DeepCopy()
@@ -225,11 +225,12 @@ func (t *Translator) update(ctx context.Context, svc *corev1.Service, have, want
 	}
 	maps.Copy(updated.Labels, want.Labels)
 	// Other annotations (another build's, a user's) stay as they are.
-	const generated = mpv1alpha1.TranslationGeneratedNEGNameAnnotationKey
-	if name, ok := want.Annotations[generated]; ok {
-		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, generated, name)
-	} else {
-		delete(updated.Annotations, generated)
+	for _, key := range translatorAnnotations {
+		if value, ok := want.Annotations[key]; ok {
+			metav1.SetMetaDataAnnotation(&updated.ObjectMeta, key, value)
+		} else {
+			delete(updated.Annotations, key)
+		}
 	}
 	updated.OwnerReferences = withController(updated.OwnerReferences, want.OwnerReferences[0])
 	key := svc.Namespace + "/" + svc.Name

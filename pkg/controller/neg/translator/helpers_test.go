@@ -61,6 +61,7 @@ var testIdentity = clusterIdentity{name: testCluster, uid: testClusterUID}
 
 const (
 	testTenant  = "tenant-a"
+	testProject = "tenant-a-project"
 	testCluster = "prod-eu"
 	// testClusterUID stands for the kube-system Namespace's UID that pkg/clusterid records.
 	testClusterUID = "6a1f4c1e-2d3b-4c5d-8e9f-0a1b2c3d4e5f"
@@ -170,7 +171,7 @@ func newHarness(t testing.TB, objects ...runtime.Object) *harness {
 	h.tctx = &tenant.Context{
 		Controller: "neg",
 		ProviderConfig: &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: testTenant},
-			Spec: mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{ProjectID: "tenant-a-project", Network: "vpc-a", Subnetwork: "sub-a"}}},
+			Spec: mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{ProjectID: testProject, Network: "vpc-a", Subnetwork: "sub-a"}}},
 		ProviderConfigLabelKey: testLabelKey,
 		KubeClient:             h.kube,
 		MultiprojectClient:     h.mp,

@@ -54,8 +54,8 @@ type negCluster struct {
 	shared map[schema.GroupVersionResource]cache.SharedIndexInformer
 	// claims is the process's claims.Set, which every tenant's translator joins.
 	claims *claims.Set
-	// declaring counts, from a watch started before anything ran, the Translations that declare each NEG name at
-	// once; max is the most there ever were.
+	// declaring counts, from a watch started before anything ran, the Translations that declare each NEG name in a
+	// project at once; max is the most there ever were.
 	mu        sync.Mutex
 	declaring map[string]map[string]bool
 	max       map[string]int
@@ -109,20 +109,24 @@ func (c *negCluster) count(t watch.EventType, tr *mpv1alpha1.Translation) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := tr.Namespace + "/" + tr.Name
-	for _, r := range tr.Spec.Resources {
-		if c.declaring[r.Name] == nil {
-			c.declaring[r.Name] = map[string]bool{}
+	// A name is counted per GCP project, where it is held (heldNEGNames: "<project>/<name>"); a Translation that
+	// stops holding one (its tenant moved) no longer counts for it.
+	for _, declarers := range c.declaring {
+		delete(declarers, key)
+	}
+	if t == watch.Deleted {
+		return
+	}
+	for _, name := range heldNEGNames(tr) {
+		if c.declaring[name] == nil {
+			c.declaring[name] = map[string]bool{}
 		}
-		if t == watch.Deleted {
-			delete(c.declaring[r.Name], key)
-			continue
-		}
-		c.declaring[r.Name][key] = true
-		c.max[r.Name] = max(c.max[r.Name], len(c.declaring[r.Name]))
+		c.declaring[name][key] = true
+		c.max[name] = max(c.max[name], len(c.declaring[name]))
 	}
 }
 
-// neverTwo stops the watch and fails the test if two Translations ever declared one NEG name at once.
+// neverTwo stops the watch and fails the test if two Translations ever declared one NEG name in one project at once.
 func (c *negCluster) neverTwo() {
 	c.t.Helper()
 	c.watcher.Stop()
@@ -156,8 +160,17 @@ func (i viewsAndShared) Shared(gvr schema.GroupVersionResource) (cache.SharedInd
 	return tenanttest.Informers(i.shared).Informer(gvr)
 }
 
-// start runs the translator of tenant name, which owns namespace.
+// sharedProject is the GCP project of the tenants start runs: a custom NEG name is held once per project.
+const sharedProject = "shared-project"
+
+// start runs the translator of tenant name, which owns namespace, in sharedProject.
 func (c *negCluster) start(name, namespace string) *negTenant {
+	c.t.Helper()
+	return c.startIn(name, namespace, sharedProject)
+}
+
+// startIn runs the translator of tenant name, which owns namespace, in GCP project.
+func (c *negCluster) startIn(name, namespace, project string) *negTenant {
 	c.t.Helper()
 	kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(c.kube, 0, kubeinformers.WithNamespace(namespace))
 	mpFactory := mpinformers.NewSharedInformerFactoryWithOptions(c.mp, 0, mpinformers.WithNamespace(namespace))
@@ -165,7 +178,7 @@ func (c *negCluster) start(name, namespace string) *negTenant {
 	tr, err := New(&tenant.Context{
 		Controller: "neg",
 		ProviderConfig: &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{ProjectID: name + "-project", Network: "vpc"}}},
+			Spec: mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{ProjectID: project, Network: "vpc"}}},
 		ProviderConfigLabelKey: testLabelKey,
 		KubeClient:             c.kube,
 		MultiprojectClient:     c.mp,
@@ -252,8 +265,8 @@ func nameConflictsNaming(events *recorder, holder string) int {
 	return n
 }
 
-// TestACustomNEGNameIsUsedOnceAcrossTenants: two tenants' Services ask for one custom NEG name; the earlier keeps
-// it, the later gets one NEGNameConflict naming it and no Translation for the port, and takes the name over once the
+// TestACustomNEGNameIsUsedOnceAcrossTenants: two tenants' Services in one GCP project ask for one custom NEG name;
+// the earlier keeps it, the later gets one NEGNameConflict naming it and no Translation for the port, and takes the name over once the
 // earlier is deleted and its Translation is gone.
 func TestACustomNEGNameIsUsedOnceAcrossTenants(t *testing.T) {
 	c := newNEGCluster(t, node("n1", zoneB),

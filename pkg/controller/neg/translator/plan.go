@@ -33,6 +33,8 @@ type planInput struct {
 	service *corev1.Service
 	// tenant and labelKey say which Translations are this tenant's: labelKey=tenant.
 	tenant, labelKey string
+	// project is the tenant's GCP project, where its custom NEG names are claimed.
+	project string
 	// desired are the Service's Translations as they must be, one per exposed port it may have.
 	desired []*mpv1alpha1.Translation
 	// custom maps a desired Translation's name to the custom NEG name it declares (absent: a generated one).
@@ -198,10 +200,11 @@ func (in planInput) newerInUse(have *mpv1alpha1.Translation, wanted map[string]*
 
 // planWrite plans the write, if any, that makes have (nil: none) want.
 func (p *plan) planWrite(in planInput, want, have *mpv1alpha1.Translation, leaving []*mpv1alpha1.Translation) {
-	// A custom name the Service's Translation does not declare yet is reserved before the write: no other
-	// Service's Translation may declare it, nor be about to.
+	// A custom name the Service's Translation does not hold yet in the tenant's project is reserved before the
+	// write: no other Service's Translation may declare it there, nor be about to. The Translation of a tenant whose
+	// projectID changed holds it in the old project only: the name is claimed anew in the new one.
 	reserve := in.custom[want.Name]
-	if have != nil && declares(have, reserve) {
+	if have != nil && holdsNEGName(have, in.project, reserve) {
 		reserve = ""
 	}
 	switch {
@@ -282,17 +285,23 @@ func needsUpdate(have, want *mpv1alpha1.Translation) bool {
 	return !apiequality.Semantic.DeepEqual(have.Spec, want.Spec) || metadataDiffers(have, want)
 }
 
-// metadataDiffers says whether have lacks one of want's labels, records another generated NEG name than want's, or
-// has another controller than want's.
+// translatorAnnotations are the annotations of a Translation that its translator owns: the generated NEG name and
+// a custom one's project.
+var translatorAnnotations = []string{mpv1alpha1.TranslationGeneratedNEGNameAnnotationKey, mpv1alpha1.TranslationNEGProjectAnnotationKey}
+
+// metadataDiffers says whether have lacks one of want's labels, has other translatorAnnotations than want's (another
+// generated NEG name, a custom name's project an older build did not record or the tenant's projectID changed
+// since), or has another controller than want's.
 func metadataDiffers(have, want *mpv1alpha1.Translation) bool {
 	for k, v := range want.Labels {
 		if have.Labels[k] != v {
 			return true
 		}
 	}
-	const generated = mpv1alpha1.TranslationGeneratedNEGNameAnnotationKey
-	if have.Annotations[generated] != want.Annotations[generated] {
-		return true
+	for _, key := range translatorAnnotations {
+		if have.Annotations[key] != want.Annotations[key] {
+			return true
+		}
 	}
 	ref := metav1.GetControllerOf(have)
 	return ref == nil || !apiequality.Semantic.DeepEqual(*ref, want.OwnerReferences[0])

@@ -61,6 +61,21 @@ func TestPlanTranslations(t *testing.T) {
 		for i := range tr.Spec.Resources {
 			tr.Spec.Resources[i].Name = "shop-web"
 		}
+		tr.Annotations = map[string]string{mpv1alpha1.TranslationNEGProjectAnnotationKey: testProject}
+		return tr
+	}
+	inProject := func(project string, tr *mpv1alpha1.Translation) *mpv1alpha1.Translation {
+		tr.Annotations[mpv1alpha1.TranslationNEGProjectAnnotationKey] = project
+		return tr
+	}
+	// olderBuilds is a custom-named Translation of a build before projects were recorded on it, whose pusher
+	// declared its NEGs in project.
+	olderBuilds := func(project string, tr *mpv1alpha1.Translation) *mpv1alpha1.Translation {
+		tr.Annotations = nil
+		for _, r := range tr.Spec.Resources {
+			tr.Status.Resources = append(tr.Status.Resources, mpv1alpha1.BackendResourceStatus{Kind: r.Kind, Name: r.Name,
+				Zone: r.Zone, Project: project, State: mpv1alpha1.BackendResourceStateReady})
+		}
 		return tr
 	}
 	for _, tc := range []struct {
@@ -112,10 +127,20 @@ func TestPlanTranslations(t *testing.T) {
 		{name: "a custom name declared already is not reserved again", desired: []*mpv1alpha1.Translation{withEndpoint(custom(want()))},
 			custom: map[string]string{"neg-v1-web-80": "shop-web"}, cached: []*mpv1alpha1.Translation{custom(want())}, want: []string{"patch neg-v1-web-80"}},
 		{name: "a custom name new to the Translation is reserved", desired: []*mpv1alpha1.Translation{custom(want())},
-			custom: map[string]string{"neg-v1-web-80": "shop-web"}, cached: []*mpv1alpha1.Translation{want()}, want: []string{"patch neg-v1-web-80 reserving shop-web"}},
+			custom: map[string]string{"neg-v1-web-80": "shop-web"}, cached: []*mpv1alpha1.Translation{want()}, want: []string{"update neg-v1-web-80 reserving shop-web"}},
+		{name: "a custom name declared in another project (the projectID changed) is reserved in the tenant's",
+			desired: []*mpv1alpha1.Translation{custom(want())}, custom: map[string]string{"neg-v1-web-80": "shop-web"},
+			cached: []*mpv1alpha1.Translation{inProject("old-project", custom(want()))}, want: []string{"update neg-v1-web-80 reserving shop-web"}},
+		{name: "an older build's custom name, pushed in the tenant's project, gets its project recorded without a reservation",
+			desired: []*mpv1alpha1.Translation{custom(want())}, custom: map[string]string{"neg-v1-web-80": "shop-web"},
+			cached: []*mpv1alpha1.Translation{olderBuilds(testProject, custom(want()))}, want: []string{"update neg-v1-web-80"}},
+		{name: "an older build's custom name, pushed in another project, is reserved in the tenant's",
+			desired: []*mpv1alpha1.Translation{custom(want())}, custom: map[string]string{"neg-v1-web-80": "shop-web"},
+			cached: []*mpv1alpha1.Translation{olderBuilds("old-project", custom(want()))}, want: []string{"update neg-v1-web-80 reserving shop-web"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := planInput{service: web, tenant: testTenant, labelKey: testLabelKey, desired: tc.desired, custom: tc.custom, cached: tc.cached}
+			in := planInput{service: web, tenant: testTenant, labelKey: testLabelKey, project: testProject, desired: tc.desired,
+				custom: tc.custom, cached: tc.cached}
 			for _, uid := range tc.asked {
 				if in.asked == nil {
 					in.asked = map[types.UID]bool{}

@@ -167,13 +167,13 @@ func (t *Translator) desiredTranslations(svc *corev1.Service, ports []negapi.Exp
 				return desired{}, err
 			}
 			if !answer.Settled() {
-				d.unsettled = append(d.unsettled, unsettledName{answer: answer, port: p.Port})
+				d.unsettled = append(d.unsettled, unsettledName{name: p.CustomName, answer: answer, port: p.Port})
 			}
 			if !answer.IsSelf {
 				if answer.Settled() {
 					// Unsettled, the warning waits for the live read that confirms the holder (settleNames).
 					d.warnings = append(d.warnings, tenant.Warning{Reason: ReasonNameConflict,
-						Message: nameConflictMessage(p.CustomName, p.Port, t.names.Describe(answer.Holder))})
+						Message: nameConflictMessage(p.CustomName, t.gcp.ProjectID, p.Port, t.names.Describe(answer.Holder))})
 				}
 				continue
 			}
@@ -216,7 +216,8 @@ func (t *Translator) endpointSlicesOf(svc *corev1.Service) ([]*discoveryv1.Endpo
 
 // translation builds the desired Translation of one Service port: one NEG per zone of the tenant's Nodes, in zone
 // order, each named and marked as id says, and holding the ready endpoints of that zone. A generated name is
-// recorded in an annotation, so that every later build keeps it (negIdentity).
+// recorded in an annotation, so that every later build keeps it (negIdentity); a custom name's project in another,
+// so that it is held there (heldNEGNames).
 func (t *Translator) translation(svc *corev1.Service, servicePort *corev1.ServicePort, id negID, topo *topology) (*mpv1alpha1.Translation, leftOut, error) {
 	endpointSlices, err := t.endpointSlicesOf(svc)
 	if err != nil {
@@ -237,6 +238,9 @@ func (t *Translator) translation(svc *corev1.Service, servicePort *corev1.Servic
 	}
 	if id.generated {
 		tr.Annotations = map[string]string{mpv1alpha1.TranslationGeneratedNEGNameAnnotationKey: id.name}
+	} else {
+		// A custom name is held in the project it is declared in (heldNEGNames).
+		tr.Annotations = map[string]string{mpv1alpha1.TranslationNEGProjectAnnotationKey: t.gcp.ProjectID}
 	}
 	for _, zone := range topo.zones {
 		tr.Spec.Resources = append(tr.Spec.Resources, mpv1alpha1.BackendResource{

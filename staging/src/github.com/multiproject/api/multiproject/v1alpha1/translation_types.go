@@ -40,6 +40,16 @@ const TranslationOwnerUIDLabelKey = "multiproject.io/owner-uid"
 // renames a NEG: GCE cannot rename one, and load balancers reference it.
 const TranslationGeneratedNEGNameAnnotationKey = "multiproject.io/generated-neg-name"
 
+// TranslationNEGProjectAnnotationKey records, on a Translation that declares a
+// custom NEG name (one the user chose), the GCP project its translator
+// declared it in. A custom name is held once per GCP project, as GCE names a
+// zonal NEG within its project and zone, and whoever decides who holds it
+// reads the Translations of every tenant, which say nothing else of their
+// project until the pusher has recorded one in the status. A Translation
+// without it (made by an older build) holds its names in the projects its
+// status lists.
+const TranslationNEGProjectAnnotationKey = "multiproject.io/neg-project"
+
 // TranslationConditionSynced is the condition the pusher sets on a
 // Translation: True when every backend resource matches the spec of
 // metadata.generation == status.observedGeneration.
