@@ -40,12 +40,14 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
 )
 
-// TestClaimsHoldAcrossShardedReplicas: three replicas of the built binary with --sharding=true share six tenants;
-// each tenant creates, at the same moment, an Ingress publishing one host and a Service asking for one custom NEG
-// name, the same host and name for all six. Exactly one PangolinResource publishes the host, the earliest
-// Ingress's, and exactly one Translation declares the name, the earliest Service's, however the tenants fall on
-// the replicas; the others get HostConflict and NEGNameConflict Warnings naming the holder. Watches running through
-// the whole test fail it if two objects ever published the host, or declared the name, at once.
+// TestClaimsHoldAcrossShardedReplicas: three replicas of the built binary with --sharding=true share six tenants,
+// three in one GCP project and three in another; each tenant creates, at the same moment, an Ingress publishing one
+// host and a Service asking for one custom NEG name, the same host and name for all six. Exactly one
+// PangolinResource publishes the host, the earliest Ingress's, and in each project exactly one Translation declares
+// the name, the earliest Service's of that project (a custom NEG name is held per GCP project), however the tenants
+// fall on the replicas; the others get HostConflict and NEGNameConflict Warnings naming their holder. Watches
+// running through the whole test fail it if two objects ever published the host, or declared the name in one
+// project, at once.
 func TestClaimsHoldAcrossShardedReplicas(t *testing.T) {
 	const tenants = 6
 	resetLease(t)
@@ -55,7 +57,11 @@ func TestClaimsHoldAcrossShardedReplicas(t *testing.T) {
 	gce := startFakeGCE(t)
 	ws := make([]*workload, tenants)
 	for i := range ws {
-		ws[i] = newWorkload(t, gce)
+		ws[i] = newWorkloadWithoutProviderConfig(t, gce)
+		if i >= 2 {
+			ws[i].project = ws[i%2].project
+		}
+		ws[i].createProviderConfig()
 	}
 	host := "shared-" + ws[0].tenant + ".example.com"
 	negName := "shared-" + ws[0].tenant
@@ -113,22 +119,31 @@ func TestClaimsHoldAcrossShardedReplicas(t *testing.T) {
 		}
 		return ing.ObjectMeta, nil
 	})
-	svcHolder := earliest(t, ws, func(w *workload) (metav1.ObjectMeta, error) {
-		svc, err := w.kube.CoreV1().Services(w.appNS).Get(w.ctx, "api", metav1.GetOptions{})
-		if err != nil {
-			return metav1.ObjectMeta{}, err
-		}
-		return svc.ObjectMeta, nil
-	})
-	t.Logf("earliest Ingress: tenant %s; earliest Service: tenant %s", ingHolder.tenant, svcHolder.tenant)
+	svcHolders := map[string]*workload{} // project → the tenant whose Service holds the name there
+	var holderNamespaces []string
+	for _, project := range []string{ws[0].project, ws[1].project} {
+		inProject := slices.DeleteFunc(slices.Clone(ws), func(w *workload) bool { return w.project != project })
+		svcHolders[project] = earliest(t, inProject, func(w *workload) (metav1.ObjectMeta, error) {
+			svc, err := w.kube.CoreV1().Services(w.appNS).Get(w.ctx, "api", metav1.GetOptions{})
+			if err != nil {
+				return metav1.ObjectMeta{}, err
+			}
+			return svc.ObjectMeta, nil
+		})
+		holderNamespaces = append(holderNamespaces, svcHolders[project].appNS)
+		t.Logf("earliest Service of project %s: tenant %s", project, svcHolders[project].tenant)
+	}
+	slices.Sort(holderNamespaces)
+	t.Logf("earliest Ingress: tenant %s", ingHolder.tenant)
 
-	// The others are told who holds the host and the name.
+	// The others are told who holds the host and, in their project, the name.
 	for _, w := range ws {
 		if w != ingHolder {
 			waitEvent(w.ctx, t, "Ingress", w.appNS, "web", ingresstunnel.ReasonHostConflict, host, "Ingress "+ingHolder.appNS+"/web")
 		}
-		if w != svcHolder {
-			waitEvent(w.ctx, t, "Service", w.appNS, "api", translator.ReasonNameConflict, negName, "Service "+svcHolder.appNS+"/api")
+		if holder := svcHolders[w.project]; w != holder {
+			waitEvent(w.ctx, t, "Service", w.appNS, "api", translator.ReasonNameConflict, negName, "GCP project "+w.project,
+				"Service "+holder.appNS+"/api")
 		}
 	}
 	// Exactly the holders publish.
@@ -137,18 +152,19 @@ func TestClaimsHoldAcrossShardedReplicas(t *testing.T) {
 		if err != nil {
 			return false, nil
 		}
-		return slices.Equal(pub.resources, []string{ingHolder.appNS}) && slices.Equal(pub.translations, []string{svcHolder.appNS}), nil
+		slices.Sort(pub.translations)
+		return slices.Equal(pub.resources, []string{ingHolder.appNS}) && slices.Equal(pub.translations, holderNamespaces), nil
 	})
 	if err != nil {
 		pub, _ := publishersOf(t.Context(), ws[0], host, negName)
-		t.Fatalf("host %s published from %v (want only %s), NEG name %s declared from %v (want only %s)",
-			host, pub.resources, ingHolder.appNS, negName, pub.translations, svcHolder.appNS)
+		t.Fatalf("host %s published from %v (want only %s), NEG name %s declared from %v (want only %v)",
+			host, pub.resources, ingHolder.appNS, negName, pub.translations, holderNamespaces)
 	}
 	if n := hostCounter.stop(); n != 1 {
 		t.Errorf("%d PangolinResources published %s at once, want 1", n, host)
 	}
 	if n := negCounter.stop(); n != 1 {
-		t.Errorf("%d Translations declared NEG name %s at once, want 1", n, negName)
+		t.Errorf("%d Translations declared NEG name %s in one project at once, want 1", n, negName)
 	}
 	for _, m := range replicas {
 		stopGracefully(t, m)
@@ -204,8 +220,8 @@ func declaresNEG(tr *mpv1alpha1.Translation, name string) bool {
 	return slices.ContainsFunc(tr.Spec.Resources, func(r mpv1alpha1.BackendResource) bool { return r.Name == name })
 }
 
-// declarers counts, from one watch of every Translation, the most that ever declared one NEG name at once (one
-// being deleted still counts: its pusher deletes the NEGs before its finalizer goes).
+// declarers counts, from one watch of every Translation, the most that ever declared one NEG name in one GCP
+// project at once (one being deleted still counts: its pusher deletes the NEGs before its finalizer goes).
 type declarers struct {
 	w    watch.Interface
 	done chan struct{}
@@ -220,16 +236,23 @@ func countDeclarers(t *testing.T, w *workload, name string) *declarers {
 		t.Fatal(err)
 	}
 	d := &declarers{done: make(chan struct{})}
-	live := map[types.UID]bool{}
+	live := map[string]map[types.UID]bool{} // project → the Translations that declare the name there
 	observe := func(typ watch.EventType, tr *mpv1alpha1.Translation) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
+		for _, declaring := range live {
+			delete(declaring, tr.UID)
+		}
 		if typ == watch.Deleted || !declaresNEG(tr, name) {
-			delete(live, tr.UID)
 			return
 		}
-		live[tr.UID] = true
-		d.max = max(d.max, len(live))
+		for _, project := range declaredIn(tr, name) {
+			if live[project] == nil {
+				live[project] = map[types.UID]bool{}
+			}
+			live[project][tr.UID] = true
+			d.max = max(d.max, len(live[project]))
+		}
 	}
 	for i := range list.Items {
 		observe(watch.Added, &list.Items[i])
@@ -246,6 +269,19 @@ func countDeclarers(t *testing.T, w *workload, name string) *declarers {
 		}
 	}()
 	return d
+}
+
+// declaredIn are the GCP projects where a Translation that declares the NEG name may have a NEG of it: the one its
+// translator declared it in, and those its pusher's status lists.
+func declaredIn(tr *mpv1alpha1.Translation, name string) []string {
+	projects := []string{tr.Annotations[mpv1alpha1.TranslationNEGProjectAnnotationKey]}
+	for _, r := range tr.Status.Resources {
+		if r.Name == name && r.Project != "" {
+			projects = append(projects, r.Project)
+		}
+	}
+	slices.Sort(projects)
+	return slices.Compact(projects)
 }
 
 func (d *declarers) stop() int {
