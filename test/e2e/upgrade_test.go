@@ -132,6 +132,10 @@ func TestUpgradeAndRollbackKeepEveryNEG(t *testing.T) {
 	w.waitConverged("b': svc-0 scaled up on this build")
 	w.setService("svc-2", w.endpoints(2, 0, 1))
 	w.waitConverged("b': svc-2 created on this build")
+	// A custom NEG name, which this build claims in the tenant's project and records there on the Translation
+	// (multiproject.io/neg-project): the rollback must keep its NEG, as the previous build claims it once per cluster.
+	w.setNamedService("svc-4", "named-"+w.tenant, w.endpoints(4, 0, 1))
+	w.waitConverged("b': svc-4, with a custom NEG name, created on this build")
 	s.end()
 
 	before = s.keep("before c")
@@ -235,6 +239,9 @@ func TestUpgradeAndRollbackOfShardedReplicasKeepsEveryNEG(t *testing.T) {
 		ws[i].setService("svc-0", ws[i].endpoints(0, 0, 1))
 		ws[i].setService("svc-1", ws[i].endpoints(1, 0, 1))
 		ws[i].setIngress("web", hosts(0, ws[i].tenant+"-a", ws[i].tenant+"-b")...)
+		// A custom NEG name: the previous build records its claim under the name, this build under the project and
+		// name; each build's records must keep the NEG through the upgrade and the rollback (docs/upgrade.md).
+		ws[i].setNamedService("svc-3", "named-"+ws[i].tenant, ws[i].endpoints(3, 0, 1))
 		projects = append(projects, ws[i].project)
 	}
 	s := startUpgradeSampler(t, gce, calls, ws, nil)
