@@ -42,9 +42,9 @@ import (
 
 // TestClaimsHoldAcrossShardedReplicas: three replicas of the built binary with --sharding=true share six tenants;
 // each tenant creates, at the same moment, an Ingress publishing one host and a Service asking for one custom NEG
-// name, the same host and name for all six. Exactly one PangolinResource publishes the host, the earliest
-// Ingress's, and exactly one Translation declares the name, the earliest Service's, however the tenants fall on
-// the replicas; the others get HostConflict and NEGNameConflict Warnings naming the holder. Watches running through
+// name, the same host and name for all six. Exactly one PangolinResource publishes the host and exactly one
+// Translation declares the name, however the tenants fall on the replicas; the others get HostConflict and
+// NEGNameConflict Warnings naming the holder. Watches running through
 // the whole test fail it if two objects ever published the host, or declared the name, at once.
 func TestClaimsHoldAcrossShardedReplicas(t *testing.T) {
 	const tenants = 6
@@ -106,21 +106,20 @@ func TestClaimsHoldAcrossShardedReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ingHolder := earliest(t, ws, func(w *workload) (metav1.ObjectMeta, error) {
-		ing, err := w.kube.NetworkingV1().Ingresses(w.appNS).Get(w.ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			return metav1.ObjectMeta{}, err
-		}
-		return ing.ObjectMeta, nil
+	// One Ingress and one Service end up publishing: the first whose publication the API server took (among
+	// claimants nobody holds, an earlier one may take the claim record before the later one's object is announced
+	// in it, never after). Once one publishes, it keeps the name.
+	var pub published
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, convergeTimeout, true, func(ctx context.Context) (bool, error) {
+		var err error
+		pub, err = publishersOf(ctx, ws[0], host, negName)
+		return err == nil && len(pub.resources) == 1 && len(pub.translations) == 1, nil
 	})
-	svcHolder := earliest(t, ws, func(w *workload) (metav1.ObjectMeta, error) {
-		svc, err := w.kube.CoreV1().Services(w.appNS).Get(w.ctx, "api", metav1.GetOptions{})
-		if err != nil {
-			return metav1.ObjectMeta{}, err
-		}
-		return svc.ObjectMeta, nil
-	})
-	t.Logf("earliest Ingress: tenant %s; earliest Service: tenant %s", ingHolder.tenant, svcHolder.tenant)
+	if err != nil {
+		t.Fatalf("host %s published from %v, NEG name %s declared from %v; want one each", host, pub.resources, negName, pub.translations)
+	}
+	ingHolder, svcHolder := workloadIn(t, ws, pub.resources[0]), workloadIn(t, ws, pub.translations[0])
+	t.Logf("the host is published by tenant %s, the NEG name declared by tenant %s", ingHolder.tenant, svcHolder.tenant)
 
 	// The others are told who holds the host and the name.
 	for _, w := range ws {
@@ -131,16 +130,11 @@ func TestClaimsHoldAcrossShardedReplicas(t *testing.T) {
 			waitEvent(w.ctx, t, "Service", w.appNS, "api", translator.ReasonNameConflict, negName, "Service "+svcHolder.appNS+"/api")
 		}
 	}
-	// Exactly the holders publish.
-	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, convergeTimeout, true, func(ctx context.Context) (bool, error) {
-		pub, err := publishersOf(ctx, ws[0], host, negName)
-		if err != nil {
-			return false, nil
-		}
-		return slices.Equal(pub.resources, []string{ingHolder.appNS}) && slices.Equal(pub.translations, []string{svcHolder.appNS}), nil
-	})
-	if err != nil {
-		pub, _ := publishersOf(t.Context(), ws[0], host, negName)
+	// And the holders still publish, alone.
+	if pub, err = publishersOf(t.Context(), ws[0], host, negName); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(pub.resources, []string{ingHolder.appNS}) || !slices.Equal(pub.translations, []string{svcHolder.appNS}) {
 		t.Fatalf("host %s published from %v (want only %s), NEG name %s declared from %v (want only %s)",
 			host, pub.resources, ingHolder.appNS, negName, pub.translations, svcHolder.appNS)
 	}
@@ -155,23 +149,16 @@ func TestClaimsHoldAcrossShardedReplicas(t *testing.T) {
 	}
 }
 
-// earliest returns the workload whose object comes first as claims order claimants: the earlier creation, then
-// the smaller UID.
-func earliest(t *testing.T, ws []*workload, get func(*workload) (metav1.ObjectMeta, error)) *workload {
+// workloadIn returns the workload whose app namespace is namespace.
+func workloadIn(t *testing.T, ws []*workload, namespace string) *workload {
 	t.Helper()
-	var first *workload
-	var firstClaim claims.Claimant
 	for _, w := range ws {
-		meta, err := get(w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := claims.Claimant{Key: meta.Namespace + "/" + meta.Name, UID: meta.UID, Created: meta.CreationTimestamp}
-		if first == nil || c.Before(firstClaim) {
-			first, firstClaim = w, c
+		if w.appNS == namespace {
+			return w
 		}
 	}
-	return first
+	t.Fatalf("no tenant has namespace %s", namespace)
+	return nil
 }
 
 // published lists the namespaces whose PangolinResources publish a host and whose Translations declare a NEG name.

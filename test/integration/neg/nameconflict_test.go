@@ -120,9 +120,9 @@ func (d *declarations) check() {
 }
 
 // TestCustomNEGNameClaimedByTwoTenants: Services of two tenants, in two GCP projects, ask for one custom NEG name.
-// The one that claimed it first keeps it; the other gets one NEGNameConflict Warning naming it and no Translation.
-// Deleting the holder hands the name over once the holder's Translation (and so its NEGs) is gone; the NEGs then
-// exist in the other tenant's project only. No two Translations ever declare the name at once.
+// The one whose Translation declares it keeps it; the other gets one NEGNameConflict Warning naming it and no
+// Translation. Deleting the holder hands the name over once the holder's Translation (and so its NEGs) is gone; the
+// NEGs then exist in the other tenant's project only. No two Translations ever declare the name at once.
 func TestCustomNEGNameClaimedByTwoTenants(t *testing.T) {
 	e := newEnv(t)
 	a, b := e.newTenant("a", projectA), e.newTenant("b", projectB)
@@ -142,11 +142,9 @@ func TestCustomNEGNameClaimedByTwoTenants(t *testing.T) {
 	first := e.service(nsA, "web", annotation)
 	e.waitConverged(projectA, nsA, "web", 80, 8080, eps)
 	second := e.service(nsB, "web", annotation)
+	// The first Service declares the name: it keeps it, even when the second comes first by UID (created in the
+	// same second).
 	holder, other, holderProject, otherProject := first, second, projectA, projectB
-	if claimsFirst(second, first) {
-		holder, other, holderProject, otherProject = second, first, projectB, projectA
-		t.Logf("Service %s/web was created in the same second with the smaller UID: it takes the name over", nsB)
-	}
 	holderName := fmt.Sprintf("Service %s/%s", holder.Namespace, holder.Name)
 	e.waitFor("a NEGNameConflict Warning on the other Service", 30*time.Second, func() (bool, error) {
 		return len(e.events(other.Namespace, other.Name, translator.ReasonNameConflict)) > 0, nil
@@ -174,12 +172,4 @@ func TestCustomNEGNameClaimedByTwoTenants(t *testing.T) {
 		t.Errorf("NEGNameConflict Events on the holder: %d", len(got))
 	}
 	d.check()
-}
-
-// claimsFirst orders two Services as the translator does: the earlier creation, then the smaller UID.
-func claimsFirst(a, b *corev1.Service) bool {
-	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return a.CreationTimestamp.Before(&b.CreationTimestamp)
-	}
-	return a.UID < b.UID
 }
