@@ -56,6 +56,10 @@ const (
 	// EventShardReleasePending: the tenant lost its shard label, but the shard its status names is live and may
 	// still run it; it is assigned again once that shard has released it.
 	EventShardReleasePending = "ShardReleasePending"
+	// EventShardLeaseOutOfBounds (Warning): the Lease of the shard that the tenant's label names has timings no
+	// replica writes (LeaseBounds); the sharder takes it as live only until the latest expiry a replica could have
+	// written, and then moves the tenant unless the Lease was written again.
+	EventShardLeaseOutOfBounds = "ShardLeaseOutOfBounds"
 )
 
 // SharderConfig configures the Sharder.
@@ -100,6 +104,8 @@ type Sharder struct {
 	dead map[string]bool
 	// waiting is, per ProviderConfig, the live shard whose release the sharder last said (in an Event) it waits for.
 	waiting map[string]string
+	// reads bounds the expiry of the shard Leases confirmDead reads outside the LeaseBounds.
+	reads versionReads
 }
 
 // NewSharder builds the Sharder and its informer on the group's shard Leases.
@@ -212,11 +218,12 @@ func (s *Sharder) watchLeases(ctx context.Context) {
 // the earliest expiry of a live Lease (zero when none is live).
 func (s *Sharder) evaluateLeases(ctx context.Context) time.Time {
 	now := s.clock.Now()
-	leases, err := s.shardLeases()
+	leases, outOfBounds, err := s.shardLeases()
 	if err != nil {
 		utilruntime.HandleErrorWithContext(ctx, err, "Listing shard Leases")
 		return time.Time{}
 	}
+	ShardLeasesOutOfBounds.Set(float64(outOfBounds))
 	live := LiveShards(leases, now)
 	var next time.Time
 	for _, l := range leases {
@@ -330,7 +337,7 @@ func (s *Sharder) sync(ctx context.Context, name string) error {
 // decide reads the ProviderConfig and decides what to do about it, and returns the shard the plan gives it; the
 // ProviderConfig is nil when it is gone.
 func (s *Sharder) decide(ctx context.Context, name string) (*mpv1alpha1.ProviderConfig, Decision, string, error) {
-	leases, err := s.shardLeases()
+	leases, _, err := s.shardLeases()
 	if err != nil {
 		return nil, Decision{}, "", err
 	}
@@ -377,7 +384,7 @@ func (s *Sharder) decide(ctx context.Context, name string) (*mpv1alpha1.Provider
 func (s *Sharder) movePatch(ctx context.Context, pc *mpv1alpha1.ProviderConfig, d Decision) ([]byte, error) {
 	switch d.Action {
 	case ReassignNow:
-		dead, retryAt, err := s.confirmDead(ctx, d.From)
+		dead, retryAt, err := s.confirmDead(ctx, pc, d.From)
 		if err != nil {
 			return nil, err
 		}
@@ -449,18 +456,26 @@ func failedTest(err error) bool {
 
 // shardLeases lists the group's shard Leases from the informer: labeled with the group and named after their
 // holder, so that no other Lease (one labeled by hand, or one a watch delivered unfiltered) counts as a shard, and
-// with timings a replica could have written (LeaseBounds).
-func (s *Sharder) shardLeases() ([]*coordinationv1.Lease, error) {
+// with timings a replica could have written (LeaseBounds). It also counts the group's Leases left out for their
+// timings alone.
+func (s *Sharder) shardLeases() ([]*coordinationv1.Lease, int, error) {
 	all, err := s.leases.List(labels.SelectorFromSet(labels.Set{ShardGroupLabel: s.cfg.Group}))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	now := s.clock.Now()
+	outOfBounds := 0
 	return slices.DeleteFunc(all, func(l *coordinationv1.Lease) bool {
 		shard, ok := strings.CutPrefix(l.Name, s.cfg.Group+"-")
-		return !ok || (l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" && *l.Spec.HolderIdentity != shard) ||
-			!s.cfg.LeaseBounds.Admits(l, now)
-	}), nil
+		if !ok || (l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" && *l.Spec.HolderIdentity != shard) {
+			return true
+		}
+		if !s.cfg.LeaseBounds.Admits(l, now) {
+			outOfBounds++
+			return true
+		}
+		return false
+	}), outOfBounds, nil
 }
 
 func (s *Sharder) liveShards() []string {
@@ -470,23 +485,42 @@ func (s *Sharder) liveShards() []string {
 }
 
 // confirmDead reads the shard's Lease from the API server before its tenants move without a handshake: a Lease
-// cache that lags (a slow watch) must not make a live shard look dead. It returns when to look again if the shard
-// is in fact live.
-func (s *Sharder) confirmDead(ctx context.Context, shard string) (bool, time.Time, error) {
+// cache that lags (a slow watch) must not make a live shard look dead. The read applies the checks of the list
+// (shardLeases): a Lease of that name without the group label is not the shard's, and says nothing; one outside
+// the LeaseBounds is live until the latest expiry a replica could have written (versionReads.latestExpiry), and
+// says so on pc with a Warning Event. A Lease held by another holder than the shard counts as the shard's until it
+// expires: the shard exits at its next renewal, not at once. It returns when to look again if the shard may be
+// live.
+func (s *Sharder) confirmDead(ctx context.Context, pc *mpv1alpha1.ProviderConfig, shard string) (bool, time.Time, error) {
 	s.mu.Lock()
 	known := s.dead[shard]
 	s.mu.Unlock()
 	if known {
 		return true, time.Time{}, nil
 	}
-	lease, err := s.cfg.KubeClient.CoordinationV1().Leases(s.cfg.Namespace).Get(ctx, LeaseName(s.cfg.Group, shard), metav1.GetOptions{})
+	name := LeaseName(s.cfg.Group, shard)
+	lease, err := s.cfg.KubeClient.CoordinationV1().Leases(s.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
+		s.reads.forget(s.cfg.Namespace, name)
 	case err != nil:
 		return false, time.Time{}, err
+	case !IsShardLease(lease, s.cfg.Group, shard):
+		s.reads.forget(s.cfg.Namespace, name)
+		klog.FromContext(ctx).Info("The Lease named after a shard lacks the shard group's label: not the shard's, which is dead",
+			"lease", klog.KObj(lease), "label", ShardGroupLabel+"="+s.cfg.Group)
 	default:
+		now := s.clock.Now()
+		expiry, held, outOfBounds := s.reads.latestExpiry(s.cfg.LeaseBounds, lease, now)
+		live := held && expiry.After(now)
+		if outOfBounds && live {
+			s.cfg.Recorder.Eventf(pc, corev1.EventTypeWarning, EventShardLeaseOutOfBounds,
+				"The Lease %s/%s of shard %s has timings no replica writes (renewTime %s, leaseDurationSeconds %d; a replica writes at most %s, renewed at most %s ahead of the sharder's clock): the tenant stays until %s, and moves then unless the Lease is written again (docs/sharding.md)",
+				lease.Namespace, lease.Name, shard, lease.Spec.RenewTime.UTC().Format(time.RFC3339), *lease.Spec.LeaseDurationSeconds,
+				s.cfg.LeaseBounds.MaxDuration, s.cfg.LeaseBounds.MaxSkew, expiry.UTC().Format(time.RFC3339))
+		}
 		// Held and unexpired, by the shard or (by hand) by anyone else: not provably dead yet.
-		if expiry, held := leaseExpiry(lease); held && expiry.After(s.clock.Now()) {
+		if live {
 			return false, expiry, nil
 		}
 	}
