@@ -118,7 +118,7 @@ type planner struct {
 	tenant   string
 	labelKey string
 	config   *mpv1alpha1.PangolinConfig
-	// allowed is what the tenant may publish: a host published under another name is not planned.
+	// allowed is what the tenant may publish: a host whose published name it does not allow is not planned.
 	allowed hostAllowance
 	// service returns a Service of the tenant, or a NotFound error.
 	service func(namespace, name string) (*corev1.Service, error)
