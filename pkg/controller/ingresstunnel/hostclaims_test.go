@@ -190,15 +190,19 @@ func (i viewsAndShared) Shared(gvr schema.GroupVersionResource) (cache.SharedInd
 	return tenanttest.Informers(i.shared).Informer(gvr)
 }
 
-func (cl *cluster) start(name, namespace string) *runningTenant {
+// start runs the controller of tenant name, which sees namespace and may publish the allowed hosts (every host when
+// none is given).
+func (cl *cluster) start(name, namespace string, allowed ...mpv1alpha1.AllowedHostname) *runningTenant {
 	cl.t.Helper()
+	config := testConfig()
+	config.AllowedHostnames = allowed
 	kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(cl.kube, 0, kubeinformers.WithNamespace(namespace))
 	mpFactory := mpinformers.NewSharedInformerFactoryWithOptions(cl.mp, 0, mpinformers.WithNamespace(namespace))
 	rt := &runningTenant{cl: cl, name: name, namespace: namespace, events: &recorder{}}
 	conditions := &tenanttest.Conditions{}
 	ctrl, err := newController(&tenant.Context{
 		Controller:             "ingress-tunnel",
-		ProviderConfig:         &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: mpv1alpha1.ProviderConfigSpec{Pangolin: testConfig()}},
+		ProviderConfig:         &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: mpv1alpha1.ProviderConfigSpec{Pangolin: config}},
 		ProviderConfigLabelKey: testLabelKey,
 		KubeClient:             cl.kube,
 		MultiprojectClient:     cl.mp,
