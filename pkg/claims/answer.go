@@ -49,10 +49,11 @@ const (
 	settled settleStep = iota
 	// createRecord: no record yet; Self creates it.
 	createRecord
-	// takeRecord: Self takes the record over (it claimed first, or the recorded holder no longer claims the name).
+	// takeRecord: Self takes the record over (it claimed first and the recorded holder publishes nothing yet, or
+	// the recorded holder no longer claims the name).
 	takeRecord
-	// readHolder: the recorded holder, a claimant of another process, comes first; Settle reads it live, and Self
-	// takes the record over if it no longer claims the name.
+	// readHolder: the recorded holder, a claimant of another process, publishes the name or claimed it first;
+	// Settle reads it live, and Self takes the record over if it no longer claims the name.
 	readHolder
 )
 
@@ -72,8 +73,10 @@ func (m *Member) Answer(name string, self Claimant) (Answer, error) {
 		// one comes even earlier (it holds the name in another process).
 		a.Holder = holder
 		if r.records != nil {
-			if rec, found := r.cachedRecord(name); found && rec.holder.Before(holder) {
-				a.Holder = rec.holder
+			if rec, found := r.cachedRecord(name); found && rec.holder.UID != holder.UID && (rec.object != "" || rec.holder.Before(holder)) {
+				if _, local := r.localClaims(rec); !local {
+					a.Holder = rec.holder
+				}
 			}
 		}
 		return a, nil
@@ -124,10 +127,13 @@ func (a *Answer) settleRead(alive bool) {
 
 // answerRecorded answers from a record that names another claimant.
 func (a *Answer) answerRecorded() {
-	if a.Self.Before(a.rec.holder) {
+	if a.rec.object == "" && a.Self.Before(a.rec.holder) {
+		// The recorded holder has published nothing yet: among claimants of a name nobody publishes, the earlier
+		// claim decides.
 		a.step = takeRecord
 		return
 	}
+	// The recorded holder publishes the name (or came first): it keeps it while it claims it, whatever Self's age.
 	a.Holder, a.IsSelf, a.step = a.rec.holder, false, readHolder
 }
 

@@ -392,19 +392,25 @@ func (c *countingInformer) counts() (int, int) {
 	return c.added, c.removed
 }
 
-// TestAYieldingClaimantsObjectIsWaitedForQuietly: the holder waits for the object of a later claimant, whose
-// controller deletes it; nobody has to act, so Reserve names no one. Once that claimant no longer claims the name,
-// its object is named.
-func TestAYieldingClaimantsObjectIsWaitedForQuietly(t *testing.T) {
+// TestAnIncumbentsObjectIsNamedToAnEarlierClaimant: the object of a later claimant that still claims the name makes
+// it the holder, so the earlier claimant's Reserve names it; once that claimant no longer claims the name, the
+// earlier one holds it and waits for the object, naming its Ingress until it is gone.
+func TestAnIncumbentsObjectIsNamedToAnEarlierClaimant(t *testing.T) {
 	first, second := claimant("ns-a/web", "uid-1", t0), claimant("ns-b/web", "uid-2", t0.Add(time.Hour))
 	w := newWorld(t, published("ns-b", "res-b", "h", second))
 	a, b := w.join("tenant-a"), w.join("tenant-b")
 	a.Claim(first, []string{"h"})
 	b.Claim(second, []string{"h"})
-	if holder, ok := a.Reserve("h", first, "ns-a/res-a"); ok || holder != "" {
-		t.Fatalf("Reserve = %q, %v; want a quiet refusal", holder, ok)
+	if holder, isSelf := a.Holder("h", first); isSelf || holder.UID != second.UID {
+		t.Fatalf("holder = %s (self %v), want the claimant whose object publishes the name", holder.Key, isSelf)
+	}
+	if holder, ok := a.Reserve("h", first, "ns-a/res-a"); ok || holder != "Ingress ns-b/web" {
+		t.Fatalf("Reserve = %q, %v; want a refusal naming the holder", holder, ok)
 	}
 	b.Claim(second, nil)
+	if _, isSelf := a.Holder("h", first); !isSelf {
+		t.Fatal("the earlier claimant does not hold a name nobody else claims")
+	}
 	if holder, ok := a.Reserve("h", first, "ns-a/res-a"); ok || holder != "Ingress ns-b/web" {
 		t.Fatalf("Reserve = %q, %v; want a refusal naming the object's Ingress", holder, ok)
 	}

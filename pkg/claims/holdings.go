@@ -19,6 +19,7 @@ package claims
 import (
 	"slices"
 
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
@@ -48,12 +49,18 @@ func (r *Registry) observe(oldObj, obj any) {
 			}
 		}
 	}
+	old, had := Holding{}, false
 	if oldObj != nil {
-		if old, had := r.holdingOf(oldObj); had && (!publishes || old.Owner != h.Owner || !slices.Equal(old.Names, h.Names)) {
+		old, had = r.holdingOf(oldObj)
+	}
+	if had != publishes || old.Owner != h.Owner || !slices.Equal(old.Names, h.Names) {
+		if had {
 			for _, name := range old.Names {
 				wake = append(wake, r.takeWaitersLocked(name)...)
 			}
 		}
+		// Who publishes a name decides who holds it (incumbentsLocked): its claimants decide again.
+		wake = append(wake, r.claimantsLocked(old.Names, h.Names)...)
 	}
 	r.mu.Unlock()
 	r.wake(wake)
@@ -83,6 +90,7 @@ func (r *Registry) onDelete(obj any) {
 			}
 		}
 		wake = append(wake, r.takeWaitersLocked(name)...)
+		wake = append(wake, r.claimantsLocked(nil, []string{name})...)
 		if r.releases != nil {
 			// A record kept for this object (release) may go now.
 			r.releases.Add(name)
@@ -90,4 +98,15 @@ func (r *Registry) onDelete(obj any) {
 	}
 	r.mu.Unlock()
 	r.wake(wake)
+}
+
+// claimantsLocked returns the calls that enqueue every claimant of the names in either list, once each.
+func (r *Registry) claimantsLocked(before, after []string) []func() {
+	var wake []func()
+	for name := range sets.New(before...).Insert(after...) {
+		for _, c := range r.claims[name] {
+			wake = append(wake, r.enqueueLocked(c.id()))
+		}
+	}
+	return wake
 }

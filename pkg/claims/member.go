@@ -87,10 +87,11 @@ func (r *Registry) setLocked(c Claimant, old, names []string, release bool) []fu
 }
 
 func (r *Registry) holderLocked(name string) (Claimant, bool) {
+	incumbents := r.incumbentsLocked(name)
 	var holder Claimant
 	found := false
 	for _, c := range r.claims[name] {
-		if !found || c.Before(holder) {
+		if !found || precedes(c, holder, incumbents) {
 			holder, found = c, true
 		}
 	}
@@ -98,18 +99,56 @@ func (r *Registry) holderLocked(name string) (Claimant, bool) {
 }
 
 // Holder returns the claimant that holds name, counting self as it is now (the registry may not have seen its
-// latest change yet), and whether that is self: no earlier claimant asks for the name.
+// latest change yet), and whether that is self: the claimant whose publication of the name exists holds it, and
+// among claimants none of which publishes it, the earliest.
 func (m *Member) Holder(name string, self Claimant) (holder Claimant, isSelf bool) {
 	self.tenant = m.tenant
 	m.r.mu.Lock()
 	defer m.r.mu.Unlock()
+	incumbents := m.r.incumbentsLocked(name)
 	holder, isSelf = self, true
 	for id, c := range m.r.claims[name] {
-		if id != self.id() && c.Before(holder) {
+		if id != self.id() && precedes(c, holder, incumbents) {
 			holder, isSelf = c, false
 		}
 	}
 	return holder, isSelf
+}
+
+// precedes says whether c holds name rather than o: an incumbent (its publication of the name exists) before any
+// other claimant, whatever their ages, so nobody takes a published name by editing an older object of their own;
+// then the earlier claim.
+func precedes(c, o Claimant, incumbents sets.Set[types.UID]) bool {
+	if ci, oi := incumbents.Has(c.UID), incumbents.Has(o.UID); ci != oi {
+		return ci
+	}
+	return c.Before(o)
+}
+
+// incumbentsLocked returns the UIDs of the claimants whose publication of name exists, as far as this process can
+// tell: an object of the holdings made for them that publishes the name, a reservation of theirs (their create call
+// is on its way), and, with claim records, the recorded holder once the record announced its object. A UID that is
+// no claimant of the name (its object let go of it) holds nothing.
+func (r *Registry) incumbentsLocked(name string) sets.Set[types.UID] {
+	uids := sets.New[types.UID]()
+	for key := range r.held[name] {
+		obj, exists, err := r.store.GetByKey(key)
+		if err != nil || !exists {
+			continue
+		}
+		if h, publishes := r.holdingOf(obj); publishes && h.Owner != "" && slices.Contains(h.Names, name) {
+			uids.Insert(h.Owner)
+		}
+	}
+	if p, found := r.pending[name]; found && time.Since(p.since) <= pendingTimeout {
+		uids.Insert(p.owner)
+	}
+	if r.records != nil {
+		if rec, found := r.cachedRecord(name); found && rec.object != "" {
+			uids.Insert(rec.holder.UID)
+		}
+	}
+	return uids
 }
 
 // Describe names a claimant for a person: "Ingress <namespace>/<name>".
@@ -165,7 +204,7 @@ func (m *Member) Reserve(name string, self Claimant, object string) (holder stri
 	return "", true
 }
 
-// unlessYieldingLocked returns holder, or "" when owner is another claimant of the name: it comes after self, which
+// unlessYieldingLocked returns holder, or "" when owner is another claimant of the name that comes after self, which
 // holds the name, so its controller is deleting its object or giving up its reservation.
 func (r *Registry) unlessYieldingLocked(name string, self Claimant, owner types.UID, holder string) string {
 	if owner == "" {
@@ -173,6 +212,10 @@ func (r *Registry) unlessYieldingLocked(name string, self Claimant, owner types.
 	}
 	for id, c := range r.claims[name] {
 		if id != self.id() && c.UID == owner {
+			if precedes(c, self, r.incumbentsLocked(name)) {
+				// It holds the name: it publishes it.
+				return holder
+			}
 			return ""
 		}
 	}

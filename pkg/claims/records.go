@@ -20,6 +20,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -157,20 +158,39 @@ func (r *Registry) cachedRecord(name string) (*record, bool) {
 	if err != nil || !exists {
 		return nil, false
 	}
-	rec, ok := decodeRecord(obj)
-	return rec, ok && rec.name == name
+	return r.recordOf(obj, name)
 }
 
+// liveRecord reads the record of name from the API server. A Lease of the record's name that is not a record of
+// name (errForeignRecord) is refused, not taken as one.
 func (r *Registry) liveRecord(ctx context.Context, name string) (*record, error) {
 	lease, err := r.records.Client.CoordinationV1().Leases(r.records.Namespace).Get(ctx, RecordName(r.kind, name), metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
-	rec, ok := decodeRecord(lease)
-	if !ok || rec.name != name {
-		return nil, fmt.Errorf("claims: Lease %s/%s is not a claim record of %q", lease.Namespace, lease.Name, name)
+	rec, ok := r.recordOf(lease, name)
+	if !ok {
+		return nil, fmt.Errorf("%w: Lease %s/%s, which has the name of the claim record of %s %q, lacks its label %s=%s or "+
+			"its annotations: a Lease the manager did not write. Until an administrator deletes it, %q is not published "+
+			"(docs/security.md)", errForeignRecord, lease.Namespace, lease.Name, strings.ToLower(r.kind), name, KindLabel,
+			strings.ToLower(r.kind), name)
 	}
 	return rec, nil
+}
+
+// errForeignRecord marks a Lease of a record's name that is not a claim record of that name.
+var errForeignRecord = errors.New("claims: not a claim record")
+
+// recordOf decodes obj as the claim record of name: a Lease labeled KindLabel with this registry's kind, as the
+// manager writes every record and as the informer selects them, whose annotations name name. Any other Lease of
+// that name (one made before the record, unlabeled) is not a record: taken as one, its forged holder would keep the
+// name, and the manager's update that labels it would be refused by the admission policy.
+func (r *Registry) recordOf(obj any, name string) (*record, bool) {
+	rec, ok := decodeRecord(obj)
+	if !ok || rec.name != name || rec.lease.Labels[KindLabel] != strings.ToLower(r.kind) {
+		return nil, false
+	}
+	return rec, true
 }
 
 // stillClaims says whether the recorded holder still claims its name: from memory when it is a claimant of this

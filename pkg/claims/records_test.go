@@ -435,9 +435,9 @@ func TestARecordIsHeldUntilItsObjectIsGone(t *testing.T) {
 	b.Created("h", "ns-b/second", false)
 }
 
-// TestTheNewHolderWaitsForThePreviousHoldersObject: a holder that lost its record had announced and created its
-// object; the new holder, whose own cache may not show that object, creates nothing until a live read finds it
-// gone, nor for the grace an announced object that was never seen is given.
+// TestTheNewHolderWaitsForThePreviousHoldersObject: a holder that let go of its name had announced and created its
+// object; the claimant that takes the record over, whose own cache may not show that object, creates nothing until
+// a live read finds it gone, nor for the grace an announced object that was never seen is given.
 func TestTheNewHolderWaitsForThePreviousHoldersObject(t *testing.T) {
 	c := newCluster(t)
 	a, b := c.process().join("tenant-a"), c.process().join("tenant-b")
@@ -459,8 +459,13 @@ func TestTheNewHolderWaitsForThePreviousHoldersObject(t *testing.T) {
 	}
 	b.Created("h", "ns-b/late", true)
 
-	// Its cache may still show the record as it was before the announcement: the takeover then conflicts, and
-	// the retry succeeds.
+	// It publishes the name: the earlier claimant does not take it.
+	if holder := waitDecided(t, a, "h", early, false); holder.UID != late.UID {
+		t.Fatalf("the earlier claimant is told %s holds the name, want the publisher", holder.Key)
+	}
+	// The later claimant's Ingress drops the name, its object not yet deleted. The earlier claimant's cache may
+	// still show the record as it was before the announcement: the takeover then conflicts, and the retry succeeds.
+	c.setAlive(late.UID)
 	waitDecided(t, a, "h", early, true)
 	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		r, ok := a.r.cachedRecord("h")
@@ -507,8 +512,9 @@ func TestTheNewHolderWaitsForThePreviousHoldersObject(t *testing.T) {
 // TestProcessesRacingForNamesPublishOnce: two processes, each with a claimant of every name, race as their
 // controllers would (decide; acquire and create the object if holding; delete it if not), over twenty names at
 // once. Claimants are made in the same second, so the smaller UID is the earlier one, and it is sometimes in one
-// process, sometimes in the other. A watch fails the test if two objects ever publish one name, and in the end
-// each name is published by its earliest claimant only.
+// process, sometimes in the other: the earlier takes the record from the later until the later announced its
+// object, then the publisher keeps it. A watch fails the test if two objects ever publish one name, and in the end
+// each name is published by one claimant, the one its record names.
 func TestProcessesRacingForNamesPublishOnce(t *testing.T) {
 	grace := announceGrace
 	announceGrace = 200 * time.Millisecond
@@ -534,9 +540,9 @@ func TestProcessesRacingForNamesPublishOnce(t *testing.T) {
 	counter := watchPublishers(t, c)
 
 	ctx := context.Background()
-	// step is one sync of self's controller; it says whether self's outcome is the final one (the earlier claimant
-	// publishing, the later not): the test's stand-in for the events that would bring the controller back.
-	step := func(p *tenant, self Claimant, name string, earlier bool) (bool, error) {
+	// step is one sync of self's controller; it says whether self's outcome is stable (publishing while it holds
+	// the name, nothing while it does not): the test's stand-in for the events that would bring the controller back.
+	step := func(p *tenant, self Claimant, name string) (bool, error) {
 		namespace, obj := self.Key[:4], name
 		_, isSelf, err := p.Decide(ctx, name, self)
 		if err != nil {
@@ -544,10 +550,10 @@ func TestProcessesRacingForNamesPublishOnce(t *testing.T) {
 		}
 		if !isSelf {
 			err := c.kube.CoreV1().ConfigMaps(namespace).Delete(ctx, obj, metav1.DeleteOptions{})
-			return !earlier && (err == nil || apierrors.IsNotFound(err)), nil
+			return err == nil || apierrors.IsNotFound(err), nil
 		}
 		if _, err := c.kube.CoreV1().ConfigMaps(namespace).Get(ctx, obj, metav1.GetOptions{}); err == nil {
-			return earlier, nil
+			return true, nil
 		}
 		_, ok, err := p.Acquire(ctx, name, self, namespace+"/"+obj)
 		if !ok || err != nil {
@@ -555,7 +561,7 @@ func TestProcessesRacingForNamesPublishOnce(t *testing.T) {
 		}
 		_, err = c.kube.CoreV1().ConfigMaps(namespace).Create(ctx, published(namespace, obj, name, self), metav1.CreateOptions{})
 		p.Created(name, namespace+"/"+obj, err == nil)
-		return earlier && err == nil, nil
+		return err == nil, nil
 	}
 	var wg sync.WaitGroup
 	for name, cs := range claimants {
@@ -563,28 +569,26 @@ func TestProcessesRacingForNamesPublishOnce(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				// Each claimant's controller syncs until its outcome is stable; the earlier one ends publishing.
-				earlier := cs[j].Before(cs[1-j])
 				_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
-					return step(p, cs[j], name, earlier)
+					return step(p, cs[j], name)
 				})
 			}()
 		}
 	}
 	wg.Wait()
 	for name, cs := range claimants {
-		earlier := cs[0]
-		if cs[1].Before(cs[0]) {
-			earlier = cs[1]
-		}
-		if rec, ok := c.record(name); !ok || rec.holder.UID != earlier.UID {
-			t.Errorf("%s: record %+v, want held by %s", name, rec, earlier.Key)
-		}
+		var publishers []Claimant
 		for _, cl := range cs {
-			_, err := c.kube.CoreV1().ConfigMaps(cl.Key[:4]).Get(ctx, name, metav1.GetOptions{})
-			if exists := err == nil; exists != (cl.UID == earlier.UID) {
-				t.Errorf("%s: object of %s exists = %v", name, cl.Key, exists)
+			if _, err := c.kube.CoreV1().ConfigMaps(cl.Key[:4]).Get(ctx, name, metav1.GetOptions{}); err == nil {
+				publishers = append(publishers, cl)
 			}
+		}
+		if len(publishers) != 1 {
+			t.Errorf("%s: published by %d claimants, want 1", name, len(publishers))
+			continue
+		}
+		if rec, ok := c.record(name); !ok || rec.holder.UID != publishers[0].UID {
+			t.Errorf("%s: record %+v, want held by its publisher %s", name, rec, publishers[0].Key)
 		}
 	}
 	if most := counter.stop(); most > 1 {

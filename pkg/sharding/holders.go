@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
@@ -46,6 +47,9 @@ type HoldersConfig struct {
 	Self string
 	// Clock defaults to the real clock.
 	Clock clock.Clock
+	// LeaseBounds are the timings the shard Leases can carry (NewLeaseBounds of the flags): a Lease outside them is
+	// live only until the latest expiry a replica could have written. The zero value takes every Lease at its word.
+	LeaseBounds LeaseBounds
 }
 
 // Holders tells a replica that runs unsharded (the elected one, which runs every tenant) which tenants a sharded
@@ -64,6 +68,8 @@ type Holders struct {
 	mu sync.Mutex
 	// dead is the shards whose Lease a fresh read found expired, released or gone: identities are never reused.
 	dead map[string]bool
+	// reads bounds the expiry of shard Leases outside the LeaseBounds.
+	reads versionReads
 }
 
 // NewHolders builds Holders and its informer on the group's shard Leases, which the caller starts (Informer).
@@ -104,7 +110,9 @@ func holderOf(l *coordinationv1.Lease) string {
 // Holder returns the live shard that may still run the tenant, and when to look again (its Lease's expiry as read),
 // or "" when no shard may. The shards it considers are the tenant's shard label and status.shard. A shard counts as
 // dead only once a read of its Lease from the API server (not the cache, which may lag a renewal) finds it expired,
-// released or gone; that read is made once per shard.
+// released or gone; that read is made once per shard. Cache and read check what the sharder's list checks: a Lease
+// of the shard's name without the group label is not the shard's, and one outside the LeaseBounds is live only
+// until the latest expiry a replica could have written (versionReads.latestExpiry).
 func (h *Holders) Holder(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (string, time.Time, error) {
 	for _, shard := range recordedShards(pc, h.cfg.Self) {
 		expiry, live, err := h.live(ctx, shard)
@@ -141,10 +149,11 @@ func recordedShards(pc *mpv1alpha1.ProviderConfig, self string) []string {
 
 func (h *Holders) liveInCache(shard string) (time.Time, bool) {
 	lease, err := h.leases.Leases(h.cfg.Namespace).Get(LeaseName(h.cfg.Group, shard))
-	if err != nil {
+	if err != nil || !IsShardLease(lease, h.cfg.Group, shard) {
 		return time.Time{}, false
 	}
-	return liveExpiry(lease, h.clock.Now())
+	expiry, live, _ := h.liveExpiry(lease)
+	return expiry, live
 }
 
 func (h *Holders) live(ctx context.Context, shard string) (time.Time, bool, error) {
@@ -162,8 +171,16 @@ func (h *Holders) live(ctx context.Context, shard string) (time.Time, bool, erro
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return time.Time{}, false, err
+	case !IsShardLease(lease, h.cfg.Group, shard):
+		klog.FromContext(ctx).Info("The Lease named after a shard lacks the shard group's label: not the shard's, which is dead",
+			"lease", klog.KObj(lease), "label", ShardGroupLabel+"="+h.cfg.Group)
 	default:
-		if expiry, live := liveExpiry(lease, h.clock.Now()); live {
+		expiry, live, outOfBounds := h.liveExpiry(lease)
+		if outOfBounds && live {
+			klog.FromContext(ctx).Info("A shard Lease has timings no replica writes; it counts as live only until the latest expiry a replica could have written",
+				"lease", klog.KObj(lease), "renewTime", lease.Spec.RenewTime, "leaseDurationSeconds", *lease.Spec.LeaseDurationSeconds, "until", expiry)
+		}
+		if live {
 			return expiry, true, nil
 		}
 	}
@@ -173,12 +190,13 @@ func (h *Holders) live(ctx context.Context, shard string) (time.Time, bool, erro
 	return time.Time{}, false, nil
 }
 
-// liveExpiry is when the shard's Lease expires, if it is held now: by the shard, or (by hand) by anyone else, which
-// does not prove the shard dead.
-func liveExpiry(lease *coordinationv1.Lease, now time.Time) (time.Time, bool) {
-	expiry, held := leaseExpiry(lease)
+// liveExpiry is when the shard's Lease expires at the latest, if it is held now: by the shard, or (by hand) by
+// anyone else, which does not prove the shard dead; and whether its timings are outside the LeaseBounds.
+func (h *Holders) liveExpiry(lease *coordinationv1.Lease) (time.Time, bool, bool) {
+	now := h.clock.Now()
+	expiry, held, outOfBounds := h.reads.latestExpiry(h.cfg.LeaseBounds, lease, now)
 	if !held || !expiry.After(now) {
-		return time.Time{}, false
+		return time.Time{}, false, outOfBounds
 	}
-	return expiry, true
+	return expiry, true, outOfBounds
 }

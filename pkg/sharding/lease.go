@@ -402,3 +402,63 @@ func (b LeaseBounds) Admits(lease *coordinationv1.Lease, now time.Time) bool {
 	}
 	return s.RenewTime == nil || !s.RenewTime.After(now.Add(b.MaxSkew))
 }
+
+// versionReads remembers when each version of a shard Lease outside the LeaseBounds was first read, for
+// latestExpiry. The zero value is ready to use.
+type versionReads struct {
+	mu sync.Mutex
+	// first is, per Lease outside the bounds (namespace/name), the version last read and when it was first read.
+	first map[string]versionRead
+}
+
+type versionRead struct {
+	resourceVersion string
+	at              time.Time
+}
+
+// latestExpiry is when a shard Lease read by name expires at the latest, as a replica running with the flags of
+// bounds could have written it, whether it is held (names a holder and has the times), and whether its timings are
+// outside bounds. A Lease within bounds expires when it says. One outside them (a renewTime far ahead, a year-long
+// duration: a forgery, or a replica whose clock or flags are off) is taken neither at its word nor as dead, which
+// would move the tenants of a replica that still runs: its renewTime counts as at most MaxSkew after the first read
+// of that version (it was written no later) and its duration as at most MaxDuration. Read again at that expiry, the
+// same version is expired; a new version (a replica still renewing) is bounded afresh. Zero bounds take every Lease
+// at its word.
+func (r *versionReads) latestExpiry(bounds LeaseBounds, lease *coordinationv1.Lease, now time.Time) (expiry time.Time, held, outOfBounds bool) {
+	expiry, held = leaseExpiry(lease)
+	key := lease.Namespace + "/" + lease.Name
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !held || bounds.Admits(lease, now) {
+		delete(r.first, key)
+		return expiry, held, false
+	}
+	read, ok := r.first[key]
+	if !ok || read.resourceVersion != lease.ResourceVersion {
+		read = versionRead{resourceVersion: lease.ResourceVersion, at: now}
+		if r.first == nil {
+			r.first = map[string]versionRead{}
+		}
+		r.first[key] = read
+	}
+	renewed := lease.Spec.RenewTime.Time
+	if latest := read.at.Add(bounds.MaxSkew); renewed.After(latest) {
+		renewed = latest
+	}
+	duration := min(time.Duration(*lease.Spec.LeaseDurationSeconds)*time.Second, bounds.MaxDuration)
+	return renewed.Add(duration), true, true
+}
+
+// forget drops what is remembered of the Lease namespace/name: it is gone, or not a shard Lease.
+func (r *versionReads) forget(namespace, name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.first, namespace+"/"+name)
+}
+
+// IsShardLease says whether a Lease read by the name of shard's Lease is one: labeled with the group, as every
+// shard Lease is (ShardLease writes the label on every renewal) and as the lists select them. Any other Lease of
+// that name was made by someone else and says nothing about the shard.
+func IsShardLease(lease *coordinationv1.Lease, group, shard string) bool {
+	return lease.Name == LeaseName(group, shard) && lease.Labels[ShardGroupLabel] == group
+}

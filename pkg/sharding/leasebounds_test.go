@@ -23,6 +23,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/testutil"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
@@ -68,7 +69,9 @@ func TestLeaseBoundsAdmitWhatAReplicaWrites(t *testing.T) {
 
 // TestSharderIgnoresAShardLeaseOutsideItsBounds: issue 42's forged shard, a Lease renewed a day ahead (or lasting a
 // year), is not a live shard, so no tenant is planned onto it; and its Lease is not deleted as a dead shard's.
+// multiproject_shard_leases_out_of_bounds counts both.
 func TestSharderIgnoresAShardLeaseOutsideItsBounds(t *testing.T) {
+	Register()
 	w := newWorld(t, 0, 1, []string{"a"}, []string{"a"})
 	w.sharder.cfg.LeaseBounds = NewLeaseBounds(15*time.Second, 10*time.Second)
 	ahead := shardLease("ahead", t0.Add(24*time.Hour))
@@ -85,6 +88,9 @@ func TestSharderIgnoresAShardLeaseOutsideItsBounds(t *testing.T) {
 	w.sharder.evaluateLeases(w.ctx)
 	if live := w.sharder.liveShards(); !slices.Equal(live, []string{"a", "within"}) {
 		t.Errorf("live shards %v, want [a within]: a Lease outside the bounds counted", live)
+	}
+	if n, err := testutil.GetGaugeMetricValue(ShardLeasesOutOfBounds); err != nil || n != 2 {
+		t.Errorf("multiproject_shard_leases_out_of_bounds = %v (%v), want 2", n, err)
 	}
 	for _, l := range []*coordinationv1.Lease{ahead, long} {
 		if _, err := w.sharder.cfg.KubeClient.CoordinationV1().Leases(l.Namespace).Get(w.ctx, l.Name, metav1.GetOptions{}); err != nil {

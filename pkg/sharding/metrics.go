@@ -51,6 +51,15 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	})
 
+	// ShardLeasesOutOfBounds is the number of the group's shard Leases whose timings no replica writes (LeaseBounds):
+	// the sharder counts none of them as a live shard.
+	ShardLeasesOutOfBounds = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      "multiproject",
+		Name:           "shard_leases_out_of_bounds",
+		Help:           "Shard Leases of the group whose timings no replica writes (a renewTime too far ahead, a duration too long), as the sharder sees them: none of them counts as a live shard.",
+		StabilityLevel: metrics.ALPHA,
+	})
+
 	// ShardMoves counts the sharder's label writes by reason.
 	ShardMoves = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      "multiproject",
@@ -129,7 +138,7 @@ var registerOnce sync.Once
 // Register adds the sharding series to the legacy registry served on /metrics. It is idempotent.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(ShardTenants, ShardTenantsWithoutLease, ShardMoves, ShardDrainDuration, ShardServerSideWatch, ShardSelectorChanges,
+		legacyregistry.MustRegister(ShardTenants, ShardTenantsWithoutLease, ShardLeasesOutOfBounds, ShardMoves, ShardDrainDuration, ShardServerSideWatch, ShardSelectorChanges,
 			ShardSelectorBuckets)
 	})
 }

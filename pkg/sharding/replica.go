@@ -270,7 +270,8 @@ func (r *Replica) Start(ctx context.Context, wg *sync.WaitGroup, term Term) (Sta
 // both kinds for a while, and the leader Lease they share keeps only the sharder away): the leader leaves theirs
 // alone until they are released or their Lease expires.
 func (r *Replica) startHolders(ctx context.Context, tenants TenantController) (*Holders, error) {
-	holders := NewHolders(HoldersConfig{Group: r.cfg.Group, Namespace: r.cfg.Namespace, KubeClient: r.cfg.LeaseClient, Self: r.cfg.Shard})
+	holders := NewHolders(HoldersConfig{Group: r.cfg.Group, Namespace: r.cfg.Namespace, KubeClient: r.cfg.LeaseClient, Self: r.cfg.Shard,
+		LeaseBounds: NewLeaseBounds(r.cfg.LeaseDuration, r.cfg.RenewDeadline)})
 	go holders.Informer().RunWithContext(ctx)
 	syncCtx, cancel := context.WithTimeout(ctx, r.cfg.CacheSyncTimeout)
 	defer cancel()

@@ -56,6 +56,10 @@ const (
 	// EventShardReleasePending: the tenant lost its shard label, but the shard its status names is live and may
 	// still run it; it is assigned again once that shard has released it.
 	EventShardReleasePending = "ShardReleasePending"
+	// EventShardLeaseOutOfBounds (Warning): the Lease of the shard that the tenant's label names has timings no
+	// replica writes (LeaseBounds); the sharder takes it as live only until the latest expiry a replica could have
+	// written, and then moves the tenant unless the Lease was written again.
+	EventShardLeaseOutOfBounds = "ShardLeaseOutOfBounds"
 )
 
 // SharderConfig configures the Sharder.
@@ -100,6 +104,8 @@ type Sharder struct {
 	dead map[string]bool
 	// waiting is, per ProviderConfig, the live shard whose release the sharder last said (in an Event) it waits for.
 	waiting map[string]string
+	// reads bounds the expiry of the shard Leases confirmDead reads outside the LeaseBounds.
+	reads versionReads
 }
 
 // NewSharder builds the Sharder and its informer on the group's shard Leases.
@@ -212,11 +218,12 @@ func (s *Sharder) watchLeases(ctx context.Context) {
 // the earliest expiry of a live Lease (zero when none is live).
 func (s *Sharder) evaluateLeases(ctx context.Context) time.Time {
 	now := s.clock.Now()
-	leases, err := s.shardLeases()
+	leases, outOfBounds, err := s.shardLeases()
 	if err != nil {
 		utilruntime.HandleErrorWithContext(ctx, err, "Listing shard Leases")
 		return time.Time{}
 	}
+	ShardLeasesOutOfBounds.Set(float64(outOfBounds))
 	live := LiveShards(leases, now)
 	var next time.Time
 	for _, l := range leases {
@@ -330,7 +337,7 @@ func (s *Sharder) sync(ctx context.Context, name string) error {
 // decide reads the ProviderConfig and decides what to do about it, and returns the shard the plan gives it; the
 // ProviderConfig is nil when it is gone.
 func (s *Sharder) decide(ctx context.Context, name string) (*mpv1alpha1.ProviderConfig, Decision, string, error) {
-	leases, err := s.shardLeases()
+	leases, _, err := s.shardLeases()
 	if err != nil {
 		return nil, Decision{}, "", err
 	}
@@ -377,7 +384,7 @@ func (s *Sharder) decide(ctx context.Context, name string) (*mpv1alpha1.Provider
 func (s *Sharder) movePatch(ctx context.Context, pc *mpv1alpha1.ProviderConfig, d Decision) ([]byte, error) {
 	switch d.Action {
 	case ReassignNow:
-		dead, retryAt, err := s.confirmDead(ctx, d.From)
+		dead, retryAt, err := s.confirmDead(ctx, pc, d.From)
 		if err != nil {
 			return nil, err
 		}
@@ -445,53 +452,4 @@ var errStaleLabels = fmt.Errorf("labels changed since read: %w", worker.ErrWaiti
 func failedTest(err error) bool {
 	var status apierrors.APIStatus
 	return errors.As(err, &status) && status.Status().Code == http.StatusUnprocessableEntity
-}
-
-// shardLeases lists the group's shard Leases from the informer: labeled with the group and named after their
-// holder, so that no other Lease (one labeled by hand, or one a watch delivered unfiltered) counts as a shard, and
-// with timings a replica could have written (LeaseBounds).
-func (s *Sharder) shardLeases() ([]*coordinationv1.Lease, error) {
-	all, err := s.leases.List(labels.SelectorFromSet(labels.Set{ShardGroupLabel: s.cfg.Group}))
-	if err != nil {
-		return nil, err
-	}
-	now := s.clock.Now()
-	return slices.DeleteFunc(all, func(l *coordinationv1.Lease) bool {
-		shard, ok := strings.CutPrefix(l.Name, s.cfg.Group+"-")
-		return !ok || (l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" && *l.Spec.HolderIdentity != shard) ||
-			!s.cfg.LeaseBounds.Admits(l, now)
-	}), nil
-}
-
-func (s *Sharder) liveShards() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.live
-}
-
-// confirmDead reads the shard's Lease from the API server before its tenants move without a handshake: a Lease
-// cache that lags (a slow watch) must not make a live shard look dead. It returns when to look again if the shard
-// is in fact live.
-func (s *Sharder) confirmDead(ctx context.Context, shard string) (bool, time.Time, error) {
-	s.mu.Lock()
-	known := s.dead[shard]
-	s.mu.Unlock()
-	if known {
-		return true, time.Time{}, nil
-	}
-	lease, err := s.cfg.KubeClient.CoordinationV1().Leases(s.cfg.Namespace).Get(ctx, LeaseName(s.cfg.Group, shard), metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return false, time.Time{}, err
-	default:
-		// Held and unexpired, by the shard or (by hand) by anyone else: not provably dead yet.
-		if expiry, held := leaseExpiry(lease); held && expiry.After(s.clock.Now()) {
-			return false, expiry, nil
-		}
-	}
-	s.mu.Lock()
-	s.dead[shard] = true
-	s.mu.Unlock()
-	return true, time.Time{}, nil
 }

@@ -20,6 +20,7 @@ package e2e
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,7 @@ import (
 const (
 	clusterIDPolicy   = "multiproject-cluster-id"
 	leaseLabelsPolicy = "multiproject-lease-labels"
+	leaseNamesPolicy  = "multiproject-lease-names"
 )
 
 // TestNoIdentitySteersTheManagerBeyondItsGrant pins docs/security.md's identity table on the real API server with
@@ -59,7 +61,11 @@ const (
 //     the kube-system Namespace's UID (what the manager does) passes.
 //   - Another kube-system component with Lease writes forges a live shard Lease (renewTime far ahead) and a claim
 //     record with an early claimant, labels its own Lease into a claim record, renews, unlabels or deletes one of the
-//     manager's: all denied; its own Leases pass.
+//     manager's: all denied; its own Leases pass. Issue 57: it creates the leader-election Lease while it is missing,
+//     takes it over (a holder no replica has, a renewTime a year ahead, the longest duration) or deletes it, and
+//     creates an unlabeled Lease of a claim record's or a shard Lease's name before the manager does: all denied.
+//   - The stolen manager token (base manifests: create on every Lease of kube-system) also creates a Lease of
+//     another name there: denied; the manager's own Leases pass.
 //   - A tenant user (edit in its namespace) and a tenant admin (also Leases there, and Namespace writes) cannot
 //     write either kind of Lease, nor the gate, nor relabel a namespace.
 //   - A cluster admin may delete such a Lease (the clean-up path) but not create one without lifting the policy;
@@ -80,8 +86,16 @@ func TestNoIdentitySteersTheManagerBeyondItsGrant(t *testing.T) {
 		return func(ns string) leaseWriter { return leaseWriter{c.CoordinationV1().Leases(ns), ctx} }
 	}
 
-	// A Lease the manager wrote, for the others to attack; deleted by the admin at the end.
-	ownShard := createLease(t, leases(manager)(metav1.NamespaceSystem), group+"-"+suffix, shardLabel, time.Now())
+	// A shard Lease the manager wrote, for the others to attack; deleted by the admin at the end. Its holder is not
+	// its shard, so no sharder of another test would take it for a live shard.
+	ownShard := createLease(t, leases(manager)(metav1.NamespaceSystem), sharding.LeaseName(shardGroup, "e2e-"+suffix),
+		map[string]string{sharding.ShardGroupLabel: shardGroup}, time.Now())
+	resetLease(t) // the leader-election Lease, missing until the neighbour's attempts below
+	waitEnforced(t, leaseNamesPolicy, func() error {
+		_, err := manager.CoordinationV1().Leases(metav1.NamespaceSystem).Create(ctx,
+			newLease("e2e-probe-"+suffix, nil, time.Now()), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	})
 	waitEnforced(t, leaseLabelsPolicy, func() error {
 		_, err := admin.CoordinationV1().Leases(metav1.NamespaceSystem).Create(ctx,
 			newLease("e2e-probe-"+suffix, shardLabel, time.Now()), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
@@ -101,17 +115,36 @@ func TestNoIdentitySteersTheManagerBeyondItsGrant(t *testing.T) {
 		record := newLease(claims.RecordName("ingress", "forged.example.com"), claimLabel, time.Now())
 		record.Annotations = map[string]string{"multiproject.io/claimed-name": "forged.example.com",
 			"multiproject.io/claimant-created": "2000-01-01T00:00:00Z", "multiproject.io/claimant-uid": "forged"}
-		wantPolicyDenial(t, leaseLabelsPolicy, "forge a claim record", neighbour.create(record))
+		wantLeasePolicyDenial(t, "forge a claim record", createOrCleanUp(t, neighbour, record))
 		own := createLease(t, neighbour, "neighbour-"+suffix, nil, time.Now())
 		wantPolicyDenial(t, leaseLabelsPolicy, "label its own Lease into a claim record", neighbour.relabel(own, claimLabel))
-		wantPolicyDenial(t, leaseLabelsPolicy, "renew the manager's shard Lease far ahead",
-			neighbour.renew(ownShard, time.Now().Add(24*time.Hour)))
-		wantPolicyDenial(t, leaseLabelsPolicy, "unlabel the manager's shard Lease", neighbour.relabel(ownShard, nil))
-		wantPolicyDenial(t, leaseLabelsPolicy, "delete the manager's shard Lease", neighbour.delete(ownShard.Name))
-		// Its own Leases stay its own: the denials are about the two labels only.
+		// Either policy may answer first: the Lease has the label and the name.
+		wantLeasePolicyDenial(t, "renew the manager's shard Lease far ahead", neighbour.renew(ownShard, time.Now().Add(24*time.Hour)))
+		wantLeasePolicyDenial(t, "unlabel the manager's shard Lease", neighbour.relabel(ownShard, nil))
+		wantLeasePolicyDenial(t, "delete the manager's shard Lease", neighbour.delete(ownShard.Name))
+		// Its own Leases stay its own: the denials are about the two labels and the manager's names only.
 		if err := neighbour.renew(own, time.Now()); err != nil {
 			t.Errorf("the neighbour renews its own Lease: %v", err)
 		}
+
+		// Issue 57: the unlabeled leader-election Lease, and the names of Leases the manager has not made yet.
+		year := time.Now().Add(365 * 24 * time.Hour)
+		wantPolicyDenial(t, leaseNamesPolicy, "create the leader-election Lease while it is missing",
+			createOrCleanUp(t, neighbour, newLease(leaseName, nil, year)))
+		leader := createLease(t, leases(manager)(metav1.NamespaceSystem), leaseName, nil, time.Now())
+		wantPolicyDenial(t, leaseNamesPolicy, "take the leader-election Lease over for a year", neighbour.update(leader, func(l *coordinationv1.Lease) {
+			l.Spec.HolderIdentity = ptr.To("no-replica")
+			l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(year))
+			l.Spec.LeaseDurationSeconds = ptr.To[int32](math.MaxInt32)
+		}))
+		wantPolicyDenial(t, leaseNamesPolicy, "delete the leader-election Lease", neighbour.delete(leader.Name))
+		record = newLease(claims.RecordName("ingress", "squat.example.com"), nil, time.Now())
+		record.Annotations = map[string]string{"multiproject.io/claimed-name": "squat.example.com",
+			"multiproject.io/claimant-created": "2000-01-01T00:00:00Z", "multiproject.io/claimant-uid": "forged"}
+		wantPolicyDenial(t, leaseNamesPolicy, "create an unlabeled Lease of a claim record's name before the record",
+			createOrCleanUp(t, neighbour, record))
+		wantPolicyDenial(t, leaseNamesPolicy, "create an unlabeled Lease of a shard Lease's name",
+			createOrCleanUp(t, neighbour, newLease(sharding.LeaseName(shardGroup, "squat-"+suffix), nil, year)))
 	})
 	t.Run("a tenant user", func(t *testing.T) {
 		tenantUser := editorOf(t, controlPlane.CreateNamespace(t))
@@ -138,10 +171,17 @@ func TestNoIdentitySteersTheManagerBeyondItsGrant(t *testing.T) {
 		if err := adminLeases.delete(ownShard.Name); err != nil {
 			t.Errorf("the admin deletes a shard Lease: %v", err)
 		}
+		leader := createLease(t, leases(manager)(metav1.NamespaceSystem), leaseName, nil, time.Now())
+		if err := adminLeases.delete(leader.Name); err != nil {
+			t.Errorf("the admin deletes the leader-election Lease: %v", err)
+		}
 		terminatingNamespaceIsEmptied(t, manager, group, shardLabel)
 	})
 	// Last: it removes the tenant-label gate for a while, which the tenant admin's attempt above relies on.
 	t.Run("a stolen manager token", func(t *testing.T) {
+		// Issue 57: the base's RBAC grants create on every Lease of kube-system (RBAC cannot name a create).
+		wantPolicyDenial(t, leaseNamesPolicy, "create a Lease of another component in kube-system",
+			createOrCleanUp(t, leases(manager)(metav1.NamespaceSystem), newLease("e2e-component-"+suffix, nil, time.Now())))
 		stolenManagerToken(t, manager)
 	})
 }
@@ -295,6 +335,19 @@ func createLease(t *testing.T, w leaseWriter, name string, labels map[string]str
 	return l
 }
 
+// createOrCleanUp creates the Lease through w, and if that succeeds (it should not) has the admin delete it at once,
+// so that the attempts after it stand on their own.
+func createOrCleanUp(t *testing.T, w leaseWriter, l *coordinationv1.Lease) error {
+	t.Helper()
+	err := w.create(l)
+	if err == nil {
+		if err := controlPlane.AdminClient().CoordinationV1().Leases(metav1.NamespaceSystem).Delete(w.ctx, l.Name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("deleting the Lease %s that should not have been created: %v", l.Name, err)
+		}
+	}
+	return err
+}
+
 func createConfigMap(ctx context.Context, c kubernetes.Interface, name, key, value string) error {
 	_, err := c.CoreV1().ConfigMaps(metav1.NamespaceSystem).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{key: value}}, metav1.CreateOptions{})
@@ -388,6 +441,16 @@ func wantPolicyDenial(t *testing.T, policy, what string, err error) {
 	t.Helper()
 	if !isDeniedBy(err, policy) {
 		t.Errorf("%s: got %v, want the denial of the admission policy %s", what, err, policy)
+		return
+	}
+	t.Logf("%s: %v", what, err)
+}
+
+// wantLeasePolicyDenial wants a denial of either Lease policy: a write that both deny gets the first one's.
+func wantLeasePolicyDenial(t *testing.T, what string, err error) {
+	t.Helper()
+	if !isDeniedBy(err, leaseLabelsPolicy) && !isDeniedBy(err, leaseNamesPolicy) {
+		t.Errorf("%s: got %v, want the denial of the admission policy %s or %s", what, err, leaseLabelsPolicy, leaseNamesPolicy)
 		return
 	}
 	t.Logf("%s: %v", what, err)

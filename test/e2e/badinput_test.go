@@ -254,7 +254,7 @@ func invalidProviderConfigs(t *testing.T, w *workload) {
 				"gcp": map[string]any{"projectID": "valid-project-1", "network": "default",
 					"credentialsSecretRef": map[string]any{"namespace": "multiproject-gcp-credentials", "name": "key", "key": "key.json"}},
 				"rancher":  map[string]any{"clusterID": "c-abcde"},
-				"pangolin": map[string]any{"tunnelNamespace": "pangolin-system", "defaultTunnel": "main", "tunnelsByClassSuffix": map[string]any{"eu": "eu-tunnel"}},
+				"pangolin": map[string]any{"tunnelNamespace": "pangolin-system", "defaultTunnel": "main", "tunnelsByClassSuffix": map[string]any{"eu": "eu-tunnel"}, "allowedHostnames": []any{"*.team-a.example.com", "shop.example.com"}},
 			},
 		}
 	}
@@ -274,6 +274,13 @@ func invalidProviderConfigs(t *testing.T, w *workload) {
 		t.Fatalf("the valid base ProviderConfig is refused: %v", err)
 	}
 
+	// What the error says besides the field, by case: the CEL rule of an allowed hostname names the entry.
+	messages := map[string]string{
+		"allowedHostnames wildcard inside a name": "allowed hostname web.*.example.com is neither",
+		"allowedHostnames uppercase":              "allowed hostname Shop.example.com is neither",
+		"allowedHostnames a single label":         "allowed hostname *.com is neither",
+		"allowedHostnames duplicate":              "Duplicate value",
+	}
 	for _, tc := range []struct {
 		name   string
 		field  string // the error names it
@@ -308,6 +315,18 @@ func invalidProviderConfigs(t *testing.T, w *workload) {
 		{"name over 63 characters", "metadata.name", func(o map[string]any) {
 			o["metadata"].(map[string]any)["name"] = "bad-" + strings.Repeat("n", 60)
 		}},
+		{"allowedHostnames wildcard inside a name", "spec.pangolin.allowedHostnames[1]", func(o map[string]any) {
+			section(o, "pangolin")["allowedHostnames"] = []any{"shop.example.com", "web.*.example.com"}
+		}},
+		{"allowedHostnames uppercase", "spec.pangolin.allowedHostnames[0]", func(o map[string]any) {
+			section(o, "pangolin")["allowedHostnames"] = []any{"Shop.example.com"}
+		}},
+		{"allowedHostnames a single label", "spec.pangolin.allowedHostnames[0]", func(o map[string]any) {
+			section(o, "pangolin")["allowedHostnames"] = []any{"*.com"}
+		}},
+		{"allowedHostnames duplicate", "spec.pangolin.allowedHostnames[1]", func(o map[string]any) {
+			section(o, "pangolin")["allowedHostnames"] = []any{"shop.example.com", "shop.example.com"}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := base("bad-" + utilrand.String(6))
@@ -325,6 +344,9 @@ func invalidProviderConfigs(t *testing.T, w *workload) {
 			}
 			if !strings.Contains(err.Error(), tc.field) && !(tc.field == "metadata.name" && strings.Contains(err.Error(), "63 characters")) {
 				t.Errorf("the error does not name %s: %v", tc.field, err)
+			}
+			if !strings.Contains(err.Error(), messages[tc.name]) {
+				t.Errorf("the error does not say %q: %v", messages[tc.name], err)
 			}
 		})
 	}

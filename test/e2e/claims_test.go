@@ -43,11 +43,10 @@ import (
 // TestClaimsHoldAcrossShardedReplicas: three replicas of the built binary with --sharding=true share six tenants,
 // three in one GCP project and three in another; each tenant creates, at the same moment, an Ingress publishing one
 // host and a Service asking for one custom NEG name, the same host and name for all six. Exactly one
-// PangolinResource publishes the host, the earliest Ingress's, and in each project exactly one Translation declares
-// the name, the earliest Service's of that project (a custom NEG name is held per GCP project), however the tenants
-// fall on the replicas; the others get HostConflict and NEGNameConflict Warnings naming their holder. Watches
-// running through the whole test fail it if two objects ever published the host, or declared the name in one
-// project, at once.
+// PangolinResource publishes the host, and in each project exactly one Translation declares the name (a custom NEG
+// name is held per GCP project), however the tenants fall on the replicas; the others get HostConflict and
+// NEGNameConflict Warnings naming their holder. Watches running through the whole test fail it if two objects ever
+// published the host, or declared the name in one project, at once.
 func TestClaimsHoldAcrossShardedReplicas(t *testing.T) {
 	const tenants = 6
 	resetLease(t)
@@ -112,29 +111,30 @@ func TestClaimsHoldAcrossShardedReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ingHolder := earliest(t, ws, func(w *workload) (metav1.ObjectMeta, error) {
-		ing, err := w.kube.NetworkingV1().Ingresses(w.appNS).Get(w.ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			return metav1.ObjectMeta{}, err
-		}
-		return ing.ObjectMeta, nil
+	// One Ingress, and one Service in each project, end up publishing: the first whose publication the API server
+	// took (among claimants nobody holds, an earlier one may take the claim record before the later one's object is
+	// announced in it, never after). Once one publishes, it keeps the name.
+	var pub published
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, convergeTimeout, true, func(ctx context.Context) (bool, error) {
+		var err error
+		pub, err = publishersOf(ctx, ws[0], host, negName)
+		return err == nil && len(pub.resources) == 1 && len(pub.translations) == 2, nil
 	})
-	svcHolders := map[string]*workload{} // project → the tenant whose Service holds the name there
-	var holderNamespaces []string
-	for _, project := range []string{ws[0].project, ws[1].project} {
-		inProject := slices.DeleteFunc(slices.Clone(ws), func(w *workload) bool { return w.project != project })
-		svcHolders[project] = earliest(t, inProject, func(w *workload) (metav1.ObjectMeta, error) {
-			svc, err := w.kube.CoreV1().Services(w.appNS).Get(w.ctx, "api", metav1.GetOptions{})
-			if err != nil {
-				return metav1.ObjectMeta{}, err
-			}
-			return svc.ObjectMeta, nil
-		})
-		holderNamespaces = append(holderNamespaces, svcHolders[project].appNS)
-		t.Logf("earliest Service of project %s: tenant %s", project, svcHolders[project].tenant)
+	if err != nil {
+		t.Fatalf("host %s published from %v, NEG name %s declared from %v; want one host and a name in each project",
+			host, pub.resources, negName, pub.translations)
 	}
-	slices.Sort(holderNamespaces)
-	t.Logf("earliest Ingress: tenant %s", ingHolder.tenant)
+	ingHolder := workloadIn(t, ws, pub.resources[0])
+	svcHolders := map[string]*workload{} // project → the tenant whose Service holds the name there
+	for _, ns := range pub.translations {
+		w := workloadIn(t, ws, ns)
+		svcHolders[w.project] = w
+		t.Logf("the NEG name is declared in project %s by tenant %s", w.project, w.tenant)
+	}
+	if len(svcHolders) != 2 {
+		t.Fatalf("NEG name %s declared from %v, both in one project", negName, pub.translations)
+	}
+	t.Logf("the host is published by tenant %s", ingHolder.tenant)
 
 	// The others are told who holds the host and, in their project, the name.
 	for _, w := range ws {
@@ -146,19 +146,14 @@ func TestClaimsHoldAcrossShardedReplicas(t *testing.T) {
 				"Service "+holder.appNS+"/api")
 		}
 	}
-	// Exactly the holders publish.
-	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, convergeTimeout, true, func(ctx context.Context) (bool, error) {
-		pub, err := publishersOf(ctx, ws[0], host, negName)
-		if err != nil {
-			return false, nil
-		}
-		slices.Sort(pub.translations)
-		return slices.Equal(pub.resources, []string{ingHolder.appNS}) && slices.Equal(pub.translations, holderNamespaces), nil
-	})
-	if err != nil {
-		pub, _ := publishersOf(t.Context(), ws[0], host, negName)
+	// And the holders still publish, alone.
+	declared := pub.translations
+	if pub, err = publishersOf(t.Context(), ws[0], host, negName); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(pub.resources, []string{ingHolder.appNS}) || !slices.Equal(pub.translations, declared) {
 		t.Fatalf("host %s published from %v (want only %s), NEG name %s declared from %v (want only %v)",
-			host, pub.resources, ingHolder.appNS, negName, pub.translations, holderNamespaces)
+			host, pub.resources, ingHolder.appNS, negName, pub.translations, declared)
 	}
 	if n := hostCounter.stop(); n != 1 {
 		t.Errorf("%d PangolinResources published %s at once, want 1", n, host)
@@ -171,23 +166,16 @@ func TestClaimsHoldAcrossShardedReplicas(t *testing.T) {
 	}
 }
 
-// earliest returns the workload whose object comes first as claims order claimants: the earlier creation, then
-// the smaller UID.
-func earliest(t *testing.T, ws []*workload, get func(*workload) (metav1.ObjectMeta, error)) *workload {
+// workloadIn returns the workload whose app namespace is namespace.
+func workloadIn(t *testing.T, ws []*workload, namespace string) *workload {
 	t.Helper()
-	var first *workload
-	var firstClaim claims.Claimant
 	for _, w := range ws {
-		meta, err := get(w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := claims.Claimant{Key: meta.Namespace + "/" + meta.Name, UID: meta.UID, Created: meta.CreationTimestamp}
-		if first == nil || c.Before(firstClaim) {
-			first, firstClaim = w, c
+		if w.appNS == namespace {
+			return w
 		}
 	}
-	return first
+	t.Fatalf("no tenant has namespace %s", namespace)
+	return nil
 }
 
 // published lists the namespaces whose PangolinResources publish a host and whose Translations declare a NEG name.

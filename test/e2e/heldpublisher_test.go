@@ -26,6 +26,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
@@ -39,7 +40,8 @@ const holdFinalizer = "e2e.multiproject.io/hold"
 
 // TestAHeldPublisherBlocksAnotherShardsClaimant: two replicas with --sharding and --sharded-watch, and two tenants
 // on different shards, so neither replica reads the other's namespaces. The first tenant's Ingress publishes a
-// host; the second's, created later, claims it and gets HostConflict. Then the first's Ingress lets the host go
+// host. The second tenant's user edits an older Ingress of their own to claim it: it gets HostConflict and the
+// first's PangolinResource stays (the same UID); so does the second's Ingress created later. Then the first's Ingress lets the host go
 // (moved to another class) while a finalizer holds its PangolinResource, which still publishes the host: the second
 // tenant's replica, which cannot see that object, must keep retrying without publishing, and publish once the
 // object is gone. A watch of every PangolinResource, running through the whole test, records every state: it
@@ -72,16 +74,43 @@ func TestAHeldPublisherBlocksAnotherShardsClaimant(t *testing.T) {
 	host := "held-" + first.tenant + ".example.com"
 	counter := countPublishers(t, first.mp, host)
 
+	// The second tenant's user has an older Ingress, publishing another host.
+	userB := editorOf(t, second.appNS)
+	otherHost := "other-" + first.tenant + ".example.com"
+	if _, err := userB.NetworkingV1().Ingresses(second.appNS).Create(t.Context(), pangolinIngress(second.appNS, "old", otherHost), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the second tenant's user creating an Ingress: %v", err)
+	}
+	waitPublishedIn(t, second, otherHost)
+
 	first.setIngress("web", host)
 	held := waitPublishedIn(t, first, host)
+	heldUID := resourceUID(t, first, held)
 	holdResource(t, first, held)
+
+	// The user edits the older Ingress to the first tenant's host: its replica, which reads neither the first
+	// tenant's namespace nor its objects, must leave the host to the one publishing it.
+	old, err := userB.NetworkingV1().Ingresses(second.appNS).Get(t.Context(), "old", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Spec.Rules[0].Host = host
+	if _, err := userB.NetworkingV1().Ingresses(second.appNS).Update(t.Context(), old, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("the second tenant's user changing its older Ingress's host: %v", err)
+	}
+	waitEvent(second.ctx, t, "Ingress", second.appNS, "old", ingresstunnel.ReasonHostConflict, host, "Ingress "+first.appNS+"/web")
 	second.setIngress("web", host)
 	waitEvent(second.ctx, t, "Ingress", second.appNS, "web", ingresstunnel.ReasonHostConflict, host, "Ingress "+first.appNS+"/web")
+	if uid := resourceUID(t, first, held); uid != heldUID {
+		t.Fatalf("the first tenant's PangolinResource %s was replaced or deleted (UID %q, was %s)", held, uid, heldUID)
+	}
+	if r, err := first.mp.TunnelV1alpha1().PangolinResources(first.appNS).Get(t.Context(), held, metav1.GetOptions{}); err != nil || r.DeletionTimestamp != nil {
+		t.Fatalf("the first tenant's PangolinResource %s is being deleted (%v)", held, err)
+	}
 
 	t.Logf("%s: tenant %s publishes %s, tenant %s was told of the conflict", time.Since(start).Round(time.Millisecond), first.tenant, host, second.tenant)
 	// The first Ingress lets the host go; its replica deletes the resource, which the finalizer keeps.
 	first.unmanageIngress("web")
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		r, err := first.mp.TunnelV1alpha1().PangolinResources(first.appNS).Get(ctx, held, metav1.GetOptions{})
 		return err == nil && r.DeletionTimestamp != nil, nil
 	})
@@ -207,4 +236,17 @@ func syncErrors(t *testing.T, replicas []*manager, tenant string) float64 {
 		}
 	}
 	return n
+}
+
+// resourceUID returns the UID of w's PangolinResource name, "" when it is gone.
+func resourceUID(t *testing.T, w *workload, name string) types.UID {
+	t.Helper()
+	r, err := w.mp.TunnelV1alpha1().PangolinResources(w.appNS).Get(t.Context(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.UID
 }

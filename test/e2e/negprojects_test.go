@@ -105,18 +105,3 @@ func (w *workload) createNamedService(name, negName string) {
 		w.t.Fatalf("creating Service %s: %v", name, err)
 	}
 }
-
-// setNamedService is setService for a Service that asks for the custom NEG name negName: its NEGs are wanted, and
-// waitConverged compares them, as setService's.
-func (w *workload) setNamedService(name, negName string, eps []endpoint) {
-	w.t.Helper()
-	w.createNamedService(name, negName)
-	w.mu.Lock()
-	_, exists := w.services[name]
-	if !exists {
-		// setService then writes the slice and the wanted endpoints, and creates no Service of its own.
-		w.services[name] = nil
-	}
-	w.mu.Unlock()
-	w.setService(name, eps)
-}

@@ -431,12 +431,12 @@ func waitShardsRun(tb testing.TB, ws []*workload, shards []string) {
 	waitTenantsRun(tb, ws, shards, convergeTimeout)
 }
 
-// installShardedRBAC applies what overlays/sharded adds to the base's RBAC (its Role and binding, and the Lease
-// policy), and removes it when the test ends.
+// installShardedRBAC applies what overlays/sharded adds to the base's RBAC (its Role and binding; the policy that
+// narrows their grant, multiproject-lease-names, is the base's), and removes it when the test ends.
 func installShardedRBAC(tb testing.TB) {
 	tb.Helper()
 	var objects []*unstructured.Unstructured
-	for _, file := range []string{"rbac.yaml", "lease-policy.yaml"} {
+	for _, file := range []string{"rbac.yaml"} {
 		data, err := os.ReadFile(filepath.Join(controlPlane.RepoRoot(), "overlays", "sharded", file))
 		if err != nil {
 			tb.Fatal(err)

@@ -49,8 +49,8 @@ import (
 const shardGroup = "multiproject-controller-manager"
 
 // TestShardedReplicas runs three replicas of the built binary with --sharding=true (as the manifests'
-// ServiceAccount, with overlays/sharded's RBAC and Lease policy) over 30 tenants, each with two neg Services, an
-// Ingress and an app namespace, and shows the three claims on the real parts:
+// ServiceAccount, with overlays/sharded's RBAC and the base's Lease policies) over 30 tenants, each with two neg
+// Services, an Ingress and an app namespace, and shows the three claims on the real parts:
 //
 //   - every tenant runs on exactly one live shard, the one the sharder's Plan gives it (bounded loads), and converges;
 //   - a replica killed with SIGKILL: each of its tenants runs on a survivor within the shard Lease duration + 2 s of

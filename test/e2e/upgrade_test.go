@@ -95,7 +95,9 @@ func TestUpgradeAndRollbackKeepEveryNEG(t *testing.T) {
 	w := newWorkload(t, gce)
 	svc0, svc1 := w.endpoints(0, 0, 2), w.endpoints(1, 0, 1)
 	w.setService("svc-0", svc0)
-	w.setService("svc-1", svc1)
+	// A custom NEG name and three hosts, each held by its one claimant: no switch, the rollback included, may move
+	// them (this build keeps a name by who publishes it, the previous release by age alone).
+	w.setNamedService("svc-1", "up-"+w.tenant, svc1)
 	w.setIngress("web", "a.upgrade.example.com", "b.upgrade.example.com", "c.upgrade.example.com")
 	w.addNamespace("alpha")
 	gated := newRollout(t, gce, "gated", true, netip.MustParsePrefix("10.245.0.0/24"))

@@ -148,7 +148,8 @@ func TestChartValuesRenderAsDocumented(t *testing.T) {
 				c["expression"] = strings.Replace(c["expression"].(string), ":kube-system:", ":"+ns+":", 1)
 			}
 			set(t, obj, conditions, "spec", "matchConditions")
-		case "ValidatingAdmissionPolicy.admissionregistration.k8s.io multiproject-lease-labels":
+		case "ValidatingAdmissionPolicy.admissionregistration.k8s.io multiproject-lease-labels",
+			"ValidatingAdmissionPolicy.admissionregistration.k8s.io multiproject-lease-names":
 			variables, _, _ := unstructured.NestedSlice(obj.Object, "spec", "variables")
 			for _, v := range variables {
 				if v := v.(map[string]any); v["name"] == "manager" {
@@ -156,6 +157,9 @@ func TestChartValuesRenderAsDocumented(t *testing.T) {
 				}
 			}
 			set(t, obj, variables, "spec", "variables")
+		case "ValidatingAdmissionPolicyBinding.admissionregistration.k8s.io multiproject-lease-names":
+			// The Leases live in the release namespace (leaderElection.resourceNamespace is empty).
+			set(t, obj, ns, "spec", "matchResources", "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name")
 		case "ValidatingAdmissionPolicyBinding.admissionregistration.k8s.io multiproject-tenant-labels.tenant":
 			set(t, obj, ns, "spec", "paramRef", "namespace")
 			setSelectorKey(t, obj, "example.com/tenant")

@@ -26,8 +26,8 @@ import (
 // TestChartLeaseRBACFollowsLeaderElectionValues: leaderElection.resourceName and resourceNamespace set the flags and
 // move the RBAC with them, so that the manager is never refused its own Lease: the leader-election Role names the
 // Lease and sits with its RoleBinding in the Lease's namespace, as do the cluster-id Role (its ConfigMap lives beside
-// the Lease) and, sharded, the shard Leases' Role, its binding and the Lease policy. The ServiceAccount stays in the
-// release namespace.
+// the Lease) and, sharded, the shard Leases' Role and its binding; the Lease-name policy names the Lease and binds
+// its namespace, sharded or not. The ServiceAccount stays in the release namespace.
 func TestChartLeaseRBACFollowsLeaderElectionValues(t *testing.T) {
 	const (
 		releaseNS = "multiproject-system"
@@ -76,20 +76,18 @@ func TestChartLeaseRBACFollowsLeaderElectionValues(t *testing.T) {
 		t.Errorf("the leader-election Role's resourceNames are %v, want [%s]", named, lease)
 	}
 
-	policy := find(t, objects, "ValidatingAdmissionPolicy", "multiproject-shard-leases")
-	variables, _, _ := unstructured.NestedSlice(policy.Object, "spec", "variables")
-	leaderLease := ""
-	for _, v := range variables {
-		if v := v.(map[string]any); v["name"] == "leaderLease" {
-			leaderLease, _ = v["expression"].(string)
+	unsharded := mustHelmTemplate(t, releaseNS, map[string]any{
+		"leaderElection": map[string]any{"resourceName": lease, "resourceNamespace": leaseNS},
+	})
+	for name, objects := range map[string][]*unstructured.Unstructured{"sharded": objects, "unsharded": unsharded} {
+		policy := find(t, objects, "ValidatingAdmissionPolicy", leaseNamesPolicy)
+		if leaderLease := policyVariable(t, policy, "leaderLease"); leaderLease != "'"+lease+"'" {
+			t.Errorf("%s: the Lease-name policy's leaderLease is %s, want '%s'", name, leaderLease, lease)
 		}
-	}
-	if leaderLease != "'"+lease+"'" {
-		t.Errorf("the Lease policy's leaderLease is %q, want '%s'", leaderLease, lease)
-	}
-	binding := find(t, objects, "ValidatingAdmissionPolicyBinding", "multiproject-shard-leases")
-	if ns, _, _ := unstructured.NestedString(binding.Object, "spec", "matchResources", "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name"); ns != leaseNS {
-		t.Errorf("the Lease policy binds namespace %q, want the Lease's %q", ns, leaseNS)
+		binding := find(t, objects, "ValidatingAdmissionPolicyBinding", leaseNamesPolicy)
+		if ns, _, _ := unstructured.NestedString(binding.Object, "spec", "matchResources", "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name"); ns != leaseNS {
+			t.Errorf("%s: the Lease-name policy binds namespace %q, want the Lease's %q", name, ns, leaseNS)
+		}
 	}
 
 	// The defaults change nothing: the release namespace, and no --leader-elect-resource-name.

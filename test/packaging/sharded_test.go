@@ -38,8 +38,8 @@ const (
 	shardGroup  = "multiproject-controller-manager"
 )
 
-// TestShardedOverlay: overlays/sharded is the base plus the sharding Role, its binding and the Lease policy, with
-// 3 replicas running --sharding=true and every argument of the base kept.
+// TestShardedOverlay: overlays/sharded is the base plus the sharding Role and its binding (the Lease-name policy that
+// narrows their grant is the base's), with 3 replicas running --sharding=true and every argument of the base kept.
 func TestShardedOverlay(t *testing.T) {
 	base := kustomizeBuild(t, "manifests")
 	sharded := kustomizeBuild(t, "overlays/sharded")
@@ -54,10 +54,7 @@ func TestShardedOverlay(t *testing.T) {
 		}
 	}
 	slices.Sort(added)
-	want := []string{
-		"Role/multiproject-controller-manager:sharding", "RoleBinding/multiproject-controller-manager:sharding",
-		"ValidatingAdmissionPolicy/multiproject-shard-leases", "ValidatingAdmissionPolicyBinding/multiproject-shard-leases",
-	}
+	want := []string{"Role/multiproject-controller-manager:sharding", "RoleBinding/multiproject-controller-manager:sharding"}
 	if len(sharded) != len(base)+len(want) || !slices.Equal(added, want) {
 		t.Errorf("the overlay adds %v to the base's %d objects (%d in all), want exactly %v", added, len(base), len(sharded), want)
 	}
@@ -74,20 +71,19 @@ func TestShardedOverlay(t *testing.T) {
 }
 
 // TestChartShardingRendersTheOverlay: sharding.enabled with 3 replicas renders exactly overlays/sharded; in another
-// namespace, the Lease policy names the ServiceAccount and the Leases' namespace there.
+// namespace, the sharding Role is there, and the Lease-name policy names the ServiceAccount and binds the Leases'
+// namespace there.
 func TestChartShardingRendersTheOverlay(t *testing.T) {
 	values := map[string]any{"replicas": 3, "sharding": map[string]any{"enabled": true}}
 	diffObjects(t, "kustomize build overlays/sharded", kustomizeBuild(t, "overlays/sharded"),
 		"helm template (sharding.enabled)", mustHelmTemplate(t, defaultNamespace, values))
 
 	objects := mustHelmTemplate(t, "multiproject-system", values)
-	policy := find(t, objects, "ValidatingAdmissionPolicy", "multiproject-shard-leases")
-	conditions, _, _ := unstructured.NestedSlice(policy.Object, "spec", "matchConditions")
-	if len(conditions) != 1 || !strings.Contains(conditions[0].(map[string]any)["expression"].(string),
-		"'system:serviceaccount:multiproject-system:multiproject-controller-manager'") {
-		t.Errorf("the Lease policy does not match the release's ServiceAccount: %v", conditions)
+	policy := find(t, objects, "ValidatingAdmissionPolicy", leaseNamesPolicy)
+	if manager := policyVariable(t, policy, "manager"); manager != "'system:serviceaccount:multiproject-system:multiproject-controller-manager'" {
+		t.Errorf("the Lease policy names the manager %s, want the release's ServiceAccount", manager)
 	}
-	binding := find(t, objects, "ValidatingAdmissionPolicyBinding", "multiproject-shard-leases")
+	binding := find(t, objects, "ValidatingAdmissionPolicyBinding", leaseNamesPolicy)
 	if ns, _, _ := unstructured.NestedString(binding.Object, "spec", "matchResources", "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name"); ns != "multiproject-system" {
 		t.Errorf("the Lease policy binds namespace %q, want the release namespace", ns)
 	}
@@ -104,6 +100,23 @@ func TestChartShardingRendersTheOverlay(t *testing.T) {
 	}
 }
 
+// leaseNamesPolicy is manifests/admission/lease-names.yaml's policy, and its binding's name.
+const leaseNamesPolicy = "multiproject-lease-names"
+
+// policyVariable is the expression of the policy's variable name.
+func policyVariable(t *testing.T, policy *unstructured.Unstructured, name string) string {
+	t.Helper()
+	variables, _, _ := unstructured.NestedSlice(policy.Object, "spec", "variables")
+	for _, v := range variables {
+		if v := v.(map[string]any); v["name"] == name {
+			expression, _ := v["expression"].(string)
+			return expression
+		}
+	}
+	t.Fatalf("the policy %s has no variable %s", policy.GetName(), name)
+	return ""
+}
+
 func containerArgs(t *testing.T, deployment *unstructured.Unstructured) []string {
 	t.Helper()
 	containers, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
@@ -114,14 +127,14 @@ func containerArgs(t *testing.T, deployment *unstructured.Unstructured) []string
 	return args
 }
 
-// TestShardLeasePolicyKeepsTheManagerToItsOwnLeases applies the sharded RBAC and the Lease policy for real and
-// acts as the manager's ServiceAccount: RBAC lets it write every Lease of kube-system, the policy only its
+// TestShardLeasePolicyKeepsTheManagerToItsOwnLeases applies the sharded RBAC and the Lease-name policy for real
+// and acts as the manager's ServiceAccount: RBAC lets it write every Lease of kube-system, the policy only its
 // leader-election Lease, its group's labeled shard Leases and labeled claim records.
 func TestShardLeasePolicyKeepsTheManagerToItsOwnLeases(t *testing.T) {
 	ctx := t.Context()
 	admin := controlPlane.AdminClient()
 	var installed []*unstructured.Unstructured
-	for _, path := range []string{"manifests/rbac/leader-election.yaml", "overlays/sharded/rbac.yaml", "overlays/sharded/lease-policy.yaml"} {
+	for _, path := range []string{"manifests/rbac/leader-election.yaml", "overlays/sharded/rbac.yaml", "manifests/admission/lease-names.yaml"} {
 		installed = append(installed, readPaths(t, path)...)
 	}
 	for _, obj := range installed {

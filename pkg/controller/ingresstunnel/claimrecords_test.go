@@ -32,8 +32,8 @@ import (
 )
 
 // TestClaimRecordsReadIngressesAndPangolinResources pins what the controller gives the claims package's live reads:
-// a recorded holder is an Ingress claiming its hosts while its tenant has a Pangolin section, and a previous
-// holder's object is a PangolinResource publishing the name.
+// a recorded holder is an Ingress claiming the hosts its tenant allows (spec.pangolin.allowedHostnames, read live)
+// while its tenant has a Pangolin section, and a previous holder's object is a PangolinResource publishing the name.
 func TestClaimRecordsReadIngressesAndPangolinResources(t *testing.T) {
 	ing := seedIngress()
 	ing.Spec.IngressClassName = nil
@@ -49,6 +49,16 @@ func TestClaimRecordsReadIngressesAndPangolinResources(t *testing.T) {
 		{name: "a tenant with a Pangolin section", spec: mpv1alpha1.ProviderConfigSpec{Pangolin: testConfig()},
 			want: []string{"admin.example.com", "api.example.com", "app.example.com"}},
 		{name: "a tenant without one", spec: mpv1alpha1.ProviderConfigSpec{GCP: &mpv1alpha1.GCPConfig{}}},
+		{name: "a tenant that allows some of the hosts", spec: mpv1alpha1.ProviderConfigSpec{Pangolin: func() *mpv1alpha1.PangolinConfig {
+			c := testConfig()
+			c.AllowedHostnames = []mpv1alpha1.AllowedHostname{"app.example.com", "*.api.example.com"} // not api.example.com itself
+			return c
+		}()}, want: []string{"app.example.com"}},
+		{name: "a tenant that allows none of them", spec: mpv1alpha1.ProviderConfigSpec{Pangolin: func() *mpv1alpha1.PangolinConfig {
+			c := testConfig()
+			c.AllowedHostnames = []mpv1alpha1.AllowedHostname{"*.example.net"}
+			return c
+		}()}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

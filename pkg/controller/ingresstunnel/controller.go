@@ -56,7 +56,10 @@ const DefaultConcurrentSyncs = 5
 type Controller struct {
 	tenant string
 	config *mpv1alpha1.PangolinConfig
-	client mpclientset.Interface
+	// allowed is what the tenant may publish (spec.pangolin.allowedHostnames). The controller is restarted when
+	// the ProviderConfig's spec.pangolin changes, and the new instance syncs every Ingress from its initial list.
+	allowed hostAllowance
+	client  mpclientset.Interface
 	// kube writes the Ingresses' status (status.loadBalancer), nothing else of them.
 	kube      kubernetes.Interface
 	recorder  record.EventRecorder
@@ -129,9 +132,11 @@ func newController(c *tenant.Context, afterSync func(key string, err error)) (*C
 	name := c.Name()
 	views := c.Informers // not c: the controller keeps nothing else of the Context
 	config := c.ProviderConfig.Spec.Pangolin.DeepCopy()
+	allowed := newHostAllowance(name, config.AllowedHostnames)
 	ctrl := &Controller{
 		tenant:           name,
 		config:           config,
+		allowed:          allowed,
 		client:           c.MultiprojectClient,
 		kube:             c.KubeClient,
 		recorder:         c.EventRecorder,
@@ -167,6 +172,7 @@ func newController(c *tenant.Context, afterSync func(key string, err error)) (*C
 		tenant:   name,
 		labelKey: c.ProviderConfigLabelKey,
 		config:   config,
+		allowed:  allowed,
 		service: func(namespace, name string) (*corev1.Service, error) {
 			return ctrl.services.Services(namespace).Get(name)
 		},
@@ -275,7 +281,7 @@ func (c *Controller) Start(ctx context.Context, done func()) {
 // see the claim.
 func (c *Controller) onIngress(obj any) {
 	if ing, ok := obj.(*networkingv1.Ingress); ok {
-		c.hosts.Claim(claimantOf(ing), claimedNames(ing))
+		c.hosts.Claim(claimantOf(ing), claimedNames(ing, c.allowed))
 	}
 	c.workers.AddObject(obj)
 }

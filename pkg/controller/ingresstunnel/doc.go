@@ -20,7 +20,8 @@ limitations under the License.
 // pushes to the Pangolin API; it deletes the PangolinResources of hosts the Ingress no longer has, and all of them
 // when the Ingress stops being managed. Garbage collection removes them with their Ingress. The hosts the operator
 // reports published (the resources' status) are listed in the Ingress's status.loadBalancer (status.go), and the
-// errors it reports become Warning Events on the Ingress.
+// errors it reports become Warning Events on the Ingress. A host the tenant may not publish (its
+// spec.pangolin.allowedHostnames, allowedhosts.go) gets a Warning, no PangolinResource, and claims nothing.
 //
 // The host parser (host.go) splits a host into Pangolin's subdomain and domain with the public suffix list. What the
 // controller decides, the annotations it reads and the Events it records are described in docs/ingress-tunnel.md.

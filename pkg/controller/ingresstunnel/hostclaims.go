@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -54,10 +55,12 @@ type claimedHost struct {
 }
 
 // claimedHosts are the hosts an Ingress claims, sorted by host: every rule host of a managed Ingress that is not
-// being deleted, whether or not it can be published now (a missing tunnel or Service does not give the host away).
-// Each claims the name Pangolin would publish it under (publishedAs), so an Ingress whose subdomain annotation
-// renames its host to another Ingress's host is ordered against that Ingress like any other claimant.
-func claimedHosts(ing *networkingv1.Ingress) []claimedHost {
+// being deleted, whether or not it can be published now (a missing tunnel or Service does not give the host away),
+// and that its tenant may publish (allowed): a host outside the tenant's list claims nothing, so it never keeps
+// another tenant from the host. Each claims the name Pangolin would publish it under (publishedAs), so an Ingress
+// whose subdomain annotation renames its host to another Ingress's host is ordered against that Ingress like any
+// other claimant, and the renamed host is allowed or refused by that name.
+func claimedHosts(ing *networkingv1.Ingress, allowed hostAllowance) []claimedHost {
 	if ing.DeletionTimestamp != nil || !isManaged(ing) {
 		return nil
 	}
@@ -70,15 +73,17 @@ func claimedHosts(ing *networkingv1.Ingress) []claimedHost {
 	slices.Sort(hosts)
 	out := make([]claimedHost, 0, len(hosts))
 	for _, host := range hosts {
-		out = append(out, claimedHost{host: host, name: publishedAs(ing, host, len(hosts))})
+		if name := publishedAs(ing, host, len(hosts)); allowed.allows(name) {
+			out = append(out, claimedHost{host: host, name: name})
+		}
 	}
 	return out
 }
 
 // claimedNames are the names of claimedHosts, sorted, each once, as the claims registry takes them.
-func claimedNames(ing *networkingv1.Ingress) []string {
+func claimedNames(ing *networkingv1.Ingress, allowed hostAllowance) []string {
 	var names []string
-	for _, h := range claimedHosts(ing) {
+	for _, h := range claimedHosts(ing, allowed) {
 		names = append(names, h.name)
 	}
 	slices.Sort(names)
@@ -130,16 +135,51 @@ func resourceHolding(obj any) (claims.Holding, bool) {
 	return h, true
 }
 
+// liveIngress is an Ingress as a claim record's live read sees it, with the hosts its namespace's tenant may
+// publish now: a recorded holder whose host its tenant no longer allows claims it no more than it would in its own
+// controller, so another replica's allowed claimant takes the record over.
+type liveIngress struct {
+	*networkingv1.Ingress
+	allowed hostAllowance
+}
+
+// getLiveIngress reads an Ingress and the list of the tenant its namespace names. A namespace without a tenant,
+// or a tenant without a ProviderConfig, leaves the list empty: the live read then finds that the tenant does not
+// run the controller (claims.TenantRuns), and the Ingress claims nothing anyway.
+func getLiveIngress(ctx context.Context, kube kubernetes.Interface, client mpclientset.Interface, labelKey, namespace,
+	name string) (liveIngress, error) {
+	ing, err := kube.NetworkingV1().Ingresses(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil || len(claimedHosts(ing, hostAllowance{})) == 0 {
+		return liveIngress{Ingress: ing}, err
+	}
+	ns, err := kube.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) || (err == nil && ns.Labels[labelKey] == "") {
+		return liveIngress{Ingress: ing}, nil
+	}
+	if err != nil {
+		return liveIngress{}, err
+	}
+	tenant := ns.Labels[labelKey]
+	pc, err := client.MultiprojectV1alpha1().ProviderConfigs().Get(ctx, tenant, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) || (err == nil && pc.Spec.Pangolin == nil) {
+		return liveIngress{Ingress: ing}, nil
+	}
+	if err != nil {
+		return liveIngress{}, err
+	}
+	return liveIngress{Ingress: ing, allowed: newHostAllowance(tenant, pc.Spec.Pangolin.AllowedHostnames)}, nil
+}
+
 // hostKindOf is how the controller's host claims are watched and checked: a PangolinResource publishes a host,
-// and with claim records a recorded holder is read live (its Ingress and its tenant) and a previous holder's
-// PangolinResource.
+// and with claim records a recorded holder is read live (its Ingress, the hosts its tenant allows, and its
+// tenant) and a previous holder's PangolinResource.
 func hostKindOf(kube kubernetes.Interface, client mpclientset.Interface, labelKey string) claims.Kind {
-	return claims.TenantObjects[*networkingv1.Ingress, *tunnelv1alpha1.PangolinResource]{
+	return claims.TenantObjects[liveIngress, *tunnelv1alpha1.PangolinResource]{
 		Kube: kube, MP: client, LabelKey: labelKey,
-		GetClaimant: func(ctx context.Context, namespace, name string) (*networkingv1.Ingress, error) {
-			return kube.NetworkingV1().Ingresses(namespace).Get(ctx, name, metav1.GetOptions{})
+		GetClaimant: func(ctx context.Context, namespace, name string) (liveIngress, error) {
+			return getLiveIngress(ctx, kube, client, labelKey, namespace, name)
 		},
-		ClaimedNames: claimedNames,
+		ClaimedNames: func(ing liveIngress) []string { return claimedNames(ing.Ingress, ing.allowed) },
 		Runs:         func(pc *mpv1alpha1.ProviderConfig) bool { return pc.Spec.Pangolin != nil },
 		GetPublisher: func(ctx context.Context, namespace, name string) (*tunnelv1alpha1.PangolinResource, error) {
 			return client.TunnelV1alpha1().PangolinResources(namespace).Get(ctx, name, metav1.GetOptions{})

@@ -190,15 +190,19 @@ func (i viewsAndShared) Shared(gvr schema.GroupVersionResource) (cache.SharedInd
 	return tenanttest.Informers(i.shared).Informer(gvr)
 }
 
-func (cl *cluster) start(name, namespace string) *runningTenant {
+// start runs the controller of tenant name, which sees namespace and may publish the allowed hosts (every host when
+// none is given).
+func (cl *cluster) start(name, namespace string, allowed ...mpv1alpha1.AllowedHostname) *runningTenant {
 	cl.t.Helper()
+	config := testConfig()
+	config.AllowedHostnames = allowed
 	kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(cl.kube, 0, kubeinformers.WithNamespace(namespace))
 	mpFactory := mpinformers.NewSharedInformerFactoryWithOptions(cl.mp, 0, mpinformers.WithNamespace(namespace))
 	rt := &runningTenant{cl: cl, name: name, namespace: namespace, events: &recorder{}}
 	conditions := &tenanttest.Conditions{}
 	ctrl, err := newController(&tenant.Context{
 		Controller:             "ingress-tunnel",
-		ProviderConfig:         &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: mpv1alpha1.ProviderConfigSpec{Pangolin: testConfig()}},
+		ProviderConfig:         &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: mpv1alpha1.ProviderConfigSpec{Pangolin: config}},
 		ProviderConfigLabelKey: testLabelKey,
 		KubeClient:             cl.kube,
 		MultiprojectClient:     cl.mp,
@@ -389,29 +393,38 @@ func TestTakeOverWaitsForTheHoldersResource(t *testing.T) {
 	cl.neverTwo()
 }
 
-// TestAnEarlierIngressBecomingPangolinClassTakesTheHost: claims are ordered by creation, not by arrival: an older
-// Ingress that becomes Pangolin-class takes the host from a newer holder, whose resource goes first.
-func TestAnEarlierIngressBecomingPangolinClassTakesTheHost(t *testing.T) {
+// TestAnOlderIngressBecomingPangolinClassLeavesAPublishedHost: the Ingress that publishes a host keeps it: an older
+// Ingress that becomes Pangolin-class later gets a HostConflict naming the publisher, whose resource stays (the
+// same object). Once the publisher stops being Pangolin-class, the older Ingress takes the host.
+func TestAnOlderIngressBecomingPangolinClassLeavesAPublishedHost(t *testing.T) {
 	older := hostIngress("ns-a", "web", "uid-a", 0, "shared.example.com")
 	older.Spec.IngressClassName = ptr.To("nginx")
 	cl := newCluster(t, tunnel(testTunnelNS, "main"), older, hostIngress("ns-b", "web", "uid-b", 1, "shared.example.com"))
 	a, b := cl.start("tenant-a", "ns-a"), cl.start("tenant-b", "ns-b")
 	cl.waitPublishedBy("shared.example.com", "ns-b", "web")
+	published, err := cl.mp.TunnelV1alpha1().PangolinResources("ns-b").Get(cl.ctx, ResourceName("ns-b", "web", "shared.example.com"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	cl.updateIngress("ns-a", "web", func(ing *networkingv1.Ingress) { ing.Spec.IngressClassName = ptr.To("pangolin") })
-	cl.waitPublishedBy("shared.example.com", "ns-a", "web")
-	cl.waitFor("a HostConflict naming the older Ingress", func() bool { return conflictsNaming(b.events, "Ingress ns-a/web") == 1 })
-	if len(b.events.With(corev1.EventTypeNormal+" "+ReasonDeleted+" ")) != 1 ||
-		!strings.Contains(b.events.With(corev1.EventTypeNormal + " " + ReasonDeleted + " ")[0], "another Ingress claimed its host first") {
-		t.Errorf("Deleted Events of the newer Ingress: %q", b.events.With(corev1.EventTypeNormal+" "+ReasonDeleted))
+	cl.waitFor("a HostConflict naming the publisher", func() bool { return conflictsNaming(a.events, "Ingress ns-b/web") == 1 })
+	if got := cl.resourcesFor("shared.example.com"); len(got) != 1 || got[0] != "ns-b/"+published.Name {
+		t.Fatalf("resources for the host after the older Ingress claimed it: %v", got)
 	}
-	if n := a.events.Count(corev1.EventTypeWarning, ReasonHostConflict); n != 0 {
-		t.Errorf("the older Ingress got %d HostConflict Warnings", n)
+	if kept, err := cl.mp.TunnelV1alpha1().PangolinResources("ns-b").Get(cl.ctx, published.Name, metav1.GetOptions{}); err != nil || kept.UID != published.UID {
+		t.Fatalf("the publisher's resource was replaced or deleted (%v)", err)
+	}
+	if n := b.events.Count(corev1.EventTypeWarning, ReasonHostConflict); n != 0 {
+		t.Errorf("the publisher got %d HostConflict Warnings", n)
+	}
+	if n := len(b.events.With(corev1.EventTypeNormal + " " + ReasonDeleted + " ")); n != 0 {
+		t.Errorf("the publisher's resource was deleted %d times", n)
 	}
 
-	// And an Ingress that stops being Pangolin-class lets the host go.
-	cl.updateIngress("ns-a", "web", func(ing *networkingv1.Ingress) { ing.Spec.IngressClassName = ptr.To("nginx") })
-	cl.waitPublishedBy("shared.example.com", "ns-b", "web")
+	// The publisher lets the host go: the older Ingress takes it once the resource is gone.
+	cl.updateIngress("ns-b", "web", func(ing *networkingv1.Ingress) { ing.Spec.IngressClassName = ptr.To("nginx") })
+	cl.waitPublishedBy("shared.example.com", "ns-a", "web")
 	cl.neverTwo()
 }
 
@@ -440,7 +453,8 @@ func TestATenantThatLeavesHandsItsHostsOver(t *testing.T) {
 }
 
 // TestManyTakeOversNeverPublishTwice: the tenant of the later claimants runs first and publishes every host; the
-// tenant of the earlier claimants then starts and takes every host over at once, its workers and the other
+// tenant of the earlier claimants then starts and takes nothing (a HostConflict each). Then every publisher stops
+// being Pangolin-class at once, and the earlier claimants take every host over, their workers and the other
 // tenant's racing, and no host is ever published twice on the way.
 func TestManyTakeOversNeverPublishTwice(t *testing.T) {
 	var hosts []string
@@ -461,15 +475,21 @@ func TestManyTakeOversNeverPublishTwice(t *testing.T) {
 		cl.waitPublishedBy(h, "ns-a", fmt.Sprintf("web-%02d", i))
 	}
 	b := cl.start("tenant-b", "ns-b")
+	cl.waitFor("a HostConflict on each earlier claimant", func() bool {
+		return b.events.Count(corev1.EventTypeWarning, ReasonHostConflict) == len(hosts)
+	})
+	for i, h := range hosts {
+		if got := cl.resourcesFor(h); len(got) != 1 || !strings.HasPrefix(got[0], "ns-a/") {
+			t.Fatalf("resources for %s after the earlier claimants started: %v", h, got)
+		}
+		cl.updateIngress("ns-a", fmt.Sprintf("web-%02d", i), func(ing *networkingv1.Ingress) { ing.Spec.IngressClassName = ptr.To("nginx") })
+	}
 	for i, h := range hosts {
 		cl.waitPublishedBy(h, "ns-b", fmt.Sprintf("web-%02d", i))
 	}
-	if n := b.events.Count(corev1.EventTypeWarning, ReasonHostConflict); n != 0 {
-		t.Errorf("the earlier claimants got %d HostConflict Warnings", n)
+	if n := a.events.Count(corev1.EventTypeWarning, ReasonHostConflict); n != 0 {
+		t.Errorf("the publishers got %d HostConflict Warnings", n)
 	}
-	cl.waitFor("a HostConflict on each later claimant", func() bool {
-		return a.events.Count(corev1.EventTypeWarning, ReasonHostConflict) == len(hosts)
-	})
 	cl.neverTwo()
 }
 

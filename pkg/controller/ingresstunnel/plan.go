@@ -107,6 +107,8 @@ type plan struct {
 	// that cannot be computed now (a Service not there yet, an invalid annotation), which are left as they are.
 	keep     sets.Set[string]
 	problems problems
+	// refused names the resources of hosts the tenant may not publish, with why they go: none is in keep.
+	refused map[string]string
 }
 
 func (p *plan) warn(reason, format string, args ...any) { p.problems.add(reason, format, args...) }
@@ -116,6 +118,8 @@ type planner struct {
 	tenant   string
 	labelKey string
 	config   *mpv1alpha1.PangolinConfig
+	// allowed is what the tenant may publish: a host whose published name it does not allow is not planned.
+	allowed hostAllowance
 	// service returns a Service of the tenant, or a NotFound error.
 	service func(namespace, name string) (*corev1.Service, error)
 }
@@ -244,6 +248,15 @@ func (pl *planner) plan(ing *networkingv1.Ingress, tunnel string, names resource
 		subdomain, domain, err := splitWithSettings(h.host, settings)
 		if err != nil {
 			p.warn(ReasonInvalidHost, "%v; this host is skipped", err)
+			continue
+		}
+		// Checked by the name Pangolin publishes, which the subdomain annotation may make another than the host.
+		if published := strings.ToLower(subdomain + "." + domain); !pl.allowed.allows(published) {
+			p.warn(ReasonHostNotAllowed, "%s", pl.allowed.refusal(h.host, published))
+			if p.refused == nil {
+				p.refused = map[string]string{}
+			}
+			p.refused[name] = pl.allowed.withdrawal()
 			continue
 		}
 		targets, resolved := pl.targets(ing, h, settings.method, &p)

@@ -82,7 +82,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		c.deps.forget(key)
 		found.add(ReasonTunnelResolutionFailed, "%s", capitalize(err.Error()))
-		return c.finish(ctx, key, ing, owned, all, found)
+		return c.keepAsTheyAre(ctx, key, ing, owned, all, found)
 	}
 	// Recorded before the lookups: a tunnel or Service that appears after a miss then finds this Ingress.
 	c.deps.set(key, tunnel, namedPortServices(ing))
@@ -90,7 +90,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		// Existing resources stay: a tunnel that is being re-created should not take every host offline.
 		found.add(ReasonTunnelNotFound, "PangolinTunnel %s/%s does not exist; the Ingress is exposed once it does",
 			c.config.TunnelNamespace, tunnel)
-		return c.finish(ctx, key, ing, owned, all, found)
+		return c.keepAsTheyAre(ctx, key, ing, owned, all, found)
 	} else if err != nil {
 		return err
 	}
@@ -105,8 +105,15 @@ func (c *Controller) publish(ctx context.Context, key string, ing *networkingv1.
 	names := namesOf(ing.Namespace, ing.Name, owned)
 	p := c.planner.plan(ing, tunnel, names)
 	found := p.problems
+	planned := sets.New[string]()
+	for _, want := range p.resources {
+		planned.Insert(want.Name)
+	}
+	refused := c.withholdRefused(owned, p.keep, planned, &found)
 	self := claimantOf(ing)
 	lost, taken, errs := c.decideHosts(ctx, ing, self, names, p.keep, &found)
+	maps.Copy(taken, p.refused)
+	maps.Copy(taken, refused)
 	for _, want := range p.resources {
 		if lost[hostOf(want)] {
 			continue
@@ -135,6 +142,37 @@ func (c *Controller) publish(ctx context.Context, key string, ing *networkingv1.
 	return utilerrors.NewAggregate(errs)
 }
 
+// keepAsTheyAre ends a sync that leaves the Ingress's resources as they are (its tunnel is missing or cannot be
+// chosen), all but those that publish a name the tenant may not publish: they go.
+func (c *Controller) keepAsTheyAre(ctx context.Context, key string, ing *networkingv1.Ingress,
+	owned []*tunnelv1alpha1.PangolinResource, keep sets.Set[string], found problems) error {
+	refused := c.withholdRefused(owned, keep, nil, &found)
+	var errs []error
+	if len(refused) > 0 {
+		errs = append(errs, c.deleteUnwanted(ctx, ing, owned, keep, refused, &found))
+	}
+	return utilerrors.NewAggregate(append(errs, c.finish(ctx, key, ing, owned, keep, found)))
+}
+
+// withholdRefused takes out of keep the resources of owned that the sync leaves as they are (kept, and not in
+// rewritten, the names the plan writes) and that publish a name the tenant may not publish: the tenant's list
+// changed, and an invalid annotation or a missing tunnel must not keep a host published that the tenant may no
+// longer publish. It returns why each goes.
+func (c *Controller) withholdRefused(owned []*tunnelv1alpha1.PangolinResource, keep, rewritten sets.Set[string],
+	found *problems) map[string]string {
+	refused := map[string]string{}
+	for _, res := range owned {
+		name := publishedName(res)
+		if !keep.Has(res.Name) || rewritten.Has(res.Name) || name == "" || c.allowed.allows(name) {
+			continue
+		}
+		keep.Delete(res.Name)
+		refused[res.Name] = c.allowed.withdrawal()
+		found.add(ReasonHostNotAllowed, "%s", c.allowed.refusal(hostOf(res), name))
+	}
+	return refused
+}
+
 // decideHosts decides, across replicas, who holds each host the Ingress claims. A host another Ingress claimed first
 // is not this Ingress's to publish: its resource of that host, if any, goes from keep (the holder waits for that),
 // whatever the plan would keep, and taken says why. lost lists the hosts the Ingress must not write now: those
@@ -143,7 +181,7 @@ func (c *Controller) publish(ctx context.Context, key string, ing *networkingv1.
 func (c *Controller) decideHosts(ctx context.Context, ing *networkingv1.Ingress, self claims.Claimant, names resourceNames,
 	keep sets.Set[string], found *problems) (lost map[string]bool, taken map[string]string, errs []error) {
 	lost, taken = map[string]bool{}, map[string]string{}
-	for _, h := range claimedHosts(ing) {
+	for _, h := range claimedHosts(ing, c.allowed) {
 		holder, isSelf, err := c.hosts.Decide(ctx, h.name, self)
 		if err != nil {
 			lost[h.host] = true

@@ -195,7 +195,7 @@ func (e *env) waitPublishedBy(host string, ing *networkingv1.Ingress, timeout ti
 	})
 }
 
-// TestHostClaimedByTwoTenants: Ingresses of two tenants publish one host. The one that claimed it first keeps it;
+// TestHostClaimedByTwoTenants: Ingresses of two tenants publish one host. The one that publishes it keeps it;
 // the other gets one HostConflict Warning naming it and no PangolinResource, however often it is synced. Deleting
 // the holder hands the host to the other once the garbage collector has deleted the holder's resource. Exactly one
 // PangolinResource publishes the host at every moment, which a watch of every PangolinResource checks throughout.
@@ -221,12 +221,9 @@ func TestHostClaimedByTwoTenants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Created within the same second, the second Ingress may come first by UID: then it takes the host over now.
+	// The first Ingress publishes the host: it keeps it, even when the second comes first by UID (created in the
+	// same second).
 	holder, other := first, second
-	if claimsFirst(second, first) {
-		holder, other = second, first
-		t.Logf("Ingress %s/%s was created in the same second with the smaller UID: it takes the host over", nsB, second.Name)
-	}
 	e.waitPublishedBy(host, holder, 30*time.Second)
 	holderName := fmt.Sprintf("Ingress %s/%s", holder.Namespace, holder.Name)
 	e.waitFor("a HostConflict Warning on the other Ingress", 30*time.Second, func() (bool, error) {
@@ -258,10 +255,11 @@ func TestHostClaimedByTwoTenants(t *testing.T) {
 	hw.check()
 }
 
-// TestSubdomainRenameToAnotherTenantsHost: tenant b's published Ingress is annotated to publish its host as tenant
-// a's host (pangolin.ingress.k8s.io/subdomain). a's Ingress claimed that name first, so b's resource is not changed
-// to publish it: after convergence exactly one PangolinResource publishes the host, a's, b's Ingress has a
-// HostConflict naming a's, and at no moment did two publish it (the watch runs through the whole test).
+// TestSubdomainRenameToAnotherTenantsHost: tenant b's Ingress, older than tenant a's, is annotated to publish its
+// host as a's host (pangolin.ingress.k8s.io/subdomain). a's Ingress publishes that name, so b's older Ingress does
+// not take it: b's resource is not changed to publish it, after convergence exactly one PangolinResource publishes
+// the host, a's (the same object), b's Ingress has a HostConflict naming a's, and at no moment did two publish it
+// (the watch runs through the whole test).
 func TestSubdomainRenameToAnotherTenantsHost(t *testing.T) {
 	e := newEnv(t, 50, 100)
 	tunnels := controlPlane.CreateNamespace(t)
@@ -275,33 +273,37 @@ func TestSubdomainRenameToAnotherTenantsHost(t *testing.T) {
 	e.startTenant(tenantA, config, 2)
 	e.startTenant(tenantB, config, 2)
 
-	first, err := e.adminKube.NetworkingV1().Ingresses(nsA).Create(e.ctx, hostIngress(nsA, "web", hostA), metav1.CreateOptions{})
+	older, err := e.adminKube.NetworkingV1().Ingresses(nsB).Create(e.ctx, hostIngress(nsB, "web", hostB), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.waitPublishedBy(hostA, first, 30*time.Second)
-	// b's Ingress must come after a's in claim order; one created in the same second may have the smaller UID, so it
+	e.waitPublishedBy(hostB, older, 30*time.Second)
+	// a's Ingress must come after b's in claim order; one created in the same second may have the smaller UID, so it
 	// is created again until it comes after.
-	var second *networkingv1.Ingress
-	e.waitFor("tenant b's Ingress to come after tenant a's", 30*time.Second, func() (bool, error) {
-		if second != nil {
-			if err := e.adminKube.NetworkingV1().Ingresses(nsB).Delete(e.ctx, "web", metav1.DeleteOptions{}); err != nil {
+	var newer *networkingv1.Ingress
+	e.waitFor("tenant a's Ingress to come after tenant b's", 30*time.Second, func() (bool, error) {
+		if newer != nil {
+			if err := e.adminKube.NetworkingV1().Ingresses(nsA).Delete(e.ctx, "web", metav1.DeleteOptions{}); err != nil {
 				return false, err
 			}
 			e.waitFor("the deleted Ingress to go", 30*time.Second, func() (bool, error) {
-				_, err := e.adminKube.NetworkingV1().Ingresses(nsB).Get(e.ctx, "web", metav1.GetOptions{})
+				_, err := e.adminKube.NetworkingV1().Ingresses(nsA).Get(e.ctx, "web", metav1.GetOptions{})
 				return apierrors.IsNotFound(err), nil
 			})
 		}
-		second, err = e.adminKube.NetworkingV1().Ingresses(nsB).Create(e.ctx, hostIngress(nsB, "web", hostB), metav1.CreateOptions{})
-		return err == nil && claimsFirst(first, second), err
+		newer, err = e.adminKube.NetworkingV1().Ingresses(nsA).Create(e.ctx, hostIngress(nsA, "web", hostA), metav1.CreateOptions{})
+		return err == nil && claimsFirst(older, newer), err
 	})
-	e.waitPublishedBy(hostB, second, gcTimeout)
+	e.waitPublishedBy(hostA, newer, gcTimeout)
+	publisher, err := e.admin.TunnelV1alpha1().PangolinResources(nsA).Get(e.ctx, ingresstunnel.ResourceName(nsA, "web", hostA), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	e.updateIngress(nsB, "web", func(ing *networkingv1.Ingress) {
 		ing.Annotations = map[string]string{ingresstunnel.AnnotationSubdomain: "a-" + suffix}
 	})
-	holderName := fmt.Sprintf("Ingress %s/%s", nsA, first.Name)
+	holderName := fmt.Sprintf("Ingress %s/%s", nsA, newer.Name)
 	e.waitFor("a HostConflict Warning on tenant b's Ingress", 30*time.Second, func() (bool, error) {
 		return len(e.hostConflicts(nsB, "web")) > 0, nil
 	})
@@ -309,6 +311,9 @@ func TestSubdomainRenameToAnotherTenantsHost(t *testing.T) {
 		t.Errorf("HostConflict Warnings on tenant b's Ingress: %q; want one naming %s and %s", got, hostA, holderName)
 	}
 	e.waitFor("tenant b's resource to go", 30*time.Second, func() (bool, error) { return len(e.resourcesByHost(nsB)) == 0, nil })
-	e.waitPublishedBy(hostA, first, 30*time.Second)
+	e.waitPublishedBy(hostA, newer, 30*time.Second)
+	if kept, err := e.admin.TunnelV1alpha1().PangolinResources(nsA).Get(e.ctx, publisher.Name, metav1.GetOptions{}); err != nil || kept.UID != publisher.UID {
+		t.Errorf("tenant a's PangolinResource was replaced or deleted (%v)", err)
+	}
 	hw.check()
 }

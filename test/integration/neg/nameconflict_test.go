@@ -120,7 +120,7 @@ func (d *declarations) check() {
 }
 
 // TestCustomNEGNameClaimedByTwoTenants: Services of two tenants sharing one GCP project ask for one custom NEG name,
-// which is held once per project. The one that claimed it first keeps it; the other gets one NEGNameConflict
+// which is held once per project. The one whose Translation declares it keeps it; the other gets one NEGNameConflict
 // Warning naming it and no Translation. Deleting the holder hands the name over once the holder's Translation (and
 // so its NEGs) is gone; the NEGs of that name are then the other's, with its marker. No two Translations ever
 // declare the name at once.
@@ -143,11 +143,9 @@ func TestCustomNEGNameClaimedByTwoTenants(t *testing.T) {
 	first := e.service(nsA, "web", annotation)
 	e.waitConverged(projectA, nsA, "web", 80, 8080, eps)
 	second := e.service(nsB, "web", annotation)
+	// The first Service declares the name: it keeps it, even when the second comes first by UID (created in the
+	// same second).
 	holder, other := first, second
-	if claimsFirst(second, first) {
-		holder, other = second, first
-		t.Logf("Service %s/web was created in the same second with the smaller UID: it takes the name over", nsB)
-	}
 	holderName := fmt.Sprintf("Service %s/%s", holder.Namespace, holder.Name)
 	e.waitFor("a NEGNameConflict Warning on the other Service", 30*time.Second, func() (bool, error) {
 		return len(e.events(other.Namespace, other.Name, translator.ReasonNameConflict)) > 0, nil
@@ -182,12 +180,4 @@ func TestCustomNEGNameClaimedByTwoTenants(t *testing.T) {
 		t.Errorf("NEGNameConflict Events on the holder: %d", len(got))
 	}
 	d.check()
-}
-
-// claimsFirst orders two Services as the translator does: the earlier creation, then the smaller UID.
-func claimsFirst(a, b *corev1.Service) bool {
-	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return a.CreationTimestamp.Before(&b.CreationTimestamp)
-	}
-	return a.UID < b.UID
 }

@@ -24,7 +24,8 @@ import (
 )
 
 // TestNEGKeyFlags: the keys default to ingress-gce's; other keys are what the tenant's controllers get; a key that is
-// not a qualified name, or one annotation for both, is refused naming its flag.
+// not a qualified name, one annotation for both, a gate named like a built-in Pod condition, or GKE's request
+// annotation as the status key, is refused naming its flag.
 func TestNEGKeyFlags(t *testing.T) {
 	o, _ := parse(t)
 	if got := negapi.KeysOf(o.TenantControllers.NEGAnnotationKey, o.TenantControllers.NEGStatusAnnotationKey, o.TenantControllers.NEGReadinessGate); got != negapi.DefaultKeys() {
@@ -50,6 +51,10 @@ func TestNEGKeyFlags(t *testing.T) {
 		{[]string{"--neg-status-annotation-key=a/b/c"}, `--neg-status-annotation-key "a/b/c" is not a valid qualified name`},
 		{[]string{"--neg-readiness-gate=Bad_Domain/ready"}, `--neg-readiness-gate "Bad_Domain/ready" is not a valid qualified name`},
 		{[]string{"--neg-status-annotation-key=cloud.google.com/neg"}, `--neg-annotation-key and --neg-status-annotation-key are both "cloud.google.com/neg"`},
+		// Issue 57: keys that clash with Kubernetes' or GKE's own.
+		{[]string{"--neg-readiness-gate=Ready"}, `--neg-readiness-gate "Ready" is a Pod condition`},
+		{[]string{"--neg-annotation-key=multiproject.io/neg", "--neg-status-annotation-key=cloud.google.com/neg"},
+			`--neg-status-annotation-key "cloud.google.com/neg" is ingress-gce's request annotation, which GKE's own NEG controller reads, while --neg-annotation-key is "multiproject.io/neg"`},
 	} {
 		o, _ := parse(t, tc.args...)
 		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -24,6 +24,7 @@ package negapi
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -41,6 +42,13 @@ const (
 	// until the readiness reflector sets this condition True, once its endpoint is in its NEGs.
 	ReadinessGate corev1.PodConditionType = "cloud.google.com/load-balancer-neg-ready"
 )
+
+// builtinPodConditions are the Pod conditions Kubernetes itself sets (k8s.io/api/core/v1's PodConditionTypes): a
+// readiness gate of that name would be a condition two writers fight over.
+var builtinPodConditions = []corev1.PodConditionType{
+	corev1.PodReady, corev1.ContainersReady, corev1.PodInitialized, corev1.PodScheduled, corev1.DisruptionTarget,
+	corev1.PodReadyToStartContainers, corev1.PodResizePending, corev1.PodResizeInProgress, corev1.AllContainersRestarting,
+}
 
 // ReasonInvalidAnnotation is the reason of the Warning Event on a Service whose annotation does not parse, and on
 // the Pods it selects that wait because of it.
@@ -96,8 +104,9 @@ func (k Keys) OrDefaults() Keys {
 }
 
 // Validate says what is wrong with k: each annotation key must be a valid annotation key and the condition type a
-// valid readiness gate (all three are qualified names, as the API server checks them), and the two annotations must
-// differ. The names are the flags'.
+// valid readiness gate (all three are qualified names, as the API server checks them); the two annotations must
+// differ, and neither may be ingress-gce's other one (the manager would write GKE's request, or read GKE's answer
+// as a request); the gate must not be a built-in Pod condition. The names are the flags'.
 func (k Keys) Validate() error {
 	var errs []error
 	for _, key := range []struct{ flag, value string }{
@@ -111,6 +120,19 @@ func (k Keys) Validate() error {
 	}
 	if k.Annotation == k.StatusAnnotation {
 		errs = append(errs, fmt.Errorf("--neg-annotation-key and --neg-status-annotation-key are both %q", k.Annotation))
+	} else if k.StatusAnnotation == AnnotationKey {
+		errs = append(errs, fmt.Errorf("--neg-status-annotation-key %q is ingress-gce's request annotation, which GKE's own NEG "+
+			"controller reads, while --neg-annotation-key is %q: the manager would overwrite the requests users make to GKE's controller",
+			k.StatusAnnotation, k.Annotation))
+	} else if k.Annotation == StatusAnnotationKey {
+		errs = append(errs, fmt.Errorf("--neg-annotation-key %q is ingress-gce's status annotation, which GKE's own NEG "+
+			"controller writes, while --neg-status-annotation-key is %q: the manager would take GKE's answers for requests",
+			k.Annotation, k.StatusAnnotation))
+	}
+	if slices.Contains(builtinPodConditions, k.ReadinessGate) {
+		errs = append(errs, fmt.Errorf("--neg-readiness-gate %q is a Pod condition the kubelet or the scheduler sets, not a readiness "+
+			"gate: the readiness reflector and they would overwrite each other's condition (--neg-readiness-gate names a "+
+			"condition of its own, such as %q)", k.ReadinessGate, ReadinessGate))
 	}
 	if k.PreviousAnnotation != "" {
 		for _, msg := range validation.IsQualifiedName(k.PreviousAnnotation) {

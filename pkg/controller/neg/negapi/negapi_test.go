@@ -177,3 +177,41 @@ func TestAPreviousAnnotationMustDifferFromTheCurrentKeys(t *testing.T) {
 		t.Errorf("ingress-gce's keys, no previous one: %v", err)
 	}
 }
+
+// TestKeysThatClashAreRefused: issue 57. A readiness gate named like a Pod condition Kubernetes sets, and a status
+// annotation that is GKE's request annotation (or a request annotation that is GKE's status annotation) while the
+// other key is the manager's own, are refused with a message naming both flags; ingress-gce's keys together, or
+// keys of the manager's own, pass.
+func TestKeysThatClashAreRefused(t *testing.T) {
+	const mine, mineStatus, mineGate = "example.com/neg", "example.com/neg-status", "example.com/neg-ready"
+	for _, tc := range []struct {
+		keys Keys
+		want []string
+	}{
+		{KeysOf(mine, AnnotationKey, mineGate), []string{"--neg-status-annotation-key", "--neg-annotation-key", `"cloud.google.com/neg"`, "request annotation"}},
+		{KeysOf(StatusAnnotationKey, mineStatus, mineGate), []string{"--neg-annotation-key", "--neg-status-annotation-key", `"cloud.google.com/neg-status"`, "status annotation"}},
+		{KeysOf(mine, mineStatus, "Ready"), []string{"--neg-readiness-gate", `"Ready"`}},
+		{KeysOf(AnnotationKey, StatusAnnotationKey, "ContainersReady"), []string{"--neg-readiness-gate", `"ContainersReady"`}},
+		{KeysOf(mine, mineStatus, "PodScheduled"), []string{"--neg-readiness-gate"}},
+		{KeysOf(mine, mineStatus, "Initialized"), []string{"--neg-readiness-gate"}},
+		{KeysOf(mine, mineStatus, "DisruptionTarget"), []string{"--neg-readiness-gate"}},
+		{KeysOf(mine, mineStatus, "PodReadyToStartContainers"), []string{"--neg-readiness-gate"}},
+	} {
+		err := tc.keys.Validate()
+		if err == nil {
+			t.Errorf("%+v validates", tc.keys)
+			continue
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%+v: %v, want it to say %s", tc.keys, err, want)
+			}
+		}
+	}
+	for _, keys := range []Keys{DefaultKeys(), KeysOf(mine, mineStatus, mineGate), KeysOf(mine, StatusAnnotationKey, string(ReadinessGate)),
+		KeysOf(AnnotationKey, mineStatus, mineGate), KeysOf(mine, mineStatus, "Readiness")} {
+		if err := keys.Validate(); err != nil {
+			t.Errorf("%+v: %v", keys, err)
+		}
+	}
+}

@@ -298,29 +298,51 @@ func TestACustomNEGNameIsUsedOnceAcrossTenants(t *testing.T) {
 	c.neverTwo()
 }
 
-// TestAnEarlierServiceTakesTheNameFromALaterHolder: claims are ordered by creation: an older Service that starts to
-// ask for the name takes it; the newer holder's Translation is deleted first.
-func TestAnEarlierServiceTakesTheNameFromALaterHolder(t *testing.T) {
+// TestAnOlderServiceDoesNotTakeADeclaredName: the Service whose Translation declares a custom name keeps it: an
+// older Service that starts to ask for the name gets a NEGNameConflict naming the holder, whose Translation stays
+// (the same object, still declaring the name). Once the holder drops the name, the older Service takes it.
+func TestAnOlderServiceDoesNotTakeADeclaredName(t *testing.T) {
 	older := namedNEGService("ns-a", "uid-a", 0, "shop-web")
 	older.Annotations[negapi.AnnotationKey] = `{"exposed_ports":{"80":{}}}`
 	c := newNEGCluster(t, node("n1", zoneB), older, namedNEGService("ns-b", "uid-b", 1, "shop-web"))
-	c.start("tenant-a", "ns-a")
+	a := c.start("tenant-a", "ns-a")
 	b := c.start("tenant-b", "ns-b")
 	c.waitDeclaredBy("shop-web", "ns-b/neg-v1-web-80")
-
-	svc, err := c.kube.CoreV1().Services("ns-a").Get(c.ctx, "web", metav1.GetOptions{})
+	holding, err := c.mp.MultiprojectV1alpha1().Translations("ns-b").Get(c.ctx, "neg-v1-web-80", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc.Annotations[negapi.AnnotationKey] = `{"exposed_ports":{"80":{"name":"shop-web"}}}`
-	if _, err := c.kube.CoreV1().Services("ns-a").Update(c.ctx, svc, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+
+	setNEGAnnotation := func(namespace, value string) {
+		t.Helper()
+		svc, err := c.kube.CoreV1().Services(namespace).Get(c.ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc.Annotations[negapi.AnnotationKey] = value
+		if _, err := c.kube.CoreV1().Services(namespace).Update(c.ctx, svc, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	c.waitDeclaredBy("shop-web", "ns-a/neg-v1-web-80")
+	setNEGAnnotation("ns-a", `{"exposed_ports":{"80":{"name":"shop-web"}}}`)
 	h := &harness{t: t, ctx: c.ctx}
-	h.waitFor("a NEGNameConflict naming the older Service", func() bool { return nameConflictsNaming(b.events, "Service ns-a/web") == 1 })
-	if n := b.events.Count(corev1.EventTypeNormal, ReasonTranslationDeleted); n != 1 {
-		t.Errorf("%d TranslationDeleted Events on the newer Service, want 1", n)
+	h.waitFor("a NEGNameConflict naming the holder", func() bool { return nameConflictsNaming(a.events, "Service ns-b/web") == 1 })
+	kept, err := c.mp.MultiprojectV1alpha1().Translations("ns-b").Get(c.ctx, "neg-v1-web-80", metav1.GetOptions{})
+	if err != nil || kept.UID != holding.UID {
+		t.Fatalf("the holder's Translation was replaced or deleted (%v)", err)
 	}
+	if !holdsNEGName(kept, sharedProject, "shop-web") {
+		t.Fatalf("the holder's Translation no longer declares shop-web: %+v", kept.Spec.Resources)
+	}
+	if n := b.events.Count(corev1.EventTypeWarning, ReasonNameConflict); n != 0 {
+		t.Errorf("the holder got %d NEGNameConflict Warnings", n)
+	}
+	if n := b.events.Count(corev1.EventTypeNormal, ReasonTranslationDeleted); n != 0 {
+		t.Errorf("%d TranslationDeleted Events on the holder", n)
+	}
+
+	// The holder drops the name: the older Service declares it.
+	setNEGAnnotation("ns-b", `{"exposed_ports":{"80":{}}}`)
+	c.waitDeclaredBy("shop-web", "ns-a/neg-v1-web-80")
 	c.neverTwo()
 }

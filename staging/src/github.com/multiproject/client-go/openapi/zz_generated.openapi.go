@@ -505,6 +505,25 @@ func schema_multiproject_api_multiproject_v1alpha1_PangolinConfig(ref common.Ref
 							Format:      "",
 						},
 					},
+					"allowedHostnames": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "AllowedHostnames are the hosts the tenant may publish. An Ingress host (the name it is published under, after the subdomain annotation) that none of them allows gets no PangolinResource and claims nothing, so it never keeps another tenant from a host. Empty allows every host.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"tunnelNamespace"},
 			},

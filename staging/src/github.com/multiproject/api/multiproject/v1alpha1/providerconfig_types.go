@@ -243,7 +243,26 @@ type PangolinConfig struct {
 	// when the Ingress has no block-access annotation.
 	// +optional
 	BlockAccessDefault bool `json:"blockAccessDefault,omitempty"`
+
+	// AllowedHostnames are the hosts the tenant may publish. An Ingress host
+	// (the name it is published under, after the subdomain annotation) that
+	// none of them allows gets no PangolinResource and claims nothing, so it
+	// never keeps another tenant from a host. Empty allows every host.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	AllowedHostnames []AllowedHostname `json:"allowedHostnames,omitempty"`
 }
+
+// AllowedHostname is a host a tenant may publish: an exact name
+// ("shop.example.com"), or "*." followed by a name ("*.team-a.example.com"),
+// which allows every name below that one, at any depth, but not the name
+// itself. Both are lowercase DNS names of at least two labels. There is no
+// regular expression form: see docs/ingress-tunnel.md.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=253
+// +kubebuilder:validation:XValidation:rule="self.matches('^([*][.])?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?([.][a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)+$')",messageExpression="'allowed hostname ' + self + ' is neither a lowercase DNS name of at least two labels (shop.example.com) nor *. followed by one (*.team-a.example.com)'"
+type AllowedHostname string
 
 // TunnelName is the name of a PangolinTunnel object (a DNS subdomain).
 // +kubebuilder:validation:MinLength=1

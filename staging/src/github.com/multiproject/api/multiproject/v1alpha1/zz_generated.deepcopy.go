@@ -147,6 +147,11 @@ func (in *PangolinConfig) DeepCopyInto(out *PangolinConfig) {
 			(*out)[key] = val
 		}
 	}
+	if in.AllowedHostnames != nil {
+		in, out := &in.AllowedHostnames, &out.AllowedHostnames
+		*out = make([]AllowedHostname, len(*in))
+		copy(*out, *in)
+	}
 	return
 }
 

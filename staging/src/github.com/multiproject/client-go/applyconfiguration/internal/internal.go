@@ -318,6 +318,12 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.multiproject.api.multiproject.v1alpha1.PangolinConfig
   map:
     fields:
+    - name: allowedHostnames
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
     - name: blockAccessDefault
       type:
         scalar: boolean

@@ -47,6 +47,11 @@ type PangolinConfigApplyConfiguration struct {
 	// BlockAccessDefault is the blockAccess setting of a PangolinResource
 	// when the Ingress has no block-access annotation.
 	BlockAccessDefault *bool `json:"blockAccessDefault,omitempty"`
+	// AllowedHostnames are the hosts the tenant may publish. An Ingress host
+	// (the name it is published under, after the subdomain annotation) that
+	// none of them allows gets no PangolinResource and claims nothing, so it
+	// never keeps another tenant from a host. Empty allows every host.
+	AllowedHostnames []multiprojectv1alpha1.AllowedHostname `json:"allowedHostnames,omitempty"`
 }
 
 // PangolinConfigApplyConfiguration constructs a declarative configuration of the PangolinConfig type for use with
@@ -98,5 +103,15 @@ func (b *PangolinConfigApplyConfiguration) WithSSODefault(value bool) *PangolinC
 // If called multiple times, the BlockAccessDefault field is set to the value of the last call.
 func (b *PangolinConfigApplyConfiguration) WithBlockAccessDefault(value bool) *PangolinConfigApplyConfiguration {
 	b.BlockAccessDefault = &value
+	return b
+}
+
+// WithAllowedHostnames adds the given value to the AllowedHostnames field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the AllowedHostnames field.
+func (b *PangolinConfigApplyConfiguration) WithAllowedHostnames(values ...multiprojectv1alpha1.AllowedHostname) *PangolinConfigApplyConfiguration {
+	for i := range values {
+		b.AllowedHostnames = append(b.AllowedHostnames, values[i])
+	}
 	return b
 }
