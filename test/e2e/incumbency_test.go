@@ -131,7 +131,7 @@ func (w *workload) setNamedService(name, negName string, eps []endpoint) {
 	}
 	if _, err := w.kube.CoreV1().Services(w.appNS).Create(w.ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.appNS, Name: name,
-			Annotations: map[string]string{negapi.AnnotationKey: fmt.Sprintf(`{"exposed_ports":{"80":{"name":%q}}}`, negName)}},
+			Annotations: map[string]string{w.negAnnotation: fmt.Sprintf(`{"exposed_ports":{"80":{"name":%q}}}`, negName)}},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
 	}, metav1.CreateOptions{}); err != nil {
 		w.t.Fatal(err)

@@ -30,7 +30,6 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
 )
 
@@ -98,7 +97,7 @@ func (w *workload) createNamedService(name, negName string) {
 	w.t.Helper()
 	_, err := w.kube.CoreV1().Services(w.appNS).Create(w.ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.appNS, Name: name,
-			Annotations: map[string]string{negapi.AnnotationKey: fmt.Sprintf(`{"exposed_ports":{"80":{"name":%q}}}`, negName)}},
+			Annotations: map[string]string{w.negAnnotation: fmt.Sprintf(`{"exposed_ports":{"80":{"name":%q}}}`, negName)}},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
 	}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {

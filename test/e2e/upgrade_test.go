@@ -212,8 +212,9 @@ func TestUpgradeAndRollbackKeepEveryNEG(t *testing.T) {
 	s.report(managers...)
 }
 
-// TestUpgradeAndRollbackOfShardedReplicasKeepsEveryNEG runs the sharded overlay (two replicas) across the upgrade
-// and back, one replica at a time as a rolling update with maxSurge 1 does it (the new replica joins, then an old
+// TestUpgradeAndRollbackOfShardedReplicasKeepsEveryNEG runs the sharded overlay (two replicas), on the manager's own
+// NEG keys as beside GKE's NEG controller (--neg-annotation-key and its siblings), across the upgrade and back, one
+// replica at a time as a rolling update with maxSurge 1 does it (the new replica joins, then an old
 // one stops with SIGTERM): a replica of the previous release runs four tenants alone; a replica of this build joins
 // and both hold shard Leases and run tenants side by side, an added endpoint reaching its NEG on either; a second
 // replica of this build replaces the previous one, and a new Service gets its NEGs; then two replicas of the
@@ -238,6 +239,8 @@ func TestUpgradeAndRollbackOfShardedReplicasKeepsEveryNEG(t *testing.T) {
 	var projects []string
 	for i := range ws {
 		ws[i] = newWorkload(t, gce)
+		// Both builds on their own keys, as an installation beside GKE's NEG controller runs (docs/gke.md).
+		ws[i].negAnnotation, ws[i].negStatus = myNEGAnnotation, myNEGStatus
 		ws[i].setService("svc-0", ws[i].endpoints(0, 0, 1))
 		ws[i].setService("svc-1", ws[i].endpoints(1, 0, 1))
 		ws[i].setIngress("web", hosts(0, ws[i].tenant+"-a", ws[i].tenant+"-b")...)
@@ -253,7 +256,7 @@ func TestUpgradeAndRollbackOfShardedReplicasKeepsEveryNEG(t *testing.T) {
 	shardOf := map[*manager]string{}
 	join := func(binary, name string) *manager {
 		t.Helper()
-		m := startManagerBinary(t, binary, name, kubeconfig, gce.Endpoint(), le, "--sharding=true")
+		m := startManagerBinary(t, binary, name, kubeconfig, gce.Endpoint(), le, append([]string{"--sharding=true"}, myNEGKeyFlags...)...)
 		shardOf[m] = shardNames(t, []*manager{m})[0]
 		live, all = append(live, m), append(all, m)
 		waitShardsRun(t, ws, namesOf(live, shardOf))

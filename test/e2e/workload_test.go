@@ -84,6 +84,9 @@ type workload struct {
 	clusterID string // the Rancher cluster: the namespace holding its Projects
 	tunnelNS  string
 	appNS     string // Services and Ingresses
+	// negAnnotation and negStatus are the keys the manager runs on (--neg-annotation-key,
+	// --neg-status-annotation-key): ingress-gce's unless a test sets its own.
+	negAnnotation, negStatus string
 
 	mu         sync.Mutex
 	services   map[string][]endpoint       // Service name → ready endpoints of port http
@@ -114,14 +117,16 @@ func newWorkloadWithoutProviderConfig(t testing.TB, gce *fakegce.Server) *worklo
 	t.Helper()
 	adminConfig := controlPlane.AdminConfig()
 	w := &workload{
-		t:          t,
-		ctx:        t.Context(),
-		kube:       controlPlane.AdminClient(),
-		gce:        gce,
-		tenant:     "e2e-" + utilrand.String(6),
-		namespaces: map[string]string{},
-		services:   map[string][]endpoint{},
-		ingresses:  map[string]sets.Set[string]{},
+		t:             t,
+		ctx:           t.Context(),
+		kube:          controlPlane.AdminClient(),
+		gce:           gce,
+		tenant:        "e2e-" + utilrand.String(6),
+		namespaces:    map[string]string{},
+		services:      map[string][]endpoint{},
+		ingresses:     map[string]sets.Set[string]{},
+		negAnnotation: negapi.AnnotationKey,
+		negStatus:     negapi.StatusAnnotationKey,
 	}
 	var err error
 	if w.mp, err = mpclientset.NewForConfig(adminConfig); err != nil {
@@ -267,7 +272,7 @@ func (w *workload) setService(name string, eps []endpoint) {
 	// A selector-less Service, so no EndpointSlice controller competes with the test's slices.
 	_, err = w.kube.CoreV1().Services(w.appNS).Create(w.ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.appNS, Name: name,
-			Annotations: map[string]string{negapi.AnnotationKey: `{"exposed_ports":{"80":{}}}`}},
+			Annotations: map[string]string{w.negAnnotation: `{"exposed_ports":{"80":{}}}`}},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -427,7 +432,7 @@ func (w *workload) observe() (*observed, error) {
 		return nil, err
 	}
 	for i := range svcs.Items {
-		if _, ok := svcs.Items[i].Annotations[negapi.AnnotationKey]; ok {
+		if _, ok := svcs.Items[i].Annotations[w.negAnnotation]; ok {
 			o.services[svcs.Items[i].Name] = &svcs.Items[i]
 		}
 	}
@@ -481,7 +486,7 @@ func (w *workload) diff(o *observed) string {
 			}
 			wantNEGs[z+"/"+negName] = want
 		}
-		if s := o.services[svc]; s == nil || !strings.Contains(s.Annotations[negapi.StatusAnnotationKey], negName) {
+		if s := o.services[svc]; s == nil || !strings.Contains(s.Annotations[w.negStatus], negName) {
 			add("Service %s: neg-status does not name %s", svc, negName)
 		}
 	}

@@ -119,9 +119,14 @@ func TestScalesDownAndRemovesAResource(t *testing.T) {
 
 func TestNameCollisionLeavesTheForeignNEGAlone(t *testing.T) {
 	tr := translation("web", map[string]int{"us-central1-a": 5, "us-central1-b": 5}, true)
-	h := newHarness(t, nil, tr)
+	h := newHarness(t, nil)
+	// The foreign NEG first, then the Translation: a pusher that already had the Translation could make its NEG
+	// before the test seeds the foreign one.
 	foreign := &compute.NetworkEndpointGroup{Name: "k8s1-web", Description: "someone else's", NetworkEndpointType: "GCE_VM_IP_PORT", DefaultPort: 80}
 	if _, err := h.gce.SeedNEG(testProject, "us-central1-b", foreign, &compute.NetworkEndpoint{Instance: "vm-1", IpAddress: "192.168.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.client.MultiprojectV1alpha1().Translations(tr.Namespace).Create(context.Background(), tr, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	got := h.waitReason("web", metav1.ConditionFalse, ReasonNameCollision)

@@ -343,3 +343,29 @@ func TestTranslationWriteCarriesTheEarliestTriggerTime(t *testing.T) {
 		t.Errorf("trigger time of a write without one = %q (present: %t), want \"\"", got, ok)
 	}
 }
+
+// TestASliceChangeThatWritesNothingLeavesNoTriggerTime: a slice change with a trigger time that changes no
+// Translation (a not-ready endpoint without a Pod added) is synced and written nowhere; its trigger time must not
+// wait for the next write, which may come hours later and would read as hours of network programming latency. The
+// next change, without a trigger time, writes "".
+func TestASliceChangeThatWritesNothingLeavesNoTriggerTime(t *testing.T) {
+	b := startBatching(t, time.Second, true)
+	noop := slice("web", "web-2", "http", 9090, ep{ip: "10.0.1.2", node: "n3"}, ep{ip: "10.0.0.1", node: "n1"},
+		ep{ip: "10.0.1.99", node: "n3", notReady: true})
+	noop.Annotations = map[string]string{negapi.SliceTriggerTime: time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC).Format(time.RFC3339Nano)}
+	before := b.handled()
+	if _, err := b.h.kube.DiscoveryV1().EndpointSlices(testNamespace).Update(b.h.ctx, noop, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.h.waitFor("the change to be handled", func() bool { return b.handled() > before })
+	b.h.waitFor("its sync to end", b.tr.workers.Idle)
+	if _, _, writes := b.seen(); len(writes) != 0 {
+		t.Fatalf("a change of nothing the Translation holds wrote %v", writes)
+	}
+
+	ips := b.change(1)
+	b.waitWritten(ips)
+	if got, ok := b.h.translations()["neg-v1-web-80"].Annotations[negapi.TriggerTimeAnnotation]; !ok || got != "" {
+		t.Errorf("trigger time of the next write = %q (present: %t), want \"\": the change that wrote nothing left its own", got, ok)
+	}
+}

@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 )
@@ -71,7 +72,7 @@ func TestADualStackPodIsOneEndpointWithBothAddresses(t *testing.T) {
 }
 
 // TestAPodWaitingForTheGateWaitsForBothFamilies: while a Service has an IPv6 slice, a Pod that waits for the NEG
-// readiness gate (its endpoint not ready) is an endpoint only once both slices list it, so it never passes the gate
+// readiness gate (its endpoint not ready) and has an IPv6 address is an endpoint only once both slices list it, so it never passes the gate
 // on an IPv4-only endpoint that would then be detached to take its IPv6 address; a ready IPv4 address alone is still
 // an endpoint, and without an IPv6 slice a waiting Pod's IPv4 address is one at once.
 func TestAPodWaitingForTheGateWaitsForBothFamilies(t *testing.T) {
@@ -83,7 +84,10 @@ func TestAPodWaitingForTheGateWaitsForBothFamilies(t *testing.T) {
 	)
 	v6 := ipv6Slice("web", "web-v6", "http", 8080, ep{ip: "fd00::1", node: "n1", pod: "a", notReady: true})
 	port := servicePort("http", 80, "http")
-	waitingForTheGate := func(string, *discoveryv1.Endpoint) bool { return true }
+	// Every endpoint counts; a not-ready one is a Pod waiting for the gate, with an IPv6 address.
+	waitingForTheGate := func(_ string, e *discoveryv1.Endpoint) (bool, bool) {
+		return true, !ptr.Deref(e.Conditions.Ready, true)
+	}
 	got, _ := endpointsByZone([]*discoveryv1.EndpointSlice{v4, v6}, &port, topo, waitingForTheGate)
 	want := map[string][]mpv1alpha1.NetworkEndpoint{zoneB: {
 		{Instance: "n1", IPAddress: "10.0.0.1", Ipv6Address: "fd00::1", Port: 8080, Pod: "a"},

@@ -157,11 +157,13 @@ func (l leftOut) warnings(port int32) []tenant.Warning {
 // NEG readiness gate) and runs on a Node the tenant sees in one of its zones. A dual-stack Service has an IPv4 and
 // an IPv6 slice: the two addresses of one Pod (the endpoints' targetRef) and port make one endpoint carrying both;
 // an IPv4 address alone is an endpoint, an IPv6 address alone is left out (leftOut.ipv6Only). While the Service has
-// an IPv6 slice, a Pod that waits for the gate counts only once both families list it: the EndpointSlice controller
-// writes the two slices in separate calls, in either order, and an IPv4-only endpoint would let the Pod turn Ready,
-// then be detached to take its IPv6 address while Ready.
+// an IPv6 slice, a Pod that waits for the gate and has an IPv6 address counts only once both families list it: the
+// EndpointSlice controller writes the two slices in separate calls, in either order, and an IPv4-only endpoint would
+// let the Pod turn Ready, then be detached to take its IPv6 address while Ready. A Pod without an IPv6 address is
+// never in an IPv6 slice: its IPv4 address is its endpoint at once, or it would turn Ready only at the gate's
+// timeout, outside its NEG.
 func endpointsByZone(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.ServicePort, topo *topology,
-	ready func(namespace string, ep *discoveryv1.Endpoint) bool) (byZone map[string][]mpv1alpha1.NetworkEndpoint, left leftOut) {
+	ready readiness) (byZone map[string][]mpv1alpha1.NetworkEndpoint, left leftOut) {
 	ipv4, ipv6, dualStack, left := readyEndpoints(endpointSlices, port, topo, ready)
 	byZone = map[string][]mpv1alpha1.NetworkEndpoint{}
 	seen := map[mpv1alpha1.NetworkEndpoint]bool{}
@@ -171,7 +173,7 @@ func endpointsByZone(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.S
 		if v6, ok := ipv6[key]; ok && ne.Pod != "" && v6.Instance == ne.Instance {
 			ne.Ipv6Address = v6.Ipv6Address
 			joined[key] = true
-		} else if dualStack && ne.waiting {
+		} else if dualStack && ne.awaitsIPv6 {
 			continue
 		}
 		if seen[ne.NetworkEndpoint] {
@@ -195,7 +197,7 @@ func endpointsByZone(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.S
 // readyEndpoints reads the ready endpoints of one Service port in the tenant's zones from the Service's IPv4 and
 // IPv6 slices, the IPv6 ones by Pod and port (endpointsByZone); dualStack says whether an IPv6 slice has the port.
 func readyEndpoints(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.ServicePort, topo *topology,
-	ready func(namespace string, ep *discoveryv1.Endpoint) bool) (ipv4 []zonedEndpoint, ipv6 map[podPort]zonedEndpoint, dualStack bool, left leftOut) {
+	ready readiness) (ipv4 []zonedEndpoint, ipv6 map[podPort]zonedEndpoint, dualStack bool, left leftOut) {
 	inZones := map[string]bool{}
 	for _, z := range topo.zones {
 		inZones[z] = true
@@ -217,7 +219,11 @@ func readyEndpoints(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.Se
 		dualStack = dualStack || family == discoveryv1.AddressTypeIPv6
 		for i := range slice.Endpoints {
 			ep := &slice.Endpoints[i]
-			if len(ep.Addresses) == 0 || !ready(slice.Namespace, ep) {
+			if len(ep.Addresses) == 0 {
+				continue
+			}
+			counts, awaitsIPv6 := ready(slice.Namespace, ep)
+			if !counts {
 				continue
 			}
 			node := ptr.Deref(ep.NodeName, "")
@@ -230,7 +236,7 @@ func readyEndpoints(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.Se
 				left.outsideZones++
 				continue
 			}
-			ne := zonedEndpoint{zone: zone, waiting: !ptr.Deref(ep.Conditions.Ready, true), NetworkEndpoint: mpv1alpha1.NetworkEndpoint{
+			ne := zonedEndpoint{zone: zone, awaitsIPv6: awaitsIPv6, NetworkEndpoint: mpv1alpha1.NetworkEndpoint{
 				Instance: node, Port: number, Pod: podName(slice.Namespace, ep)}}
 			if family == discoveryv1.AddressTypeIPv4 {
 				ne.IPAddress = ep.Addresses[0]
@@ -250,13 +256,17 @@ func readyEndpoints(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.Se
 	return ipv4, ipv6, dualStack, left
 }
 
-// zonedEndpoint is an endpoint and the zone of its NEG; waiting: it counts only because its Pod waits for the NEG
-// readiness gate (the slice says not ready).
+// zonedEndpoint is an endpoint and the zone of its NEG; awaitsIPv6: it counts only because its Pod waits for the NEG
+// readiness gate (the slice says not ready), and that Pod has an IPv6 address a dual-stack Service's IPv6 slice lists.
 type zonedEndpoint struct {
-	zone    string
-	waiting bool
+	zone       string
+	awaitsIPv6 bool
 	mpv1alpha1.NetworkEndpoint
 }
+
+// readiness says whether an endpoint counts and, if only through the NEG readiness gate, whether its Pod has an
+// IPv6 address (Translator.endpointReady).
+type readiness func(namespace string, ep *discoveryv1.Endpoint) (counts, awaitsIPv6 bool)
 
 // podPort joins a Pod's IPv4 and IPv6 endpoints of one port.
 type podPort struct {

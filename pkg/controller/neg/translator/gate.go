@@ -17,6 +17,8 @@ limitations under the License.
 package translator
 
 import (
+	"net/netip"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -29,21 +31,34 @@ import (
 // endpointReady says whether an endpoint of a slice of namespace counts as ready: it is ready (unset counts as
 // ready, as the API says), or it is not terminating and it is for a Pod of the tenant's view (the same one: its UID,
 // when the reference has one) that is ready but for the NEG readiness gate. A reference to a Pod of another
-// namespace is not followed: that Pod may be another tenant's.
-func (t *Translator) endpointReady(namespace string, ep *discoveryv1.Endpoint) bool {
+// namespace is not followed: that Pod may be another tenant's. awaitsIPv6 says, of an endpoint that counts only
+// through the gate, whether its Pod has an IPv6 address: a dual-stack Service's IPv6 slice will list it, and the
+// endpoint waits for that (endpointsByZone); a Pod with none (an IPv4-only Node pool of a PreferDualStack Service, a
+// hostNetwork Pod there) never will, and its IPv4 address is its endpoint.
+func (t *Translator) endpointReady(namespace string, ep *discoveryv1.Endpoint) (counts, awaitsIPv6 bool) {
 	if ptr.Deref(ep.Conditions.Ready, true) {
-		return true
+		return true, false
 	}
 	ref := ep.TargetRef
 	if ptr.Deref(ep.Conditions.Terminating, false) || ref == nil || ref.Kind != "Pod" ||
 		(ref.Namespace != "" && ref.Namespace != namespace) {
-		return false
+		return false, false
 	}
 	pod, err := t.podLister.Pods(namespace).Get(ref.Name)
-	if err != nil {
-		return false
+	if err != nil || (ref.UID != "" && ref.UID != pod.UID) || !t.keys.ReadyButForGate(pod) {
+		return false, false
 	}
-	return (ref.UID == "" || ref.UID == pod.UID) && t.keys.ReadyButForGate(pod)
+	return true, hasIPv6(pod)
+}
+
+// hasIPv6 says whether the Pod's status lists an IPv6 address.
+func hasIPv6(pod *corev1.Pod) bool {
+	for _, ip := range pod.Status.PodIPs {
+		if addr, err := netip.ParseAddr(ip.IP); err == nil && addr.Is6() && !addr.Is4In6() {
+			return true
+		}
+	}
+	return false
 }
 
 // podEvents are the translator's handlers of the tenant's Pods (see handlers.go).

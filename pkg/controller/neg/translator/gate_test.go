@@ -109,9 +109,39 @@ func TestEndpointReady(t *testing.T) {
 		{"not ready, a Pod the view does not have", endpoint(ptr.To(false), podRef("gone")), false},
 		{"not ready, another Pod of the same name", endpoint(ptr.To(false), &corev1.ObjectReference{Kind: "Pod", Name: "waiting", UID: "uid-old"}), false},
 	} {
-		if got := tr.endpointReady(testNamespace, tc.ep); got != tc.want {
+		if got, _ := tr.endpointReady(testNamespace, tc.ep); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+func withIPs(ips ...string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		for _, ip := range ips {
+			p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
+		}
+	}
+}
+
+// TestAGatedPodWithoutAnIPv6AddressIsAttachedInADualStackService: in a Service with an IPv6 slice, a Pod ready but
+// for the NEG readiness gate waits for both families only when it has an IPv6 address: one without (an IPv4-only
+// Node pool of a PreferDualStack Service, a hostNetwork Pod there) is never in the IPv6 slice, so its IPv4 address
+// is its endpoint at once, and it does not turn Ready at the gate's timeout outside its NEG.
+func TestAGatedPodWithoutAnIPv6AddressIsAttachedInADualStackService(t *testing.T) {
+	h := newHarness(t,
+		node("n1", zoneB),
+		service("web", `{"exposed_ports":{"80":{}}}`, servicePort("http", 80, "web")),
+		slice("web", "web-v4", "http", 8080,
+			ep{ip: "10.0.0.9", node: "n1", pod: "ready"},
+			ep{ip: "10.0.0.1", node: "n1", pod: "ipv4-only", notReady: true},
+			ep{ip: "10.0.0.2", node: "n1", pod: "dual", notReady: true}),
+		ipv6Slice("web", "web-v6", "http", 8080, ep{ip: "fd00::9", node: "n1", pod: "ready"}),
+		gatedPod("ipv4-only", withIPs("10.0.0.1")),
+		gatedPod("dual", withIPs("10.0.0.2", "fd00::2")),
+	)
+	h.sync("web")
+	if got, want := h.endpointIPs("neg-v1-web-80"), []string{"10.0.0.1", "10.0.0.9"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("NEG endpoints = %v, want %v (the Pod without an IPv6 address, not the one waiting for its IPv6 slice)", got, want)
 	}
 }
 

@@ -56,11 +56,15 @@ type groupCommit struct {
 	// triggers is, per Service, the trigger time of the earliest slice change not written yet (negapi.TriggerTime):
 	// the next Translation write carries it, for the network programming latency.
 	triggers map[string]time.Time
+	// inSync is, per Service being synced, the trigger time the sync took at its start (syncing): a write of the
+	// sync carries it (takeTrigger); a sync that wrote nothing drops it (synced), as its change needed no write, so
+	// that no later write, maybe hours later, carries it; a sync that failed gives it back.
+	inSync map[string]time.Time
 }
 
 func newGroupCommit(ceiling time.Duration, c clock.PassiveClock) *groupCommit {
 	g := &groupCommit{ceiling: ceiling, clock: c, held: sets.New[string](), pushedBackUntil: map[string]time.Time{},
-		triggers: map[string]time.Time{}}
+		triggers: map[string]time.Time{}, inSync: map[string]time.Time{}}
 	if ceiling > 0 {
 		g.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[string](min(pushbackBase, ceiling), ceiling)
 	}
@@ -117,14 +121,32 @@ func (g *groupCommit) isHeld(key string) bool {
 	return g.held.Has(key)
 }
 
-// syncing forgets the Service's held changes: the sync about to run writes them.
+// syncing forgets the Service's held changes, and takes the trigger time of its changes for the sync: the sync
+// about to run writes them.
 func (g *groupCommit) syncing(key string) {
-	if g.ceiling <= 0 {
-		return
-	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.held.Delete(key)
+	if at, ok := g.triggers[key]; ok {
+		g.inSync[key] = at
+		delete(g.triggers, key)
+	}
+	if g.ceiling > 0 {
+		g.held.Delete(key)
+	}
+}
+
+// synced ends the Service's sync: the trigger time it took and no write carried is dropped if it succeeded (its
+// change needed no write), and given back if not.
+func (g *groupCommit) synced(key string, succeeded bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	at, ok := g.inSync[key]
+	delete(g.inSync, key)
+	if ok && !succeeded {
+		if was, had := g.triggers[key]; !had || at.Before(was) {
+			g.triggers[key] = at
+		}
+	}
 }
 
 // wrote records how the API server answered a Translation write of the Service: a 429 or an answer slower than
@@ -157,12 +179,16 @@ func (g *groupCommit) triggered(key string, at time.Time) {
 	}
 }
 
-// takeTrigger returns and forgets the trigger time the Service's next write carries; zero for none. A write that
-// fails gives it back (triggered).
+// takeTrigger returns and forgets the trigger time the Service's next write carries: the earliest of the one its
+// sync took and one a change during the sync left; zero for none. A write that fails gives it back (triggered).
 func (g *groupCommit) takeTrigger(key string) time.Time {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	at := g.triggers[key]
+	at, took := g.inSync[key]
+	if later, ok := g.triggers[key]; ok && (!took || later.Before(at)) {
+		at = later
+	}
+	delete(g.inSync, key)
 	delete(g.triggers, key)
 	return at
 }
@@ -172,6 +198,7 @@ func (g *groupCommit) forget(key string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.triggers, key)
+	delete(g.inSync, key)
 	g.held.Delete(key)
 	delete(g.pushedBackUntil, key)
 	if g.backoff != nil {

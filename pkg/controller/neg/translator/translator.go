@@ -219,6 +219,7 @@ func (t *Translator) useInformers(c *tenant.Context) error {
 func (t *Translator) syncKey(ctx context.Context, key string) (worker.Result, error) {
 	t.batch.syncing(key)
 	err := t.sync(ctx, key)
+	t.batch.synced(key, err == nil)
 	if errors.Is(err, errCacheLagging) {
 		klog.FromContext(ctx).V(4).Info("Waiting for the informer cache to show the translator's own writes")
 		return worker.Result{RequeueAfter: lagRecheck}, nil
