@@ -181,14 +181,15 @@ func TestUpgradeAndRollbackKeepEveryNEG(t *testing.T) {
 	s.expectGone(w, "svc-1")
 	w.deleteService("svc-1")
 	w.waitConverged("d': svc-1's NEGs collected by the previous build")
-	// The previous build rewrites svc-3's spec without the fields it does not know, and keeps the endpoints GCE
-	// holds with both addresses as they are (it knows an endpoint by instance, IPv4 address and port). The added Pod
-	// has an IPv4 address only, so that the roll-forward has nothing to change in GCE.
+	// The previous release (bf30f57) knows pod and ipv6Address: it rewrites svc-3's spec with them, and keeps the
+	// endpoints GCE holds with both addresses as they are. (A build before them rewrites the spec without them and
+	// keeps the endpoints too: docs/upgrade.md.) The added Pod has an IPv4 address only, so that the roll-forward has
+	// nothing to change in GCE.
 	grown := append(slices.Clone(svc3), extraEndpoint(w, 3, 1))
 	w.setService("svc-3", grown)
 	w.setPodSlice("svc-3", grown)
 	w.waitConverged("d': svc-3 scaled up by the previous build")
-	waitUntil(t, "d': the previous build to rewrite svc-3's Translation without pod and ipv6Address", w.translationCarries("svc-3", false, 0))
+	waitUntil(t, "d': the previous build to write svc-3's Translation with each endpoint's Pod and the IPv6 addresses", w.translationCarries("svc-3", true, len(svc3)))
 	waitUntil(t, "d': svc-3's old endpoints to keep both addresses, the new one IPv4 only", w.negsHold(svc3NEGs, dualStackWant(grown, len(svc3))))
 	s.end()
 
