@@ -32,7 +32,8 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 )
 
-// ReasonNEGsCollected is the Event reason on the ProviderConfig when the sweep deleted NEGs.
+// ReasonNEGsCollected is the Event reason on the ProviderConfig when the sweep deleted NEGs: leaked, or awaiting
+// deletion.
 const ReasonNEGsCollected = "NEGsGarbageCollected"
 
 // managedBy is the managed-by value of the ownership marker the translator writes into every NEG's description.
@@ -75,10 +76,12 @@ func (p *Pusher) claimed(project string) (map[negKey]bool, error) {
 }
 
 // sweep deletes the NEGs of the tenant's project that carry the tenant's ownership marker and that no Translation
-// claims: left behind by a finalizer stripped by hand, a Translation force-deleted, or a crash before anything was
-// recorded. A NEG found unclaimed is looked at again after gcGrace, with the Translations as the cache then has them,
-// so one whose Translation the informer has not delivered yet is never taken. A NEG without our marker is never
-// touched. Every call takes a token of the tenant's bucket.
+// claims: left by a Translation whose deletion found them in use by a backend service (awaiting deletion,
+// awaiting.go), or leaked by a finalizer stripped by hand, a Translation force-deleted, or a crash before anything
+// was recorded. A NEG found unclaimed is looked at again after gcGrace, with the Translations as the cache then has
+// them, so one whose Translation the informer has not delivered yet is never taken. A NEG without our marker is
+// never touched. A NEG GCE will not delete yet is reported and tried again at the next sweep. Every call takes a
+// token of the tenant's bucket.
 func (p *Pusher) sweep(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	project := p.gcp.ProjectID
@@ -87,6 +90,7 @@ func (p *Pusher) sweep(ctx context.Context) {
 		logger.V(2).Info("NEG sweep skipped: no GCE client", "err", err)
 		return
 	}
+	start := p.awaiting.listStart()
 	negs, err := gce.ListNEGs(ctx)
 	if err != nil {
 		logger.V(2).Info("NEG sweep skipped: listing NEGs failed", "err", err)
@@ -96,13 +100,20 @@ func (p *Pusher) sweep(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	var candidates []negKey
+	var marked, candidates []negKey
 	for _, n := range negs {
-		if neg := (negKey{project: project, zone: path.Base(n.Zone), name: n.Name}); p.ours(n.Description) && !claimed[neg] {
+		neg := negKey{project: project, zone: path.Base(n.Zone), name: n.Name}
+		if !p.ours(n.Description) {
+			continue
+		}
+		marked = append(marked, neg)
+		if !claimed[neg] {
 			candidates = append(candidates, neg)
 		}
 	}
+	p.awaiting.listedMarked(start, marked)
 	if len(candidates) == 0 {
+		p.reportSwept(ctx, start, nil, "")
 		return
 	}
 	select {
@@ -110,10 +121,33 @@ func (p *Pusher) sweep(ctx context.Context) {
 		return
 	case <-time.After(p.gcGrace):
 	}
-	var collected []string
+	var collected, awaited []string
+	refused := map[negKey]string{}
+	reason := ReasonGCEError
 	for _, neg := range candidates {
-		if p.collect(ctx, gce, neg) {
+		wasHeld := p.awaiting.wasHeld(neg)
+		deleted, err := p.collect(ctx, gce, neg)
+		switch {
+		case err != nil:
+			refused[neg] = err.Error()
+			if gceclient.Classify(err) == gceclient.ClassInUse {
+				reason = ReasonInUse
+			}
+		case !deleted:
+		case wasHeld:
+			awaited = append(awaited, neg.zone+"/"+neg.name)
+		default:
 			collected = append(collected, neg.zone+"/"+neg.name)
+		}
+	}
+	p.reportSwept(ctx, start, refused, reason)
+	if len(awaited) > 0 {
+		slices.Sort(awaited)
+		logger.Info("Deleted NEGs that awaited deletion", "project", project, "negs", awaited)
+		if p.providerConfig != nil {
+			p.recorder.Eventf(p.providerConfig, corev1.EventTypeNormal, ReasonNEGsCollected,
+				"Deleted %d NEGs of project %s that awaited deletion (their Translations were released while a backend service used them): %s",
+				len(awaited), project, strings.Join(awaited, ", "))
 		}
 	}
 	if len(collected) == 0 {
@@ -130,31 +164,41 @@ func (p *Pusher) sweep(ctx context.Context) {
 }
 
 // collect deletes one unclaimed NEG, under its cache entry's lock so that no worker acts on it meanwhile, after
-// checking again that nothing claims it and that it still carries our marker.
-func (p *Pusher) collect(ctx context.Context, gce *gceclient.Client, neg negKey) bool {
+// checking again that nothing claims it and that it still carries our marker. It reports whether it deleted the
+// NEG, and why GCE would not (a NEG still in use, a failed call): the NEG is then still there.
+func (p *Pusher) collect(ctx context.Context, gce *gceclient.Client, neg negKey) (deleted bool, err error) {
 	e := p.cache.lock(sweepKey, neg)
 	defer func() {
 		p.cache.forget(sweepKey, neg)
 		p.cache.unlock(neg, e)
 	}()
 	if claimed, err := p.claimed(neg.project); err != nil || claimed[neg] {
-		return false
+		return false, nil
 	}
 	n, err := gce.GetNEG(ctx, neg.zone, neg.name)
-	if err != nil || !p.ours(n.Description) {
-		return false
+	if gceclient.IsNotFound(err) {
+		p.awaiting.deleted(neg)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !p.ours(n.Description) {
+		return false, nil
 	}
 	// Whatever the delete's outcome, a worker that waited for the entry reads GCE again.
 	e.invalidate()
 	err = gce.DeleteNEG(ctx, neg.zone, neg.name)
 	switch gceclient.Classify(err) {
 	case gceclient.ClassNone:
-		return true
+		p.awaiting.deleted(neg)
+		return true, nil
 	case gceclient.ClassNotFound:
-		return false
+		p.awaiting.deleted(neg)
+		return false, nil
 	default:
-		klog.FromContext(ctx).Info("Could not delete an unclaimed NEG; the next sweep tries again", "zone", neg.zone, "neg", neg.name, "err", err)
-		return false
+		klog.FromContext(ctx).V(2).Info("Could not delete an unclaimed NEG; the next sweep tries again", "zone", neg.zone, "neg", neg.name, "err", err)
+		return false, err
 	}
 }
 
