@@ -25,12 +25,14 @@ import (
 	"strings"
 	"sync"
 
+	"google.golang.org/api/googleapi"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
+	gceclient "github.com/multiproject/multiproject-controller-manager/pkg/gce/client"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 )
 
@@ -87,7 +89,7 @@ func (s *negSync) reportHandOver(ctx context.Context, handed []outcome) {
 	target := s.p.handOverEventTarget(s.tr)
 	for _, o := range handed {
 		neg := negKey{project: s.project, zone: o.where.Zone, name: o.where.Name}
-		s.p.awaiting.handedOver(neg, o.err.Error())
+		s.p.awaiting.handedOver(neg, whyHeld(o.err))
 		s.p.recorder.Eventf(target, corev1.EventTypeWarning, ReasonNEGAwaitingDeletion,
 			"NEG %s in zone %s of project %s is still used by a backend service (%v): its endpoints are detached and Translation %s is released; "+
 				"the tenant's garbage sweep deletes the NEG once GCE lets it, trying every %s",
@@ -119,6 +121,23 @@ func (p *Pusher) handOverEventTarget(tr *mpv1alpha1.Translation) runtime.Object 
 	}
 	return tr
 }
+
+// whyHeld says briefly why GCE would not delete a NEG: for one in use, which backend services use it (GCE's message
+// also names the NEG, which the reader knows), otherwise GCE's error.
+func whyHeld(err error) string {
+	if gceclient.Classify(err) == gceclient.ClassInUse {
+		var gerr *googleapi.Error
+		if errors.As(err, &gerr) {
+			if _, users, ok := strings.Cut(gerr.Message, "being used by "); ok {
+				return "in use by " + strings.ReplaceAll(strings.ReplaceAll(users, "'", ""), computeURLPrefix, "")
+			}
+		}
+	}
+	return truncate(err.Error(), 300)
+}
+
+// computeURLPrefix starts the resource URLs GCE's messages may carry.
+const computeURLPrefix = "https://www.googleapis.com/compute/v1/"
 
 // awaitingSet is what the pusher knows of the tenant's NEGs that wait for the sweep, and, for a cleanup, of every
 // NEG with the tenant's marker in its project (Pending). Hand-overs, deletions and sweeps change it; a sequence
@@ -268,7 +287,7 @@ func describeHeld(held map[negKey]heldNEG, n int) string {
 	})
 	var parts []string
 	for _, neg := range keys[:min(n, len(keys))] {
-		parts = append(parts, fmt.Sprintf("NEG %s/%s (%s)", neg.zone, neg.name, truncate(held[neg].why, 300)))
+		parts = append(parts, fmt.Sprintf("NEG %s/%s (%s)", neg.zone, neg.name, held[neg].why))
 	}
 	s := strings.Join(parts, ", ")
 	if len(keys) > n {

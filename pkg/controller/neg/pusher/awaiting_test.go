@@ -98,6 +98,10 @@ func TestNEGInUseIsEmptiedAndLeftToTheSweep(t *testing.T) {
 	if _, ok := h.gce.NEG(testProject, "us-central1-b", "k8s1-web"); ok {
 		t.Error("the NEG nothing uses was not deleted")
 	}
+	// Recorded right after the finalizer went.
+	h.waitFor("a Warning Event on the Service", func() bool {
+		return h.events.Count(corev1.EventTypeWarning, ReasonNEGAwaitingDeletion) > 0
+	})
 	if got := h.events.With("Warning " + ReasonNEGAwaitingDeletion); len(got) != 1 ||
 		!strings.Contains(got[0], "us-central1-a") || !strings.Contains(got[0], "web-backend") {
 		t.Errorf("Events %q, want one %s naming the NEG's zone and the backend service", got, ReasonNEGAwaitingDeletion)

@@ -129,7 +129,7 @@ func (p *Pusher) sweep(ctx context.Context) {
 		deleted, err := p.collect(ctx, gce, neg)
 		switch {
 		case err != nil:
-			refused[neg] = err.Error()
+			refused[neg] = whyHeld(err)
 			if gceclient.Classify(err) == gceclient.ClassInUse {
 				reason = ReasonInUse
 			}
