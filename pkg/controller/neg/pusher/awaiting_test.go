@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	compute "google.golang.org/api/compute/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -280,4 +281,36 @@ func TestHandOverEventTarget(t *testing.T) {
 	if ref, ok := p.handOverEventTarget(tr).(*corev1.ObjectReference); !ok || ref.Kind != "Namespace" || ref.Name != testNamespace || ref.UID != "ns-uid" {
 		t.Errorf("target %+v, want the Namespace being deleted", p.handOverEventTarget(tr))
 	}
+}
+
+// A NEG awaiting deletion whose name a new Service asks for (a custom name) is declared by the new Translation with
+// another marker: that Translation's pusher must not touch it (a name collision), so the sweep still deletes it once
+// GCE lets it, and the new Translation gets its own NEG.
+func TestSweepDeletesANEGDeclaredOnlyWithAnotherMarker(t *testing.T) {
+	h := newHarness(t, nil)
+	h.withSweeps(false)
+	old, err := h.gce.SeedNEG(testProject, "us-central1-a", &compute.NetworkEndpointGroup{Name: "k8s1-web", Description: sweepableMarker,
+		Network: "default", NetworkEndpointType: "GCE_VM_IP_PORT"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.gce.SetInUseBy(testProject, "us-central1-a", "k8s1-web", "web-backend"); err != nil {
+		t.Fatal(err)
+	}
+	successor := translation("web", map[string]int{"us-central1-a": 1}, true) // its marker is testMarker
+	if _, err := h.client.MultiprojectV1alpha1().Translations(testNamespace).Create(context.Background(), successor, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitReason("web", metav1.ConditionFalse, ReasonNameCollision)
+	h.waitFor("the sweep to report the NEG held", func() bool { return h.pusher.awaiting.count() == 1 })
+
+	if err := h.gce.SetInUseBy(testProject, "us-central1-a", "k8s1-web"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("the new Translation's own NEG", func() bool {
+		h.pusher.workers.Add(testNamespace + "/web")
+		n, ok := h.gce.NEG(testProject, "us-central1-a", "k8s1-web")
+		return ok && n.Id != old.Id && n.Description == testMarker
+	})
+	h.waitSynced("web", metav1.ConditionTrue)
 }

@@ -58,21 +58,42 @@ func (p *Pusher) ours(description string) bool {
 	return m.ManagedBy == managedBy && m.Tenant == p.tenant && m.ClusterUID != "" && m.ClusterUID == p.options.ClusterUID
 }
 
-// claimed are the NEGs of project that some Translation of the tenant declares, in its spec or its status.
-func (p *Pusher) claimed(project string) (map[negKey]bool, error) {
+// claimed are the NEGs of project that some Translation of the tenant declares, in its spec or its status, each with
+// the markers it is declared with ("" for a status entry written before markers were recorded: any marker).
+func (p *Pusher) claimed(project string) (map[negKey][]string, error) {
 	translations, err := p.lister.List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
-	out := map[negKey]bool{}
+	out := map[negKey][]string{}
 	for _, tr := range translations {
-		for _, neg := range declaredNEGs(tr, p.gcp.ProjectID, true) {
-			if neg.project == project {
-				out[neg] = true
+		for i := range tr.Spec.Resources {
+			r := &tr.Spec.Resources[i]
+			if neg := (negKey{project: p.gcp.ProjectID, zone: r.Zone, name: r.Name}); neg.project == project {
+				out[neg] = append(out[neg], r.Description)
+			}
+		}
+		for i := range tr.Status.Resources {
+			r := &tr.Status.Resources[i]
+			if neg := (negKey{project: statusID(r, p.gcp.ProjectID).project, zone: r.Zone, name: r.Name}); neg.project == project {
+				out[neg] = append(out[neg], r.Description)
 			}
 		}
 	}
 	return out, nil
+}
+
+// claims says whether a NEG with description is claimed by a Translation that declares it with markers: one of them
+// is its description, or unknown. A NEG declared only with other markers is not the declaring Translation's: its
+// pusher neither changes nor deletes it (a name collision), so only the sweep can: a NEG awaiting deletion whose
+// custom name a new Service asked for, say.
+func claims(markers []string, description string) bool {
+	for _, m := range markers {
+		if m == "" || m == description {
+			return true
+		}
+	}
+	return false
 }
 
 // sweep deletes the NEGs of the tenant's project that carry the tenant's ownership marker and that no Translation
@@ -107,7 +128,7 @@ func (p *Pusher) sweep(ctx context.Context) {
 			continue
 		}
 		marked = append(marked, neg)
-		if !claimed[neg] {
+		if !claims(claimed[neg], n.Description) {
 			candidates = append(candidates, neg)
 		}
 	}
@@ -164,7 +185,7 @@ func (p *Pusher) sweep(ctx context.Context) {
 }
 
 // collect deletes one unclaimed NEG, under its cache entry's lock so that no worker acts on it meanwhile, after
-// checking again that nothing claims it and that it still carries our marker. It reports whether it deleted the
+// checking again that it still carries our marker and that nothing claims it. It reports whether it deleted the
 // NEG, and why GCE would not (a NEG still in use, a failed call): the NEG is then still there.
 func (p *Pusher) collect(ctx context.Context, gce *gceclient.Client, neg negKey) (deleted bool, err error) {
 	e := p.cache.lock(sweepKey, neg)
@@ -172,9 +193,6 @@ func (p *Pusher) collect(ctx context.Context, gce *gceclient.Client, neg negKey)
 		p.cache.forget(sweepKey, neg)
 		p.cache.unlock(neg, e)
 	}()
-	if claimed, err := p.claimed(neg.project); err != nil || claimed[neg] {
-		return false, nil
-	}
 	n, err := gce.GetNEG(ctx, neg.zone, neg.name)
 	if gceclient.IsNotFound(err) {
 		p.awaiting.deleted(neg)
@@ -184,6 +202,9 @@ func (p *Pusher) collect(ctx context.Context, gce *gceclient.Client, neg negKey)
 		return false, err
 	}
 	if !p.ours(n.Description) {
+		return false, nil
+	}
+	if claimed, err := p.claimed(neg.project); err != nil || claims(claimed[neg], n.Description) {
 		return false, nil
 	}
 	// Whatever the delete's outcome, a worker that waited for the entry reads GCE again.
