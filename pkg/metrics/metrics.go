@@ -54,6 +54,12 @@ var (
 	NEGsCollected = NewCompactCounterVec("neg_garbage_collected_total",
 		"NEGs deleted by a tenant's garbage sweep: ours by their marker, claimed by no Translation.",
 		"provider_config")
+
+	// NEGsAwaitingDeletion is how many NEGs of a tenant wait for its garbage sweep: their Translations are gone,
+	// but GCE has not let the pusher delete them (a backend service still uses them).
+	NEGsAwaitingDeletion = NewCompactGaugeVec("neg_awaiting_deletion",
+		"NEGs of a tenant that no Translation claims and that GCE has not let the garbage sweep delete yet (in use by a backend service), as of its last sweep.",
+		"provider_config")
 )
 
 // ControllersEnabled is how many per-tenant controllers --controllers enables in this process. 0 keeps
@@ -72,7 +78,7 @@ var registerOnce sync.Once
 // Register adds the series to the legacy registry served on /metrics. It is idempotent.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.CustomMustRegister(Syncs, QueueDepth, ProviderConfigSyncs, NEGsCollected, NEGReadinessPodsWaiting, statusCollector, gceCollector)
+		legacyregistry.CustomMustRegister(Syncs, QueueDepth, ProviderConfigSyncs, NEGsCollected, NEGsAwaitingDeletion, NEGReadinessPodsWaiting, statusCollector, gceCollector)
 		legacyregistry.MustRegister(NEGReadinessAttachToReady, NEGNetworkProgramming, NEGReadinessProgramming, ControllersEnabled)
 	})
 }
@@ -108,6 +114,7 @@ func ForgetProviderConfig(providerConfig string) {
 	gceCollector.forget(providerConfig)
 	ProviderConfigSyncs.DeleteTenant(providerConfig)
 	NEGsCollected.DeleteTenant(providerConfig)
+	NEGsAwaitingDeletion.DeleteTenant(providerConfig)
 	NEGReadinessPodsWaiting.DeleteTenant(providerConfig)
 	// Delete, not DeleteLabelValues: the vector is nil until registered (a process or test that never serves metrics).
 	NEGReadinessAttachToReady.Delete(map[string]string{"provider_config": providerConfig})

@@ -39,6 +39,7 @@ import (
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 )
@@ -360,4 +361,128 @@ func stopGracefully(t testing.TB, m *manager) {
 		t.Fatalf("manager %s did not shut down: %v", m.name, err)
 	}
 	t.Logf("manager %s shut down in %s", m.name, time.Since(start).Round(100*time.Millisecond))
+}
+
+// TestDeletionDoesNotWaitForALoadBalancer: a backend service uses a Service's NEGs, so GCE refuses to delete them.
+// Deleting the Service's namespace does not wait for it: the NEGs are emptied, the Translation released, and the
+// namespace is gone within a minute; a Warning Event and multiproject_neg_awaiting_deletion say which NEGs wait.
+// The tenant, deleted meanwhile, keeps its finalizer, its NEGReady condition naming the NEGs, until the backend
+// service lets them go and the garbage sweep deletes them; then nothing is left.
+func TestDeletionDoesNotWaitForALoadBalancer(t *testing.T) {
+	resetLease(t)
+	gce := startFakeGCE(t)
+	w := newWorkload(t, gce)
+	const period = 5 * time.Second
+	m := startManager(t, "a", managerKubeconfig(t), gce.Endpoint(), lifecycleElection, "--neg-gc-period="+period.String())
+	waitLeader(t, m.identity(), 2*time.Minute)
+	w.setService("svc-0", w.endpoints(0, 0, 2))
+	w.waitConverged("the Service's NEGs")
+	held := w.translation(translationName("svc-0")).Spec.Resources
+	for _, r := range held {
+		if err := gce.SetInUseBy(w.project, r.Zone, r.Name, "web-backend"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	deleted := time.Now()
+	if err := w.kube.CoreV1().Namespaces().Delete(w.ctx, w.appNS, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the namespace to be deleted", func() (bool, string) {
+		ns, err := w.kube.CoreV1().Namespaces().Get(w.ctx, w.appNS, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return false, fmt.Sprintf("phase %s, conditions %+v", ns.Status.Phase, ns.Status.Conditions)
+	})
+	if took := time.Since(deleted); took > time.Minute {
+		t.Errorf("the namespace took %s to go, want under a minute: it waited for the load balancer", took)
+	}
+	for _, r := range held {
+		eps, ok := gce.Endpoints(w.project, r.Zone, r.Name)
+		if !ok {
+			t.Fatalf("NEG %s/%s is gone although a backend service uses it", r.Zone, r.Name)
+		}
+		if len(eps) != 0 {
+			t.Errorf("NEG %s/%s keeps %d endpoints after its namespace was deleted, want none", r.Zone, r.Name, len(eps))
+		}
+	}
+	waitUntil(t, "a Warning Event for each NEG left to the sweep", func() (bool, string) {
+		events, err := w.kube.CoreV1().Events(metav1.NamespaceAll).List(w.ctx, metav1.ListOptions{
+			FieldSelector: fields.Set{"reason": pusher.ReasonNEGAwaitingDeletion}.String()})
+		if err != nil {
+			return false, err.Error()
+		}
+		var named []string
+		for _, r := range held {
+			for _, e := range events.Items {
+				if strings.Contains(e.Message, r.Name) && strings.Contains(e.Message, r.Zone) && strings.Contains(e.Message, "web-backend") &&
+					(e.InvolvedObject.Name == w.appNS || e.InvolvedObject.Name == "svc-0") {
+					named = append(named, r.Zone)
+					break
+				}
+			}
+		}
+		return len(named) == len(held), fmt.Sprintf("Events name the NEGs in %v of %d zones", named, len(held))
+	})
+	client := adminHTTPClient(t)
+	defer client.CloseIdleConnections()
+	waitUntil(t, "multiproject_neg_awaiting_deletion to count the NEGs", func() (bool, string) {
+		for _, s := range scrape(t, client, m)["multiproject_neg_awaiting_deletion"] {
+			if string(s.Metric["provider_config"]) == w.tenant {
+				return int(s.Value) == len(held), fmt.Sprintf("%v", s.Value)
+			}
+		}
+		return false, "no series for the tenant"
+	})
+
+	// The tenant, deleted now, stays until its NEGs are gone, and says which hold it.
+	if err := w.mp.MultiprojectV1alpha1().ProviderConfigs().Delete(w.ctx, w.tenant, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "NEGReady to name the NEGs that hold the deleted tenant", func() (bool, string) {
+		pc := w.providerConfig()
+		c := meta.FindStatusCondition(pc.Status.Conditions, mpv1alpha1.ProviderConfigConditionNEGReady)
+		if c == nil || c.Status != metav1.ConditionFalse {
+			return false, fmt.Sprintf("NEGReady %+v", c)
+		}
+		for _, r := range held {
+			if !strings.Contains(c.Message, r.Zone+"/"+r.Name) || !strings.Contains(c.Message, "web-backend") {
+				return false, fmt.Sprintf("NEGReady %+v does not name NEG %s/%s and its backend service", c, r.Zone, r.Name)
+			}
+		}
+		return true, ""
+	})
+	// Two sweeps of the cleanup later (each tries every NEG again) it is still there: nothing of it leaks.
+	deletes := gce.Calls(w.project)[fakegce.MethodDelete]
+	waitUntil(t, "two more sweeps", func() (bool, string) {
+		n := gce.Calls(w.project)[fakegce.MethodDelete] - deletes
+		return n >= 2*len(held), fmt.Sprintf("%d deletes refused since", n)
+	})
+	if pc := w.providerConfig(); !slices.Contains(pc.Finalizers, mpv1alpha1.ProviderConfigCleanupFinalizer) {
+		t.Fatalf("the tenant's finalizer went while its NEGs were still in GCE: %v", pc.Finalizers)
+	}
+
+	released := time.Now()
+	for _, r := range held {
+		if err := gce.SetInUseBy(w.project, r.Zone, r.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, "the sweep to delete the NEGs and the tenant to go", func() (bool, string) {
+		o, err := w.observe()
+		if err != nil {
+			return false, err.Error()
+		}
+		negs := len(gce.NEGs(w.project))
+		return o.pc == nil && negs == 0, fmt.Sprintf("ProviderConfig gone %v, NEGs %d", o.pc == nil, negs)
+	})
+	// One period until the next sweep, plus the sweep's grace and its calls.
+	if took := time.Since(released); took > period+30*time.Second {
+		t.Errorf("the NEGs went %s after the backend service let them go, want within one sweep period (%s) plus its grace", took, period)
+	}
+	auditNothingLeaked(t, gce, w.tenant, w.project)
 }

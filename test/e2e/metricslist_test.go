@@ -34,6 +34,7 @@ import (
 var seriesOnlyAfter = map[string]string{
 	"multiproject_provider_config_deletion_timestamp_seconds": "a ProviderConfig waits for its cleanup",
 	"multiproject_neg_garbage_collected_total":                "a garbage sweep deleted a leaked NEG",
+	"multiproject_neg_awaiting_deletion":                      "a tenant's first garbage sweep listed its project",
 	"multiproject_neg_readiness_attach_to_ready_seconds":      "a gated Pod became ready through a NEG",
 	"multiproject_neg_readiness_pods_waiting":                 "a Pod declares the NEG readiness gate",
 	"multiproject_neg_network_programming_duration_seconds":   "an EndpointSlice change with a trigger time reached GCE",

@@ -127,6 +127,12 @@ func TestAlertExpressionsFireWhenTheyShould(t *testing.T) {
 				`multiproject_neg_garbage_collected_total{` + jobLabel + `, provider_config="b"} 0x40`,
 			}, fires: []string{`{` + jobLabel + `, provider_config="a"}`}},
 		},
+		"MultiprojectNEGsAwaitingDeletion": {
+			{name: "tenant a's NEGs are in use, b's are not", series: []string{
+				`multiproject_neg_awaiting_deletion{` + jobLabel + `, provider_config="a", pod="x"} 2x40`,
+				`multiproject_neg_awaiting_deletion{` + jobLabel + `, provider_config="b", pod="x"} 0x40`,
+			}, fires: []string{`{provider_config="a"}`}},
+		},
 		"MultiprojectGCERequestErrors": {
 			{name: "tenant a's calls fail 9% with 5xx", series: []string{
 				gceCalls("a", "networkEndpointGroups.attachNetworkEndpoints", "success", 100),

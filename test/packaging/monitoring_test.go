@@ -94,6 +94,7 @@ func gatherExported() (map[string]dto.MetricType, error) {
 	metrics.ObserveSync("probe", "probe", "probe-probe", nil, 0)
 	metrics.ProviderConfigSyncs.Inc("probe", "success")
 	metrics.NEGsCollected.Add(0, "probe")
+	metrics.NEGsAwaitingDeletion.Set(0, "probe")
 	metrics.ObserveGCERequest("probe", "probe", "success", 0)
 	metrics.NEGReadinessPodsWaiting.Set(0, "probe")
 	metrics.ObserveNEGReadiness("probe", 0)

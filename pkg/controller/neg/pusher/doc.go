@@ -17,7 +17,9 @@ limitations under the License.
 // Package pusher owns the GCE half of the neg controller: for one tenant, it is the only code that writes to
 // Compute Engine. It watches the tenant's Translations and makes the zonal NEGs they declare exist, with exactly the
 // endpoints they list, in the tenant's own GCP project; when a Translation is deleted it deletes those NEGs, in
-// reverse order, and only then removes the Translation's finalizer.
+// reverse order, and only then removes the Translation's finalizer. A NEG GCE will not delete because a backend
+// service uses it does not hold the Translation: it is emptied and left to the tenant's garbage sweep, which deletes
+// it once GCE lets it (awaiting.go, gc.go).
 //
 // It keeps what it knows of GCE in memory, so a Translation that already matches GCE costs no call. It never
 // changes or deletes a NEG whose description differs from the Translation's ownership marker. It writes the

@@ -32,7 +32,8 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 )
 
-// ReasonNEGsCollected is the Event reason on the ProviderConfig when the sweep deleted NEGs.
+// ReasonNEGsCollected is the Event reason on the ProviderConfig when the sweep deleted NEGs: leaked, or awaiting
+// deletion.
 const ReasonNEGsCollected = "NEGsGarbageCollected"
 
 // managedBy is the managed-by value of the ownership marker the translator writes into every NEG's description.
@@ -57,28 +58,51 @@ func (p *Pusher) ours(description string) bool {
 	return m.ManagedBy == managedBy && m.Tenant == p.tenant && m.ClusterUID != "" && m.ClusterUID == p.options.ClusterUID
 }
 
-// claimed are the NEGs of project that some Translation of the tenant declares, in its spec or its status.
-func (p *Pusher) claimed(project string) (map[negKey]bool, error) {
+// claimed are the NEGs of project that some Translation of the tenant declares, in its spec or its status, each with
+// the markers it is declared with ("" for a status entry written before markers were recorded: any marker).
+func (p *Pusher) claimed(project string) (map[negKey][]string, error) {
 	translations, err := p.lister.List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
-	out := map[negKey]bool{}
+	out := map[negKey][]string{}
 	for _, tr := range translations {
-		for _, neg := range declaredNEGs(tr, p.gcp.ProjectID, true) {
-			if neg.project == project {
-				out[neg] = true
+		for i := range tr.Spec.Resources {
+			r := &tr.Spec.Resources[i]
+			if neg := (negKey{project: p.gcp.ProjectID, zone: r.Zone, name: r.Name}); neg.project == project {
+				out[neg] = append(out[neg], r.Description)
+			}
+		}
+		for i := range tr.Status.Resources {
+			r := &tr.Status.Resources[i]
+			if neg := (negKey{project: statusID(r, p.gcp.ProjectID).project, zone: r.Zone, name: r.Name}); neg.project == project {
+				out[neg] = append(out[neg], r.Description)
 			}
 		}
 	}
 	return out, nil
 }
 
+// claims says whether a NEG with description is claimed by a Translation that declares it with markers: one of them
+// is its description, or unknown. A NEG declared only with other markers is not the declaring Translation's: its
+// pusher neither changes nor deletes it (a name collision), so only the sweep can: a NEG awaiting deletion whose
+// custom name a new Service asked for, say.
+func claims(markers []string, description string) bool {
+	for _, m := range markers {
+		if m == "" || m == description {
+			return true
+		}
+	}
+	return false
+}
+
 // sweep deletes the NEGs of the tenant's project that carry the tenant's ownership marker and that no Translation
-// claims: left behind by a finalizer stripped by hand, a Translation force-deleted, or a crash before anything was
-// recorded. A NEG found unclaimed is looked at again after gcGrace, with the Translations as the cache then has them,
-// so one whose Translation the informer has not delivered yet is never taken. A NEG without our marker is never
-// touched. Every call takes a token of the tenant's bucket.
+// claims: left by a Translation whose deletion found them in use by a backend service (awaiting deletion,
+// awaiting.go), or leaked by a finalizer stripped by hand, a Translation force-deleted, or a crash before anything
+// was recorded. A NEG found unclaimed is looked at again after gcGrace, with the Translations as the cache then has
+// them, so one whose Translation the informer has not delivered yet is never taken. A NEG without our marker is
+// never touched. A NEG GCE will not delete yet is reported and tried again at the next sweep. Every call takes a
+// token of the tenant's bucket.
 func (p *Pusher) sweep(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	project := p.gcp.ProjectID
@@ -87,6 +111,7 @@ func (p *Pusher) sweep(ctx context.Context) {
 		logger.V(2).Info("NEG sweep skipped: no GCE client", "err", err)
 		return
 	}
+	start := p.awaiting.listStart()
 	negs, err := gce.ListNEGs(ctx)
 	if err != nil {
 		logger.V(2).Info("NEG sweep skipped: listing NEGs failed", "err", err)
@@ -96,13 +121,20 @@ func (p *Pusher) sweep(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	var candidates []negKey
+	var marked, candidates []negKey
 	for _, n := range negs {
-		if neg := (negKey{project: project, zone: path.Base(n.Zone), name: n.Name}); p.ours(n.Description) && !claimed[neg] {
+		neg := negKey{project: project, zone: path.Base(n.Zone), name: n.Name}
+		if !p.ours(n.Description) {
+			continue
+		}
+		marked = append(marked, neg)
+		if !claims(claimed[neg], n.Description) {
 			candidates = append(candidates, neg)
 		}
 	}
+	p.awaiting.listedMarked(start, marked)
 	if len(candidates) == 0 {
+		p.reportSwept(ctx, start, nil, "")
 		return
 	}
 	select {
@@ -110,10 +142,33 @@ func (p *Pusher) sweep(ctx context.Context) {
 		return
 	case <-time.After(p.gcGrace):
 	}
-	var collected []string
+	var collected, awaited []string
+	refused := map[negKey]string{}
+	reason := ReasonGCEError
 	for _, neg := range candidates {
-		if p.collect(ctx, gce, neg) {
+		wasHeld := p.awaiting.wasHeld(neg)
+		deleted, err := p.collect(ctx, gce, neg)
+		switch {
+		case err != nil:
+			refused[neg] = whyHeld(err)
+			if gceclient.Classify(err) == gceclient.ClassInUse {
+				reason = ReasonInUse
+			}
+		case !deleted:
+		case wasHeld:
+			awaited = append(awaited, neg.zone+"/"+neg.name)
+		default:
 			collected = append(collected, neg.zone+"/"+neg.name)
+		}
+	}
+	p.reportSwept(ctx, start, refused, reason)
+	if len(awaited) > 0 {
+		slices.Sort(awaited)
+		logger.Info("Deleted NEGs that awaited deletion", "project", project, "negs", awaited)
+		if p.providerConfig != nil {
+			p.recorder.Eventf(p.providerConfig, corev1.EventTypeNormal, ReasonNEGsCollected,
+				"Deleted %d NEGs of project %s that awaited deletion (their Translations were released while a backend service used them): %s",
+				len(awaited), project, strings.Join(awaited, ", "))
 		}
 	}
 	if len(collected) == 0 {
@@ -130,31 +185,41 @@ func (p *Pusher) sweep(ctx context.Context) {
 }
 
 // collect deletes one unclaimed NEG, under its cache entry's lock so that no worker acts on it meanwhile, after
-// checking again that nothing claims it and that it still carries our marker.
-func (p *Pusher) collect(ctx context.Context, gce *gceclient.Client, neg negKey) bool {
+// checking again that it still carries our marker and that nothing claims it. It reports whether it deleted the
+// NEG, and why GCE would not (a NEG still in use, a failed call): the NEG is then still there.
+func (p *Pusher) collect(ctx context.Context, gce *gceclient.Client, neg negKey) (deleted bool, err error) {
 	e := p.cache.lock(sweepKey, neg)
 	defer func() {
 		p.cache.forget(sweepKey, neg)
 		p.cache.unlock(neg, e)
 	}()
-	if claimed, err := p.claimed(neg.project); err != nil || claimed[neg] {
-		return false
-	}
 	n, err := gce.GetNEG(ctx, neg.zone, neg.name)
-	if err != nil || !p.ours(n.Description) {
-		return false
+	if gceclient.IsNotFound(err) {
+		p.awaiting.deleted(neg)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !p.ours(n.Description) {
+		return false, nil
+	}
+	if claimed, err := p.claimed(neg.project); err != nil || claims(claimed[neg], n.Description) {
+		return false, nil
 	}
 	// Whatever the delete's outcome, a worker that waited for the entry reads GCE again.
 	e.invalidate()
 	err = gce.DeleteNEG(ctx, neg.zone, neg.name)
 	switch gceclient.Classify(err) {
 	case gceclient.ClassNone:
-		return true
+		p.awaiting.deleted(neg)
+		return true, nil
 	case gceclient.ClassNotFound:
-		return false
+		p.awaiting.deleted(neg)
+		return false, nil
 	default:
-		klog.FromContext(ctx).Info("Could not delete an unclaimed NEG; the next sweep tries again", "zone", neg.zone, "neg", neg.name, "err", err)
-		return false
+		klog.FromContext(ctx).V(2).Info("Could not delete an unclaimed NEG; the next sweep tries again", "zone", neg.zone, "neg", neg.name, "err", err)
+		return false, err
 	}
 }
 

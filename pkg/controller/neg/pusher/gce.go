@@ -203,6 +203,42 @@ func (c negCalls) delete(ctx context.Context) error {
 	return err
 }
 
+// detachAll detaches every endpoint of a NEG that GCE would not delete, once its description, read again, passes
+// sweepable (errNotSweepable otherwise); gone says the NEG no longer exists. The endpoints are those GCE lists, in
+// GCE's form, which a detach must match. The entry is read again at its next use.
+func (c negCalls) detachAll(ctx context.Context, sweepable func(description string) bool) (gone bool, err error) {
+	c.entry.invalidate()
+	neg, err := c.gce.GetNEG(ctx, c.neg.zone, c.neg.name)
+	if gceclient.IsNotFound(err) {
+		c.entry.known = true
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !sweepable(neg.Description) {
+		return false, errNotSweepable
+	}
+	listed, err := c.gce.ListEndpoints(ctx, c.neg.zone, c.neg.name)
+	if gceclient.IsNotFound(err) {
+		c.entry.known = true
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for batch := range slices.Chunk(listed, gceclient.MaxEndpointsPerCall) {
+		if err := c.gce.DetachEndpoints(ctx, c.neg.zone, c.neg.name, batch); err != nil {
+			var waitErr *gceclient.OperationWaitError
+			if errors.As(err, &waitErr) {
+				c.entry.pendingOperation = waitErr.Operation
+			}
+			return false, err
+		}
+	}
+	return false, nil
+}
+
 // failed turns a GCE error into the resource's outcome and drops the cache entry unless the call certainly changed
 // nothing (a rate limit refuses the call before it runs).
 func (c negCalls) failed(o outcome, err error) outcome {

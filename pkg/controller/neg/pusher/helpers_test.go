@@ -102,11 +102,19 @@ func newHarness(t testing.TB, gcp *mpv1alpha1.GCPConfig, objects ...runtime.Obje
 // start runs a new pusher (a cleanup-only one with cleanupOnly) on the harness's Context.
 func (h *harness) start(cleanupOnly bool) {
 	h.t.Helper()
-	p, err := newPusher(h.tctx)
-	if err != nil {
-		h.t.Fatal(err)
+	var p *Pusher
+	if cleanupOnly {
+		c, err := NewCleanup(h.tctx)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		p = c.(*Pusher)
+	} else {
+		var err error
+		if p, err = newPusher(h.tctx); err != nil {
+			h.t.Fatal(err)
+		}
 	}
-	p.cleanupOnly = cleanupOnly
 	if h.gcGrace > 0 {
 		p.gcGrace = h.gcGrace
 	}

@@ -40,8 +40,13 @@ type secretGetter = corev1client.SecretsGetter
 var getOptions = metav1.GetOptions{}
 
 // Pending reports what of the tenant would leak in GCE if the pusher stopped now: the Translations that still carry
-// the deleter finalizer, i.e. whose NEGs are not known to be deleted. It returns "" when there are none. It reads
-// the tenant's informer view when it has synced, and lists from the API server (by the tenant label) otherwise.
+// the deleter finalizer, i.e. whose NEGs are not known to be deleted, and the NEGs no Translation lists that wait
+// for the garbage sweep (awaiting.go). It returns "" when there are none. It reads the tenant's informer view when
+// it has synced, and lists from the API server (by the tenant label) otherwise.
+//
+// Only the sweep of a running cleanup knows the NEGs awaiting deletion: given any other Context (the cleanup cannot
+// run in this process), Pending cannot rule them out and says so, unless sweeps are disabled
+// (--neg-gc-period=0), in which case no NEG is ever left to them.
 func Pending(ctx context.Context, c *tenant.Context) (string, error) {
 	var names []string
 	collect := func(tr *mpv1alpha1.Translation) {
@@ -73,8 +78,21 @@ func Pending(ctx context.Context, c *tenant.Context) (string, error) {
 			collect(&list.Items[i])
 		}
 	}
+	left := ""
+	project := ""
+	if gcp := c.ProviderConfig.Spec.GCP; gcp != nil {
+		project = gcp.ProjectID
+	}
+	if awaiting, ok := cleanups.Load(c); ok {
+		left = awaiting.(*awaitingSet).left(project, len(names) > 0)
+	} else if c.Options.NEGGCPeriod > 0 {
+		left = fmt.Sprintf("NEGs awaiting deletion in project %s cannot be ruled out: only the neg cleanup's garbage sweep lists them", project)
+	}
+	if left != "" {
+		left = "NEGs no Translation lists: " + left
+	}
 	if len(names) == 0 {
-		return "", nil
+		return left, nil
 	}
 	slices.Sort(names)
 	const shown = 5
@@ -85,6 +103,9 @@ func Pending(ctx context.Context, c *tenant.Context) (string, error) {
 	msg := fmt.Sprintf("%d %s with NEGs not yet deleted: %s", len(names), noun, strings.Join(names[:min(shown, len(names))], ", "))
 	if len(names) > shown {
 		msg += fmt.Sprintf(" and %d more", len(names)-shown)
+	}
+	if left != "" {
+		msg += "; " + left
 	}
 	return msg, nil
 }

@@ -31,7 +31,8 @@ type problem struct {
 	reason, message string
 }
 
-// problemSet is the tenant's current problems by Translation key; it decides the pusher's ProviderConfig condition.
+// problemSet is the tenant's current problems by Translation key (sweepKey: the garbage sweep's); it decides the
+// pusher's ProviderConfig condition.
 type problemSet struct {
 	mu sync.Mutex
 	m  map[string]problem
@@ -64,10 +65,17 @@ func (s *problemSet) summary() (metav1.ConditionStatus, string, string) {
 		return metav1.ConditionTrue, ReasonPushed, "every Translation's NEGs are pushed to GCE or retried"
 	}
 	keys := slices.Sorted(maps.Keys(s.m))
+	if keys[0] == sweepKey && len(keys) > 1 {
+		// The sweep's problem (NEGs awaiting deletion) comes after the Translations': theirs hold up a Service.
+		keys = append(keys[1:], sweepKey)
+	}
 	first := s.m[keys[0]]
-	msg := fmt.Sprintf("Translation %s: %s", keys[0], first.message)
+	msg := "garbage sweep: " + first.message
+	if keys[0] != sweepKey {
+		msg = fmt.Sprintf("Translation %s: %s", keys[0], first.message)
+	}
 	if len(keys) > 1 {
-		msg += fmt.Sprintf(" (and %d more Translations with problems)", len(keys)-1)
+		msg += fmt.Sprintf(" (and %d more problems)", len(keys)-1)
 	}
 	return metav1.ConditionFalse, first.reason, msg
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	gceclient "github.com/multiproject/multiproject-controller-manager/pkg/gce/client"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
@@ -108,6 +109,12 @@ type Pusher struct {
 
 	cache    *negCache
 	problems *problemSet
+	// awaiting is what the pusher knows of the NEGs that wait for the sweep (awaiting.go).
+	awaiting *awaitingSet
+	// namespaces is the tenant's view of Namespaces, to tell a Namespace being deleted (nil when not served).
+	namespaces cache.Indexer
+	// cleanupOf is the Context a cleanup was built from, under which Pending finds awaiting; nil for a pusher.
+	cleanupOf *tenant.Context
 }
 
 // New builds the pusher of the tenant c describes. It makes no call: the Compute Engine client (and the credentials
@@ -126,6 +133,13 @@ func NewCleanup(c *tenant.Context) (tenant.Controller, error) {
 		return nil, err
 	}
 	p.cleanupOnly = true
+	if p.gcPeriod > 0 {
+		// The cleanup sweeps too, and the tenant's finalizer waits for every NEG carrying its marker: a NEG left
+		// to the sweep is listed by no Translation.
+		p.awaiting.track = true
+		p.cleanupOf = c
+		cleanups.Store(c, p.awaiting)
+	}
 	return p, nil
 }
 
@@ -160,6 +174,10 @@ func newPusher(c *tenant.Context) (*Pusher, error) {
 		now:                time.Now,
 		cache:              newNEGCache(),
 		problems:           newProblemSet(),
+		awaiting:           &awaitingSet{},
+	}
+	if namespaces, err := c.Informers.Informer(informerset.Namespaces); err == nil {
+		p.namespaces = namespaces.GetIndexer()
 	}
 	p.workers = worker.New(worker.Config{
 		Tenant:     p.tenant,
@@ -190,6 +208,9 @@ func (p *Pusher) Start(ctx context.Context, done func()) {
 	if err := p.workers.Watch(p.informer, translationEvents{p}); err != nil {
 		logger.Error(err, "Could not watch Translations")
 		p.workers.Close(ctx)
+		if p.cleanupOf != nil {
+			cleanups.CompareAndDelete(p.cleanupOf, p.awaiting)
+		}
 		done()
 		return
 	}
@@ -205,7 +226,7 @@ func (p *Pusher) Start(ctx context.Context, done func()) {
 	// sweep under way.
 	stopSweep := func() {}
 	startSweep := func() {
-		if p.gcPeriod > 0 && !p.cleanupOnly {
+		if p.gcPeriod > 0 {
 			stopSweep = p.startSweeps(ctx)
 		}
 	}
@@ -214,6 +235,11 @@ func (p *Pusher) Start(ctx context.Context, done func()) {
 		stopSweep()
 		stopDraining()
 		cancelWork()
+		if p.cleanupOf != nil {
+			cleanups.CompareAndDelete(p.cleanupOf, p.awaiting)
+		}
+		// The next pusher of the tenant, or its cleanup, counts again from its first sweep.
+		metrics.NEGsAwaitingDeletion.Delete(p.tenant)
 		done()
 	})
 }

@@ -64,6 +64,9 @@ type outcome struct {
 	// reason is the condition reason of a failed step; permanent says only a person can fix it (no fast retry).
 	reason    string
 	permanent bool
+	// awaitingSweep: GCE would not delete the NEG because a backend service uses it; it is emptied and left to the
+	// garbage sweep, so it does not hold a Translation being deleted (err says why it is still there).
+	awaitingSweep bool
 }
 
 func (o outcome) status() mpv1alpha1.BackendResourceStatus {

@@ -50,6 +50,9 @@ type negSync struct {
 	// project is the tenant's current project, and gce its client (nil until connect).
 	project string
 	gce     *gceclient.Client
+	// deleting: the Translation is being deleted, so a NEG GCE will not delete because a backend service uses it is
+	// emptied and left to the garbage sweep rather than held on to (awaiting.go).
+	deleting bool
 }
 
 // sync pushes one Translation: its NEGs made as declared, or, once it is being deleted, deleted.
@@ -111,7 +114,8 @@ func (s *negSync) live(ctx context.Context) (worker.Result, error) {
 }
 
 // deletion deletes the NEGs of a Translation being deleted, in reverse order, each in the project it was made in,
-// and then removes the finalizer.
+// and then removes the finalizer. A NEG GCE will not delete because a backend service uses it does not hold the
+// finalizer once it is emptied and left to the garbage sweep (handOver); any other failure does.
 func (s *negSync) deletion(ctx context.Context) (worker.Result, error) {
 	if !hasFinalizer(s.tr) {
 		return worker.Result{}, nil
@@ -119,6 +123,7 @@ func (s *negSync) deletion(ctx context.Context) (worker.Result, error) {
 	if err := s.connect(ctx); err != nil {
 		return worker.Result{}, err
 	}
+	s.deleting = true
 	failures := s.deleteRemoved(ctx)
 	for i := len(s.tr.Spec.Resources) - 1; i >= 0; i-- {
 		res := &s.tr.Spec.Resources[i]
@@ -130,7 +135,16 @@ func (s *negSync) deletion(ctx context.Context) (worker.Result, error) {
 			failures = append(failures, o)
 		}
 	}
-	if len(failures) > 0 {
+	var handed []outcome
+	holding := false
+	for _, o := range failures {
+		if o.awaitingSweep {
+			handed = append(handed, o)
+		} else {
+			holding = true
+		}
+	}
+	if holding {
 		// The status says what is still there; NEGs already deleted are no longer listed.
 		return s.finish(ctx, failures)
 	}
@@ -141,7 +155,10 @@ func (s *negSync) deletion(ctx context.Context) (worker.Result, error) {
 		}
 		return worker.Result{}, fmt.Errorf("removing the finalizer: %w", err)
 	}
-	klog.FromContext(ctx).V(2).Info("Deleted the Translation's NEGs and removed its finalizer")
+	klog.FromContext(ctx).V(2).Info("Deleted the Translation's NEGs and removed its finalizer", "leftToTheSweep", len(handed))
+	if len(handed) > 0 {
+		s.reportHandOver(ctx, handed)
+	}
 	s.p.cache.forgetTranslation(s.key)
 	s.p.setProblem(s.key, nil)
 	return worker.Result{}, nil
@@ -335,6 +352,7 @@ func (s *negSync) deleteNEG(ctx context.Context, d negDeletion) outcome {
 		return o
 	}
 	if !exists {
+		s.p.awaiting.deleted(neg)
 		return o
 	}
 	if !ours {
@@ -349,10 +367,15 @@ func (s *negSync) deleteNEG(ctx context.Context, d negDeletion) outcome {
 	err = calls.delete(ctx)
 	switch gceclient.Classify(err) {
 	case gceclient.ClassNone:
+		s.p.awaiting.deleted(neg)
 		s.p.recorder.Eventf(s.tr, corev1.EventTypeNormal, ReasonNEGDeleted, "Deleted NEG %s in zone %s of project %s", neg.name, neg.zone, neg.project)
 	case gceclient.ClassNotFound:
+		s.p.awaiting.deleted(neg)
 	case gceclient.ClassInUse:
 		o.err, o.reason, o.permanent = err, ReasonInUse, true
+		if s.deleting {
+			return s.handOver(ctx, calls, d, o)
+		}
 		s.p.recorder.Eventf(s.tr, corev1.EventTypeWarning, ReasonInUse, "Cannot delete NEG %s in zone %s yet: %v", neg.name, neg.zone, err)
 	case gceclient.ClassInvalid:
 		o.err, o.reason, o.permanent = err, ReasonInvalid, true
