@@ -41,7 +41,8 @@ import (
 
 // TestAnOlderObjectTakesNoPublishedName: the two takeovers a tenant's user could make by editing an older object of
 // their own, tried on the built binary with the shipped RBAC, as that user (the built-in edit ClusterRole in their
-// namespace only). Tenant B's Service and Ingress are created first; tenant A's newer Service then publishes a
+// namespace only). The tenants share a GCP project (custom NEG names are held per project). Tenant B's Service and
+// Ingress are created first; tenant A's newer Service then publishes a
 // custom NEG name (its NEGs in A's project, with their endpoints) and A's newer Ingress a host. B's user annotates the
 // older Service with the same custom name and changes the older Ingress's host to A's. A keeps both: B gets one
 // NEGNameConflict and one HostConflict naming A's objects, and nothing of the names. A restart of the manager in the
@@ -50,7 +51,11 @@ import (
 func TestAnOlderObjectTakesNoPublishedName(t *testing.T) {
 	resetLease(t)
 	gce := startFakeGCE(t)
-	a, b := newWorkload(t, gce), newWorkload(t, gce)
+	// Both tenants in one GCP project: a custom NEG name is held per project, so only there can one tenant's Service
+	// reach another's NEG.
+	a, b := newWorkload(t, gce), newWorkloadWithoutProviderConfig(t, gce)
+	b.project = a.project
+	b.createProviderConfig()
 	negName := "shop-" + a.tenant
 	appHost, otherHost := "app-"+a.tenant+".example.com", "other-"+a.tenant+".example.com"
 	userB := editorOf(t, b.appNS)
@@ -65,9 +70,6 @@ func TestAnOlderObjectTakesNoPublishedName(t *testing.T) {
 	if _, err := userB.NetworkingV1().Ingresses(b.appNS).Create(b.ctx, pangolinIngress(b.appNS, "old", otherHost), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("B's user creating an Ingress: %v", err)
 	}
-	b.mu.Lock()
-	b.ingresses["old"] = sets.New(otherHost)
-	b.mu.Unlock()
 
 	le := leaderElection{leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: time.Second}
 	m := startManager(t, "incumbent-a", managerKubeconfig(t), gce.Endpoint(), le)
@@ -77,7 +79,7 @@ func TestAnOlderObjectTakesNoPublishedName(t *testing.T) {
 	a.setNamedService("web", negName, a.endpoints(1, 0, 2))
 	a.setIngress("web", appHost)
 	held := a.waitConverged("tenant A publishes its custom NEG name and its host")
-	b.waitConverged("tenant B publishes its own host")
+	waitPublishedIn(t, b, otherHost)
 	sampler := sampleHolder(t, a, held)
 
 	// B's user aims its older objects at A's names.
@@ -97,9 +99,6 @@ func TestAnOlderObjectTakesNoPublishedName(t *testing.T) {
 	if _, err := userB.NetworkingV1().Ingresses(b.appNS).Update(b.ctx, ing, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("B's user changing its older Ingress's host: %v", err)
 	}
-	b.mu.Lock()
-	b.ingresses["old"] = sets.New[string]() // its one host is A's: no PangolinResource
-	b.mu.Unlock()
 	holderService, holderIngress := "Service "+a.appNS+"/web", "Ingress "+a.appNS+"/web"
 	nameConflicts := waitEvent(b.ctx, t, "Service", b.appNS, "old", translator.ReasonNameConflict, negName, holderService)
 	hostConflicts := waitEvent(b.ctx, t, "Ingress", b.appNS, "old", ingresstunnel.ReasonHostConflict, appHost, holderIngress)
@@ -111,7 +110,12 @@ func TestAnOlderObjectTakesNoPublishedName(t *testing.T) {
 	waitEventCount(t, "Service", b.appNS, "old", translator.ReasonNameConflict, eventCount(nameConflicts)+1)
 	waitEventCount(t, "Ingress", b.appNS, "old", ingresstunnel.ReasonHostConflict, eventCount(hostConflicts)+1)
 	a.waitConverged("tenant A after the restart")
-	b.waitConverged("tenant B, with nothing of A's names")
+	if n := b.translationCount(); n != 0 {
+		t.Errorf("tenant B has %d Translations, want none", n)
+	}
+	if got := publishedIn(t, b, appHost); len(got) != 0 {
+		t.Errorf("tenant B publishes %s through %v", appHost, got)
+	}
 	if problems := sampler.stop(); len(problems) > 0 {
 		t.Errorf("tenant A's NEGs or PangolinResource changed during the attempt:\n%s", strings.Join(problems, "\n"))
 	}

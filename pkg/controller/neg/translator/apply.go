@@ -176,6 +176,11 @@ func (t *Translator) create(ctx context.Context, svc *corev1.Service, w write) e
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		return errWaiting
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		// The namespace is being deleted, the Service with it (its Translation released already, its NEGs left to
+		// the sweep if a backend service still uses them): nothing may be created there, and nothing needs to be.
+		klog.FromContext(ctx).V(2).Info("Not creating a Translation in a namespace being deleted", "translation", w.want.Name)
+		return nil
 	case err != nil:
 		return fmt.Errorf("creating Translation %s: %w", w.want.Name, err)
 	}

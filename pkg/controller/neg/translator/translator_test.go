@@ -19,6 +19,7 @@ package translator
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -28,8 +29,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
@@ -412,5 +416,22 @@ func TestAnUpgradeKeepsTheLegacyNEGsOfItsOwnServices(t *testing.T) {
 	}
 	if id := h2.translator.negIdentity(h2.service("web"), negapi.ExposedPort{Port: 80}); id.name == legacyName {
 		t.Errorf("another Service's legacy Translation made this one adopt %s", id.name)
+	}
+}
+
+// TestNoTranslationIsCreatedInANamespaceBeingDeleted: the API server refuses every create in a terminating
+// namespace; the Services there go with it, so the sync ends without an error (no retry, no error logged) and
+// without a Translation.
+func TestNoTranslationIsCreatedInANamespaceBeingDeleted(t *testing.T) {
+	h := newHarness(t, webObjects()...)
+	h.mp.PrependReactor("create", "translations", func(clienttesting.Action) (bool, runtime.Object, error) {
+		err := apierrors.NewForbidden(mpv1alpha1.Resource("translations"), "neg-v1-web-80",
+			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", testNamespace))
+		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Message: "namespace is being terminated"}}
+		return true, nil, err
+	})
+	h.sync("web")
+	if trs := h.translations(); len(trs) != 0 {
+		t.Errorf("Translations %v, want none", keys(trs))
 	}
 }
