@@ -21,6 +21,8 @@ package e2e
 import (
 	"fmt"
 	"path"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,4 +184,38 @@ func (w *workload) translationCarries(service string, pods bool, ipv6 int) func(
 		}
 		return len(eps) > 0 && withIPv6 == ipv6, fmt.Sprintf("Translation %s lists %+v", tr.Name, eps)
 	}
+}
+
+// awaitingDeletion says whether the Service's NEGs (negIDs, taken while it existed) await deletion: each still in
+// GCE with its GCE id and no endpoint, and no Translation of the Service.
+func (w *workload) awaitingDeletion(service string, ids map[string]uint64) func() (bool, string) {
+	return func() (bool, string) {
+		if _, err := w.mp.MultiprojectV1alpha1().Translations(w.appNS).Get(w.ctx, translationName(service), metav1.GetOptions{}); err == nil {
+			return false, "Translation " + translationName(service) + " exists"
+		}
+		for key, id := range ids {
+			zone, name, _ := strings.Cut(key, "/")
+			n, ok := w.gce.NEG(w.project, zone, name)
+			if !ok || n.Id != id {
+				return false, fmt.Sprintf("NEG %s gone or recreated", key)
+			}
+			if eps, _ := w.gce.Endpoints(w.project, zone, name); len(eps) > 0 {
+				return false, fmt.Sprintf("NEG %s has %d endpoints", key, len(eps))
+			}
+		}
+		return true, ""
+	}
+}
+
+// negsIn returns the NEGs of ids ("zone/name") still in GCE.
+func (w *workload) negsIn(ids map[string]uint64) []string {
+	var left []string
+	for key := range ids {
+		zone, name, _ := strings.Cut(key, "/")
+		if _, ok := w.gce.NEG(w.project, zone, name); ok {
+			left = append(left, key)
+		}
+	}
+	sort.Strings(left)
+	return left
 }

@@ -60,7 +60,8 @@ const previousReleaseFile = "hack/previous-release"
 //
 // After each switch an added endpoint reaches its NEG; after the upgrade a new Service gets a NEG, which the
 // rollback must keep and the previous build must update (an older build once renamed a NEG a newer one had made);
-// after the rollback a deleted Service's NEGs are collected. A dual-stack Service made on this build's CRDs carries
+// after the rollback a deleted Service's NEGs are collected, and so are those of a Service deleted on this build while
+// a backend service used them (awaiting deletion: emptied, released, not kept or recreated by the previous build). A dual-stack Service made on this build's CRDs carries
 // the endpoint fields this build added (pod, ipv6Address) through the rollback, which keeps them until its endpoints
 // change and leaves its endpoints in GCE with both addresses, and through the roll-forward, which writes them back
 // (docs/upgrade.md). Sampled every 200 ms throughout, and compared at each
@@ -161,26 +162,56 @@ func TestUpgradeAndRollbackKeepEveryNEG(t *testing.T) {
 	waitUntil(t, "c': svc-3's Translation to name each endpoint's Pod and IPv6 address", w.translationCarries("svc-3", true, len(svc3)))
 	svc3NEGs := w.negIDs("svc-3")
 	waitUntil(t, "c': svc-3's NEG endpoints to carry both addresses", w.negsHold(svc3NEGs, dualStackWant(svc3, len(svc3))))
+	// A Service whose NEGs a backend service uses is deleted: this build empties them and releases its Translation,
+	// leaving them to the sweep (NEGs awaiting deletion), which the rollback must neither keep nor recreate.
+	w.setService("svc-5", w.endpoints(5, 0, 1))
+	w.waitConverged("c': svc-5 created on this build")
+	svc5NEGs := w.negIDs("svc-5")
+	for key := range svc5NEGs {
+		zone, name, _ := strings.Cut(key, "/")
+		if err := gce.SetInUseBy(w.project, zone, name, "upgrade-backend"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.expectAwaiting(w, "svc-5")
+	w.deleteService("svc-5")
+	waitUntil(t, "c': svc-5's NEGs emptied, awaiting deletion, and its Translation gone", w.awaitingDeletion("svc-5", svc5NEGs))
 	s.end()
 
 	before = s.keep("before d")
 	s.begin("d  rollback to the previous build", []string{w.project, gated.w.project})
-	leader = handOver(t, leader, previous, "previous-d", kubeconfig, gce.Endpoint(), le)
+	// A sweep period short enough for svc-5's NEGs to go within the scenario once GCE lets them.
+	leader = handOver(t, leader, previous, "previous-d", kubeconfig, gce.Endpoint(), le, "--neg-gc-period=15s")
 	managers = append(managers, leader)
 	w.waitConverged("d: the previous build took over again")
 	s.waitObserved(map[string]string{w.project: leader.identity(), gated.w.project: leader.identity()})
 	s.end()
 	compareKept(t, "the rollback", before, s.keep("after d"))
+	if ok, why := w.awaitingDeletion("svc-5", svc5NEGs)(); !ok {
+		t.Errorf("d: the previous build kept or recreated svc-5's NEGs awaiting deletion: %s", why)
+	}
 	if ok, why := w.negsHold(svc3NEGs, dualStackWant(svc3, len(svc3)))(); !ok {
 		t.Errorf("d: the previous build changed svc-3's dual-stack endpoints: %s", why)
 	}
 
-	s.begin("d' scale-up of svc-2, svc-1 deleted", nil)
+	s.begin("d' scale-up of svc-2, svc-1 deleted, svc-5's NEGs let go", nil)
+	// The backend service lets svc-5's NEGs go: the previous build's sweep deletes them, as garbage of this tenant.
+	for key := range svc5NEGs {
+		zone, name, _ := strings.Cut(key, "/")
+		if err := gce.SetInUseBy(w.project, zone, name); err != nil {
+			t.Fatal(err)
+		}
+	}
 	w.setService("svc-2", append(w.endpoints(2, 0, 1), extraEndpoint(w, 2, 1)))
 	w.waitConverged("d': svc-2, made by this build, scaled up by the previous build")
 	s.expectGone(w, "svc-1")
 	w.deleteService("svc-1")
 	w.waitConverged("d': svc-1's NEGs collected by the previous build")
+	waitUntil(t, "d': svc-5's NEGs deleted by the previous build's sweep", func() (bool, string) {
+		left := w.negsIn(svc5NEGs)
+		return len(left) == 0, fmt.Sprintf("still in GCE: %v", left)
+	})
+	w.awaiting = nil
 	// The previous release (bf30f57) knows pod and ipv6Address: it rewrites svc-3's spec with them, and keeps the
 	// endpoints GCE holds with both addresses as they are. (A build before them rewrites the spec without them and
 	// keeps the endpoints too: docs/upgrade.md.) The added Pod has an IPv4 address only, so that the roll-forward has
@@ -390,9 +421,9 @@ func waitShardLeasesHeld(t *testing.T, shards []string) {
 // handOver replaces the leading manager old with a new process of binary as a Deployment's rolling update does: the
 // new Pod starts first and campaigns for the Lease, then the old one gets SIGTERM, releases the Lease and exits 0;
 // it returns the new process once it leads.
-func handOver(t *testing.T, old *manager, binary, name, kubeconfig, gceEndpoint string, le leaderElection) *manager {
+func handOver(t *testing.T, old *manager, binary, name, kubeconfig, gceEndpoint string, le leaderElection, extraArgs ...string) *manager {
 	t.Helper()
-	next := startManagerBinary(t, binary, name, kubeconfig, gceEndpoint, le)
+	next := startManagerBinary(t, binary, name, kubeconfig, gceEndpoint, le, extraArgs...)
 	id := next.identity()
 	assertLeader(t, old.identity())
 	old.signal(syscall.SIGTERM)
