@@ -375,7 +375,8 @@ func (s *upgradeSampler) expectAwaiting(w *workload, service string) {
 }
 
 // waitObserved waits until the new owner of each project in agents (its leader-election identity or its shard, which
-// a manager names in parentheses in its GCE User-Agent) has listed the endpoints of every NEG of the project since
+// a manager names in parentheses in its GCE User-Agent) has listed the endpoints of every NEG of the project (but
+// those awaiting deletion, which no Translation declares) since
 // the current window began. A new owner reads each NEG once and compares it with its Translation, so by then a
 // mutation it found needed has been made, and is counted in the window; waiting for convergence alone would end
 // the window of an already converged tenant before its new owner had looked.
@@ -383,6 +384,7 @@ func (s *upgradeSampler) waitObserved(agents map[string]string) {
 	s.t.Helper()
 	s.mu.Lock()
 	since := s.windows[len(s.windows)-1].start
+	awaiting := s.awaiting.Clone()
 	s.mu.Unlock()
 	why := "not looked yet"
 	err := wait.PollUntilContextTimeout(s.t.Context(), upgradeSampleInterval, convergeTimeout, true, func(context.Context) (bool, error) {
@@ -390,7 +392,8 @@ func (s *upgradeSampler) waitObserved(agents map[string]string) {
 		for project, agent := range agents {
 			listed := s.calls.endpointsListed(project, "("+agent+")", since)
 			for key := range negs {
-				if p, neg, _ := strings.Cut(key, "/"); p == project && !listed.Has(neg) {
+				// A NEG awaiting deletion is no Translation's: no owner reads its endpoints.
+				if p, neg, _ := strings.Cut(key, "/"); p == project && !listed.Has(neg) && !awaiting.Has(key) {
 					why = fmt.Sprintf("%s has not listed the endpoints of NEG %s", agent, key)
 					return false, nil
 				}
