@@ -24,7 +24,6 @@ import (
 	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -135,52 +134,22 @@ func resourceHolding(obj any) (claims.Holding, bool) {
 	return h, true
 }
 
-// liveIngress is an Ingress as a claim record's live read sees it, with the hosts its namespace's tenant may
-// publish now: a recorded holder whose host its tenant no longer allows claims it no more than it would in its own
-// controller, so another replica's allowed claimant takes the record over.
-type liveIngress struct {
-	*networkingv1.Ingress
-	allowed hostAllowance
-}
-
-// getLiveIngress reads an Ingress and the list of the tenant its namespace names. A namespace without a tenant,
-// or a tenant without a ProviderConfig, leaves the list empty: the live read then finds that the tenant does not
-// run the controller (claims.TenantRuns), and the Ingress claims nothing anyway.
-func getLiveIngress(ctx context.Context, kube kubernetes.Interface, client mpclientset.Interface, labelKey, namespace,
-	name string) (liveIngress, error) {
-	ing, err := kube.NetworkingV1().Ingresses(namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil || len(claimedHosts(ing, hostAllowance{})) == 0 {
-		return liveIngress{Ingress: ing}, err
-	}
-	ns, err := kube.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) || (err == nil && ns.Labels[labelKey] == "") {
-		return liveIngress{Ingress: ing}, nil
-	}
-	if err != nil {
-		return liveIngress{}, err
-	}
-	tenant := ns.Labels[labelKey]
-	pc, err := client.MultiprojectV1alpha1().ProviderConfigs().Get(ctx, tenant, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) || (err == nil && pc.Spec.Pangolin == nil) {
-		return liveIngress{Ingress: ing}, nil
-	}
-	if err != nil {
-		return liveIngress{}, err
-	}
-	return liveIngress{Ingress: ing, allowed: newHostAllowance(tenant, pc.Spec.Pangolin.AllowedHostnames)}, nil
-}
-
 // hostKindOf is how the controller's host claims are watched and checked: a PangolinResource publishes a host,
-// and with claim records a recorded holder is read live (its Ingress, the hosts its tenant allows, and its
-// tenant) and a previous holder's PangolinResource.
+// and with claim records a recorded holder is read live (its Ingress and its tenant, whose allowed hostnames scope
+// what it claims: a holder whose host its tenant no longer allows claims it no more than in its own controller, so
+// another replica's allowed claimant takes the record over) and a previous holder's PangolinResource.
 func hostKindOf(kube kubernetes.Interface, client mpclientset.Interface, labelKey string) claims.Kind {
-	return claims.TenantObjects[liveIngress, *tunnelv1alpha1.PangolinResource]{
+	return claims.TenantObjects[*networkingv1.Ingress, *tunnelv1alpha1.PangolinResource]{
 		Kube: kube, MP: client, LabelKey: labelKey,
-		GetClaimant: func(ctx context.Context, namespace, name string) (liveIngress, error) {
-			return getLiveIngress(ctx, kube, client, labelKey, namespace, name)
+		GetClaimant: func(ctx context.Context, namespace, name string) (*networkingv1.Ingress, error) {
+			return kube.NetworkingV1().Ingresses(namespace).Get(ctx, name, metav1.GetOptions{})
 		},
-		ClaimedNames: func(ing liveIngress) []string { return claimedNames(ing.Ingress, ing.allowed) },
+		ClaimedNames: func(ing *networkingv1.Ingress) []string { return claimedNames(ing, hostAllowance{}) },
 		Runs:         func(pc *mpv1alpha1.ProviderConfig) bool { return pc.Spec.Pangolin != nil },
+		ScopeNames: func(pc *mpv1alpha1.ProviderConfig, names []string) []string {
+			allowed := newHostAllowance(pc.Name, pc.Spec.Pangolin.AllowedHostnames)
+			return slices.DeleteFunc(names, func(name string) bool { return !allowed.allows(name) })
+		},
 		GetPublisher: func(ctx context.Context, namespace, name string) (*tunnelv1alpha1.PangolinResource, error) {
 			return client.TunnelV1alpha1().PangolinResources(namespace).Get(ctx, name, metav1.GetOptions{})
 		},
