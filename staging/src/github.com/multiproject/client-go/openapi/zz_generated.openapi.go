@@ -259,10 +259,31 @@ func schema_multiproject_api_multiproject_v1alpha1_BackendResourceStatus(ref com
 							Format:      "",
 						},
 					},
+					"id": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ID is the resource's numeric id in GCE, as a decimal string (GCE ids are unsigned 64-bit numbers), once the pusher has seen the resource. The same NEG keeps its id while it is inactive; a NEG made anew gets another one.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"selfLink": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SelfLink is the resource's URL in GCE, as a backend service's backends[].group names a NEG.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"state": {
 						SchemaProps: spec.SchemaProps{
 							Description: "State is the pusher's view of the resource.",
 							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"lifecycle": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Lifecycle says whether the resource serves (Active), is kept without endpoints (Inactive) or is to be deleted (AwaitingDeletion). Empty in a status written by a build from before the field.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -323,6 +344,25 @@ func schema_multiproject_api_multiproject_v1alpha1_GCPConfig(ref common.Referenc
 							Description: "Subnetwork is the subnetwork of Network the NEGs use, as a name or a resource URL. Empty means the network's default for the zone.",
 							Type:        []string{"string"},
 							Format:      "",
+						},
+					},
+					"zones": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Zones are the tenant's GCE zones, such as \"europe-west1-b\": the zones where each NEG Service of the tenant has its NEGs from the start, in addition to the zones of the tenant's Nodes, so that a backend service can name them before any Pod runs. A Service's cloud.google.com/neg annotation may give its own list instead (\"zones\"), where \"*\" means this one. Added after v1alpha1 was first released: a build that does not know it ignores it (docs/upgrade.md).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
 						},
 					},
 					"credentialsSecretRef": {
@@ -1001,6 +1041,27 @@ func schema_multiproject_api_multiproject_v1alpha1_TranslationStatus(ref common.
 									},
 								},
 							},
+						},
+					},
+					"activeResources": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ActiveResources counts the entries of Resources that are Active, for kubectl get.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"inactiveResources": {
+						SchemaProps: spec.SchemaProps{
+							Description: "InactiveResources counts the entries of Resources that are Inactive.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"endpointCount": {
+						SchemaProps: spec.SchemaProps{
+							Description: "EndpointCount is the sum of the endpoint counts of Resources.",
+							Type:        []string{"integer"},
+							Format:      "int32",
 						},
 					},
 					"conditions": {

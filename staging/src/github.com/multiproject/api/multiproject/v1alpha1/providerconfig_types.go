@@ -153,12 +153,31 @@ type GCPConfig struct {
 	// +kubebuilder:validation:MaxLength=1024
 	Subnetwork string `json:"subnetwork,omitempty"`
 
+	// Zones are the tenant's GCE zones, such as "europe-west1-b": the zones
+	// where each NEG Service of the tenant has its NEGs from the start, in
+	// addition to the zones of the tenant's Nodes, so that a backend service
+	// can name them before any Pod runs. A Service's cloud.google.com/neg
+	// annotation may give its own list instead ("zones"), where "*" means
+	// this one. Added after v1alpha1 was first released: a build that does
+	// not know it ignores it (docs/upgrade.md).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	Zones []GCEZone `json:"zones,omitempty"`
+
 	// CredentialsSecretRef points at a Secret key holding a service-account
 	// JSON key for the project. Absent means the manager's own credentials
 	// (for example workload identity) are used.
 	// +optional
 	CredentialsSecretRef *SecretKeyReference `json:"credentialsSecretRef,omitempty"`
 }
+
+// GCEZone is the name of a GCE zone: a region and a zone letter, such as
+// "europe-west1-b".
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:Pattern=`^[a-z]+-[a-z]+[0-9]{1,2}-[a-z][a-z0-9]*$`
+type GCEZone string
 
 // SecretKeyReference names one key of one Secret. The namespace is explicit
 // because a ProviderConfig is cluster-scoped and has no namespace of its own.

@@ -50,6 +50,15 @@ const TranslationGeneratedNEGNameAnnotationKey = "multiproject.io/generated-neg-
 // status lists.
 const TranslationNEGProjectAnnotationKey = "multiproject.io/neg-project"
 
+// TranslationNEGFixedZonesAnnotationKey records, on a Translation whose NEGs
+// include zones fixed ahead (the Service's cloud.google.com/neg "zones", or
+// the tenant's spec.gcp.zones), those zones, comma-separated and sorted, as
+// its translator last declared them. A NEG of a zone without Nodes is kept
+// (inactive) unless its zone is listed here and has left the fixed list: the
+// translator reads it to tell a zone that lost its Nodes (kept) from one the
+// user took off the list (deleted).
+const TranslationNEGFixedZonesAnnotationKey = "multiproject.io/neg-fixed-zones"
+
 // TranslationConditionSynced is the condition the pusher sets on a
 // Translation: True when every backend resource matches the spec of
 // metadata.generation == status.observedGeneration.
@@ -102,6 +111,10 @@ const (
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Owner Kind",type=string,JSONPath=`.metadata.ownerReferences[0].kind`
 // +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.metadata.ownerReferences[0].name`
+// +kubebuilder:printcolumn:name="NEG",type=string,JSONPath=`.spec.resources[0].name`,priority=1
+// +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.activeResources`
+// +kubebuilder:printcolumn:name="Inactive",type=integer,JSONPath=`.status.inactiveResources`
+// +kubebuilder:printcolumn:name="Endpoints",type=integer,JSONPath=`.status.endpointCount`
 // +kubebuilder:printcolumn:name="Synced",type=string,JSONPath=`.status.conditions[?(@.type=="Synced")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
@@ -255,6 +268,28 @@ type NetworkEndpoint struct {
 	Port int32 `json:"port,omitempty"`
 }
 
+// BackendResourceLifecycle says whether a backend resource serves, is kept
+// without serving, or is on its way out: the state of a NEG as ingress-gce's
+// svcneg status gives it (ACTIVE, INACTIVE, TO_BE_DELETED). It is a field of
+// its own, beside State, so that a build whose CRD knows only State's values
+// reads every status this build writes.
+// +kubebuilder:validation:Enum=Active;Inactive;AwaitingDeletion
+type BackendResourceLifecycle string
+
+const (
+	// BackendResourceLifecycleActive: the spec lists endpoints for the
+	// resource.
+	BackendResourceLifecycleActive BackendResourceLifecycle = "Active"
+	// BackendResourceLifecycleInactive: the spec keeps the resource without
+	// endpoints (a NEG of a zone that lost its Nodes, or fixed ahead in a zone
+	// where nothing runs yet). It keeps its GCE id and fills again when
+	// endpoints come back.
+	BackendResourceLifecycleInactive BackendResourceLifecycle = "Inactive"
+	// BackendResourceLifecycleAwaitingDeletion: the spec no longer lists the
+	// resource, or the Translation is being deleted; the pusher deletes it.
+	BackendResourceLifecycleAwaitingDeletion BackendResourceLifecycle = "AwaitingDeletion"
+)
+
 // TranslationStatus is what the pusher last did with a Translation.
 type TranslationStatus struct {
 	// ObservedGeneration is the metadata.generation the pusher last acted on.
@@ -267,6 +302,22 @@ type TranslationStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=256
 	Resources []BackendResourceStatus `json:"resources,omitempty"`
+
+	// ActiveResources counts the entries of Resources that are Active, for
+	// kubectl get.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ActiveResources int32 `json:"activeResources,omitempty"`
+
+	// InactiveResources counts the entries of Resources that are Inactive.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	InactiveResources int32 `json:"inactiveResources,omitempty"`
+
+	// EndpointCount is the sum of the endpoint counts of Resources.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	EndpointCount int32 `json:"endpointCount,omitempty"`
 
 	// Conditions holds the Synced condition.
 	// +optional
@@ -317,9 +368,30 @@ type BackendResourceStatus struct {
 	// +kubebuilder:validation:MaxLength=2048
 	Description string `json:"description,omitempty"`
 
+	// ID is the resource's numeric id in GCE, as a decimal string (GCE ids
+	// are unsigned 64-bit numbers), once the pusher has seen the resource.
+	// The same NEG keeps its id while it is inactive; a NEG made anew gets
+	// another one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=20
+	// +kubebuilder:validation:Pattern=`^[0-9]+$`
+	ID string `json:"id,omitempty"`
+
+	// SelfLink is the resource's URL in GCE, as a backend service's
+	// backends[].group names a NEG.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	SelfLink string `json:"selfLink,omitempty"`
+
 	// State is the pusher's view of the resource.
 	// +required
 	State BackendResourceState `json:"state"`
+
+	// Lifecycle says whether the resource serves (Active), is kept without
+	// endpoints (Inactive) or is to be deleted (AwaitingDeletion). Empty in a
+	// status written by a build from before the field.
+	// +optional
+	Lifecycle BackendResourceLifecycle `json:"lifecycle,omitempty"`
 
 	// EndpointCount is the number of endpoints the resource had after the
 	// pusher's last successful sync (for a NEG).

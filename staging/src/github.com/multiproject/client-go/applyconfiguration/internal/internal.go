@@ -227,10 +227,16 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: endpointCount
       type:
         scalar: numeric
+    - name: id
+      type:
+        scalar: string
     - name: kind
       type:
         scalar: string
     - name: lastError
+      type:
+        scalar: string
+    - name: lifecycle
       type:
         scalar: string
     - name: name
@@ -241,6 +247,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
     - name: project
+      type:
+        scalar: string
+    - name: selfLink
       type:
         scalar: string
     - name: state
@@ -273,6 +282,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: subnetwork
       type:
         scalar: string
+    - name: zones
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
 - name: com.github.multiproject.api.multiproject.v1alpha1.NetworkEndpoint
   map:
     fields:
@@ -473,6 +488,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.multiproject.api.multiproject.v1alpha1.TranslationStatus
   map:
     fields:
+    - name: activeResources
+      type:
+        scalar: numeric
     - name: conditions
       type:
         list:
@@ -481,6 +499,12 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+    - name: endpointCount
+      type:
+        scalar: numeric
+    - name: inactiveResources
+      type:
+        scalar: numeric
     - name: observedGeneration
       type:
         scalar: numeric

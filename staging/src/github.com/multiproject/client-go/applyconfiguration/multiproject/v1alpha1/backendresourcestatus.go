@@ -45,8 +45,20 @@ type BackendResourceStatusApplyConfiguration struct {
 	// Description is the ownership marker the resource was created with, so
 	// that it can be proven ours and deleted after it left the spec.
 	Description *string `json:"description,omitempty"`
+	// ID is the resource's numeric id in GCE, as a decimal string (GCE ids
+	// are unsigned 64-bit numbers), once the pusher has seen the resource.
+	// The same NEG keeps its id while it is inactive; a NEG made anew gets
+	// another one.
+	ID *string `json:"id,omitempty"`
+	// SelfLink is the resource's URL in GCE, as a backend service's
+	// backends[].group names a NEG.
+	SelfLink *string `json:"selfLink,omitempty"`
 	// State is the pusher's view of the resource.
 	State *multiprojectv1alpha1.BackendResourceState `json:"state,omitempty"`
+	// Lifecycle says whether the resource serves (Active), is kept without
+	// endpoints (Inactive) or is to be deleted (AwaitingDeletion). Empty in a
+	// status written by a build from before the field.
+	Lifecycle *multiprojectv1alpha1.BackendResourceLifecycle `json:"lifecycle,omitempty"`
 	// EndpointCount is the number of endpoints the resource had after the
 	// pusher's last successful sync (for a NEG).
 	EndpointCount *int32 `json:"endpointCount,omitempty"`
@@ -117,11 +129,35 @@ func (b *BackendResourceStatusApplyConfiguration) WithDescription(value string) 
 	return b
 }
 
+// WithID sets the ID field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ID field is set to the value of the last call.
+func (b *BackendResourceStatusApplyConfiguration) WithID(value string) *BackendResourceStatusApplyConfiguration {
+	b.ID = &value
+	return b
+}
+
+// WithSelfLink sets the SelfLink field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the SelfLink field is set to the value of the last call.
+func (b *BackendResourceStatusApplyConfiguration) WithSelfLink(value string) *BackendResourceStatusApplyConfiguration {
+	b.SelfLink = &value
+	return b
+}
+
 // WithState sets the State field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the State field is set to the value of the last call.
 func (b *BackendResourceStatusApplyConfiguration) WithState(value multiprojectv1alpha1.BackendResourceState) *BackendResourceStatusApplyConfiguration {
 	b.State = &value
+	return b
+}
+
+// WithLifecycle sets the Lifecycle field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Lifecycle field is set to the value of the last call.
+func (b *BackendResourceStatusApplyConfiguration) WithLifecycle(value multiprojectv1alpha1.BackendResourceLifecycle) *BackendResourceStatusApplyConfiguration {
+	b.Lifecycle = &value
 	return b
 }
 

@@ -18,6 +18,10 @@ limitations under the License.
 
 package v1alpha1
 
+import (
+	multiprojectv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+)
+
 // GCPConfigApplyConfiguration represents a declarative configuration of the GCPConfig type for use
 // with apply.
 //
@@ -37,6 +41,14 @@ type GCPConfigApplyConfiguration struct {
 	// Subnetwork is the subnetwork of Network the NEGs use, as a name or a
 	// resource URL. Empty means the network's default for the zone.
 	Subnetwork *string `json:"subnetwork,omitempty"`
+	// Zones are the tenant's GCE zones, such as "europe-west1-b": the zones
+	// where each NEG Service of the tenant has its NEGs from the start, in
+	// addition to the zones of the tenant's Nodes, so that a backend service
+	// can name them before any Pod runs. A Service's cloud.google.com/neg
+	// annotation may give its own list instead ("zones"), where "*" means
+	// this one. Added after v1alpha1 was first released: a build that does
+	// not know it ignores it (docs/upgrade.md).
+	Zones []multiprojectv1alpha1.GCEZone `json:"zones,omitempty"`
 	// CredentialsSecretRef points at a Secret key holding a service-account
 	// JSON key for the project. Absent means the manager's own credentials
 	// (for example workload identity) are used.
@@ -78,6 +90,16 @@ func (b *GCPConfigApplyConfiguration) WithNetwork(value string) *GCPConfigApplyC
 // If called multiple times, the Subnetwork field is set to the value of the last call.
 func (b *GCPConfigApplyConfiguration) WithSubnetwork(value string) *GCPConfigApplyConfiguration {
 	b.Subnetwork = &value
+	return b
+}
+
+// WithZones adds the given value to the Zones field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Zones field.
+func (b *GCPConfigApplyConfiguration) WithZones(values ...multiprojectv1alpha1.GCEZone) *GCPConfigApplyConfiguration {
+	for i := range values {
+		b.Zones = append(b.Zones, values[i])
+	}
 	return b
 }
 

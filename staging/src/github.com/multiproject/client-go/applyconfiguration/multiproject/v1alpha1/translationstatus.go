@@ -32,6 +32,13 @@ type TranslationStatusApplyConfiguration struct {
 	// Resources has one entry per spec.resources entry the pusher has seen,
 	// in the same order.
 	Resources []BackendResourceStatusApplyConfiguration `json:"resources,omitempty"`
+	// ActiveResources counts the entries of Resources that are Active, for
+	// kubectl get.
+	ActiveResources *int32 `json:"activeResources,omitempty"`
+	// InactiveResources counts the entries of Resources that are Inactive.
+	InactiveResources *int32 `json:"inactiveResources,omitempty"`
+	// EndpointCount is the sum of the endpoint counts of Resources.
+	EndpointCount *int32 `json:"endpointCount,omitempty"`
 	// Conditions holds the Synced condition.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
@@ -60,6 +67,30 @@ func (b *TranslationStatusApplyConfiguration) WithResources(values ...*BackendRe
 		}
 		b.Resources = append(b.Resources, *values[i])
 	}
+	return b
+}
+
+// WithActiveResources sets the ActiveResources field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ActiveResources field is set to the value of the last call.
+func (b *TranslationStatusApplyConfiguration) WithActiveResources(value int32) *TranslationStatusApplyConfiguration {
+	b.ActiveResources = &value
+	return b
+}
+
+// WithInactiveResources sets the InactiveResources field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the InactiveResources field is set to the value of the last call.
+func (b *TranslationStatusApplyConfiguration) WithInactiveResources(value int32) *TranslationStatusApplyConfiguration {
+	b.InactiveResources = &value
+	return b
+}
+
+// WithEndpointCount sets the EndpointCount field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the EndpointCount field is set to the value of the last call.
+func (b *TranslationStatusApplyConfiguration) WithEndpointCount(value int32) *TranslationStatusApplyConfiguration {
+	b.EndpointCount = &value
 	return b
 }
 
