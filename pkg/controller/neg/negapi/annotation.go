@@ -34,6 +34,9 @@ type negAnnotation struct {
 	Ingress bool `json:"ingress,omitempty"`
 	// ExposedPorts maps a Service port number to the attributes of its standalone NEG.
 	ExposedPorts map[string]negAttributes `json:"exposed_ports,omitempty"`
+	// Zones names zones whose NEGs exist ahead of any Node there, as ingress-gce's pre-provisioning reads it; nil
+	// when absent or null (zones.go).
+	Zones *[]string `json:"zones,omitempty"`
 }
 
 type negAttributes struct {
@@ -96,9 +99,9 @@ func (k Keys) askedWith(svc *corev1.Service) string {
 // says what is wrong in words a user can act on (Keys.ExposedPorts adds the annotation's name); no partial result is returned with it, so a typo never
 // removes the NEGs of the ports the annotation did list correctly before.
 func ParseAnnotation(value string) ([]ExposedPort, error) {
-	var ann negAnnotation
-	if err := json.Unmarshal([]byte(value), &ann); err != nil {
-		return nil, fmt.Errorf("not valid JSON of the form {\"exposed_ports\":{\"80\":{}}}: %v", err)
+	ann, err := decodeAnnotation(value)
+	if err != nil {
+		return nil, err
 	}
 	ports := make([]ExposedPort, 0, len(ann.ExposedPorts))
 	names := map[string]string{}
@@ -122,4 +125,14 @@ func ParseAnnotation(value string) ([]ExposedPort, error) {
 	}
 	slices.SortFunc(ports, func(a, b ExposedPort) int { return cmp.Compare(a.Port, b.Port) })
 	return ports, nil
+}
+
+// decodeAnnotation decodes a value of the NEG annotation; a field of the wrong JSON type (a "zones" that is not a
+// list of strings, say) makes the whole value malformed.
+func decodeAnnotation(value string) (negAnnotation, error) {
+	var ann negAnnotation
+	if err := json.Unmarshal([]byte(value), &ann); err != nil {
+		return negAnnotation{}, fmt.Errorf("not valid JSON of the form {\"exposed_ports\":{\"80\":{}}}: %v", err)
+	}
+	return ann, nil
 }

@@ -285,9 +285,10 @@ func needsUpdate(have, want *mpv1alpha1.Translation) bool {
 	return !apiequality.Semantic.DeepEqual(have.Spec, want.Spec) || metadataDiffers(have, want)
 }
 
-// translatorAnnotations are the annotations of a Translation that its translator owns: the generated NEG name and
-// a custom one's project.
-var translatorAnnotations = []string{mpv1alpha1.TranslationGeneratedNEGNameAnnotationKey, mpv1alpha1.TranslationNEGProjectAnnotationKey}
+// translatorAnnotations are the annotations of a Translation that its translator owns: the generated NEG name, a
+// custom one's project and the zones fixed ahead.
+var translatorAnnotations = []string{mpv1alpha1.TranslationGeneratedNEGNameAnnotationKey, mpv1alpha1.TranslationNEGProjectAnnotationKey,
+	mpv1alpha1.TranslationNEGFixedZonesAnnotationKey}
 
 // metadataDiffers says whether have lacks one of want's labels, has other translatorAnnotations than want's (another
 // generated NEG name, a custom name's project an older build did not record or the tenant's projectID changed
@@ -310,7 +311,7 @@ func metadataDiffers(have, want *mpv1alpha1.Translation) bool {
 // negNameOf is the NEG a Translation declares, for the Event that says it was created.
 func negNameOf(tr *mpv1alpha1.Translation) string {
 	if len(tr.Spec.Resources) == 0 {
-		return "(none: the tenant has no Nodes with a zone)"
+		return "(none: the tenant has no Nodes with a zone and no zones fixed ahead)"
 	}
 	return tr.Spec.Resources[0].Name
 }

@@ -116,7 +116,7 @@ func (t *Translator) sync(ctx context.Context, key string) error {
 	}
 	var want *negStatus
 	if len(d.translations) > 0 {
-		s := newNEGStatus(d.negs, topo.zones)
+		s := newNEGStatus(d.negs, d.zones)
 		want = &s
 	}
 	return t.writeStatus(ctx, svc, want)
@@ -127,6 +127,8 @@ func (t *Translator) sync(ctx context.Context, key string) error {
 type desired struct {
 	translations []*mpv1alpha1.Translation
 	negs         map[int32]string
+	// zones are the zones of the Translations' NEGs, sorted: the neg-status annotation's.
+	zones []string
 	// custom maps a Translation's name to the custom NEG name it declares.
 	custom map[string]string
 	// unsettled are the custom NEG names whose answer the claim records must confirm before apply writes.
@@ -152,6 +154,10 @@ func (d *desired) deferTo(newer []*mpv1alpha1.Translation) {
 // records must confirm is planned as it stands and settled by apply.
 func (t *Translator) desiredTranslations(svc *corev1.Service, ports []negapi.ExposedPort, topo *topology) (desired, error) {
 	d := desired{negs: map[int32]string{}, custom: map[string]string{}}
+	var fixed []string
+	if len(ports) > 0 {
+		fixed, d.warnings = t.fixedZones(svc)
+	}
 	for _, p := range ports {
 		servicePort := findServicePort(svc, p.Port)
 		if servicePort == nil {
@@ -180,13 +186,15 @@ func (t *Translator) desiredTranslations(svc *corev1.Service, ports []negapi.Exp
 			d.custom[translationName(svc.Name, p.Port)] = p.CustomName
 		}
 		id := t.negIdentity(svc, p)
-		tr, left, err := t.translation(svc, servicePort, id, topo)
+		zones := t.negZones(svc, p.Port, id.name, fixed, topo)
+		tr, left, err := t.translation(svc, servicePort, id, topo, zones, fixed)
 		if err != nil {
 			return desired{}, err
 		}
 		d.warnings = append(d.warnings, left.warnings(p.Port)...)
 		d.translations = append(d.translations, tr)
 		d.negs[p.Port] = id.name
+		d.zones = sortedZones(append(d.zones, zones...))
 	}
 	return d, nil
 }
@@ -214,11 +222,12 @@ func (t *Translator) endpointSlicesOf(svc *corev1.Service) ([]*discoveryv1.Endpo
 	return out, nil
 }
 
-// translation builds the desired Translation of one Service port: one NEG per zone of the tenant's Nodes, in zone
-// order, each named and marked as id says, and holding the ready endpoints of that zone. A generated name is
-// recorded in an annotation, so that every later build keeps it (negIdentity); a custom name's project in another,
-// so that it is held there (heldNEGNames).
-func (t *Translator) translation(svc *corev1.Service, servicePort *corev1.ServicePort, id negID, topo *topology) (*mpv1alpha1.Translation, leftOut, error) {
+// translation builds the desired Translation of one Service port: one NEG per zone of zones (negZones), in zone
+// order, each named and marked as id says, and holding the ready endpoints of that zone (none in a zone without the
+// tenant's Nodes). A generated name is recorded in an annotation, so that every later build keeps it (negIdentity);
+// a custom name's project in another, so that it is held there (heldNEGNames); the zones fixed ahead in a third, so
+// that a zone taken off the list is told from one that lost its Nodes (decideZones).
+func (t *Translator) translation(svc *corev1.Service, servicePort *corev1.ServicePort, id negID, topo *topology, zones, fixed []string) (*mpv1alpha1.Translation, leftOut, error) {
 	endpointSlices, err := t.endpointSlicesOf(svc)
 	if err != nil {
 		return nil, leftOut{}, err
@@ -242,7 +251,10 @@ func (t *Translator) translation(svc *corev1.Service, servicePort *corev1.Servic
 		// A custom name is held in the project it is declared in (heldNEGNames).
 		tr.Annotations = map[string]string{mpv1alpha1.TranslationNEGProjectAnnotationKey: t.gcp.ProjectID}
 	}
-	for _, zone := range topo.zones {
+	if len(fixed) > 0 {
+		tr.Annotations[mpv1alpha1.TranslationNEGFixedZonesAnnotationKey] = fixedZonesAnnotation(fixed)
+	}
+	for _, zone := range zones {
 		tr.Spec.Resources = append(tr.Spec.Resources, mpv1alpha1.BackendResource{
 			Kind:        mpv1alpha1.BackendResourceKindNetworkEndpointGroup,
 			Name:        id.name,
