@@ -35,9 +35,9 @@ const (
 
 func TestDecideZones(t *testing.T) {
 	for _, tc := range []struct {
-		name                                   string
+		name                                  string
 		nodes, fixed, declared, declaredFixed []string
-		want                                   []string
+		want                                  []string
 	}{
 		{name: "the zones of the Nodes", nodes: []string{zoneC, zoneB}, want: []string{zoneB, zoneC}},
 		{name: "fixed ahead beside the Nodes' zones", nodes: []string{zoneB}, fixed: []string{zoneD, zoneB}, want: []string{zoneB, zoneD}},
