@@ -179,11 +179,24 @@ func (c *Client) GetNEG(ctx context.Context, zone, name string) (*compute.Networ
 	return neg, err
 }
 
-// InsertNEG creates the NEG and waits until GCE has created it.
-func (c *Client) InsertNEG(ctx context.Context, zone string, neg *compute.NetworkEndpointGroup) error {
-	return c.mutate(ctx, MethodInsert, zone, func(ctx context.Context, requestID string) (*compute.Operation, error) {
-		return c.svc.NetworkEndpointGroups.Insert(c.project, zone, neg).RequestId(requestID).Context(ctx).Do()
+// InsertNEG creates the NEG, waits until GCE has created it, and returns the new NEG's id and selfLink as its
+// operation names them (targetId, targetLink; zero values where it names none).
+func (c *Client) InsertNEG(ctx context.Context, zone string, neg *compute.NetworkEndpointGroup) (NEGRef, error) {
+	var ref NEGRef
+	err := c.mutate(ctx, MethodInsert, zone, func(ctx context.Context, requestID string) (*compute.Operation, error) {
+		op, err := c.svc.NetworkEndpointGroups.Insert(c.project, zone, neg).RequestId(requestID).Context(ctx).Do()
+		if op != nil {
+			ref = NEGRef{ID: op.TargetId, SelfLink: op.TargetLink}
+		}
+		return op, err
 	})
+	return ref, err
+}
+
+// NEGRef is how a backend service or a tool refers to a NEG: GCE's numeric id and its URL.
+type NEGRef struct {
+	ID       uint64
+	SelfLink string
 }
 
 // DeleteNEG deletes the NEG, with its endpoints, and waits until GCE has deleted it.

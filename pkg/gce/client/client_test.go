@@ -47,7 +47,7 @@ func TestCallsThroughTheFakeWaitForOperations(t *testing.T) {
 	ctx := context.Background()
 	c, srv := newClient(t, fakegce.Options{OperationPolls: 2})
 	const zone = "europe-west1-b"
-	if err := c.InsertNEG(ctx, zone, &compute.NetworkEndpointGroup{Name: "neg", NetworkEndpointType: "GCE_VM_IP_PORT", DefaultPort: 80}); err != nil {
+	if _, err := c.InsertNEG(ctx, zone, &compute.NetworkEndpointGroup{Name: "neg", NetworkEndpointType: "GCE_VM_IP_PORT", DefaultPort: 80}); err != nil {
 		t.Fatal(err)
 	}
 	var eps []*compute.NetworkEndpoint
@@ -84,12 +84,12 @@ func TestFailedOperationIsClassifiedLikeASynchronousError(t *testing.T) {
 	ctx := context.Background()
 	c, srv := newClient(t, fakegce.Options{OperationPolls: 1})
 	srv.InjectFault("p-tenant-a", fakegce.MethodInsert, fakegce.Fault{Code: 503, Async: true, Times: 1})
-	err := c.InsertNEG(ctx, "europe-west1-b", &compute.NetworkEndpointGroup{Name: "neg"})
+	_, err := c.InsertNEG(ctx, "europe-west1-b", &compute.NetworkEndpointGroup{Name: "neg"})
 	if Classify(err) != ClassRetryable {
 		t.Errorf("failed operation: %v classified %q, want Retryable", err, Classify(err))
 	}
 	srv.InjectFault("p-tenant-a", fakegce.MethodOperationWait, fakegce.Fault{Code: 429, Times: 1})
-	err = c.InsertNEG(ctx, "europe-west1-b", &compute.NetworkEndpointGroup{Name: "neg"})
+	_, err = c.InsertNEG(ctx, "europe-west1-b", &compute.NetworkEndpointGroup{Name: "neg"})
 	var waitErr *OperationWaitError
 	if !errors.As(err, &waitErr) || !IsRetryable(err) {
 		t.Fatalf("failed wait: %v, want an OperationWaitError that is retryable", err)
@@ -172,7 +172,7 @@ func TestListEndpointHealthsShowsTheBackendServicesView(t *testing.T) {
 	ctx := context.Background()
 	c, srv := newClient(t, fakegce.Options{})
 	const zone = "europe-west1-b"
-	if err := c.InsertNEG(ctx, zone, &compute.NetworkEndpointGroup{Name: "neg", NetworkEndpointType: "GCE_VM_IP_PORT", DefaultPort: 80}); err != nil {
+	if _, err := c.InsertNEG(ctx, zone, &compute.NetworkEndpointGroup{Name: "neg", NetworkEndpointType: "GCE_VM_IP_PORT", DefaultPort: 80}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.AttachEndpoints(ctx, zone, "neg", []*compute.NetworkEndpoint{{Instance: "vm", IpAddress: "10.0.0.1", Port: 8080}}); err != nil {
@@ -207,7 +207,7 @@ func TestListEndpointHealthsReportsEachEndpointsState(t *testing.T) {
 	ctx := context.Background()
 	c, srv := newClient(t, fakegce.Options{})
 	const zone = "europe-west1-b"
-	if err := c.InsertNEG(ctx, zone, &compute.NetworkEndpointGroup{Name: "neg", NetworkEndpointType: "GCE_VM_IP_PORT", DefaultPort: 80}); err != nil {
+	if _, err := c.InsertNEG(ctx, zone, &compute.NetworkEndpointGroup{Name: "neg", NetworkEndpointType: "GCE_VM_IP_PORT", DefaultPort: 80}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.AttachEndpoints(ctx, zone, "neg", []*compute.NetworkEndpoint{

@@ -66,7 +66,7 @@ func TestCallMetricsPerTenantMethodAndResult(t *testing.T) {
 	}
 
 	neg := &compute.NetworkEndpointGroup{Name: "neg", NetworkEndpointType: "GCE_VM_IP_PORT", DefaultPort: 80}
-	if err := c.InsertNEG(ctx, zone, neg); err != nil { // insert + one wait
+	if _, err := c.InsertNEG(ctx, zone, neg); err != nil { // insert + one wait
 		t.Fatal(err)
 	}
 	if _, err := c.GetNEG(ctx, zone, "neg"); err != nil {

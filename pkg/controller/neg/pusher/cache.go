@@ -55,6 +55,9 @@ type negEntry struct {
 	// owned: the NEG carried the marker of the Translation that used it last (or we created it).
 	owned       bool
 	defaultPort int64
+	// id and selfLink are GCE's for the NEG, for the status (0 and "" until a read or the insert named them).
+	id       uint64
+	selfLink string
 	// endpoints is GCE's endpoint set, as GCE lists it (instance as a name).
 	endpoints map[endpointKey]*compute.NetworkEndpoint
 	// pendingOperation is an operation of a call on this NEG whose wait failed: it may still change the NEG, so it
@@ -71,6 +74,7 @@ func (e *negEntry) invalidate() {
 	e.description = ""
 	e.owned = false
 	e.defaultPort = 0
+	e.id, e.selfLink = 0, ""
 	e.endpoints = nil
 	e.observed = time.Time{}
 }

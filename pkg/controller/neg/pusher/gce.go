@@ -85,6 +85,7 @@ func (c negCalls) observe(ctx context.Context, marker string) error {
 		return err
 	}
 	e.exists, e.description, e.defaultPort = true, neg.Description, neg.DefaultPort
+	e.id, e.selfLink = neg.Id, neg.SelfLink
 	if neg.Description == marker {
 		listed, err := c.gce.ListEndpoints(ctx, c.neg.zone, c.neg.name)
 		if gceclient.IsNotFound(err) {
@@ -107,11 +108,13 @@ func (c negCalls) observe(ctx context.Context, marker string) error {
 
 // insert creates the NEG; once GCE has, the entry records it as ours, without endpoints.
 func (c negCalls) insert(ctx context.Context, neg *compute.NetworkEndpointGroup) error {
-	if err := c.gce.InsertNEG(ctx, c.neg.zone, neg); err != nil {
+	ref, err := c.gce.InsertNEG(ctx, c.neg.zone, neg)
+	if err != nil {
 		return err
 	}
 	e := c.entry
 	e.known, e.exists, e.owned, e.description = true, true, true, neg.Description
+	e.id, e.selfLink = ref.ID, ref.SelfLink
 	e.defaultPort = neg.DefaultPort
 	e.endpoints = map[endpointKey]*compute.NetworkEndpoint{}
 	e.observed = time.Now()

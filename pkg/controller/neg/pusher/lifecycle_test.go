@@ -208,7 +208,7 @@ func TestSweepDeletesOnlyOurUnclaimedNEGs(t *testing.T) {
 		"hand-made": "made by a person",
 	} {
 		neg := &compute.NetworkEndpointGroup{Name: name, Description: description, Network: "default", NetworkEndpointType: "GCE_VM_IP_PORT"}
-		if err := gce.InsertNEG(context.Background(), "us-central1-a", neg); err != nil {
+		if _, err := gce.InsertNEG(context.Background(), "us-central1-a", neg); err != nil {
 			t.Fatal(err)
 		}
 	}

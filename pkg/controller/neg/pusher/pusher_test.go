@@ -19,6 +19,7 @@ package pusher
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,19 +57,27 @@ func TestCreatesNEGsWithTheirEndpointsInFewestAttachCalls(t *testing.T) {
 	if calls[fakegce.MethodInsert] != 2 {
 		t.Errorf("insert calls = %d, want 2", calls[fakegce.MethodInsert])
 	}
-	// The status records where each NEG is and the marker it carries, so it can be found and deleted later.
+	// The status records where each NEG is and the marker it carries, so it can be found and deleted later, and
+	// GCE's id and selfLink of each, by which a backend service or a tool names it.
+	negA, _ := h.gce.NEG(testProject, "us-central1-a", "k8s1-web")
+	negB, _ := h.gce.NEG(testProject, "us-central1-b", "k8s1-web")
 	want := []mpv1alpha1.BackendResourceStatus{
 		{Kind: mpv1alpha1.BackendResourceKindNetworkEndpointGroup, Name: "k8s1-web", Zone: "us-central1-a", Project: testProject, Network: "default",
-			Description: testMarker, State: mpv1alpha1.BackendResourceStateReady, EndpointCount: 1200},
+			Description: testMarker, ID: strconv.FormatUint(negA.Id, 10), SelfLink: negA.SelfLink,
+			State: mpv1alpha1.BackendResourceStateReady, Lifecycle: mpv1alpha1.BackendResourceLifecycleActive, EndpointCount: 1200},
 		{Kind: mpv1alpha1.BackendResourceKindNetworkEndpointGroup, Name: "k8s1-web", Zone: "us-central1-b", Project: testProject, Network: "default",
-			Description: testMarker, State: mpv1alpha1.BackendResourceStateReady, EndpointCount: 3},
+			Description: testMarker, ID: strconv.FormatUint(negB.Id, 10), SelfLink: negB.SelfLink,
+			State: mpv1alpha1.BackendResourceStateReady, Lifecycle: mpv1alpha1.BackendResourceLifecycleActive, EndpointCount: 3},
 	}
 	for i := range want {
-		if i >= len(got.Status.Resources) || got.Status.Resources[i] != want[i] {
+		if i >= len(got.Status.Resources) || got.Status.Resources[i] != want[i] || want[i].ID == "0" || want[i].SelfLink == "" {
 			t.Fatalf("status.resources = %+v, want %+v", got.Status.Resources, want)
 		}
 	}
-	neg, _ := h.gce.NEG(testProject, "us-central1-a", "k8s1-web")
+	if s := got.Status; s.ActiveResources != 2 || s.InactiveResources != 0 || s.EndpointCount != 1203 {
+		t.Errorf("active, inactive, endpoints = %d, %d, %d; want 2, 0, 1203", s.ActiveResources, s.InactiveResources, s.EndpointCount)
+	}
+	neg := negA
 	if neg.Description != testMarker || neg.DefaultPort != 8080 || neg.NetworkEndpointType != "GCE_VM_IP_PORT" {
 		t.Errorf("NEG = %+v, want the spec's description, port 8080 and GCE_VM_IP_PORT", neg)
 	}

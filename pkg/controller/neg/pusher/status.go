@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -192,14 +193,23 @@ func markersOf(r *mpv1alpha1.BackendResourceStatus, tr *mpv1alpha1.Translation) 
 	return out
 }
 
-// buildStatus is the status the outcomes amount to, with the Synced condition.
+// buildStatus is the status the outcomes amount to, with the Synced condition. An outcome that did not learn its
+// NEG's id and selfLink (a step failed before GCE was read) keeps those its status entry already records.
 func buildStatus(tr *mpv1alpha1.Translation, outcomes []outcome) mpv1alpha1.TranslationStatus {
 	status := mpv1alpha1.TranslationStatus{ObservedGeneration: tr.Generation}
 	status.Conditions = append(status.Conditions, tr.Status.Conditions...)
+	recordedRefs := map[resourceID]mpv1alpha1.BackendResourceStatus{}
+	for _, r := range tr.Status.Resources {
+		recordedRefs[statusID(&r, r.Project)] = r
+	}
 	var failures []string
 	reason := ""
 	for _, o := range outcomes {
-		status.Resources = append(status.Resources, o.status())
+		entry := o.status()
+		if was, ok := recordedRefs[statusID(&entry, entry.Project)]; ok && entry.ID == "" {
+			entry.ID, entry.SelfLink = was.ID, was.SelfLink
+		}
+		status.Resources = append(status.Resources, entry)
 		if o.state == mpv1alpha1.BackendResourceStateReady {
 			continue
 		}
@@ -229,9 +239,52 @@ func setSynced(status *mpv1alpha1.TranslationStatus, generation int64, s metav1.
 	})
 }
 
-// writeStatus writes status through the status subresource unless it is what the Translation already has; the sync
-// goes on with what the API server returned.
+// negID is a GCE id as the status records it: a decimal string, "" for none known.
+func negID(id uint64) string {
+	if id == 0 {
+		return ""
+	}
+	return strconv.FormatUint(id, 10)
+}
+
+// summarize sets each entry's lifecycle and the status's counts from the spec: an entry the spec lists with
+// endpoints is Active, one it lists without any is Inactive (a NEG kept in a zone that lost its Nodes, or fixed
+// ahead where nothing runs yet), and any other, or every entry of a Translation being deleted, AwaitingDeletion.
+func summarize(tr *mpv1alpha1.Translation, status *mpv1alpha1.TranslationStatus, project string) {
+	endpoints := map[resourceID]int{}
+	if tr.DeletionTimestamp == nil {
+		for i := range tr.Spec.Resources {
+			r := &tr.Spec.Resources[i]
+			n := 0
+			if r.NetworkEndpointGroup != nil {
+				n = len(r.NetworkEndpointGroup.Endpoints)
+			}
+			endpoints[specID(r, project)] = n
+		}
+	}
+	status.ActiveResources, status.InactiveResources, status.EndpointCount = 0, 0, 0
+	for i := range status.Resources {
+		r := &status.Resources[i]
+		n, inSpec := endpoints[statusID(r, project)]
+		switch {
+		case !inSpec || r.State == mpv1alpha1.BackendResourceStateDeleting:
+			r.Lifecycle = mpv1alpha1.BackendResourceLifecycleAwaitingDeletion
+		case n > 0:
+			r.Lifecycle = mpv1alpha1.BackendResourceLifecycleActive
+			status.ActiveResources++
+		default:
+			r.Lifecycle = mpv1alpha1.BackendResourceLifecycleInactive
+			status.InactiveResources++
+		}
+		status.EndpointCount += r.EndpointCount
+	}
+}
+
+// writeStatus writes status, its lifecycles and counts summarized, through the status subresource unless it is what
+// the Translation already has; the sync goes on with what the API server returned. On a CRD from before those fields
+// (bf30f57's) the API server drops them, so each sync that writes sends them again: apply the new CRDs first.
 func (s *negSync) writeStatus(ctx context.Context, status mpv1alpha1.TranslationStatus) error {
+	summarize(s.tr, &status, s.project)
 	if apiequality.Semantic.DeepEqual(s.tr.Status, status) {
 		return nil
 	}

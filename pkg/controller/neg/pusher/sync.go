@@ -267,6 +267,7 @@ func (s *negSync) ensureOnce(ctx context.Context, res *mpv1alpha1.BackendResourc
 		return o, false
 	}
 	calls.entry.owned = true
+	o.where.ID, o.where.SelfLink = negID(calls.entry.id), calls.entry.selfLink
 	if err := calls.setEndpoints(ctx, res.NetworkEndpointGroup); err != nil {
 		return calls.failed(o, err), retryAfterEndpointError(err)
 	}
