@@ -53,6 +53,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/ingresstunnel"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/namespaceproject"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 )
 
@@ -90,6 +91,11 @@ type workload struct {
 	// awaiting are NEGs ("zone/name") of deleted Services that a backend service still uses: emptied and left to
 	// the garbage sweep, they are in GCE without being wanted until it deletes them.
 	awaiting sets.Set[string]
+	// fixed are the zones without Nodes whose NEGs a Service has ahead (its annotation's or the tenant's "zones"),
+	// each empty, beside those of zones; deleteRefused says that a build is expected to fail deleting such a NEG a
+	// backend service uses (a previous release that drops the zone: NEGInUse on the Translation and the tenant).
+	fixed         map[string][]string
+	deleteRefused bool
 
 	mu         sync.Mutex
 	services   map[string][]endpoint       // Service name → ready endpoints of port http
@@ -472,15 +478,16 @@ func (w *workload) diff(o *observed) string {
 			add("no Translation %s", name)
 			continue
 		}
-		if !synced(tr) {
+		if !synced(tr) && !w.refusedInUse(tr) {
 			add("Translation %s (generation %d) not Synced", name, tr.Generation)
 		}
-		if len(tr.Spec.Resources) != len(zones) {
-			add("Translation %s declares %d NEGs, want %d", name, len(tr.Spec.Resources), len(zones))
+		svcZones := append(slices.Clone(zones), w.fixed[svc]...)
+		if len(tr.Spec.Resources) != len(svcZones) {
+			add("Translation %s declares %d NEGs, want %d", name, len(tr.Spec.Resources), len(svcZones))
 			continue
 		}
 		negName := tr.Spec.Resources[0].Name
-		for zi, z := range zones {
+		for zi, z := range svcZones {
 			want := sets.New[string]()
 			for _, ep := range eps {
 				if ep.zone == zi {
@@ -537,11 +544,24 @@ func (w *workload) diff(o *observed) string {
 	if o.pc == nil {
 		add("ProviderConfig %s is gone", w.tenant)
 	} else if c := meta.FindStatusCondition(o.pc.Status.Conditions, mpv1alpha1.ProviderConfigConditionReady); c == nil ||
-		c.Status != metav1.ConditionTrue || o.pc.Status.ObservedGeneration != o.pc.Generation {
+		(c.Status != metav1.ConditionTrue && !w.refusedInUseOnly(o.pc)) || o.pc.Status.ObservedGeneration != o.pc.Generation {
 		add("ProviderConfig %s not Ready: %+v", w.tenant, o.pc.Status)
 	}
 	sort.Strings(problems)
 	return strings.Join(problems, "; ")
+}
+
+// refusedInUse says whether deleteRefused allows the Translation's state: not Synced only because GCE refuses to
+// delete a NEG that a backend service uses.
+func (w *workload) refusedInUse(tr *mpv1alpha1.Translation) bool {
+	c := meta.FindStatusCondition(tr.Status.Conditions, mpv1alpha1.TranslationConditionSynced)
+	return w.deleteRefused && c != nil && c.Reason == pusher.ReasonInUse && c.ObservedGeneration == tr.Generation
+}
+
+// refusedInUseOnly says whether deleteRefused allows the tenant's state: its NEGReady is False for NEGInUse alone.
+func (w *workload) refusedInUseOnly(pc *mpv1alpha1.ProviderConfig) bool {
+	c := meta.FindStatusCondition(pc.Status.Conditions, mpv1alpha1.ProviderConfigConditionNEGReady)
+	return w.deleteRefused && c != nil && c.Reason == pusher.ReasonInUse
 }
 
 func synced(tr *mpv1alpha1.Translation) bool {
