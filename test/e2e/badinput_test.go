@@ -252,6 +252,7 @@ func invalidProviderConfigs(t *testing.T, w *workload) {
 			"metadata": map[string]any{"name": name},
 			"spec": map[string]any{
 				"gcp": map[string]any{"projectID": "valid-project-1", "network": "default",
+					"zones":                []any{"europe-west1-b", "northamerica-northeast2-c"},
 					"credentialsSecretRef": map[string]any{"namespace": "multiproject-gcp-credentials", "name": "key", "key": "key.json"}},
 				"rancher":  map[string]any{"clusterID": "c-abcde"},
 				"pangolin": map[string]any{"tunnelNamespace": "pangolin-system", "defaultTunnel": "main", "tunnelsByClassSuffix": map[string]any{"eu": "eu-tunnel"}, "allowedHostnames": []any{"*.team-a.example.com", "shop.example.com"}},
@@ -280,6 +281,7 @@ func invalidProviderConfigs(t *testing.T, w *workload) {
 		"allowedHostnames uppercase":              "allowed hostname Shop.example.com is neither",
 		"allowedHostnames a single label":         "allowed hostname *.com is neither",
 		"allowedHostnames duplicate":              "Duplicate value",
+		"zones duplicate":                         "Duplicate value",
 	}
 	for _, tc := range []struct {
 		name   string
@@ -314,6 +316,14 @@ func invalidProviderConfigs(t *testing.T, w *workload) {
 		}},
 		{"name over 63 characters", "metadata.name", func(o map[string]any) {
 			o["metadata"].(map[string]any)["name"] = "bad-" + strings.Repeat("n", 60)
+		}},
+		{"zones a region", "spec.gcp.zones[1]", func(o map[string]any) {
+			section(o, "gcp")["zones"] = []any{"europe-west1-b", "europe-west1"}
+		}},
+		{"zones uppercase", "spec.gcp.zones[0]", func(o map[string]any) { section(o, "gcp")["zones"] = []any{"Europe-West1-B"} }},
+		{"zones *", "spec.gcp.zones[0]", func(o map[string]any) { section(o, "gcp")["zones"] = []any{"*"} }},
+		{"zones duplicate", "spec.gcp.zones[1]", func(o map[string]any) {
+			section(o, "gcp")["zones"] = []any{"europe-west1-b", "europe-west1-b"}
 		}},
 		{"allowedHostnames wildcard inside a name", "spec.pangolin.allowedHostnames[1]", func(o map[string]any) {
 			section(o, "pangolin")["allowedHostnames"] = []any{"shop.example.com", "web.*.example.com"}

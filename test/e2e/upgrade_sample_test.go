@@ -374,6 +374,15 @@ func (s *upgradeSampler) expectAwaiting(w *workload, service string) {
 	}
 }
 
+// expectRefusedDeletes allows the delete calls of the NEGs (keys "project/zone/name") in a quiet window, and
+// excuses their owner from reading them: a build that no longer wants them tries to delete them, and GCE refuses
+// while a backend service uses them.
+func (s *upgradeSampler) expectRefusedDeletes(keys ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.awaiting.Insert(keys...)
+}
+
 // waitObserved waits until the new owner of each project in agents (its leader-election identity or its shard, which
 // a manager names in parentheses in its GCE User-Agent) has listed the endpoints of every NEG of the project (but
 // those awaiting deletion, which no Translation declares) since

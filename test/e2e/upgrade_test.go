@@ -25,6 +25,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -37,8 +38,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
@@ -64,11 +68,16 @@ const previousReleaseFile = "hack/previous-release"
 // a backend service used them (awaiting deletion: emptied, released, not kept or recreated by the previous build). A dual-stack Service made on this build's CRDs carries
 // the endpoint fields this build added (pod, ipv6Address) through the rollback, which keeps them until its endpoints
 // change and leaves its endpoints in GCE with both addresses, and through the roll-forward, which writes them back
-// (docs/upgrade.md). Sampled every 200 ms throughout, and compared at each
+// (docs/upgrade.md). A Service with a zone fixed ahead (no Node there), whose NEG in that zone a backend service uses
+// (the operator's step before a rollback), keeps that NEG through the rollback, which drops the zone from the spec and
+// whose deletes GCE refuses, and this build takes it back, empty and inactive, with its GCE id. Sampled every 200 ms
+// throughout, and compared at each
 // switch: no NEG that was wanted is deleted, renamed or recreated, none holds fewer endpoints than it held before
 // the window, no PangolinResource is replaced or vanishes, no Translation loses or changes a field across a switch,
 // no Pod's gate goes from True back to False, and a converged tenant costs no mutating GCE call at a switch.
 func TestUpgradeAndRollbackKeepEveryNEG(t *testing.T) {
+	// A zone without Nodes that svc-6 fixes ahead.
+	const fixedZone = "europe-west1-f"
 	commit := previousRelease(t)
 	building := time.Now()
 	previous := previousManagerBinary(t, commit)
@@ -176,9 +185,27 @@ func TestUpgradeAndRollbackKeepEveryNEG(t *testing.T) {
 	s.expectAwaiting(w, "svc-5")
 	w.deleteService("svc-5")
 	waitUntil(t, "c': svc-5's NEGs emptied, awaiting deletion, and its Translation gone", w.awaitingDeletion("svc-5", svc5NEGs))
+	// A Service with zone f fixed ahead, where the tenant has no Node: an empty NEG there beside its Nodes' zones.
+	// The previous release knows no fixed zone: it drops f from the spec and deletes its NEG unless GCE refuses.
+	// So the operator's step before a rollback (docs/upgrade.md): a backend service uses every NEG fixed ahead (or
+	// kept without Nodes), as such a NEG is meant to be used.
+	w.fixed = map[string][]string{"svc-6": {fixedZone}}
+	w.setService("svc-6", w.endpoints(6, 0, 1))
+	w.setAnnotation("svc-6", `{"exposed_ports":{"80":{}},"zones":["`+fixedZone+`"]}`)
+	w.waitConverged("c': svc-6, with zone f fixed ahead, created on this build")
+	svc6Fixed := fixedZone + "/" + w.translation(translationName("svc-6")).Spec.Resources[0].Name
+	if err := gce.SetInUseBy(w.project, fixedZone, path.Base(svc6Fixed), "upgrade-backend-6"); err != nil {
+		t.Fatal(err)
+	}
 	s.end()
 
 	before = s.keep("before d")
+	// What the previous build does with svc-6 (above): its Translation without f, its NEG in f kept by GCE, each of
+	// the previous build's deletes of it refused (NEGInUse on the Translation and the tenant), no other change.
+	s.expectRefusedDeletes(w.project + "/" + svc6Fixed)
+	w.fixed, w.deleteRefused = nil, true
+	w.awaiting.Insert(svc6Fixed)
+	delete(before.translations, w.appNS+"/"+translationName("svc-6"))
 	s.begin("d  rollback to the previous build", []string{w.project, gated.w.project})
 	// A sweep period short enough for svc-5's NEGs to go within the scenario once GCE lets them.
 	leader = handOver(t, leader, previous, "previous-d", kubeconfig, gce.Endpoint(), le, "--neg-gc-period=15s")
@@ -211,7 +238,7 @@ func TestUpgradeAndRollbackKeepEveryNEG(t *testing.T) {
 		left := w.negsIn(svc5NEGs)
 		return len(left) == 0, fmt.Sprintf("still in GCE: %v", left)
 	})
-	w.awaiting = nil
+	w.awaiting = sets.New(svc6Fixed)
 	// The previous release (bf30f57) knows pod and ipv6Address: it rewrites svc-3's spec with them, and keeps the
 	// endpoints GCE holds with both addresses as they are. (A build before them rewrites the spec without them and
 	// keeps the endpoints too: docs/upgrade.md.) The added Pod has an IPv4 address only, so that the roll-forward has
@@ -225,6 +252,10 @@ func TestUpgradeAndRollbackKeepEveryNEG(t *testing.T) {
 	s.end()
 
 	before = s.keep("before e")
+	// This build takes svc-6's NEG in f back into its spec: the same NEG, empty, Inactive.
+	w.fixed, w.deleteRefused = map[string][]string{"svc-6": {fixedZone}}, false
+	w.awaiting = nil
+	delete(before.translations, w.appNS+"/"+translationName("svc-6"))
 	s.begin("e  roll forward to this build", []string{w.project, gated.w.project})
 	leader = handOver(t, leader, current, "current-e", kubeconfig, gce.Endpoint(), le)
 	managers = append(managers, leader)
@@ -237,6 +268,16 @@ func TestUpgradeAndRollbackKeepEveryNEG(t *testing.T) {
 	if !leader.running() {
 		t.Fatalf("manager %s exited: %v", leader.name, leader.waitErr)
 	}
+	waitUntil(t, "e: svc-6's NEG in f Inactive in the status, with its GCE id", func() (bool, string) {
+		for _, r := range w.translation(translationName("svc-6")).Status.Resources {
+			neg, ok := gce.NEG(w.project, r.Zone, r.Name)
+			if r.Zone+"/"+r.Name == svc6Fixed {
+				return ok && r.Lifecycle == mpv1alpha1.BackendResourceLifecycleInactive && r.ID == fmt.Sprint(neg.Id),
+					fmt.Sprintf("status %+v", r)
+			}
+		}
+		return false, "the status does not list " + svc6Fixed
+	})
 
 	s.keep("end")
 	s.stop()
