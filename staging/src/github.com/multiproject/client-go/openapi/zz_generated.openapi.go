@@ -313,7 +313,7 @@ func schema_multiproject_api_multiproject_v1alpha1_GCPConfig(ref common.Referenc
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "GCPConfig locates the tenant's GCP project and VPC.",
+				Description: "GCPConfig locates the tenant's GCP project and VPC, and says which type of NEG the tenant's Services get.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"projectID": {
@@ -365,6 +365,35 @@ func schema_multiproject_api_multiproject_v1alpha1_GCPConfig(ref common.Referenc
 							},
 						},
 					},
+					"networkEndpointType": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NetworkEndpointType is the type of the tenant's NEGs: GCE_VM_IP_PORT (the default) when the tenant's Nodes are GCE VMs of the project, NON_GCP_PRIVATE_IP_PORT (hybrid NEGs) when they are not (on premises, another cloud) and Google Cloud reaches their Pods through hybrid connectivity: an endpoint is then a Pod's IPv4 address and port, without an instance, in the GCE zone ZoneMapping or DefaultNEGZone gives its Node. Changing it gives each Service new NEGs beside the old ones, which are deleted once the new ones are synced (docs/neg.md). Added after v1alpha1 was first released: a build that does not know it ignores it (docs/upgrade.md). Empty means GCE_VM_IP_PORT; there is no schema default, so that a ProviderConfig reads the same on every CRD version.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"zoneMapping": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ZoneMapping maps the zone names of the tenant's Nodes (their topology.kubernetes.io/zone label) to the GCE zones of their hybrid NEGs, as k8s-hybrid-neg-controller's --zone-mapping does. Only with NetworkEndpointType NON_GCP_PRIVATE_IP_PORT.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"defaultNEGZone": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DefaultNEGZone is the GCE zone of the hybrid NEG endpoints of Nodes without a zone, or whose zone ZoneMapping does not map (k8s-hybrid-neg-controller's --default-neg-zone). Empty: such Nodes' endpoints are left out, with a Warning on the Service. Only with NetworkEndpointType NON_GCP_PRIVATE_IP_PORT.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"credentialsSecretRef": {
 						SchemaProps: spec.SchemaProps{
 							Description: "CredentialsSecretRef points at a Secret key holding a service-account JSON key for the project. Absent means the manager's own credentials (for example workload identity) are used.",
@@ -384,13 +413,12 @@ func schema_multiproject_api_multiproject_v1alpha1_NetworkEndpoint(ref common.Re
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "NetworkEndpoint is one GCE_VM_IP_PORT endpoint of a NEG: for container-native load balancing, one Pod.",
+				Description: "NetworkEndpoint is one endpoint of a NEG: for container-native load balancing, one Pod.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"instance": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Instance is the name of the VM, in the NEG's zone, that has IPAddress.",
-							Default:     "",
+							Description: "Instance is the name of the VM, in the NEG's zone, that has IPAddress: required in a GCE_VM_IP_PORT NEG, absent in a NON_GCP_PRIVATE_IP_PORT one. It was required before the hybrid type came: a build from before it reads an endpoint without it only in a Translation it leaves alone (docs/upgrade.md).",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -425,7 +453,7 @@ func schema_multiproject_api_multiproject_v1alpha1_NetworkEndpoint(ref common.Re
 						},
 					},
 				},
-				Required: []string{"instance", "ipAddress"},
+				Required: []string{"ipAddress"},
 			},
 		},
 	}
@@ -440,7 +468,7 @@ func schema_multiproject_api_multiproject_v1alpha1_NetworkEndpointGroupParameter
 				Properties: map[string]spec.Schema{
 					"networkEndpointType": {
 						SchemaProps: spec.SchemaProps{
-							Description: "NetworkEndpointType is the NEG's endpoint type. Empty means GCE_VM_IP_PORT, the only type supported so far. There is deliberately no schema default: a value filled in by the server would make every comparison with a controller's desired spec look like a change.",
+							Description: "NetworkEndpointType is the NEG's endpoint type. Empty means GCE_VM_IP_PORT. There is deliberately no schema default: a value filled in by the server would make every comparison with a controller's desired spec look like a change.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

@@ -122,7 +122,10 @@ type ProviderConfigSpec struct {
 	Pangolin *PangolinConfig `json:"pangolin,omitempty"`
 }
 
-// GCPConfig locates the tenant's GCP project and VPC.
+// GCPConfig locates the tenant's GCP project and VPC, and says which type of NEG the tenant's Services get.
+// +kubebuilder:validation:XValidation:rule="!has(self.networkEndpointType) || self.networkEndpointType != 'NON_GCP_PRIVATE_IP_PORT' || !has(self.subnetwork) || self.subnetwork == ''",message="spec.gcp.subnetwork must be empty when spec.gcp.networkEndpointType is NON_GCP_PRIVATE_IP_PORT: GCE takes no subnetwork for a hybrid NEG",fieldPath=".subnetwork",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.networkEndpointType) || self.networkEndpointType != 'NON_GCP_PRIVATE_IP_PORT' || has(self.defaultNEGZone) || (has(self.zoneMapping) && size(self.zoneMapping) > 0)",message="spec.gcp.networkEndpointType NON_GCP_PRIVATE_IP_PORT needs spec.gcp.zoneMapping or spec.gcp.defaultNEGZone: without either, no Node has a GCE zone for its endpoints",fieldPath=".zoneMapping",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="(has(self.networkEndpointType) && self.networkEndpointType == 'NON_GCP_PRIVATE_IP_PORT') || (!has(self.defaultNEGZone) && !has(self.zoneMapping))",message="spec.gcp.zoneMapping and spec.gcp.defaultNEGZone apply only to spec.gcp.networkEndpointType NON_GCP_PRIVATE_IP_PORT: a GCE_VM_IP_PORT NEG is in its Nodes' own zones",fieldPath=".zoneMapping",reason=FieldValueForbidden
 type GCPConfig struct {
 	// ProjectID is the GCP project ID (not its number or display name): 6 to
 	// 30 lowercase letters, digits and hyphens, starting with a letter and
@@ -164,6 +167,31 @@ type GCPConfig struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=64
 	Zones []GCEZone `json:"zones,omitempty"`
+
+	// NetworkEndpointType is the type of the tenant's NEGs: GCE_VM_IP_PORT (the default) when the tenant's Nodes are
+	// GCE VMs of the project, NON_GCP_PRIVATE_IP_PORT (hybrid NEGs) when they are not (on premises, another cloud)
+	// and Google Cloud reaches their Pods through hybrid connectivity: an endpoint is then a Pod's IPv4 address and
+	// port, without an instance, in the GCE zone ZoneMapping or DefaultNEGZone gives its Node. Changing it gives
+	// each Service new NEGs beside the old ones, which are deleted once the new ones are synced (docs/neg.md).
+	// Added after v1alpha1 was first released: a build that does not know it ignores it (docs/upgrade.md).
+	// Empty means GCE_VM_IP_PORT; there is no schema default, so that a
+	// ProviderConfig reads the same on every CRD version.
+	// +optional
+	NetworkEndpointType NetworkEndpointType `json:"networkEndpointType,omitempty"`
+
+	// ZoneMapping maps the zone names of the tenant's Nodes (their topology.kubernetes.io/zone label) to the GCE
+	// zones of their hybrid NEGs, as k8s-hybrid-neg-controller's --zone-mapping does. Only with
+	// NetworkEndpointType NON_GCP_PRIVATE_IP_PORT.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 63 && k.matches('^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$'))",message="keys must be Node zone names: label values of at most 63 characters"
+	ZoneMapping map[string]GCEZone `json:"zoneMapping,omitempty"`
+
+	// DefaultNEGZone is the GCE zone of the hybrid NEG endpoints of Nodes without a zone, or whose zone
+	// ZoneMapping does not map (k8s-hybrid-neg-controller's --default-neg-zone). Empty: such Nodes' endpoints are
+	// left out, with a Warning on the Service. Only with NetworkEndpointType NON_GCP_PRIVATE_IP_PORT.
+	// +optional
+	DefaultNEGZone GCEZone `json:"defaultNEGZone,omitempty"`
 
 	// CredentialsSecretRef points at a Secret key holding a service-account
 	// JSON key for the project. Absent means the manager's own credentials

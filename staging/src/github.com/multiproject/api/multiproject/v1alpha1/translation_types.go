@@ -76,13 +76,18 @@ const (
 )
 
 // NetworkEndpointType is the GCE type of the endpoints of a NEG.
-// +kubebuilder:validation:Enum=GCE_VM_IP_PORT
+// +kubebuilder:validation:Enum=GCE_VM_IP_PORT;NON_GCP_PRIVATE_IP_PORT
 type NetworkEndpointType string
 
 const (
 	// NetworkEndpointTypeGCEVMIPPort is an endpoint given by a VM instance,
 	// an IP address of that VM (primary or alias) and a port.
 	NetworkEndpointTypeGCEVMIPPort NetworkEndpointType = "GCE_VM_IP_PORT"
+	// NetworkEndpointTypeNonGCPPrivateIPPort is a hybrid NEG's endpoint: an
+	// IPv4 address outside Google Cloud, reached through hybrid connectivity,
+	// and a port, with no instance. Its NEG takes no subnetwork. Added after
+	// v1alpha1 was first released (docs/upgrade.md).
+	NetworkEndpointTypeNonGCPPrivateIPPort NetworkEndpointType = "NON_GCP_PRIVATE_IP_PORT"
 )
 
 // BackendResourceState is the pusher's view of one backend resource.
@@ -194,7 +199,7 @@ type BackendResource struct {
 // it should contain.
 type NetworkEndpointGroupParameters struct {
 	// NetworkEndpointType is the NEG's endpoint type. Empty means
-	// GCE_VM_IP_PORT, the only type supported so far. There is deliberately
+	// GCE_VM_IP_PORT. There is deliberately
 	// no schema default: a value filled in by the server would make every
 	// comparison with a controller's desired spec look like a change.
 	// +optional
@@ -225,14 +230,18 @@ type NetworkEndpointGroupParameters struct {
 	Endpoints []NetworkEndpoint `json:"endpoints,omitempty"`
 }
 
-// NetworkEndpoint is one GCE_VM_IP_PORT endpoint of a NEG: for
-// container-native load balancing, one Pod.
+// NetworkEndpoint is one endpoint of a NEG: for container-native load
+// balancing, one Pod.
 type NetworkEndpoint struct {
-	// Instance is the name of the VM, in the NEG's zone, that has IPAddress.
-	// +required
+	// Instance is the name of the VM, in the NEG's zone, that has IPAddress:
+	// required in a GCE_VM_IP_PORT NEG, absent in a NON_GCP_PRIVATE_IP_PORT
+	// one. It was required before the hybrid type came: a build from before
+	// it reads an endpoint without it only in a Translation it leaves alone
+	// (docs/upgrade.md).
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	Instance string `json:"instance"`
+	Instance string `json:"instance,omitempty"`
 
 	// IPAddress is the endpoint's IPv4 address (a pod IP for container-native
 	// load balancing).

@@ -87,6 +87,13 @@ func (in *GCPConfig) DeepCopyInto(out *GCPConfig) {
 		*out = make([]GCEZone, len(*in))
 		copy(*out, *in)
 	}
+	if in.ZoneMapping != nil {
+		in, out := &in.ZoneMapping, &out.ZoneMapping
+		*out = make(map[string]GCEZone, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val
+		}
+	}
 	if in.CredentialsSecretRef != nil {
 		in, out := &in.CredentialsSecretRef, &out.CredentialsSecretRef
 		*out = new(SecretKeyReference)

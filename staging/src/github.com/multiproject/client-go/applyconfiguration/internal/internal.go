@@ -268,10 +268,16 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: credentialsSecretRef
       type:
         namedType: com.github.multiproject.api.multiproject.v1alpha1.SecretKeyReference
+    - name: defaultNEGZone
+      type:
+        scalar: string
     - name: network
       type:
         scalar: string
       default: ""
+    - name: networkEndpointType
+      type:
+        scalar: string
     - name: projectID
       type:
         scalar: string
@@ -282,6 +288,11 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: subnetwork
       type:
         scalar: string
+    - name: zoneMapping
+      type:
+        map:
+          elementType:
+            scalar: string
     - name: zones
       type:
         list:
@@ -294,7 +305,6 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: instance
       type:
         scalar: string
-      default: ""
     - name: ipAddress
       type:
         scalar: string

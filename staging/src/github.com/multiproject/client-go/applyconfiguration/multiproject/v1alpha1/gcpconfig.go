@@ -25,7 +25,7 @@ import (
 // GCPConfigApplyConfiguration represents a declarative configuration of the GCPConfig type for use
 // with apply.
 //
-// GCPConfig locates the tenant's GCP project and VPC.
+// GCPConfig locates the tenant's GCP project and VPC, and says which type of NEG the tenant's Services get.
 type GCPConfigApplyConfiguration struct {
 	// ProjectID is the GCP project ID (not its number or display name): 6 to
 	// 30 lowercase letters, digits and hyphens, starting with a letter and
@@ -49,6 +49,23 @@ type GCPConfigApplyConfiguration struct {
 	// this one. Added after v1alpha1 was first released: a build that does
 	// not know it ignores it (docs/upgrade.md).
 	Zones []multiprojectv1alpha1.GCEZone `json:"zones,omitempty"`
+	// NetworkEndpointType is the type of the tenant's NEGs: GCE_VM_IP_PORT (the default) when the tenant's Nodes are
+	// GCE VMs of the project, NON_GCP_PRIVATE_IP_PORT (hybrid NEGs) when they are not (on premises, another cloud)
+	// and Google Cloud reaches their Pods through hybrid connectivity: an endpoint is then a Pod's IPv4 address and
+	// port, without an instance, in the GCE zone ZoneMapping or DefaultNEGZone gives its Node. Changing it gives
+	// each Service new NEGs beside the old ones, which are deleted once the new ones are synced (docs/neg.md).
+	// Added after v1alpha1 was first released: a build that does not know it ignores it (docs/upgrade.md).
+	// Empty means GCE_VM_IP_PORT; there is no schema default, so that a
+	// ProviderConfig reads the same on every CRD version.
+	NetworkEndpointType *multiprojectv1alpha1.NetworkEndpointType `json:"networkEndpointType,omitempty"`
+	// ZoneMapping maps the zone names of the tenant's Nodes (their topology.kubernetes.io/zone label) to the GCE
+	// zones of their hybrid NEGs, as k8s-hybrid-neg-controller's --zone-mapping does. Only with
+	// NetworkEndpointType NON_GCP_PRIVATE_IP_PORT.
+	ZoneMapping map[string]multiprojectv1alpha1.GCEZone `json:"zoneMapping,omitempty"`
+	// DefaultNEGZone is the GCE zone of the hybrid NEG endpoints of Nodes without a zone, or whose zone
+	// ZoneMapping does not map (k8s-hybrid-neg-controller's --default-neg-zone). Empty: such Nodes' endpoints are
+	// left out, with a Warning on the Service. Only with NetworkEndpointType NON_GCP_PRIVATE_IP_PORT.
+	DefaultNEGZone *multiprojectv1alpha1.GCEZone `json:"defaultNEGZone,omitempty"`
 	// CredentialsSecretRef points at a Secret key holding a service-account
 	// JSON key for the project. Absent means the manager's own credentials
 	// (for example workload identity) are used.
@@ -100,6 +117,36 @@ func (b *GCPConfigApplyConfiguration) WithZones(values ...multiprojectv1alpha1.G
 	for i := range values {
 		b.Zones = append(b.Zones, values[i])
 	}
+	return b
+}
+
+// WithNetworkEndpointType sets the NetworkEndpointType field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the NetworkEndpointType field is set to the value of the last call.
+func (b *GCPConfigApplyConfiguration) WithNetworkEndpointType(value multiprojectv1alpha1.NetworkEndpointType) *GCPConfigApplyConfiguration {
+	b.NetworkEndpointType = &value
+	return b
+}
+
+// WithZoneMapping puts the entries into the ZoneMapping field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, the entries provided by each call will be put on the ZoneMapping field,
+// overwriting an existing map entries in ZoneMapping field with the same key.
+func (b *GCPConfigApplyConfiguration) WithZoneMapping(entries map[string]multiprojectv1alpha1.GCEZone) *GCPConfigApplyConfiguration {
+	if b.ZoneMapping == nil && len(entries) > 0 {
+		b.ZoneMapping = make(map[string]multiprojectv1alpha1.GCEZone, len(entries))
+	}
+	for k, v := range entries {
+		b.ZoneMapping[k] = v
+	}
+	return b
+}
+
+// WithDefaultNEGZone sets the DefaultNEGZone field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DefaultNEGZone field is set to the value of the last call.
+func (b *GCPConfigApplyConfiguration) WithDefaultNEGZone(value multiprojectv1alpha1.GCEZone) *GCPConfigApplyConfiguration {
+	b.DefaultNEGZone = &value
 	return b
 }
 

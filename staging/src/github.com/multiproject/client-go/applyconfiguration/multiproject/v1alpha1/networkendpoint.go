@@ -21,10 +21,14 @@ package v1alpha1
 // NetworkEndpointApplyConfiguration represents a declarative configuration of the NetworkEndpoint type for use
 // with apply.
 //
-// NetworkEndpoint is one GCE_VM_IP_PORT endpoint of a NEG: for
-// container-native load balancing, one Pod.
+// NetworkEndpoint is one endpoint of a NEG: for container-native load
+// balancing, one Pod.
 type NetworkEndpointApplyConfiguration struct {
-	// Instance is the name of the VM, in the NEG's zone, that has IPAddress.
+	// Instance is the name of the VM, in the NEG's zone, that has IPAddress:
+	// required in a GCE_VM_IP_PORT NEG, absent in a NON_GCP_PRIVATE_IP_PORT
+	// one. It was required before the hybrid type came: a build from before
+	// it reads an endpoint without it only in a Translation it leaves alone
+	// (docs/upgrade.md).
 	Instance *string `json:"instance,omitempty"`
 	// IPAddress is the endpoint's IPv4 address (a pod IP for container-native
 	// load balancing).

@@ -29,7 +29,7 @@ import (
 // it should contain.
 type NetworkEndpointGroupParametersApplyConfiguration struct {
 	// NetworkEndpointType is the NEG's endpoint type. Empty means
-	// GCE_VM_IP_PORT, the only type supported so far. There is deliberately
+	// GCE_VM_IP_PORT. There is deliberately
 	// no schema default: a value filled in by the server would make every
 	// comparison with a controller's desired spec look like a change.
 	NetworkEndpointType *multiprojectv1alpha1.NetworkEndpointType `json:"networkEndpointType,omitempty"`
