@@ -41,12 +41,18 @@ const legacyZoneLabel = "failure-domain.beta.kubernetes.io/zone"
 type topology struct {
 	nodeZones map[string]string
 	zones     []string
+	// mapped: the zones are GCE zones the tenant maps its Nodes' zones to (hybrid NEGs), so an endpoint is in its
+	// Node's zone, never in the cluster zone its EndpointSlice copied from the Node.
+	mapped bool
 }
 
-func newTopology(nodes []*corev1.Node) *topology {
+func newTopology(nodes []*corev1.Node) *topology { return newTopologyBy(nodes, nodeZone) }
+
+// newTopologyBy is the topology of nodes, each in the NEG zone zoneOf gives it ("": none).
+func newTopologyBy(nodes []*corev1.Node, zoneOf func(*corev1.Node) string) *topology {
 	t := &topology{nodeZones: make(map[string]string, len(nodes))}
 	for _, n := range nodes {
-		zone := nodeZone(n)
+		zone := zoneOf(n)
 		if zone == "" {
 			// A Node without a zone cannot be an instance of a zonal NEG.
 			continue
@@ -79,7 +85,8 @@ func (t *Translator) currentTopology() (*topology, error) {
 	if err != nil {
 		return nil, err
 	}
-	topo := newTopology(nodes)
+	topo := newTopologyBy(nodes, t.nodeZone)
+	topo.mapped = t.hybrid != nil
 	t.topology.Store(&topologyAt{generation: generation, topology: topo})
 	return topo, nil
 }
@@ -229,7 +236,7 @@ func readyEndpoints(endpointSlices []*discoveryv1.EndpointSlice, port *corev1.Se
 			node := ptr.Deref(ep.NodeName, "")
 			nodeZone, visible := topo.nodeZones[node]
 			zone := ptr.Deref(ep.Zone, "")
-			if zone == "" {
+			if zone == "" || topo.mapped {
 				zone = nodeZone
 			}
 			if !visible || !inZones[zone] {

@@ -171,7 +171,7 @@ func (t *Translator) onNodeAdd(obj any, isInInitialList bool) {
 	if !ok {
 		return
 	}
-	zone := nodeZone(n)
+	zone := t.nodeZone(n)
 	if zone == "" {
 		return
 	}
@@ -189,7 +189,7 @@ func (t *Translator) onNodeUpdate(oldObj, newObj any) {
 		return
 	}
 	// Nodes update their status every few seconds; only the zone matters here.
-	oldZone, newZone := nodeZone(oldNode), nodeZone(newNode)
+	oldZone, newZone := t.nodeZone(oldNode), t.nodeZone(newNode)
 	if oldZone == newZone {
 		return
 	}
@@ -210,7 +210,7 @@ func (t *Translator) onNodeDelete(obj any) {
 		t.enqueueAllServices()
 		return
 	}
-	if zone := nodeZone(n); zone != "" {
+	if zone := t.nodeZone(n); zone != "" {
 		t.nodeGeneration.Add(1)
 		t.nodeChanged(n.Name, t.zones.remove(zone))
 	}
@@ -326,11 +326,11 @@ func (t *Translator) enqueueOwner(tr *mpv1alpha1.Translation) {
 // port as tr, a Translation of this version (which waits for tr to be synced before it is deleted).
 func (t *Translator) hasPredecessorVersion(tr *mpv1alpha1.Translation) bool {
 	version, service, port, ok := parseTranslationName(tr.Name)
-	if !ok || version != translationVersion {
+	if !ok || version != t.version {
 		return false
 	}
 	for _, other := range t.translationsNaming(tr.Namespace, service) {
-		if v, _, p, ok := parseTranslationName(other.Name); ok && p == port && v != translationVersion {
+		if v, _, p, ok := parseTranslationName(other.Name); ok && p == port && v != t.version {
 			return true
 		}
 	}

@@ -33,7 +33,7 @@ import (
 // unfiltered cache, the Translations made for it or for a Service of its name, with those of them this translator
 // asked to delete.
 func (t *Translator) planInput(svc *corev1.Service, d desired) planInput {
-	in := planInput{service: svc, tenant: t.tenant, labelKey: t.labelKey, project: t.gcp.ProjectID, desired: d.translations, custom: d.custom,
+	in := planInput{service: svc, tenant: t.tenant, labelKey: t.labelKey, project: t.gcp.ProjectID, version: t.version, desired: d.translations, custom: d.custom,
 		unsettled: d.unsettled,
 		cached:    t.cachedTranslationsFor(svc)}
 	for _, tr := range in.cached {

@@ -17,7 +17,6 @@ limitations under the License.
 package translator
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -41,7 +40,13 @@ const translationPrefix = "neg-"
 // translationName is the name of the Translation of one Service port: neg-v1-<service>-<port>. A Service name is a
 // DNS label (at most 63 characters), so the name stays far below the 253 allowed.
 func translationName(service string, port int32) string {
-	return translationPrefix + translationVersion + "-" + service + "-" + strconv.Itoa(int(port))
+	return versionedTranslationName(translationVersion, service, port)
+}
+
+// versionedTranslationName is the name of the Translation of one Service port in a translation version:
+// neg-<version>-<service>-<port>.
+func versionedTranslationName(version, service string, port int32) string {
+	return translationPrefix + version + "-" + service + "-" + strconv.Itoa(int(port))
 }
 
 // parseTranslationName splits a Translation name of ours, neg-<version>-<service>-<port>, whatever its version. The
@@ -66,28 +71,6 @@ func parseTranslationName(name string) (version, service string, port int32, ok 
 		return "", "", 0, false
 	}
 	return version, rest[:i], int32(n), true
-}
-
-// compareVersions orders two translation versions by their number: -1, 0 or 1 as a is older than, the same as or
-// newer than b. A version that is not "v" and a number is newer than any: a build does not judge a layout it
-// cannot read.
-func compareVersions(a, b string) int {
-	number := func(v string) (int, bool) {
-		digits, ok := strings.CutPrefix(v, "v")
-		n, err := strconv.Atoi(digits)
-		return n, ok && err == nil && n >= 0 && strconv.Itoa(n) == digits
-	}
-	na, okA := number(a)
-	nb, okB := number(b)
-	switch {
-	case okA && okB:
-		return cmp.Compare(na, nb)
-	case okA:
-		return -1
-	case okB:
-		return 1
-	}
-	return strings.Compare(a, b)
 }
 
 // negNamePrefix starts the generated NEG names of a translation version: mp and the version's number (v1: mp1). The

@@ -17,6 +17,7 @@ limitations under the License.
 package translator
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -35,6 +36,8 @@ type planInput struct {
 	tenant, labelKey string
 	// project is the tenant's GCP project, where its custom NEG names are claimed.
 	project string
+	// version is the translation version the tenant writes (Translator.version); empty: translationVersion.
+	version string
 	// desired are the Service's Translations as they must be, one per exposed port it may have.
 	desired []*mpv1alpha1.Translation
 	// custom maps a desired Translation's name to the custom NEG name it declares (absent: a generated one).
@@ -192,10 +195,10 @@ func (p *plan) defersTo(want *mpv1alpha1.Translation) bool {
 // older versions' Translations, never a newer one's, so a rollback leaves a newer build's NEGs as they are.
 func (in planInput) newerInUse(have *mpv1alpha1.Translation, wanted map[string]*mpv1alpha1.Translation) bool {
 	version, _, port, ok := parseTranslationName(have.Name)
-	if !ok || !in.ours(have) || wanted[translationName(in.service.Name, port)] == nil {
+	if !ok || !in.ours(have) || wanted[versionedTranslationName(in.currentVersion(), in.service.Name, port)] == nil {
 		return false
 	}
-	return compareVersions(version, translationVersion) > 0
+	return newerLayout(version)
 }
 
 // planWrite plans the write, if any, that makes have (nil: none) want.
@@ -232,6 +235,9 @@ func (p *plan) planWrite(in planInput, want, have *mpv1alpha1.Translation, leavi
 	}
 }
 
+// currentVersion is the translation version the tenant writes.
+func (in planInput) currentVersion() string { return cmp.Or(in.version, translationVersion) }
+
 // ours says whether a Translation is labeled for the tenant.
 func (in planInput) ours(tr *mpv1alpha1.Translation) bool { return tr.Labels[in.labelKey] == in.tenant }
 
@@ -248,10 +254,10 @@ func (in planInput) leaving(tr *mpv1alpha1.Translation) bool {
 // may declare it.
 func (in planInput) pendingSuccessor(have *mpv1alpha1.Translation, wanted, existing map[string]*mpv1alpha1.Translation) string {
 	version, _, port, ok := parseTranslationName(have.Name)
-	if !ok || version == translationVersion || !in.ours(have) {
+	if !ok || version == in.currentVersion() || !in.ours(have) {
 		return ""
 	}
-	name := translationName(in.service.Name, port)
+	name := versionedTranslationName(in.currentVersion(), in.service.Name, port)
 	want := wanted[name]
 	if want == nil || sharesNEGs(have, want) {
 		return ""

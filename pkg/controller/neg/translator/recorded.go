@@ -43,7 +43,7 @@ type negID struct {
 func (t *Translator) negIdentity(svc *corev1.Service, p negapi.ExposedPort) negID {
 	own := negID{name: p.CustomName, description: negDescription(t.cluster, t.tenant, svc.Namespace, svc.Name, string(svc.UID), p.Port)}
 	if p.CustomName == "" {
-		own.name, own.generated = negName(translationVersion, t.cluster, t.tenant, svc.Namespace, svc.Name, p.Port), true
+		own.name, own.generated = negName(t.version, t.cluster, t.tenant, svc.Namespace, svc.Name, p.Port), true
 	}
 	recorded, ok := t.recordedNEG(svc, p.Port, own.description)
 	switch {
@@ -63,7 +63,7 @@ func (t *Translator) negIdentity(svc *corev1.Service, p negapi.ExposedPort) negI
 // existed, because it is the name this build generates for this or for the legacy identity. ownMarker is this
 // build's marker of the port: a NEG carrying it needs no parsing (the common case, on every sync).
 func (t *Translator) recordedNEG(svc *corev1.Service, port int32, ownMarker string) (negID, bool) {
-	obj, exists, err := t.allTranslationIndex.GetByKey(svc.Namespace + "/" + translationName(svc.Name, port))
+	obj, exists, err := t.allTranslationIndex.GetByKey(svc.Namespace + "/" + versionedTranslationName(t.version, svc.Name, port))
 	if err != nil || !exists {
 		return negID{}, false
 	}
@@ -87,8 +87,8 @@ func (t *Translator) recordedNEG(svc *corev1.Service, port int32, ownMarker stri
 	if recorded, annotated := tr.Annotations[mpv1alpha1.TranslationGeneratedNEGNameAnnotationKey]; annotated {
 		id.generated = recorded == id.name
 	} else {
-		id.generated = id.name == negName(translationVersion, t.cluster, t.tenant, svc.Namespace, svc.Name, port) ||
-			id.name == negName(translationVersion, t.cluster.legacy(), t.tenant, svc.Namespace, svc.Name, port)
+		id.generated = id.name == negName(t.version, t.cluster, t.tenant, svc.Namespace, svc.Name, port) ||
+			id.name == negName(t.version, t.cluster.legacy(), t.tenant, svc.Namespace, svc.Name, port)
 	}
 	return id, true
 }

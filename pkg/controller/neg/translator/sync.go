@@ -108,7 +108,7 @@ func (t *Translator) sync(ctx context.Context, key string) error {
 		return errCacheLagging
 	}
 	p := planTranslations(t.planInput(svc, d))
-	d.deferTo(p.deferred)
+	d.deferTo(p.deferred, t.version)
 	blocked, err := t.apply(ctx, svc, p)
 	t.warnings.Report(key, svc, append(d.warnings, blocked...)...)
 	if err != nil {
@@ -138,14 +138,14 @@ type desired struct {
 
 // deferTo makes the neg-status name the NEGs of the Translations a newer build made, which this build leaves alone,
 // and says so on the Service.
-func (d *desired) deferTo(newer []*mpv1alpha1.Translation) {
+func (d *desired) deferTo(newer []*mpv1alpha1.Translation, current string) {
 	for _, tr := range newer {
 		version, _, port, _ := parseTranslationName(tr.Name)
 		d.negs[port] = negNameOf(tr)
 		d.warnings = append(d.warnings, tenant.Warning{Reason: ReasonNewerTranslation, Message: fmt.Sprintf(
 			"Translation %s of port %d was made by a newer build of the manager (layout %s; this build writes %s): "+
 				"its NEG %s is left as it is and does not follow the endpoints until a build of layout %s or later runs",
-			tr.Name, port, version, translationVersion, negNameOf(tr), version)})
+			tr.Name, port, version, current, negNameOf(tr), version)})
 	}
 }
 
@@ -183,7 +183,7 @@ func (t *Translator) desiredTranslations(svc *corev1.Service, ports []negapi.Exp
 				}
 				continue
 			}
-			d.custom[translationName(svc.Name, p.Port)] = p.CustomName
+			d.custom[versionedTranslationName(t.version, svc.Name, p.Port)] = p.CustomName
 		}
 		id := t.negIdentity(svc, p)
 		zones := t.negZones(svc, p.Port, id.name, fixed, topo)
@@ -236,7 +236,7 @@ func (t *Translator) translation(svc *corev1.Service, servicePort *corev1.Servic
 	tr := &mpv1alpha1.Translation{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: svc.Namespace,
-			Name:      translationName(svc.Name, servicePort.Port),
+			Name:      versionedTranslationName(t.version, svc.Name, servicePort.Port),
 			Labels: map[string]string{
 				t.labelKey:                             t.tenant,
 				mpv1alpha1.TranslationOwnerUIDLabelKey: string(svc.UID),
@@ -256,15 +256,11 @@ func (t *Translator) translation(svc *corev1.Service, servicePort *corev1.Servic
 	}
 	for _, zone := range zones {
 		tr.Spec.Resources = append(tr.Spec.Resources, mpv1alpha1.BackendResource{
-			Kind:        mpv1alpha1.BackendResourceKindNetworkEndpointGroup,
-			Name:        id.name,
-			Zone:        zone,
-			Description: id.description,
-			NetworkEndpointGroup: &mpv1alpha1.NetworkEndpointGroupParameters{
-				Network:    t.gcp.Network,
-				Subnetwork: t.gcp.Subnetwork,
-				Endpoints:  byZone[zone],
-			},
+			Kind:                 mpv1alpha1.BackendResourceKindNetworkEndpointGroup,
+			Name:                 id.name,
+			Zone:                 zone,
+			Description:          id.description,
+			NetworkEndpointGroup: t.negParameters(byZone[zone]),
 		})
 	}
 	return tr, left, nil

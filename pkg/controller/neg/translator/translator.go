@@ -53,6 +53,12 @@ type Translator struct {
 	keys    negapi.Keys
 	cluster clusterIdentity
 	gcp     mpv1alpha1.GCPConfig
+	// version is the translation version the tenant's NEG type writes (versionFor): its Translations' and
+	// generated NEG names'.
+	version string
+	// hybrid maps the tenant's Node zones to GCE zones when its NEGs are NON_GCP_PRIVATE_IP_PORT ones; nil for
+	// GCE_VM_IP_PORT (hybrid.go).
+	hybrid *zoneMapping
 
 	kube kubernetes.Interface
 	mp   mpclientset.Interface
@@ -138,6 +144,7 @@ func newWithClock(c *tenant.Context, onSynced func(), clk clock.WithDelayedExecu
 		labelKey:    c.ProviderConfigLabelKey,
 		cluster:     clusterIdentity{name: c.Options.ClusterName, uid: c.Options.ClusterUID},
 		gcp:         *c.ProviderConfig.Spec.GCP.DeepCopy(),
+		version:     versionFor(c.ProviderConfig.Spec.GCP.NetworkEndpointType),
 		kube:        c.KubeClient,
 		mp:          c.MultiprojectClient,
 		recorder:    c.EventRecorder,
@@ -148,6 +155,7 @@ func newWithClock(c *tenant.Context, onSynced func(), clk clock.WithDelayedExecu
 		writes:      newOwnWrites(clock.RealClock{}),
 		claims:      c.Claims,
 	}
+	t.hybrid = hybridZones(&t.gcp)
 	var batchClock clock.PassiveClock = clock.RealClock{}
 	if clk != nil {
 		batchClock = clk

@@ -230,17 +230,18 @@ func TestARollbackKeepsItsOwnTranslationBesideANewerOne(t *testing.T) {
 	}
 }
 
-func TestCompareVersionsOrdersByNumber(t *testing.T) {
+func TestNewerLayoutIsOnlyAVersionThisBuildDoesNotWrite(t *testing.T) {
 	for _, tc := range []struct {
-		a, b string
-		want int
+		version string
+		want    bool
 	}{
-		{"v1", "v1", 0}, {"v0", "v1", -1}, {"v2", "v1", 1}, {"v10", "v9", 1},
+		{"v1", false}, {"v0", false}, {"h1", false}, {"h0", false},
+		{"v2", true}, {"v10", true}, {"h2", true},
 		// A layout this build cannot read is never older than one it can.
-		{"beta", "v1", 1}, {"v1", "beta", -1}, {"v01", "v1", 1},
+		{"beta", true}, {"v01", true}, {"x1", true}, {"1", true}, {"v", true},
 	} {
-		if got := compareVersions(tc.a, tc.b); got != tc.want {
-			t.Errorf("compareVersions(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		if got := newerLayout(tc.version); got != tc.want {
+			t.Errorf("newerLayout(%q) = %v, want %v", tc.version, got, tc.want)
 		}
 	}
 }

@@ -73,7 +73,7 @@ func sortedZones(zones []string) []string {
 // tenant, not being deleted), the zones it declares the NEG name in and the zones its translator last declared as
 // fixed (TranslationNEGFixedZonesAnnotationKey). Any other Translation declares nothing this Service keeps.
 func (t *Translator) declaredZones(svc *corev1.Service, port int32, negName string) (declared, fixed []string) {
-	obj, exists, err := t.allTranslationIndex.GetByKey(svc.Namespace + "/" + translationName(svc.Name, port))
+	obj, exists, err := t.allTranslationIndex.GetByKey(svc.Namespace + "/" + versionedTranslationName(t.version, svc.Name, port))
 	if err != nil || !exists {
 		return nil, nil
 	}
