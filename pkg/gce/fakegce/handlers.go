@@ -154,6 +154,9 @@ func (p *project) newNEG(zone string, in *compute.NetworkEndpointGroup, now time
 	if aerr != nil {
 		return nil, aerr
 	}
+	if aerr := refuseHybridSubnetwork(negType, in); aerr != nil {
+		return nil, aerr
+	}
 	subnetwork, aerr := p.normalizeSubnetwork(in.Subnetwork, zone)
 	if aerr != nil {
 		return nil, aerr
