@@ -21,6 +21,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -46,7 +47,8 @@ const hybridMapping = `{"spec":{"gcp":{"networkEndpointType":"NON_GCP_PRIVATE_IP
 // TestHybridNEGsFollowTheMappedZonesAndATypeSwitchKeepsServing walks hybrid NEGs (docs/neg.md, "Hybrid NEGs") on
 // the built binary and the fake GCE:
 //
-//  1. the CRD refuses a hybrid tenant with a subnetwork, or without a zone for its Nodes, naming the field;
+//  1. the CRD refuses a hybrid tenant with a subnetwork, or without a zone for its Nodes, and a GCE_VM_IP_PORT
+//     tenant with a zone mapping, naming the field;
 //  2. a hybrid tenant whose Nodes are in racks gets, for its Service, NON_GCP_PRIVATE_IP_PORT NEGs without a
 //     subnetwork in the GCE zones the racks map to, holding exactly its ready endpoints as IPv4 address and port, no
 //     instance; beside it, a GCE_VM_IP_PORT tenant in another project gets its usual NEGs;
@@ -66,11 +68,13 @@ func TestHybridNEGsFollowTheMappedZonesAndATypeSwitchKeepsServing(t *testing.T) 
 		}
 	}
 
-	// 1: what the CRD refuses, each naming its field.
+	// 1: what the CRD refuses, each naming its field: a hybrid tenant with a subnetwork, or without a zone for its
+	// Nodes, and a GCE_VM_IP_PORT tenant with a zone mapping.
 	pcs := hybrid.mp.MultiprojectV1alpha1().ProviderConfigs()
 	for _, bad := range []struct{ patch, field string }{
 		{`{"spec":{"gcp":{"networkEndpointType":"NON_GCP_PRIVATE_IP_PORT","defaultNEGZone":"europe-west1-d","subnetwork":"sub"}}}`, "spec.gcp.subnetwork"},
 		{`{"spec":{"gcp":{"networkEndpointType":"NON_GCP_PRIVATE_IP_PORT"}}}`, "spec.gcp.zoneMapping"},
+		{`{"spec":{"gcp":{"defaultNEGZone":"europe-west1-d"}}}`, "spec.gcp.defaultNEGZone"},
 	} {
 		_, err := pcs.Patch(hybrid.ctx, hybrid.tenant, types.MergePatchType, []byte(bad.patch), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), bad.field) {
@@ -273,5 +277,29 @@ func sampleServed(t testing.TB, gce *fakegce.Server, project string, ready []end
 		mu.Lock()
 		defer mu.Unlock()
 		return seen
+	}
+}
+
+// projectNEGIDs are the GCE ids of every NEG of the workload's project, by "zone/name".
+func (w *workload) projectNEGIDs() map[string]uint64 {
+	ids := map[string]uint64{}
+	for _, neg := range w.gce.NEGs(w.project) {
+		ids[path.Base(neg.Zone)+"/"+neg.Name] = neg.Id
+	}
+	return ids
+}
+
+// hybridUntouched fails the test unless the workload's hybrid NEGs are still the ones of ids, holding eps, and its
+// Service svc-h has no Translation of the GCE_VM_IP_PORT layout: what a build that knows only that layout must leave.
+func (w *workload) hybridUntouched(t *testing.T, phase string, eps []endpoint, racks map[string]string, ids map[string]uint64) {
+	t.Helper()
+	if ok, why := w.hybridNEGsHold(eps, racks)(); !ok {
+		t.Errorf("%s: the hybrid NEGs changed: %s", phase, why)
+	}
+	if got := w.projectNEGIDs(); !maps.Equal(got, ids) {
+		t.Errorf("%s: the hybrid NEGs were recreated or others made: GCE ids %v, were %v", phase, got, ids)
+	}
+	if _, err := w.mp.MultiprojectV1alpha1().Translations(w.appNS).Get(w.ctx, translationName("svc-h"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("%s: svc-h has a GCE_VM_IP_PORT Translation (%v)", phase, err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -44,6 +45,7 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
@@ -70,7 +72,9 @@ const previousReleaseFile = "hack/previous-release"
 // change and leaves its endpoints in GCE with both addresses, and through the roll-forward, which writes them back
 // (docs/upgrade.md). A Service with a zone fixed ahead (no Node there), whose NEG in that zone a backend service uses
 // (the operator's step before a rollback), keeps that NEG through the rollback, which drops the zone from the spec and
-// whose deletes GCE refuses, and this build takes it back, empty and inactive, with its GCE id. Sampled every 200 ms
+// whose deletes GCE refuses, and this build takes it back, empty and inactive, with its GCE id. A hybrid tenant's
+// NEGs (layout h1, made after c) are left alone by the rollback, which cannot order that layout: no mutating call in
+// its project, the same NEGs and endpoints, a scale-up not pushed until the roll-forward. Sampled every 200 ms
 // throughout, and compared at each
 // switch: no NEG that was wanted is deleted, renamed or recreated, none holds fewer endpoints than it held before
 // the window, no PangolinResource is replaced or vanishes, no Translation loses or changes a field across a switch,
@@ -197,6 +201,25 @@ func TestUpgradeAndRollbackKeepEveryNEG(t *testing.T) {
 	if err := gce.SetInUseBy(w.project, fixedZone, path.Base(svc6Fixed), "upgrade-backend-6"); err != nil {
 		t.Fatal(err)
 	}
+	// A hybrid tenant (NON_GCP_PRIVATE_IP_PORT NEGs, its Nodes in racks), made on this build's CRDs: its Translation
+	// is of layout h1, which the previous release cannot order, so the rollback leaves it and its NEGs alone
+	// (docs/upgrade.md).
+	hw := newWorkload(t, gce)
+	hwRacks := map[string]string{}
+	for zi := range zones {
+		for i := range 2 {
+			node, rack := hw.nodeName(zi, i), fmt.Sprintf("rack-%c", 'b'+zi)
+			hw.setNodeZone(node, rack)
+			hwRacks[node] = rack
+		}
+	}
+	if _, err := hw.mp.MultiprojectV1alpha1().ProviderConfigs().Patch(hw.ctx, hw.tenant, types.MergePatchType, []byte(hybridMapping), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svcH := hw.endpoints(7, 0, 2)
+	hw.setService("svc-h", svcH)
+	waitUntil(t, "c': the hybrid tenant's NEGs", hw.hybridNEGsHold(svcH, hwRacks))
+	hybridIDs := hw.projectNEGIDs()
 	s.end()
 
 	before = s.keep("before d")
@@ -206,7 +229,7 @@ func TestUpgradeAndRollbackKeepEveryNEG(t *testing.T) {
 	w.fixed, w.deleteRefused = nil, true
 	w.awaiting.Insert(svc6Fixed)
 	delete(before.translations, w.appNS+"/"+translationName("svc-6"))
-	s.begin("d  rollback to the previous build", []string{w.project, gated.w.project})
+	s.begin("d  rollback to the previous build", []string{w.project, gated.w.project, hw.project})
 	// A sweep period short enough for svc-5's NEGs to go within the scenario once GCE lets them.
 	leader = handOver(t, leader, previous, "previous-d", kubeconfig, gce.Endpoint(), le, "--neg-gc-period=15s")
 	managers = append(managers, leader)
@@ -220,6 +243,10 @@ func TestUpgradeAndRollbackKeepEveryNEG(t *testing.T) {
 	if ok, why := w.negsHold(svc3NEGs, dualStackWant(svc3, len(svc3)))(); !ok {
 		t.Errorf("d: the previous build changed svc-3's dual-stack endpoints: %s", why)
 	}
+	// The hybrid tenant: the previous build says it leaves the newer layout alone, writes no Translation of its own,
+	// and its NEGs are the same ones, as they were (and its project saw no mutating call: quiet above).
+	waitEvent(hw.ctx, t, "Service", hw.appNS, "svc-h", translator.ReasonNewerTranslation, "neg-h1-svc-h-80")
+	hw.hybridUntouched(t, "d", svcH, hwRacks, hybridIDs)
 
 	s.begin("d' scale-up of svc-2, svc-1 deleted, svc-5's NEGs let go", nil)
 	// The backend service lets svc-5's NEGs go: the previous build's sweep deletes them, as garbage of this tenant.
@@ -249,6 +276,13 @@ func TestUpgradeAndRollbackKeepEveryNEG(t *testing.T) {
 	w.waitConverged("d': svc-3 scaled up by the previous build")
 	waitUntil(t, "d': the previous build to write svc-3's Translation with each endpoint's Pod and the IPv6 addresses", w.translationCarries("svc-3", true, len(svc3)))
 	waitUntil(t, "d': svc-3's old endpoints to keep both addresses, the new one IPv4 only", w.negsHold(svc3NEGs, dualStackWant(grown, len(svc3))))
+	// The hybrid Service scales up: its NEGs do not follow on the previous build (checked once svc-3's scale-up,
+	// asked later, has been pushed).
+	grownH := append(slices.Clone(svcH), extraEndpoint(hw, 7, 1))
+	hw.setService("svc-h", grownH)
+	w.setService("svc-2", append(w.endpoints(2, 0, 1), extraEndpoint(w, 2, 1), extraEndpoint(w, 2, 2)))
+	w.waitConverged("d': svc-2 scaled up again, after svc-h")
+	hw.hybridUntouched(t, "d'", svcH, hwRacks, hybridIDs)
 	s.end()
 
 	before = s.keep("before e")
@@ -263,6 +297,10 @@ func TestUpgradeAndRollbackKeepEveryNEG(t *testing.T) {
 	s.waitObserved(map[string]string{w.project: leader.identity(), gated.w.project: leader.identity()})
 	waitUntil(t, "e: svc-3's Translation to name each endpoint's Pod and IPv6 address again", w.translationCarries("svc-3", true, len(svc3)))
 	waitUntil(t, "e: svc-3's endpoints in GCE to be as they were", w.negsHold(svc3NEGs, dualStackWant(grown, len(svc3))))
+	waitUntil(t, "e: the hybrid NEGs to follow the endpoints again", hw.hybridNEGsHold(grownH, hwRacks))
+	if got := hw.projectNEGIDs(); !maps.Equal(got, hybridIDs) {
+		t.Errorf("e: the hybrid NEGs changed: GCE ids %v, were %v", got, hybridIDs)
+	}
 	s.end()
 	compareKept(t, "the roll-forward", before, s.keep("after e"))
 	if !leader.running() {
