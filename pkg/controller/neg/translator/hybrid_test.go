@@ -49,6 +49,13 @@ func (h *harness) useGCP(gcp *mpv1alpha1.GCPConfig) {
 		h.t.Fatal(err)
 	}
 	h.translator = tr
+	add := tr.add
+	tr.add = func(key string) {
+		h.mu.Lock()
+		h.enqueued[key] = true
+		h.mu.Unlock()
+		add(key)
+	}
 }
 
 // hybridObjects: shop/web exposes port 80 (targetPort 8080) from Pods on n1 (rack-1), n2 (rack-2), n3 (rack-3,
@@ -251,5 +258,38 @@ func TestAHybridTenantLeavesANewerLayoutAlone(t *testing.T) {
 	}
 	if got := h.events.With("Warning " + ReasonNewerTranslation); len(got) != 1 || !strings.Contains(got[0], "this build writes h1") {
 		t.Errorf("want one %s Warning naming this build's layout h1, got %v", ReasonNewerTranslation, got)
+	}
+}
+
+// TestAHybridTenantsNodeEventsCountGCEZones: a hybrid tenant's Node handlers count Nodes by the GCE zone their zone
+// maps to, so every Service is enqueued only when the set of GCE zones changes: a Node of another rack mapped to a
+// zone the tenant has changes nothing (beside its own endpoints), and a Node without a zone, which the default zone
+// takes, is one of that zone's Nodes.
+func TestAHybridTenantsNodeEventsCountGCEZones(t *testing.T) {
+	h := newHarness(t, hybridObjects()...)
+	gcp := hybridGCP()
+	gcp.ZoneMapping["rack-4"] = zoneB
+	h.useGCP(gcp)
+	h.settle()
+	for _, n := range []*corev1.Node{node("n1", "rack-1"), node("n2", "rack-2")} {
+		h.translator.onNodeAdd(n, true)
+	}
+	all := []string{"shop/web"}
+	for _, step := range []struct {
+		what  string
+		event func()
+		want  []string
+	}{
+		{"the initial list", func() {}, nil},
+		{"a Node of another rack mapped to zone b", func() { h.translator.onNodeAdd(node("n5", "rack-4"), false) }, nil},
+		{"a Node without a zone: the default zone d, new", func() { h.translator.onNodeAdd(node("n6", ""), false) }, all},
+		{"a Node of an unmapped rack: zone d, known", func() { h.translator.onNodeAdd(node("n7", "rack-9"), false) }, nil},
+		{"a Node moving between racks of one zone", func() { h.translator.onNodeUpdate(node("n5", "rack-4"), node("n5", "rack-1")) }, nil},
+		{"the last Node of zone c moving to rack-1", func() { h.translator.onNodeUpdate(node("n2", "rack-2"), node("n2", "rack-1")) }, all},
+	} {
+		step.event()
+		if got := h.queued(); !reflect.DeepEqual(got, step.want) && (len(got) != 0 || len(step.want) != 0) {
+			t.Errorf("%s: queued %v, want %v", step.what, got, step.want)
+		}
 	}
 }
