@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
@@ -172,6 +173,10 @@ type Context struct {
 	// under way). It is shorter than the manager's stop timeout, so a controller that honours it has returned
 	// before the manager gives up waiting; zero means a default of the controller's choosing.
 	DrainGrace time.Duration
+
+	// GatewayClient reads Gateway API objects and writes their status (ingress-tunnel); nil when the process has
+	// none.
+	GatewayClient gatewayclientset.Interface
 }
 
 // Name returns the tenant's name.
