@@ -139,7 +139,7 @@ func New(cfg Config) (*Set, error) {
 	clients := Clients{Kube: cfg.Client, Multiproject: cfg.MultiprojectClient, Gateway: cfg.GatewayClient, ProviderConfigSelector: cfg.ProviderConfigSelector,
 		ClaimsNamespace: cfg.ClaimsNamespace, Scope: cfg.Scope}
 	for _, r := range Resources {
-		if (r.CRD && cfg.MultiprojectClient == nil) || (r.GatewayAPI && cfg.GatewayClient == nil) || (r.Sharded && cfg.ClaimsNamespace == "") {
+		if (r.CRD && !r.GatewayAPI && cfg.MultiprojectClient == nil) || (r.GatewayAPI && cfg.GatewayClient == nil) || (r.Sharded && cfg.ClaimsNamespace == "") {
 			continue
 		}
 		var err error

@@ -112,9 +112,9 @@ type Resource struct {
 	// Optional: a CRD the cluster may not serve (yet). Its informer starts once discovery shows it, and it never
 	// blocks the others. A resource that is not optional must be served for the caches to sync.
 	Optional bool
-	// CRD: served by a CustomResourceDefinition, read through Clients.Multiproject.
+	// CRD: served by a CustomResourceDefinition, read through Clients.Multiproject (Clients.Gateway for GatewayAPI).
 	CRD bool
-	// GatewayAPI: a Gateway API resource, read through Clients.Gateway.
+	// GatewayAPI: a Gateway API resource (CRD too), read through Clients.Gateway instead.
 	GatewayAPI bool
 	// Scope is how the Router hands the resource's objects to tenants, or NotRouted.
 	Scope tenancy.Scope
@@ -227,11 +227,11 @@ var Resources = []Resource{
 	// Gateway API: a GatewayClass is the cluster's, read by every tenant; a Gateway, an HTTPRoute and a
 	// ReferenceGrant belong to their namespace's tenant (invariant 4). Gateways and HTTPRoutes get their status
 	// written back with Updates of cached copies, so they are cached whole (but for managedFields).
-	{GVR: GatewayClasses, Trim: DropLastApplied, Optional: true, GatewayAPI: true, Scope: NotRouted,
+	{GVR: GatewayClasses, Trim: DropLastApplied, Optional: true, CRD: true, GatewayAPI: true, Scope: NotRouted,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
 			return gatewayinformers.NewGatewayClassInformer(c.Gateway, resync, namespaceIndex())
 		}},
-	{GVR: Gateways, Optional: true, GatewayAPI: true, Scope: tenancy.Namespaced,
+	{GVR: Gateways, Optional: true, CRD: true, GatewayAPI: true, Scope: tenancy.Namespaced,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
 			if c.Scope != nil {
 				return c.Scope.NewCustomResourceInformer(Gateways, listWatchOf(c.Gateway.GatewayV1().Gateways(metav1.NamespaceAll)),
@@ -239,7 +239,7 @@ var Resources = []Resource{
 			}
 			return gatewayinformers.NewGatewayInformer(c.Gateway, metav1.NamespaceAll, resync, namespaceIndex())
 		}},
-	{GVR: HTTPRoutes, Optional: true, GatewayAPI: true, Scope: tenancy.Namespaced,
+	{GVR: HTTPRoutes, Optional: true, CRD: true, GatewayAPI: true, Scope: tenancy.Namespaced,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
 			if c.Scope != nil {
 				return c.Scope.NewCustomResourceInformer(HTTPRoutes, listWatchOf(c.Gateway.GatewayV1().HTTPRoutes(metav1.NamespaceAll)),
@@ -247,7 +247,7 @@ var Resources = []Resource{
 			}
 			return gatewayinformers.NewHTTPRouteInformer(c.Gateway, metav1.NamespaceAll, resync, namespaceIndex())
 		}},
-	{GVR: ReferenceGrants, Trim: DropLastApplied, Optional: true, GatewayAPI: true, Scope: tenancy.Namespaced,
+	{GVR: ReferenceGrants, Trim: DropLastApplied, Optional: true, CRD: true, GatewayAPI: true, Scope: tenancy.Namespaced,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
 			if c.Scope != nil {
 				return c.Scope.NewCustomResourceInformer(ReferenceGrants, listWatchOf(c.Gateway.GatewayV1().ReferenceGrants(metav1.NamespaceAll)),
