@@ -73,8 +73,11 @@ type gatewayAPI struct {
 	gateways    gatewaylisters.GatewayLister
 	allGateways gatewaylisters.GatewayLister
 	routes      gatewaylisters.HTTPRouteLister
-	grants      gatewaylisters.ReferenceGrantLister
-	namespaces  corelisters.NamespaceLister
+	// allRoutes reads the shared, unfiltered informer: a route gone from the tenant's view that is still there has
+	// left the tenant, whose resources for it are withdrawn.
+	allRoutes  gatewaylisters.HTTPRouteLister
+	grants     gatewaylisters.ReferenceGrantLister
+	namespaces corelisters.NamespaceLister
 }
 
 // newGatewayAPI returns the controller's Gateway API side, or nil when the process has no Gateway client or the
@@ -83,12 +86,12 @@ func newGatewayAPI(c *tenant.Context) *gatewayAPI {
 	if c.GatewayClient == nil {
 		return nil
 	}
-	var informers [6]cache.SharedIndexInformer
+	var informers [7]cache.SharedIndexInformer
 	for i, r := range []struct {
 		gvr    schema.GroupVersionResource
 		shared bool
 	}{{informerset.GatewayClasses, true}, {informerset.Gateways, false}, {informerset.Gateways, true},
-		{informerset.HTTPRoutes, false}, {informerset.ReferenceGrants, false}, {informerset.Namespaces, true}} {
+		{informerset.HTTPRoutes, false}, {informerset.ReferenceGrants, false}, {informerset.Namespaces, true}, {informerset.HTTPRoutes, true}} {
 		var inf cache.SharedIndexInformer
 		var err error
 		if r.shared {
@@ -114,6 +117,7 @@ func newGatewayAPI(c *tenant.Context) *gatewayAPI {
 		routes:          gatewaylisters.NewHTTPRouteLister(informers[3].GetIndexer()),
 		grants:          gatewaylisters.NewReferenceGrantLister(informers[4].GetIndexer()),
 		namespaces:      corelisters.NewNamespaceLister(informers[5].GetIndexer()),
+		allRoutes:       gatewaylisters.NewHTTPRouteLister(informers[6].GetIndexer()),
 	}
 }
 

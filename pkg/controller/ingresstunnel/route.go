@@ -422,9 +422,10 @@ func (c *Controller) routeClaims(route *gatewayv1.HTTPRoute) []string {
 func (c *Controller) syncRoute(ctx context.Context, key, namespace, name string) error {
 	route, err := c.gateway.routes.HTTPRoutes(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
-		// Deleted: the garbage collector deletes what it owns.
+		// Deleted (the garbage collector deletes what it owns), or gone from the tenant's view while it still
+		// exists: its namespace left the tenant.
 		c.forget(key)
-		return nil
+		return c.withdrawRoute(ctx, namespace, name)
 	}
 	if err != nil {
 		return err
@@ -514,6 +515,40 @@ func (c *Controller) syncRoute(ctx context.Context, key, namespace, name string)
 		errs = append(errs, err)
 	}
 	c.warnings.Report(key, route, found...)
+	return utilerrors.NewAggregate(errs)
+}
+
+// withdrawRoute deletes the PangolinResources the tenant made for a route that still exists but is no longer the
+// tenant's, as withdraw does for an Ingress: they publish through this tenant's tunnels, and the garbage collector
+// leaves them while the route lives.
+func (c *Controller) withdrawRoute(ctx context.Context, namespace, name string) error {
+	route, err := c.gateway.allRoutes.HTTPRoutes(namespace).Get(name)
+	if apierrors.IsNotFound(err) || (err == nil && route.DeletionTimestamp != nil) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	owned, err := c.ownedBy(route)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, res := range owned {
+		if res.DeletionTimestamp != nil {
+			continue
+		}
+		deleted, err := c.deleteResource(ctx, res)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("delete PangolinResource %s/%s: %w", res.Namespace, res.Name, err))
+			continue
+		}
+		if deleted {
+			klog.FromContext(ctx).V(2).Info("Deleted PangolinResource of an HTTPRoute that left the tenant", "resource", klog.KObj(res), "host", hostOf(res))
+			c.recorder.Eventf(route, corev1.EventTypeNormal, ReasonDeleted, "Deleted PangolinResource %s for host %s: namespace %s no longer belongs to tenant %s",
+				res.Name, hostOf(res), route.Namespace, c.tenant)
+		}
+	}
 	return utilerrors.NewAggregate(errs)
 }
 

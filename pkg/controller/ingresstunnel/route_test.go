@@ -39,6 +39,7 @@ import (
 
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
 	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
+	tunnellisters "github.com/multiproject/client-go/listers/tunnel/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant/tenanttest"
@@ -175,6 +176,7 @@ func judgeController(t *testing.T, objs ...runtime.Object) *Controller {
 		routes:      gatewaylisters.NewHTTPRouteLister(routes),
 		grants:      gatewaylisters.NewReferenceGrantLister(grants),
 		namespaces:  corelisters.NewNamespaceLister(namespaces),
+		allRoutes:   gatewaylisters.NewHTTPRouteLister(routes),
 	}
 	return c
 }
@@ -580,5 +582,37 @@ func TestHTTPRoutePublishesBesideIngresses(t *testing.T) {
 	}
 	if n := h.events.Count(corev1.EventTypeWarning, ReasonHostConflict); n == 0 {
 		t.Errorf("no %s Warning; events: %v", ReasonHostConflict, h.events.With(""))
+	}
+}
+
+// TestRouteThatLeftTheTenantIsWithdrawn: a route gone from the tenant's view that still exists (its namespace moved
+// to another tenant) loses the PangolinResources the tenant made for it; one that is gone keeps them for the
+// garbage collector.
+func TestRouteThatLeftTheTenantIsWithdrawn(t *testing.T) {
+	route := httpRoute(testNamespace, "app", "demo/public", "app.example.com")
+	c := judgeController(t, route)
+	res := c.routeResource(route, routeResourceName(route.Namespace, route.Name, "app.example.com"), "app.example.com", "main", "app",
+		"example.com", hostSettings{}, nil)
+	res.UID = "res-1"
+	mp := mpfake.NewClientset(res)
+	resources := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	if err := resources.Add(res); err != nil {
+		t.Fatal(err)
+	}
+	events := &recorder{}
+	c.client, c.resources, c.recorder = mp, tunnellisters.NewPangolinResourceLister(resources), events
+	_, ctx := ktesting.NewTestContext(t)
+
+	if err := c.withdrawRoute(ctx, testNamespace, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.withdrawRoute(ctx, testNamespace, "app"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mp.TunnelV1alpha1().PangolinResources(testNamespace).Get(ctx, res.Name, metav1.GetOptions{}); err == nil {
+		t.Errorf("PangolinResource %s of a route that left the tenant is still there", res.Name)
+	}
+	if n := events.Count(corev1.EventTypeNormal, ReasonDeleted); n != 1 {
+		t.Errorf("%d Deleted Events, want 1: %v", n, events.With(""))
 	}
 }
