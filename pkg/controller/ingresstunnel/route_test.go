@@ -385,13 +385,18 @@ func TestRouteTargets(t *testing.T) {
 			},
 			BackendRefs: []gatewayv1.HTTPBackendRef{backendRef("", "api", 8080)},
 		})
+	// The Ingress annotations that are not about one host work on a route too.
+	r.Annotations = map[string]string{AnnotationBackendScheme: "https", AnnotationSSO: "true"}
 	c := judgeController(t, gatewayClass(testClass, ControllerName), gateway(testNamespace, "public", testClass, ""),
 		service(testNamespace, "web", 80), service(testNamespace, "api", 8080), r)
 	v := c.judgeRoute(r)
 	want := []tunnelv1alpha1.Target{
-		{IP: "web.demo.svc.cluster.local", Port: 80, Method: "http", Path: "/", PathMatchType: "prefix", Priority: priority("/")},
-		{IP: "api.demo.svc.cluster.local", Port: 8080, Method: "http", Path: "/healthz", PathMatchType: "exact", Priority: priority("/healthz")},
-		{IP: "api.demo.svc.cluster.local", Port: 8080, Method: "http", Path: "/api", PathMatchType: "prefix", Priority: priority("/api")},
+		{IP: "web.demo.svc.cluster.local", Port: 80, Method: "https", Path: "/", PathMatchType: "prefix", Priority: priority("/")},
+		{IP: "api.demo.svc.cluster.local", Port: 8080, Method: "https", Path: "/healthz", PathMatchType: "exact", Priority: priority("/healthz")},
+		{IP: "api.demo.svc.cluster.local", Port: 8080, Method: "https", Path: "/api", PathMatchType: "prefix", Priority: priority("/api")},
+	}
+	if !v.settings.sso {
+		t.Error("annotation sso=true not read from the route")
 	}
 	if diff := cmp.Diff(want, v.targets); diff != "" {
 		t.Errorf("targets (-want +got):\n%s", diff)
@@ -523,6 +528,10 @@ func TestHTTPRoutePublishesBesideIngresses(t *testing.T) {
 	route := httpRoute(testNamespace, "app", "demo/public", "app.example.com", "shared.example.com")
 	route.CreationTimestamp = metav1.NewTime(older.Add(time.Minute))
 	route.Generation = 1
+	// Another implementation's entry, which the controller leaves alone.
+	mesh := gatewayv1.RouteParentStatus{ParentRef: gatewayv1.ParentReference{Name: "mesh"}, ControllerName: "istio.io/gateway-controller",
+		Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", LastTransitionTime: older}}}
+	route.Status.Parents = []gatewayv1.RouteParentStatus{mesh}
 	gw := gateway(testNamespace, "public", testClass, "")
 	gw.Generation = 1
 	h := newGatewayHarness(t, tenantNamespace(testNamespace, testTenant), service(testNamespace, "web", 80), ing,
@@ -550,9 +559,12 @@ func TestHTTPRoutePublishesBesideIngresses(t *testing.T) {
 			t.Fatal(err)
 		}
 		parents = r.Status.Parents
-		return len(parents) == 1 && strings.Contains(condition(parents[0].Conditions, "Accepted").Message, "Ingress demo/legacy")
+		return len(parents) == 2 && strings.Contains(condition(parents[1].Conditions, "Accepted").Message, "Ingress demo/legacy")
 	})
-	p := parents[0]
+	if diff := cmp.Diff(mesh, parents[0]); diff != "" {
+		t.Errorf("another implementation's entry changed (-want +got):\n%s", diff)
+	}
+	p := parents[1]
 	if p.ControllerName != ControllerName || p.ParentRef.Name != "public" {
 		t.Errorf("parent %+v", p)
 	}
@@ -615,4 +627,24 @@ func TestRouteThatLeftTheTenantIsWithdrawn(t *testing.T) {
 	if n := events.Count(corev1.EventTypeNormal, ReasonDeleted); n != 1 {
 		t.Errorf("%d Deleted Events, want 1: %v", n, events.With(""))
 	}
+}
+
+// TestDeletedReferenceGrantWithdrawsTheHost: a route to a Service of another namespace of the tenant publishes while
+// a ReferenceGrant there allows it, and its host is withdrawn once the grant is deleted.
+func TestDeletedReferenceGrantWithdrawsTheHost(t *testing.T) {
+	route := httpRoute(testNamespace, "app", "demo/public", "app.example.com")
+	route.Spec.Rules[0].BackendRefs[0] = backendRef(backendNamespace, "web", 80)
+	h := newGatewayHarness(t, tenantNamespace(testNamespace, testTenant), tenantNamespace(backendNamespace, testTenant),
+		service(backendNamespace, "web", 80), tunnel(testTunnelNS, "main"), gatewayClass(testClass, ControllerName),
+		gateway(testNamespace, "public", testClass, ""), grant(backendNamespace, testNamespace), route)
+	h.waitHosts("app.example.com")
+	g := grant(backendNamespace, testNamespace)
+	if err := h.gw.GatewayV1().ReferenceGrants(backendNamespace).Delete(h.ctx, g.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitHosts()
+	h.waitFor("ResolvedRefs RefNotPermitted", func() bool {
+		r, err := h.gw.GatewayV1().HTTPRoutes(testNamespace).Get(h.ctx, "app", metav1.GetOptions{})
+		return err == nil && len(r.Status.Parents) == 1 && condition(r.Status.Parents[0].Conditions, "ResolvedRefs").Reason == "RefNotPermitted"
+	})
 }
