@@ -256,40 +256,12 @@ func (c *Controller) Start(ctx context.Context, done func()) {
 		done()
 	}
 
-	for _, h := range []struct {
-		what     string
-		informer cache.SharedIndexInformer
-		handler  cache.ResourceEventHandler
-	}{
-		{"Ingresses", c.ingressInformer, ingressEvents{c}},
-		{"Services", c.serviceInformer, serviceEvents{c}},
-		{"PangolinResources", c.resourceInformer, resourceEvents{c}},
-		{"PangolinTunnels", tunnels, tunnelEvents{c}},
-	} {
+	for _, h := range c.handlers(tunnels) {
 		if err := c.workers.Watch(h.informer, h.handler); err != nil {
 			logger.Error(err, "Could not watch", "resource", h.what)
 			c.workers.Close(ctx)
 			stop()
 			return
-		}
-	}
-	if g := c.gateway; g != nil {
-		for _, h := range []struct {
-			what     string
-			informer cache.SharedIndexInformer
-			handler  cache.ResourceEventHandler
-		}{
-			{"GatewayClasses", g.classInformer, classEvents{c}},
-			{"Gateways", g.gatewayInformer, gatewayEvents{c}},
-			{"HTTPRoutes", g.routeInformer, routeEvents{c}},
-			{"ReferenceGrants", g.grantInformer, grantEvents{c}},
-		} {
-			if err := c.workers.Watch(h.informer, h.handler); err != nil {
-				logger.Error(err, "Could not watch", "resource", h.what)
-				c.workers.Close(ctx)
-				stop()
-				return
-			}
 		}
 	}
 	c.workers.WaitFor(hosts.HasSynced)
@@ -298,6 +270,31 @@ func (c *Controller) Start(ctx context.Context, done func()) {
 	c.workers.Start(ctx, worker.RunOptions{Stop: c.stop, Started: func() {
 		c.condition.Report(metav1.ConditionTrue, reasonRunning, fmt.Sprintf("Exposing the tenant's Pangolin-class Ingresses through the tunnels of namespace %s", c.config.TunnelNamespace))
 	}}, stop)
+}
+
+// handler is one of the controller's event handlers and the informer it watches.
+type handler struct {
+	what     string
+	informer cache.SharedIndexInformer
+	handler  cache.ResourceEventHandler
+}
+
+// handlers are the controller's event handlers: the Ingress side's, and Gateway API's where it is served.
+func (c *Controller) handlers(tunnels cache.SharedIndexInformer) []handler {
+	out := []handler{
+		{"Ingresses", c.ingressInformer, ingressEvents{c}},
+		{"Services", c.serviceInformer, serviceEvents{c}},
+		{"PangolinResources", c.resourceInformer, resourceEvents{c}},
+		{"PangolinTunnels", tunnels, tunnelEvents{c}},
+	}
+	if g := c.gateway; g != nil {
+		out = append(out,
+			handler{"GatewayClasses", g.classInformer, classEvents{c}},
+			handler{"Gateways", g.gatewayInformer, gatewayEvents{c}},
+			handler{"HTTPRoutes", g.routeInformer, routeEvents{c}},
+			handler{"ReferenceGrants", g.grantInformer, grantEvents{c}})
+	}
+	return out
 }
 
 // onIngress records the hosts the Ingress claims before it is synced, so that its sync and the other claimants'

@@ -30,6 +30,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	gatewaylisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
@@ -258,10 +259,31 @@ func (c *Controller) syncGateway(ctx context.Context, key, namespace, name strin
 		programmedReason, programmedMessage = gatewayv1.GatewayReasonInvalid, "The Gateway is not accepted"
 	}
 
-	attached := map[gatewayv1.SectionName]int32{}
-	routes, err := g.routes.List(labels.Everything())
+	attached, err := c.attachedRoutes(namespace, name)
 	if err != nil {
 		return err
+	}
+	updated := gw.DeepCopy()
+	st := &updated.Status
+	setCondition(&st.Conditions, string(gatewayv1.GatewayConditionAccepted), v.accepted, string(v.reason), v.message, gw.Generation)
+	setCondition(&st.Conditions, string(gatewayv1.GatewayConditionProgrammed), programmed, string(programmedReason), programmedMessage, gw.Generation)
+	st.Listeners = listenerStatuses(gw, v, attached, programmed, programmedMessage)
+	if equality.Semantic.DeepEqual(gw.Status, updated.Status) {
+		return nil
+	}
+	if _, err := g.client.GatewayV1().Gateways(namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("update the status of Gateway %s: %w", namespace+"/"+name, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Updated Gateway status", "gateway", klog.KObj(gw), "accepted", v.accepted, "programmed", programmed)
+	return nil
+}
+
+// attachedRoutes counts, per listener of the Gateway namespace/name, the tenant's routes attached to it.
+func (c *Controller) attachedRoutes(namespace, name string) (map[gatewayv1.SectionName]int32, error) {
+	attached := map[gatewayv1.SectionName]int32{}
+	routes, err := c.gateway.routes.List(labels.Everything())
+	if err != nil {
+		return nil, err
 	}
 	for _, route := range routes {
 		for _, p := range c.judgeRoute(route).parents {
@@ -272,12 +294,14 @@ func (c *Controller) syncGateway(ctx context.Context, key, namespace, name strin
 			}
 		}
 	}
+	return attached, nil
+}
 
-	updated := gw.DeepCopy()
-	st := &updated.Status
+// listenerStatuses are the status of each listener of gw: its conditions (kept from the current status, so their
+// transition times move only with them), the route kinds it supports and the routes attached to it.
+func listenerStatuses(gw *gatewayv1.Gateway, v gatewayVerdict, attached map[gatewayv1.SectionName]int32, programmed bool,
+	programmedMessage string) []gatewayv1.ListenerStatus {
 	gen := gw.Generation
-	setCondition(&st.Conditions, string(gatewayv1.GatewayConditionAccepted), v.accepted, string(v.reason), v.message, gen)
-	setCondition(&st.Conditions, string(gatewayv1.GatewayConditionProgrammed), programmed, string(programmedReason), programmedMessage, gen)
 	listeners := make([]gatewayv1.ListenerStatus, 0, len(gw.Spec.Listeners))
 	for _, l := range gw.Spec.Listeners {
 		ls := gatewayv1.ListenerStatus{Name: l.Name, AttachedRoutes: attached[l.Name], SupportedKinds: []gatewayv1.RouteGroupKind{}}
@@ -288,20 +312,17 @@ func (c *Controller) syncGateway(ctx context.Context, key, namespace, name strin
 		}
 		lv := v.listeners[l.Name]
 		if lv.kindsResolved {
-			group := gatewayv1.Group(gatewayv1.GroupName)
-			ls.SupportedKinds = append(ls.SupportedKinds, gatewayv1.RouteGroupKind{Group: &group, Kind: routeKind})
+			ls.SupportedKinds = append(ls.SupportedKinds, gatewayv1.RouteGroupKind{Group: ptr.To(gatewayv1.Group(gatewayv1.GroupName)), Kind: routeKind})
+			setCondition(&ls.Conditions, string(gatewayv1.ListenerConditionResolvedRefs), true, string(gatewayv1.ListenerReasonResolvedRefs), "", gen)
+		} else {
+			setCondition(&ls.Conditions, string(gatewayv1.ListenerConditionResolvedRefs), false, string(gatewayv1.ListenerReasonInvalidRouteKinds),
+				"Only HTTPRoutes (gateway.networking.k8s.io) are supported", gen)
 		}
 		if lv.accepted {
 			setCondition(&ls.Conditions, string(gatewayv1.ListenerConditionAccepted), true, string(gatewayv1.ListenerReasonAccepted), "", gen)
 		} else {
 			setCondition(&ls.Conditions, string(gatewayv1.ListenerConditionAccepted), false, string(gatewayv1.ListenerReasonUnsupportedProtocol),
 				fmt.Sprintf("Protocol %s is not supported: Pangolin publishes HTTP and HTTPS", l.Protocol), gen)
-		}
-		if lv.kindsResolved {
-			setCondition(&ls.Conditions, string(gatewayv1.ListenerConditionResolvedRefs), true, string(gatewayv1.ListenerReasonResolvedRefs), "", gen)
-		} else {
-			setCondition(&ls.Conditions, string(gatewayv1.ListenerConditionResolvedRefs), false, string(gatewayv1.ListenerReasonInvalidRouteKinds),
-				"Only HTTPRoutes (gateway.networking.k8s.io) are supported", gen)
 		}
 		setCondition(&ls.Conditions, string(gatewayv1.ListenerConditionConflicted), false, string(gatewayv1.ListenerReasonNoConflicts), "", gen)
 		if programmed && lv.serves() {
@@ -311,15 +332,7 @@ func (c *Controller) syncGateway(ctx context.Context, key, namespace, name strin
 		}
 		listeners = append(listeners, ls)
 	}
-	st.Listeners = listeners
-	if equality.Semantic.DeepEqual(gw.Status, updated.Status) {
-		return nil
-	}
-	if _, err := g.client.GatewayV1().Gateways(namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("update the status of Gateway %s: %w", namespace+"/"+name, err)
-	}
-	klog.FromContext(ctx).V(2).Info("Updated Gateway status", "gateway", klog.KObj(gw), "accepted", v.accepted, "programmed", programmed)
-	return nil
+	return listeners
 }
 
 // acceptClass marks one of the controller's GatewayClasses Accepted, once: every tenant's controller finds the
