@@ -96,8 +96,8 @@ type controllerRun struct {
 	done           chan struct{}
 	informers      *controllerInformers
 	condition      *conditionState
-	// optionalServed is how many of the Factory's OptionalAPIs were served when the controller was built.
-	optionalServed int
+	// optionalServed says whether the Factory's OptionalAPIs were all served when the controller was built.
+	optionalServed bool
 }
 
 // start starts the controller (or, with cleanup, its cleanup) unless an earlier instance is still stopping or a
@@ -129,15 +129,15 @@ func (m *Manager) start(ctx context.Context, pc *mpv1alpha1.ProviderConfig, t *t
 	return run, nil
 }
 
-// optionalServed counts the OptionalAPIs of f that are served.
-func (m *Manager) optionalServed(f NamedFactory) int {
-	n := 0
+// optionalServed says whether every OptionalAPI of f is served: the controller reads them together or not at all,
+// so it is restarted once, when the last of them is served.
+func (m *Manager) optionalServed(f NamedFactory) bool {
 	for _, gvr := range f.OptionalAPIs {
-		if m.cfg.APIServed == nil || m.cfg.APIServed(gvr) {
-			n++
+		if m.cfg.APIServed != nil && !m.cfg.APIServed(gvr) {
+			return false
 		}
 	}
-	return n
+	return true
 }
 
 // missingAPIs lists the APIs f needs for spec that are not served.

@@ -230,9 +230,9 @@ type Factory struct {
 	// means none. Until the cluster serves all of them the manager does not build the controller and reports
 	// APINotServed in its condition; it starts the controller as soon as they appear. APIs builds a constant one.
 	RequiredAPIs func(spec *mpv1alpha1.ProviderConfigSpec) []schema.GroupVersionResource
-	// OptionalAPIs are resources the controller reads when the cluster serves them as it is built, and runs without
-	// otherwise (Gateway API for ingress-tunnel). The manager restarts a running controller once more of them are
-	// served than when it was built, so CRDs installed later are read without a restart of the process.
+	// OptionalAPIs are resources the controller reads when the cluster serves all of them as it is built, and runs
+	// without otherwise (Gateway API for ingress-tunnel). The manager restarts a controller built before they were
+	// all served once they are, so CRDs installed later are read without a restart of the process.
 	OptionalAPIs []schema.GroupVersionResource
 	// New builds the controller.
 	New Constructor
