@@ -18,6 +18,7 @@ package claims
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,7 +32,9 @@ import (
 
 // Claimant is an object that claims names, as its tenant's controller read it.
 type Claimant struct {
-	// Key is the object's namespace/name, what its tenant's workqueue takes.
+	// Key is what its tenant's workqueue takes: the object's namespace/name for an object of the Kind's own kind
+	// (Kind.Name), KindKey(kind, namespace/name) for an object of another kind that claims the same names (an
+	// HTTPRoute beside Ingresses).
 	Key     string
 	UID     types.UID
 	Created metav1.Time
@@ -40,6 +43,22 @@ type Claimant struct {
 }
 
 type claimantID struct{ tenant, key string }
+
+// KindKey is the Claimant.Key of the object namespace/name (key) of kind when kind is not its Kind's own:
+// "<kind>/<namespace>/<name>", which no namespace/name can be. The Kind's own claimants keep their bare
+// namespace/name, so their claim records (named by the claimed name and the Kind, annotated with the key) read as
+// every earlier build wrote them.
+func KindKey(kind, key string) string { return kind + "/" + key }
+
+// SplitKindKey splits a Claimant.Key into the kind KindKey put in it ("" for the Kind's own claimants) and the
+// object's namespace/name.
+func SplitKindKey(key string) (kind, objectKey string) {
+	if strings.Count(key, "/") == 2 {
+		kind, objectKey, _ = strings.Cut(key, "/")
+		return kind, objectKey
+	}
+	return "", key
+}
 
 func (c Claimant) id() claimantID { return claimantID{c.tenant, c.Key} }
 

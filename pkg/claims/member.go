@@ -151,8 +151,17 @@ func (r *Registry) incumbentsLocked(name string) sets.Set[types.UID] {
 	return uids
 }
 
-// Describe names a claimant for a person: "Ingress <namespace>/<name>".
-func (m *Member) Describe(c Claimant) string { return m.r.kind + " " + c.Key }
+// Describe names a claimant for a person: "Ingress <namespace>/<name>", or "<kind> <namespace>/<name>" for a
+// claimant of another kind (KindKey).
+func (m *Member) Describe(c Claimant) string { return m.r.describe(c.Key) }
+
+func (r *Registry) describe(key string) string {
+	kind, objectKey := SplitKindKey(key)
+	if kind == "" {
+		kind = r.kind
+	}
+	return kind + " " + objectKey
+}
 
 // Reserve asks to create object (namespace/name) publishing name for self, which holds the name. It refuses while
 // another object publishes the name, or is being created for it, and self is then enqueued once that changes. holder

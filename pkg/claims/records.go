@@ -148,7 +148,7 @@ func (r *Registry) encodeRecord(lease *coordinationv1.Lease, name string, holder
 		lease.Annotations[annotationPrevious] = strings.Join(previous, ",")
 	}
 	// For kubectl get leases: who holds the name.
-	identity := holder.tenant + " " + r.kind + " " + holder.Key
+	identity := holder.tenant + " " + r.describe(holder.Key)
 	lease.Spec.HolderIdentity = &identity
 }
 

@@ -41,6 +41,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 )
@@ -54,6 +55,9 @@ type Config struct {
 	// MultiprojectClient serves the CRD-backed Resources; without it the Set holds only the built-in ones. Custom
 	// resources have no protobuf encoding, so it should speak JSON.
 	MultiprojectClient mpclientset.Interface
+	// GatewayClient serves the Gateway API Resources; without it the Set holds none of them. It should speak JSON, as
+	// MultiprojectClient.
+	GatewayClient gatewayclientset.Interface
 	// Discovery answers whether an optional API is served. Defaults to Client.Discovery().
 	Discovery ResourceDiscoverer
 	// ResyncPeriod of every informer; 0 disables resync.
@@ -132,10 +136,10 @@ func New(cfg Config) (*Set, error) {
 		discovery: cfg.Discovery,
 		optionals: map[schema.GroupVersionResource]*optional{},
 	}
-	clients := Clients{Kube: cfg.Client, Multiproject: cfg.MultiprojectClient, ProviderConfigSelector: cfg.ProviderConfigSelector,
+	clients := Clients{Kube: cfg.Client, Multiproject: cfg.MultiprojectClient, Gateway: cfg.GatewayClient, ProviderConfigSelector: cfg.ProviderConfigSelector,
 		ClaimsNamespace: cfg.ClaimsNamespace, Scope: cfg.Scope}
 	for _, r := range Resources {
-		if (r.CRD && cfg.MultiprojectClient == nil) || (r.Sharded && cfg.ClaimsNamespace == "") {
+		if (r.CRD && !r.GatewayAPI && cfg.MultiprojectClient == nil) || (r.GatewayAPI && cfg.GatewayClient == nil) || (r.Sharded && cfg.ClaimsNamespace == "") {
 			continue
 		}
 		var err error

@@ -30,6 +30,9 @@ import (
 	networkinginformers "k8s.io/client-go/informers/networking/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions/apis/v1"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
@@ -71,6 +74,15 @@ var (
 	PangolinResources = schema.GroupVersionResource{Group: "tunnel.pangolin.io", Version: "v1alpha1", Resource: "pangolinresources"}
 )
 
+// Gateway API resources (gateway.networking.k8s.io/v1), read by the ingress-tunnel controller where the cluster
+// serves them: each is optional, and read through Clients.Gateway.
+var (
+	GatewayClasses  = gatewayv1.SchemeGroupVersion.WithResource("gatewayclasses")
+	Gateways        = gatewayv1.SchemeGroupVersion.WithResource("gateways")
+	HTTPRoutes      = gatewayv1.SchemeGroupVersion.WithResource("httproutes")
+	ReferenceGrants = gatewayv1.SchemeGroupVersion.WithResource("referencegrants")
+)
+
 // NotRouted is the Scope of a resource that tenants read unfiltered, through Informers.Shared.
 const NotRouted tenancy.Scope = 0
 
@@ -82,6 +94,8 @@ type Clients struct {
 	// ProviderConfigSelector, if not empty, is the label selector of the ProviderConfigs informer: a sharded
 	// replica watches only the tenants assigned to its shard.
 	ProviderConfigSelector string
+	// Gateway serves the Gateway API resources; nil: none of them is watched (Resource.GatewayAPI).
+	Gateway gatewayclientset.Interface
 	// ClaimsNamespace is the namespace of the claim records; empty: the process is the only one that runs
 	// tenants, and watches none (Resource.Sharded).
 	ClaimsNamespace string
@@ -98,8 +112,10 @@ type Resource struct {
 	// Optional: a CRD the cluster may not serve (yet). Its informer starts once discovery shows it, and it never
 	// blocks the others. A resource that is not optional must be served for the caches to sync.
 	Optional bool
-	// CRD: served by a CustomResourceDefinition, read through Clients.Multiproject.
+	// CRD: served by a CustomResourceDefinition, read through Clients.Multiproject (Clients.Gateway for GatewayAPI).
 	CRD bool
+	// GatewayAPI: a Gateway API resource (CRD too), read through Clients.Gateway instead.
+	GatewayAPI bool
 	// Scope is how the Router hands the resource's objects to tenants, or NotRouted.
 	Scope tenancy.Scope
 	// InterestKeys, for a NotRouted resource that tenants' controllers watch, files each object under the keys a
@@ -207,6 +223,37 @@ var Resources = []Resource{
 	{GVR: PangolinTunnels, Trim: DropLastApplied, Optional: true, CRD: true, Scope: NotRouted, InterestKeys: ObjectKeys,
 		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
 			return tunnelinformers.NewPangolinTunnelInformer(c.Multiproject, metav1.NamespaceAll, resync, namespaceIndex())
+		}},
+	// Gateway API: a GatewayClass is the cluster's, read by every tenant; a Gateway, an HTTPRoute and a
+	// ReferenceGrant belong to their namespace's tenant (invariant 4). Gateways and HTTPRoutes get their status
+	// written back with Updates of cached copies, so they are cached whole (but for managedFields).
+	{GVR: GatewayClasses, Trim: DropLastApplied, Optional: true, CRD: true, GatewayAPI: true, Scope: NotRouted,
+		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			return gatewayinformers.NewGatewayClassInformer(c.Gateway, resync, namespaceIndex())
+		}},
+	{GVR: Gateways, Optional: true, CRD: true, GatewayAPI: true, Scope: tenancy.Namespaced,
+		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			if c.Scope != nil {
+				return c.Scope.NewCustomResourceInformer(Gateways, listWatchOf(c.Gateway.GatewayV1().Gateways(metav1.NamespaceAll)),
+					&gatewayv1.Gateway{}, resync, namespaceIndex())
+			}
+			return gatewayinformers.NewGatewayInformer(c.Gateway, metav1.NamespaceAll, resync, namespaceIndex())
+		}},
+	{GVR: HTTPRoutes, Optional: true, CRD: true, GatewayAPI: true, Scope: tenancy.Namespaced,
+		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			if c.Scope != nil {
+				return c.Scope.NewCustomResourceInformer(HTTPRoutes, listWatchOf(c.Gateway.GatewayV1().HTTPRoutes(metav1.NamespaceAll)),
+					&gatewayv1.HTTPRoute{}, resync, namespaceIndex())
+			}
+			return gatewayinformers.NewHTTPRouteInformer(c.Gateway, metav1.NamespaceAll, resync, namespaceIndex())
+		}},
+	{GVR: ReferenceGrants, Trim: DropLastApplied, Optional: true, CRD: true, GatewayAPI: true, Scope: tenancy.Namespaced,
+		NewInformer: func(c Clients, resync time.Duration) cache.SharedIndexInformer {
+			if c.Scope != nil {
+				return c.Scope.NewCustomResourceInformer(ReferenceGrants, listWatchOf(c.Gateway.GatewayV1().ReferenceGrants(metav1.NamespaceAll)),
+					&gatewayv1.ReferenceGrant{}, resync, namespaceIndex())
+			}
+			return gatewayinformers.NewReferenceGrantInformer(c.Gateway, metav1.NamespaceAll, resync, namespaceIndex())
 		}},
 }
 

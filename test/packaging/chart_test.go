@@ -232,6 +232,18 @@ func TestChartOptionalValues(t *testing.T) {
 			t.Errorf("image = %v, want the digest to pin it", got)
 		}
 	})
+	t.Run("gateway class", func(t *testing.T) {
+		for _, obj := range mustHelmTemplate(t, defaultNamespace, nil) {
+			if obj.GetKind() == "GatewayClass" {
+				t.Errorf("the chart renders GatewayClass %s by default", obj.GetName())
+			}
+		}
+		objects := mustHelmTemplate(t, defaultNamespace, map[string]any{"gatewayClass": map[string]any{"create": true, "name": "tunnels"}})
+		class := find(t, objects, "GatewayClass", "tunnels")
+		if got, _, _ := unstructured.NestedString(class.Object, "spec", "controllerName"); got != "multiproject.io/ingress-tunnel" {
+			t.Errorf("GatewayClass controllerName = %q, want the ingress-tunnel controller's", got)
+		}
+	})
 	t.Run("affinity replaces the default", func(t *testing.T) {
 		affinity := map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
 			"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{

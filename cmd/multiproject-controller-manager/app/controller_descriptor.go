@@ -19,6 +19,8 @@ package app
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
@@ -105,6 +107,9 @@ func newIngressTunnelControllerDescriptor() *registry.Descriptor {
 			Section:       tenant.SectionOf(pangolin),
 			CopySection:   tenant.CopySectionOf(pangolin),
 			RequiredAPIs:  tenant.APIs(informerset.PangolinTunnels, informerset.PangolinResources),
+			// Gateway API, read where the cluster serves it (docs/ingress-tunnel.md).
+			OptionalAPIs: []schema.GroupVersionResource{informerset.GatewayClasses, informerset.Gateways, informerset.HTTPRoutes,
+				informerset.ReferenceGrants},
 			New: func(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
 				return ingresstunnel.New(c)
 			},

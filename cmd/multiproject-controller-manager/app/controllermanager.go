@@ -302,7 +302,8 @@ func CreateControllerContext(c config.CompletedConfig, replica *sharding.Replica
 	// The router reports, on the object, a tenant label it ignores because the object's namespace names another
 	// tenant (design invariant 4); the process-wide recorder does not block, so it is safe on the dispatch path.
 	informers, err := informerset.NewTenancy(informerset.TenancyConfig{
-		Config: informerset.Config{Client: c.Client, MultiprojectClient: c.MultiprojectClient, ResyncPeriod: c.ResyncPeriod,
+		Config: informerset.Config{Client: c.Client, MultiprojectClient: c.MultiprojectClient, GatewayClient: c.GatewayClient,
+			ResyncPeriod:           c.ResyncPeriod,
 			ProviderConfigSelector: replica.ProviderConfigSelector(), ClaimsNamespace: c.TenantControllers.ClaimsNamespace,
 			Scope: replica.Scope()},
 		LabelKey: c.ProviderConfigLabelKey,
@@ -430,6 +431,7 @@ func managerConfig(cc *ControllerContext, descriptors *registry.Registry) provid
 	cfg := providerconfig.ManagerConfig{
 		KubeClient:         c.Client,
 		MultiprojectClient: c.MultiprojectClient,
+		GatewayClient:      c.GatewayClient,
 		Router:             cc.Informers.Router,
 		Shared:             cc.Informers.Shared,
 		Claims:             cc.Claims,

@@ -63,7 +63,7 @@ func TestClaimRecordsReadIngressesAndPangolinResources(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pc := &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: testTenant}, Spec: tt.spec}
-			records := hostKindOf(kubefake.NewClientset(ns, ing), mpfake.NewClientset([]runtime.Object{pc, res}...), testLabelKey)
+			records := hostKindOf(kubefake.NewClientset(ns, ing), mpfake.NewClientset([]runtime.Object{pc, res}...), nil, testLabelKey)
 			ctx := context.Background()
 			names, err := records.Live(ctx, testTenant, testNamespace+"/"+ing.Name, ing.UID)
 			if err != nil {

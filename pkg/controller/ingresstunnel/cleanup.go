@@ -78,12 +78,16 @@ func NewCleanup(_ context.Context, c *tenant.Context) (tenant.Controller, error)
 	}, nil
 }
 
-// made says whether the controller made the PangolinResource: it is controlled by an Ingress and carries the
-// Ingress-UID label.
+// made says whether the controller made the PangolinResource: it is controlled by an Ingress or an HTTPRoute and
+// carries the Ingress-UID label (which holds the route's UID for a route's).
 func made(res *tunnelv1alpha1.PangolinResource) bool {
 	ref := metav1.GetControllerOf(res)
 	_, labeled := res.Labels[LabelIngressUID]
-	return labeled && ref != nil && ref.Kind == ingressGVK.Kind && ref.APIVersion == ingressGVK.GroupVersion().String()
+	if !labeled || ref == nil {
+		return false
+	}
+	return (ref.Kind == ingressGVK.Kind && ref.APIVersion == ingressGVK.GroupVersion().String()) ||
+		(ref.Kind == routeGVK.Kind && ref.APIVersion == routeGVK.GroupVersion().String())
 }
 
 func (c *cleanup) delete(ctx context.Context, key string) error {

@@ -99,6 +99,9 @@ type Controller struct {
 	stop *worker.StopSignal
 	// written is what this process last wrote to each Ingress's status.
 	written writtenHosts
+	// gateway is the Gateway API side (gateway.go, route.go): nil where the cluster did not serve Gateway API when
+	// the controller was built.
+	gateway *gatewayAPI
 }
 
 // New builds the controller of the tenant c describes. It adds no handler and makes no call; Run does.
@@ -156,7 +159,8 @@ func newController(c *tenant.Context, afterSync func(key string, err error)) (*C
 		warnings:         tenant.NewWarnings(c.EventRecorder),
 		stop:             c.Stop,
 		claims:           c.Claims,
-		hostKind:         hostKindOf(c.KubeClient, c.MultiprojectClient, c.ProviderConfigLabelKey),
+		hostKind:         hostKindOf(c.KubeClient, c.MultiprojectClient, c.GatewayClient, c.ProviderConfigLabelKey),
+		gateway:          newGatewayAPI(c),
 	}
 	ctrl.workers = worker.New(worker.Config{
 		Tenant:     name,
@@ -252,16 +256,7 @@ func (c *Controller) Start(ctx context.Context, done func()) {
 		done()
 	}
 
-	for _, h := range []struct {
-		what     string
-		informer cache.SharedIndexInformer
-		handler  cache.ResourceEventHandler
-	}{
-		{"Ingresses", c.ingressInformer, ingressEvents{c}},
-		{"Services", c.serviceInformer, serviceEvents{c}},
-		{"PangolinResources", c.resourceInformer, resourceEvents{c}},
-		{"PangolinTunnels", tunnels, tunnelEvents{c}},
-	} {
+	for _, h := range c.handlers(tunnels) {
 		if err := c.workers.Watch(h.informer, h.handler); err != nil {
 			logger.Error(err, "Could not watch", "resource", h.what)
 			c.workers.Close(ctx)
@@ -271,10 +266,35 @@ func (c *Controller) Start(ctx context.Context, done func()) {
 	}
 	c.workers.WaitFor(hosts.HasSynced)
 
-	logger.Info("Starting ingress-tunnel controller", "tunnelNamespace", c.config.TunnelNamespace)
+	logger.Info("Starting ingress-tunnel controller", "tunnelNamespace", c.config.TunnelNamespace, "gatewayAPI", c.gateway != nil)
 	c.workers.Start(ctx, worker.RunOptions{Stop: c.stop, Started: func() {
 		c.condition.Report(metav1.ConditionTrue, reasonRunning, fmt.Sprintf("Exposing the tenant's Pangolin-class Ingresses through the tunnels of namespace %s", c.config.TunnelNamespace))
 	}}, stop)
+}
+
+// handler is one of the controller's event handlers and the informer it watches.
+type handler struct {
+	what     string
+	informer cache.SharedIndexInformer
+	handler  cache.ResourceEventHandler
+}
+
+// handlers are the controller's event handlers: the Ingress side's, and Gateway API's where it is served.
+func (c *Controller) handlers(tunnels cache.SharedIndexInformer) []handler {
+	out := []handler{
+		{"Ingresses", c.ingressInformer, ingressEvents{c}},
+		{"Services", c.serviceInformer, serviceEvents{c}},
+		{"PangolinResources", c.resourceInformer, resourceEvents{c}},
+		{"PangolinTunnels", tunnels, tunnelEvents{c}},
+	}
+	if g := c.gateway; g != nil {
+		out = append(out,
+			handler{"GatewayClasses", g.classInformer, classEvents{c}},
+			handler{"Gateways", g.gatewayInformer, gatewayEvents{c}},
+			handler{"HTTPRoutes", g.routeInformer, routeEvents{c}},
+			handler{"ReferenceGrants", g.grantInformer, grantEvents{c}})
+	}
+	return out
 }
 
 // onIngress records the hosts the Ingress claims before it is synced, so that its sync and the other claimants'
@@ -316,6 +336,10 @@ func (c *Controller) onService(obj any) {
 	for _, ing := range c.deps.usersOfService(key) {
 		c.workers.Add(ing)
 	}
+	if c.gateway != nil {
+		namespace, name, _ := cache.SplitMetaNamespaceKey(key)
+		c.enqueueRoutesUsing(func(ns, n string) bool { return ns == namespace && n == name })
+	}
 }
 
 func (c *Controller) onServiceUpdate(oldObj, newObj any) {
@@ -334,10 +358,13 @@ func (c *Controller) onResource(obj any) {
 		return
 	}
 	ref := metav1.GetControllerOf(res)
-	if ref == nil || ref.Kind != ingressGVK.Kind || ref.APIVersion != ingressGVK.GroupVersion().String() {
-		return
+	switch {
+	case ref == nil:
+	case ref.Kind == ingressGVK.Kind && ref.APIVersion == ingressGVK.GroupVersion().String():
+		c.workers.Add(res.Namespace + "/" + ref.Name)
+	case ref.Kind == routeGVK.Kind && ref.APIVersion == routeGVK.GroupVersion().String():
+		c.workers.Add(routeKey(res.Namespace, ref.Name))
 	}
-	c.workers.Add(res.Namespace + "/" + ref.Name)
 }
 
 // onResourceUpdate skips resyncs, and updates that change nothing the controller reads: of the operator's status

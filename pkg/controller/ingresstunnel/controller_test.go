@@ -34,6 +34,9 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
+	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	gatewayfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
+	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
@@ -50,10 +53,12 @@ type recorder = tenanttest.Events
 
 // harness runs one controller on informers of fake clientsets.
 type harness struct {
-	t          *testing.T
-	ctx        context.Context
-	kube       *kubefake.Clientset
-	mp         *mpfake.Clientset
+	t    *testing.T
+	ctx  context.Context
+	kube *kubefake.Clientset
+	mp   *mpfake.Clientset
+	// gw, if set, serves Gateway API (newGatewayHarness).
+	gw         *gatewayfake.Clientset
 	events     *recorder
 	conditions *tenanttest.Conditions
 	ctrl       *Controller
@@ -95,12 +100,24 @@ func (h *harness) start(config *mpv1alpha1.PangolinConfig) {
 		informerset.PangolinResources: mpFactory.Tunnel().V1alpha1().PangolinResources().Informer(),
 		informerset.PangolinTunnels:   mpFactory.Tunnel().V1alpha1().PangolinTunnels().Informer(),
 	}
+	var gatewayFactory gatewayinformers.SharedInformerFactory
+	var gatewayClient gatewayclientset.Interface
+	if h.gw != nil {
+		gatewayClient = h.gw
+		gatewayFactory = gatewayinformers.NewSharedInformerFactory(h.gw, 0)
+		informers[informerset.GatewayClasses] = gatewayFactory.Gateway().V1().GatewayClasses().Informer()
+		informers[informerset.Gateways] = gatewayFactory.Gateway().V1().Gateways().Informer()
+		informers[informerset.HTTPRoutes] = gatewayFactory.Gateway().V1().HTTPRoutes().Informer()
+		informers[informerset.ReferenceGrants] = gatewayFactory.Gateway().V1().ReferenceGrants().Informer()
+		informers[informerset.Namespaces] = kubeFactory.Core().V1().Namespaces().Informer()
+	}
 	ctrl, err := newController(&tenant.Context{
 		Controller:             "ingress-tunnel",
 		ProviderConfig:         &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: testTenant}, Spec: mpv1alpha1.ProviderConfigSpec{Pangolin: config}},
 		ProviderConfigLabelKey: testLabelKey,
 		KubeClient:             h.kube,
 		MultiprojectClient:     h.mp,
+		GatewayClient:          gatewayClient,
 		Informers:              informers,
 		Claims:                 tenanttest.Claims(h.t, informers),
 		EventRecorder:          h.events,
@@ -114,6 +131,9 @@ func (h *harness) start(config *mpv1alpha1.PangolinConfig) {
 	ctx, cancel := context.WithCancel(h.ctx)
 	kubeFactory.Start(ctx.Done())
 	mpFactory.Start(ctx.Done())
+	if gatewayFactory != nil {
+		gatewayFactory.Start(ctx.Done())
+	}
 	h.stop, h.done = cancel, make(chan struct{})
 	go func() {
 		defer close(h.done)
@@ -123,6 +143,9 @@ func (h *harness) start(config *mpv1alpha1.PangolinConfig) {
 		h.shutdown()
 		kubeFactory.Shutdown()
 		mpFactory.Shutdown()
+		if gatewayFactory != nil {
+			gatewayFactory.Shutdown()
+		}
 	})
 	h.waitFor("the controller to report Running", func() bool {
 		c, ok := h.conditions.Last()

@@ -23,6 +23,11 @@ limitations under the License.
 // errors it reports become Warning Events on the Ingress. A host the tenant may not publish (its
 // spec.pangolin.allowedHostnames, allowedhosts.go) gets a Warning, no PangolinResource, and claims nothing.
 //
+// Where the cluster serves Gateway API, the HTTPRoutes attached to Gateways of the controller's GatewayClasses
+// (ControllerName) in the tenant's namespaces are published the same way, one PangolinResource per host owned by
+// the route, with the hosts claimed beside the Ingresses' (gateway.go, route.go); the Gateways, their listeners and
+// the routes get the statuses Gateway API tools read.
+//
 // The host parser (host.go) splits a host into Pangolin's subdomain and domain with the public suffix list. What the
 // controller decides, the annotations it reads and the Events it records are described in docs/ingress-tunnel.md.
 package ingresstunnel

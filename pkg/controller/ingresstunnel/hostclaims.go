@@ -24,9 +24,13 @@ import (
 	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
@@ -128,8 +132,13 @@ func resourceHolding(obj any) (claims.Holding, bool) {
 		return claims.Holding{}, false
 	}
 	h := claims.Holding{Names: []string{name}, Holder: "PangolinResource " + res.Namespace + "/" + res.Name}
-	if ref := metav1.GetControllerOf(res); ref != nil && ref.Kind == ingressGVK.Kind && ref.APIVersion == ingressGVK.GroupVersion().String() {
-		h.Owner, h.Holder = ref.UID, claimKind+" "+res.Namespace+"/"+ref.Name
+	if ref := metav1.GetControllerOf(res); ref != nil {
+		switch {
+		case ref.Kind == ingressGVK.Kind && ref.APIVersion == ingressGVK.GroupVersion().String():
+			h.Owner, h.Holder = ref.UID, claimKind+" "+res.Namespace+"/"+ref.Name
+		case ref.Kind == routeGVK.Kind && ref.APIVersion == routeGVK.GroupVersion().String():
+			h.Owner, h.Holder = ref.UID, routeKind+" "+res.Namespace+"/"+ref.Name
+		}
 	}
 	return h, true
 }
@@ -138,8 +147,12 @@ func resourceHolding(obj any) (claims.Holding, bool) {
 // and with claim records a recorded holder is read live (its Ingress and its tenant, whose allowed hostnames scope
 // what it claims: a holder whose host its tenant no longer allows claims it no more than in its own controller, so
 // another replica's allowed claimant takes the record over) and a previous holder's PangolinResource.
-func hostKindOf(kube kubernetes.Interface, client mpclientset.Interface, labelKey string) claims.Kind {
-	return claims.TenantObjects[*networkingv1.Ingress, *tunnelv1alpha1.PangolinResource]{
+//
+// HTTPRoutes claim hosts in the same Kind (one publisher per host across both), under keys that carry their kind
+// (claims.KindKey): a recorded route is read live as a route, and claims the exact hostnames it names (more than
+// its controller may publish, never less, so another replica never takes a host from a route that publishes it).
+func hostKindOf(kube kubernetes.Interface, client mpclientset.Interface, gateway gatewayclientset.Interface, labelKey string) claims.Kind {
+	kind := claims.TenantObjects[*networkingv1.Ingress, *tunnelv1alpha1.PangolinResource]{
 		Kube: kube, MP: client, LabelKey: labelKey,
 		GetClaimant: func(ctx context.Context, namespace, name string) (*networkingv1.Ingress, error) {
 			return kube.NetworkingV1().Ingresses(namespace).Get(ctx, name, metav1.GetOptions{})
@@ -158,6 +171,49 @@ func hostKindOf(kube kubernetes.Interface, client mpclientset.Interface, labelKe
 			return client.TunnelV1alpha1().PangolinResources(metav1.NamespaceAll).List(ctx, opts)
 		},
 	}.Kind(claimKind, informerset.PangolinResources)
+	ingressLive := kind.Live
+	routes := claims.TenantObjects[*gatewayv1.HTTPRoute, *tunnelv1alpha1.PangolinResource]{
+		Kube: kube, MP: client, LabelKey: labelKey,
+		GetClaimant: func(ctx context.Context, namespace, name string) (*gatewayv1.HTTPRoute, error) {
+			if gateway == nil {
+				return nil, apierrors.NewNotFound(gatewayv1.Resource("httproutes"), name)
+			}
+			return gateway.GatewayV1().HTTPRoutes(namespace).Get(ctx, name, metav1.GetOptions{})
+		},
+		ClaimedNames: routeNamedHosts,
+		Runs:         func(pc *mpv1alpha1.ProviderConfig) bool { return pc.Spec.Pangolin != nil },
+		ScopeNames: func(pc *mpv1alpha1.ProviderConfig, names []string) []string {
+			allowed := newHostAllowance(pc.Name, pc.Spec.Pangolin.AllowedHostnames)
+			return slices.DeleteFunc(names, func(name string) bool { return !allowed.allows(name) })
+		},
+		GetPublisher: func(ctx context.Context, namespace, name string) (*tunnelv1alpha1.PangolinResource, error) {
+			return client.TunnelV1alpha1().PangolinResources(namespace).Get(ctx, name, metav1.GetOptions{})
+		},
+		HoldingOf: resourceHolding,
+	}.Kind(claimKind, informerset.PangolinResources)
+	kind.Live = func(ctx context.Context, tenant, key string, uid types.UID) ([]string, error) {
+		if k, objectKey := claims.SplitKindKey(key); k == routeKind {
+			return routes.Live(ctx, tenant, objectKey, uid)
+		}
+		return ingressLive(ctx, tenant, key, uid)
+	}
+	return kind
+}
+
+// routeNamedHosts are the exact hostnames a route that names a parent asks for, lowercased: what a live read of a
+// recorded route takes it to claim.
+func routeNamedHosts(route *gatewayv1.HTTPRoute) []string {
+	if route.DeletionTimestamp != nil || len(route.Spec.ParentRefs) == 0 {
+		return nil
+	}
+	var names []string
+	for _, h := range route.Spec.Hostnames {
+		if name := lowerHost(h); !strings.Contains(name, "*") {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // joinClaims joins the run's host claims.

@@ -29,6 +29,8 @@ import (
 
 const (
 	resourceNamePrefix = "pic-"
+	// routeResourceNamePrefix starts the names of an HTTPRoute's PangolinResources (routeResourceName).
+	routeResourceNamePrefix = "phr-"
 	// maxResourceNameLength keeps names valid DNS labels, as the reference controller does, so they also fit in
 	// label values and in the Pangolin display name's limits.
 	maxResourceNameLength = validation.DNS1123LabelMaxLength
@@ -41,12 +43,17 @@ var notNameChars = regexp.MustCompile(`[^a-z0-9]+`)
 // computed outside the cluster (GitOps), and it is at most 63 characters: the ingress part is shortened first, then
 // the namespace, down to pic-<hash>. Characters outside [a-z0-9] become "-".
 func ResourceName(namespace, ingress, host string) string {
-	sum := sha256.Sum256([]byte(namespace + "/" + ingress + "/" + host))
+	return resourceName(resourceNamePrefix, namespace+"/"+ingress+"/"+host, namespace, ingress)
+}
+
+// resourceName is <prefix><namespace>-<object>-<hash of hashed>, shortened as ResourceName says.
+func resourceName(prefix, hashed, namespace, object string) string {
+	sum := sha256.Sum256([]byte(hashed))
 	hash := hex.EncodeToString(sum[:4])
 
-	ns, ing := nameSegment(namespace), nameSegment(ingress)
+	ns, ing := nameSegment(namespace), nameSegment(object)
 	// Room for "<ns>-<ing>-" between the prefix and the hash.
-	room := maxResourceNameLength - len(resourceNamePrefix) - len(hash)
+	room := maxResourceNameLength - len(prefix) - len(hash)
 	if need := len(ns) + 1 + len(ing) + 1; ns != "" && ing != "" && need > room {
 		ing = shorten(ing, room-len(ns)-2)
 	}
@@ -57,7 +64,7 @@ func ResourceName(namespace, ingress, host string) string {
 		ing = shorten(ing, room-1)
 	}
 	var b strings.Builder
-	b.WriteString(resourceNamePrefix)
+	b.WriteString(prefix)
 	for _, part := range []string{ns, ing} {
 		if part != "" {
 			b.WriteString(part)

@@ -164,8 +164,9 @@ type hostSettings struct {
 	subdomain        string
 }
 
-// settings reads the annotations; ok is false when one is invalid (reported), and then nothing is changed.
-func (pl *planner) settings(ing *networkingv1.Ingress, p *plan) (hostSettings, bool) {
+// settings reads the annotations of an Ingress or an HTTPRoute; ok is false when one is invalid (reported), and
+// then nothing is changed.
+func (pl *planner) settings(annotations map[string]string, p *plan) (hostSettings, bool) {
 	s := hostSettings{sso: pl.config.SSODefault, blockAccess: pl.config.BlockAccessDefault, method: tunnelv1alpha1.TargetMethodHTTP}
 	ok := true
 	for _, flag := range []struct {
@@ -173,7 +174,7 @@ func (pl *planner) settings(ing *networkingv1.Ingress, p *plan) (hostSettings, b
 		into *bool
 	}{{AnnotationSSO, &s.sso}, {AnnotationBlockAccess, &s.blockAccess}} {
 		key, into := flag.key, flag.into
-		value, set := ing.Annotations[key]
+		value, set := annotations[key]
 		if !set {
 			continue
 		}
@@ -187,7 +188,7 @@ func (pl *planner) settings(ing *networkingv1.Ingress, p *plan) (hostSettings, b
 			ok = false
 		}
 	}
-	if value, set := ing.Annotations[AnnotationBackendScheme]; set {
+	if value, set := annotations[AnnotationBackendScheme]; set {
 		switch method := tunnelv1alpha1.TargetMethod(strings.ToLower(value)); method {
 		case tunnelv1alpha1.TargetMethodHTTP, tunnelv1alpha1.TargetMethodHTTPS:
 			s.method = method
@@ -196,14 +197,14 @@ func (pl *planner) settings(ing *networkingv1.Ingress, p *plan) (hostSettings, b
 			ok = false
 		}
 	}
-	if value, set := ing.Annotations[AnnotationDomainName]; set {
+	if value, set := annotations[AnnotationDomainName]; set {
 		if !validDomainName(value) {
 			p.warn(ReasonInvalidAnnotation, "Annotation %s=%q is not a domain name; nothing is changed until it is fixed", AnnotationDomainName, value)
 			ok = false
 		}
 		s.domainName = value
 	}
-	if value, set := ing.Annotations[AnnotationSubdomain]; set {
+	if value, set := annotations[AnnotationSubdomain]; set {
 		if !validSubdomain(value) {
 			p.warn(ReasonInvalidAnnotation, "Annotation %s=%q is not a DNS name; nothing is changed until it is fixed", AnnotationSubdomain, value)
 			ok = false
@@ -231,7 +232,7 @@ func (pl *planner) plan(ing *networkingv1.Ingress, tunnel string, names resource
 		return p
 	}
 	hosts := collectHosts(ing, &p)
-	settings, ok := pl.settings(ing, &p)
+	settings, ok := pl.settings(ing.Annotations, &p)
 	if ok && settings.subdomain != "" && len(hosts) > 1 {
 		p.warn(ReasonInvalidAnnotation, "Annotation %s applies to an Ingress with one host, this one has %d; nothing is changed until it is fixed",
 			AnnotationSubdomain, len(hosts))
@@ -458,19 +459,25 @@ func ingressClassOf(ing *networkingv1.Ingress) string {
 // to the default rather than to a tunnel named s (the reference controller's rule): a typo in a class name then
 // lands on the tenant's chosen tunnel instead of a tunnel nobody configured. The error is a message for a Warning.
 func resolveTunnel(ing *networkingv1.Ingress, config *mpv1alpha1.PangolinConfig) (string, error) {
-	if name, set := ing.Annotations[AnnotationTunnelName]; set {
+	return tunnelFor(ing.Annotations, ingressClassOf(ing), "Ingress", config)
+}
+
+// tunnelFor is resolveTunnel for an object of kind with annotations and class (an Ingress class, or a Gateway's
+// GatewayClass).
+func tunnelFor(annotations map[string]string, class, kind string, config *mpv1alpha1.PangolinConfig) (string, error) {
+	if name, set := annotations[AnnotationTunnelName]; set {
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 			return "", fmt.Errorf("annotation %s=%q is not a PangolinTunnel name: %s", AnnotationTunnelName, name, strings.Join(errs, "; "))
 		}
 		return name, nil
 	}
-	if suffix, ok := strings.CutPrefix(ingressClassOf(ing), ingressClassPrefix); ok && suffix != "" {
+	if suffix, ok := strings.CutPrefix(class, ingressClassPrefix); ok && suffix != "" {
 		if name, mapped := config.TunnelsByClassSuffix[suffix]; mapped {
 			return string(name), nil
 		}
 	}
 	if config.DefaultTunnel == "" {
-		return "", fmt.Errorf("the Ingress names no tunnel (annotation %s) and the tenant has no spec.pangolin.defaultTunnel", AnnotationTunnelName)
+		return "", fmt.Errorf("the %s names no tunnel (annotation %s) and the tenant has no spec.pangolin.defaultTunnel", kind, AnnotationTunnelName)
 	}
 	return string(config.DefaultTunnel), nil
 }

@@ -304,7 +304,7 @@ func (c *Controller) writeStatus(ctx context.Context, key string, ing *networkin
 func removeFromIngressStatus(ctx context.Context, kube kubernetes.Interface, res *tunnelv1alpha1.PangolinResource) error {
 	ref := metav1.GetControllerOf(res)
 	domain := publishedDomain(res)
-	if ref == nil || domain == "" {
+	if ref == nil || ref.Kind != ingressGVK.Kind || domain == "" {
 		return nil
 	}
 	client := kube.NetworkingV1().Ingresses(res.Namespace)

@@ -28,6 +28,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
@@ -42,6 +43,16 @@ import (
 // sync brings the PangolinResources of one Ingress in line with it, and reports what it found wrong with the
 // Ingress: each problem once while it persists.
 func (c *Controller) sync(ctx context.Context, key string) error {
+	if kind, objectKey := claims.SplitKindKey(key); kind != "" {
+		namespace, name, err := cache.SplitMetaNamespaceKey(objectKey)
+		if err != nil || c.gateway == nil {
+			return nil
+		}
+		if kind == gatewayKind {
+			return c.syncGateway(ctx, key, namespace, name)
+		}
+		return c.syncRoute(ctx, key, namespace, name)
+	}
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil
@@ -259,7 +270,7 @@ func (c *Controller) forget(key string) {
 // name; blockedBy then says whose does, and the Ingress is enqueued again once that one is gone. renameRefused says
 // that an existing resource was refused its new name: it still publishes the old one, which the Ingress no longer
 // asks for. Problems the user must fix are added to found.
-func (c *Controller) apply(ctx context.Context, ing *networkingv1.Ingress, self claims.Claimant, want *tunnelv1alpha1.PangolinResource,
+func (c *Controller) apply(ctx context.Context, ing publisher, self claims.Claimant, want *tunnelv1alpha1.PangolinResource,
 	found *problems) (blockedBy string, renameRefused bool, err error) {
 	logger := klog.FromContext(ctx)
 	client := c.client.TunnelV1alpha1().PangolinResources(want.Namespace)
@@ -295,8 +306,8 @@ func (c *Controller) apply(ctx context.Context, ing *networkingv1.Ingress, self 
 	}
 	if !metav1.IsControlledBy(existing, ing) {
 		found.add(ReasonResourceConflict,
-			"PangolinResource %s for host %s exists but is not controlled by this Ingress; it is left alone", want.Name, hostOf(want))
-		return "", false, fmt.Errorf("PangolinResource %s/%s is not controlled by Ingress %s (uid %s)", want.Namespace, want.Name, ing.Name, ing.UID)
+			"PangolinResource %s for host %s exists but is not controlled by this %s; it is left alone", want.Name, hostOf(want), kindOf(ing))
+		return "", false, fmt.Errorf("PangolinResource %s/%s is not controlled by %s %s (uid %s)", want.Namespace, want.Name, kindOf(ing), ing.GetName(), ing.GetUID())
 	}
 	if owner := existing.Labels[c.planner.labelKey]; owner != "" && owner != c.tenant {
 		// Made by the tenant the Ingress moved here from, which withdraws it: it publishes through that tenant's
@@ -329,7 +340,7 @@ func (c *Controller) apply(ctx context.Context, ing *networkingv1.Ingress, self 
 }
 
 // update changes existing to match want, when it does not already.
-func (c *Controller) update(ctx context.Context, ing *networkingv1.Ingress, existing, want *tunnelv1alpha1.PangolinResource,
+func (c *Controller) update(ctx context.Context, ing publisher, existing, want *tunnelv1alpha1.PangolinResource,
 	found *problems) error {
 	client := c.client.TunnelV1alpha1().PangolinResources(want.Namespace)
 	updated := existing.DeepCopy()
@@ -354,16 +365,16 @@ func (c *Controller) update(ctx context.Context, ing *networkingv1.Ingress, exis
 
 // writeFailed adds to found a write the API server refused for a reason a user may have to act on (validation,
 // RBAC).
-func writeFailed(found *problems, ing *networkingv1.Ingress, verb, name string, err error) error {
+func writeFailed(found *problems, ing publisher, verb, name string, err error) error {
 	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
 		found.add(ReasonWriteFailed, "Could not %s PangolinResource %s: %v", verb, name, err)
 	}
-	return fmt.Errorf("%s PangolinResource %s/%s: %w", verb, ing.Namespace, name, err)
+	return fmt.Errorf("%s PangolinResource %s/%s: %w", verb, ing.GetNamespace(), name, err)
 }
 
 // deleteUnwanted deletes the PangolinResources of owned (those this Ingress controls) whose names are not in keep
 // (nil: all of them); taken says why of those whose names another Ingress's resource holds.
-func (c *Controller) deleteUnwanted(ctx context.Context, ing *networkingv1.Ingress, owned []*tunnelv1alpha1.PangolinResource,
+func (c *Controller) deleteUnwanted(ctx context.Context, ing publisher, owned []*tunnelv1alpha1.PangolinResource,
 	keep sets.Set[string], taken map[string]string, found *problems) error {
 	var errs []error
 	for _, res := range owned {
@@ -378,9 +389,9 @@ func (c *Controller) deleteUnwanted(ctx context.Context, ing *networkingv1.Ingre
 		if !deleted {
 			continue
 		}
-		why := "its host is no longer in the Ingress"
+		why := "its host is no longer in the " + kindOf(ing)
 		if keep == nil {
-			why = "the Ingress is no longer exposed through Pangolin"
+			why = "the " + kindOf(ing) + " is no longer exposed through Pangolin"
 		} else if w, ok := taken[res.Name]; ok {
 			why = w
 		}
@@ -400,6 +411,20 @@ func (c *Controller) deleteResource(ctx context.Context, res *tunnelv1alpha1.Pan
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// publisher is what PangolinResources are made for: an Ingress, or an HTTPRoute (route.go).
+type publisher interface {
+	metav1.Object
+	runtime.Object
+}
+
+// kindOf names the kind of a publisher in messages.
+func kindOf(p publisher) string {
+	if _, ok := p.(*networkingv1.Ingress); ok {
+		return claimKind
+	}
+	return routeKind
 }
 
 // ingressSelector selects the PangolinResources made for ing.

@@ -109,6 +109,7 @@ func (m *Manager) assemble(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f
 		ProviderConfigLabelKey:  m.cfg.LabelKey,
 		KubeClient:              m.cfg.KubeClient,
 		MultiprojectClient:      m.cfg.MultiprojectClient,
+		GatewayClient:           m.cfg.GatewayClient,
 		Informers:               informers,
 		EventRecorder:           m.recorder(ctx, f.Name),
 		Condition:               condition,

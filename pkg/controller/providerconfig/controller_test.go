@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 )
@@ -152,6 +153,23 @@ func TestMissingAPIWaitsThenStarts(t *testing.T) {
 	f.serveAPI(extraAPI)
 	f.waitFor("the probe to start", func() bool { return f.probes.latest("a") != nil })
 	f.waitFor("Ready", f.conditionIs("a", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionTrue, ""))
+}
+
+// TestOptionalAPIServedRestarts: a controller built while an API it reads when served (Factory.OptionalAPIs) was
+// not is restarted once it is, so it reads it; served from the start, it is built once.
+func TestOptionalAPIServedRestarts(t *testing.T) {
+	f := newFixtureWith(t, fixtureConfig{workers: 1, optional: []schema.GroupVersionResource{extraAPI}})
+	f.create(providerConfig("a", "c-1"))
+	f.waitFor("the probe to start", func() bool { return f.probes.latest("a") != nil })
+	f.serveAPI(extraAPI)
+	f.waitFor("the probe to be built again", func() bool { return f.probes.built("a") == 2 })
+	f.waitFor("Ready", f.conditionIs("a", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionTrue, ""))
+	f.controller.EnqueueAll()
+	f.create(providerConfig("barrier", ""))
+	f.waitFor("the barrier", f.conditionIs("barrier", mpv1alpha1.ProviderConfigConditionReady, metav1.ConditionTrue, ""))
+	if n := f.probes.built("a"); n != 2 {
+		t.Errorf("built %d probes, want 2: one before the API was served, one after", n)
+	}
 }
 
 func TestFailingTenantDoesNotBlockOthers(t *testing.T) {

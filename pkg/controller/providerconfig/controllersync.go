@@ -113,7 +113,7 @@ func (s *controllerSync) runKind() runKind {
 		return runsNothing
 	case s.run.cleanup:
 		return runsCleanup
-	case apiequality.Semantic.DeepEqual(s.section, s.run.section):
+	case apiequality.Semantic.DeepEqual(s.section, s.run.section) && s.run.optionalServed == s.m.optionalServed(s.f):
 		return runsCurrent
 	default:
 		return runsStale
@@ -130,6 +130,9 @@ func (s *controllerSync) start(ctx context.Context) error {
 // or the cleanup.
 func (s *controllerSync) restart(ctx context.Context) {
 	why := "spec section changed"
+	if apiequality.Semantic.DeepEqual(s.section, s.run.section) {
+		why = "an optional API it reads is now served"
+	}
 	if s.run.cleanup {
 		why = "the spec configures it again"
 	}

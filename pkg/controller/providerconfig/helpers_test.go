@@ -76,6 +76,8 @@ func newFixture(t *testing.T, workers int, required ...schema.GroupVersionResour
 type fixtureConfig struct {
 	workers  int
 	required []schema.GroupVersionResource
+	// optional are the probe's Factory.OptionalAPIs.
+	optional []schema.GroupVersionResource
 	// stopTimeout is the manager's StopTimeout (30 s if zero).
 	stopTimeout time.Duration
 	// disabled runs the probe as a controller --controllers disables.
@@ -151,6 +153,7 @@ func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
 		EventSink:   discardSink{},
 		StopTimeout: fc.stopTimeout,
 	}
+	cfg.Enabled[0].OptionalAPIs = fc.optional
 	if fc.inCluster {
 		cfg.Enabled[0].Abandon = nil
 	}

@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
+	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
@@ -63,6 +64,8 @@ type NamedFactory struct {
 type ManagerConfig struct {
 	KubeClient         kubernetes.Interface
 	MultiprojectClient mpclientset.Interface
+	// GatewayClient is handed to every controller (tenant.Context.GatewayClient); nil: Gateway API is not read.
+	GatewayClient gatewayclientset.Interface
 	// Router hands out the tenants' filtered views of the shared informers.
 	Router *tenancy.Router
 	// Shared returns unfiltered shared informers, for Informers.Shared.

@@ -96,6 +96,8 @@ type controllerRun struct {
 	done           chan struct{}
 	informers      *controllerInformers
 	condition      *conditionState
+	// optionalServed says whether the Factory's OptionalAPIs were all served when the controller was built.
+	optionalServed bool
 }
 
 // start starts the controller (or, with cleanup, its cleanup) unless an earlier instance is still stopping or a
@@ -125,6 +127,17 @@ func (m *Manager) start(ctx context.Context, pc *mpv1alpha1.ProviderConfig, t *t
 	logger.Info("Started tenant controller", "workers", f.Workers, "cleanup", cleanup)
 	m.locked(func() { t.setRunning(run) })
 	return run, nil
+}
+
+// optionalServed says whether every OptionalAPI of f is served: the controller reads them together or not at all,
+// so it is restarted once, when the last of them is served.
+func (m *Manager) optionalServed(f NamedFactory) bool {
+	for _, gvr := range f.OptionalAPIs {
+		if m.cfg.APIServed != nil && !m.cfg.APIServed(gvr) {
+			return false
+		}
+	}
+	return true
 }
 
 // missingAPIs lists the APIs f needs for spec that are not served.
@@ -168,7 +181,7 @@ func (m *Manager) startRun(ctx context.Context, pc *mpv1alpha1.ProviderConfig, f
 		return nil, err
 	}
 	run := &controllerRun{controller: f.Name, cleanup: cleanup, section: section, cancel: cancel, stop: stop, stopsWithBound: stopsWithBound, done: make(chan struct{}),
-		informers: informers, condition: condition}
+		informers: informers, condition: condition, optionalServed: m.optionalServed(f)}
 	if cleanup {
 		run.cleanupContext = tctx
 	}

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
@@ -172,6 +173,10 @@ type Context struct {
 	// under way). It is shorter than the manager's stop timeout, so a controller that honours it has returned
 	// before the manager gives up waiting; zero means a default of the controller's choosing.
 	DrainGrace time.Duration
+
+	// GatewayClient reads Gateway API objects and writes their status (ingress-tunnel); nil when the process has
+	// none.
+	GatewayClient gatewayclientset.Interface
 }
 
 // Name returns the tenant's name.
@@ -225,6 +230,10 @@ type Factory struct {
 	// means none. Until the cluster serves all of them the manager does not build the controller and reports
 	// APINotServed in its condition; it starts the controller as soon as they appear. APIs builds a constant one.
 	RequiredAPIs func(spec *mpv1alpha1.ProviderConfigSpec) []schema.GroupVersionResource
+	// OptionalAPIs are resources the controller reads when the cluster serves all of them as it is built, and runs
+	// without otherwise (Gateway API for ingress-tunnel). The manager restarts a controller built before they were
+	// all served once they are, so CRDs installed later are read without a restart of the process.
+	OptionalAPIs []schema.GroupVersionResource
 	// New builds the controller.
 	New Constructor
 	// Pending, if set, reports what of the tenant is left outside the cluster for the controller's cleanup to

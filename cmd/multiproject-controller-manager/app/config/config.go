@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	componentbaseconfig "k8s.io/component-base/config"
 	"k8s.io/component-base/featuregate"
+	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
@@ -52,6 +53,8 @@ type Config struct {
 	Client               kubernetes.Interface
 	MultiprojectClient   mpclientset.Interface
 	LeaderElectionClient kubernetes.Interface
+	// GatewayClient reads Gateway API objects and writes their status, where the cluster serves Gateway API.
+	GatewayClient gatewayclientset.Interface
 
 	// SecureServing is nil when --secure-port=0.
 	SecureServing  *apiserver.SecureServingInfo

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
@@ -62,6 +63,10 @@ func (o *Options) applyClients(c *config.Config) error {
 	crdConfig.ContentType = "application/json"
 	crdConfig.AcceptContentTypes = "application/json"
 	if c.MultiprojectClient, err = mpclientset.NewForConfig(restclient.AddUserAgent(crdConfig, names.ComponentName)); err != nil {
+		return err
+	}
+	// Gateway API is custom resources too, and shares their budget.
+	if c.GatewayClient, err = gatewayclientset.NewForConfig(restclient.AddUserAgent(crdConfig, names.ComponentName)); err != nil {
 		return err
 	}
 	// Leader election gets its own client so that a busy controller cannot starve lease renewal of QPS, and, as in
