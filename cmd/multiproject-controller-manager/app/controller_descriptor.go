@@ -26,7 +26,6 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/ingresstunnel"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/namespaceproject"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
@@ -60,7 +59,7 @@ func newNEGControllerDescriptor() *registry.Descriptor {
 			CopySection:   tenant.CopySectionOf(gcp),
 			RequiredAPIs:  tenant.APIs(informerset.Translations),
 			New:           neg.New,
-			Pending:       pusher.Pending,
+			Pending:       neg.Pending,
 			Cleanup:       neg.NewCleanup,
 			Abandon:       neg.Abandon,
 			// The pusher, and the cleanup's pusher, read the tenant's GCP key.
