@@ -20,7 +20,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 // TestNEGKeyFlags: the keys default to ingress-gce's; other keys are what the tenant's controllers get; a key that is

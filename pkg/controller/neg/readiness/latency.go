@@ -24,7 +24,7 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 // triggerOf is the trigger time (negapi.TriggerTimeAnnotation) of the synced Translations in the namespace that list

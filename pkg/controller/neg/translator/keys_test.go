@@ -21,7 +21,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 // myKeys are keys other than ingress-gce's, as beside GKE's own NEG controller.
