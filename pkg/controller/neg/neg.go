@@ -28,7 +28,6 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/readiness"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
-	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 // ReasonRunning is the NEGReady condition's reason while the translator runs and the pusher reports no problem.
@@ -50,7 +49,7 @@ type Controller struct {
 // call here.
 func New(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
 	gate := &conditionGate{target: c.Condition, message: fmt.Sprintf(
-		"translating the tenant's Services with annotation %s into NEGs in GCP project %s", negapi.KeysOf(c.Options.NEGAnnotationKey, c.Options.NEGStatusAnnotationKey, c.Options.NEGReadinessGate).Annotation, projectOf(c))}
+		"translating the tenant's Services with annotation %s into NEGs in GCP project %s", c.Options.NEGKeys.OrDefaults().Annotation, projectOf(c))}
 	t, err := translator.New(c, gate.translatorSynced)
 	if err != nil {
 		return nil, err

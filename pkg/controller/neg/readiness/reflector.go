@@ -87,8 +87,7 @@ func New(c *tenant.Context, clients ClientFunc) (*Reflector, error) {
 	if c.ProviderConfig == nil || c.ProviderConfig.Spec.GCP == nil {
 		return nil, errors.New("neg readiness: the ProviderConfig has no spec.gcp")
 	}
-	keys := negapi.KeysOf(c.Options.NEGAnnotationKey, c.Options.NEGStatusAnnotationKey, c.Options.NEGReadinessGate).
-		WithPreviousAnnotation(c.Options.NEGPreviousAnnotationKey)
+	keys := c.Options.NEGKeys.OrDefaults()
 	r := &Reflector{
 		tenant:   c.Name(),
 		keys:     keys,

@@ -130,8 +130,7 @@ func newWithClock(c *tenant.Context, onSynced func(), clk clock.WithDelayedExecu
 		// Without it, NEG names and markers would be those another cluster with the same --cluster-name makes.
 		return nil, errors.New("neg: the cluster's identity (tenant.Options.ClusterUID) is not known")
 	}
-	keys := negapi.KeysOf(c.Options.NEGAnnotationKey, c.Options.NEGStatusAnnotationKey, c.Options.NEGReadinessGate).
-		WithPreviousAnnotation(c.Options.NEGPreviousAnnotationKey)
+	keys := c.Options.NEGKeys.OrDefaults()
 	t := &Translator{
 		tenant:      c.Name(),
 		keys:        keys,
