@@ -50,7 +50,6 @@ import (
 	genericcontrollermanager "k8s.io/controller-manager/app"
 	controllerhealthz "k8s.io/controller-manager/pkg/healthz"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
@@ -60,6 +59,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/leadership"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 
@@ -150,7 +150,7 @@ type processState struct {
 
 // Run serves health and metrics and runs the controllers, under leader election unless it is disabled. It returns
 // when ctx ends (nil) or when something fatal happens: the lease is lost, the caches do not sync, serving fails.
-// A lost lease returns at once (an error wrapping errLeaderElectionLost): Run waits neither for the controllers,
+// A lost lease returns at once (an error wrapping leadership.ErrLost): Run waits neither for the controllers,
 // whose context is cancelled, nor for the secure server, so that the process exits while another replica may
 // already be acting.
 func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Registry) (err error) {
@@ -170,12 +170,12 @@ func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Re
 	if err != nil {
 		return err
 	}
-	var electionHealth *leaderElectionHealth
+	var electionHealth *leadership.Health
 	checks := []healthz.HealthChecker{}
 	if c.LeaderElection.LeaderElect {
 		// Fails /healthz once the lease is lost, and while this process leads but has not renewed the lease within
 		// the renew deadline: a leader that hangs instead of exiting is restarted by its liveness probe.
-		electionHealth = newLeaderElectionHealth(clock.RealClock{}, c.LeaderElection.RenewDeadline.Duration)
+		electionHealth = newLeaderElectionHealth(c)
 		checks = append(checks, electionHealth)
 	} else {
 		state.leading.Store(true)
@@ -199,7 +199,7 @@ func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Re
 		}
 		defer func() {
 			stopServing()
-			if !errors.Is(err, errLeaderElectionLost) && !errors.Is(err, sharding.ErrShardLeaseLost) {
+			if !errors.Is(err, leadership.ErrLost) && !errors.Is(err, sharding.ErrShardLeaseLost) {
 				<-listenerStoppedCh
 				<-stoppedCh
 			}

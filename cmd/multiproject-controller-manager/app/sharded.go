@@ -26,6 +26,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
+	"github.com/multiproject/multiproject-controller-manager/pkg/leadership"
 	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 )
 
@@ -63,13 +64,13 @@ func NewReplica(c config.CompletedConfig) (*sharding.Replica, error) {
 
 // runSharded is the life of a sharded replica. Every replica is active: it holds its shard Lease and runs the
 // tenants assigned to it, and whichever replica wins the leader election also runs the sharder. It returns:
-//   - at once, with an error wrapping sharding.ErrShardLeaseLost or errLeaderElectionLost, when the shard Lease or
+//   - at once, with an error wrapping sharding.ErrShardLeaseLost or leadership.ErrLost, when the shard Lease or
 //     the sharder's leadership is lost (nothing is waited for: the process must exit before its Lease expires);
 //   - after ctx ends, once every tenant has stopped and the shard Lease is released, so that the sharder moves
 //     this shard's tenants at once instead of after the Lease expires;
 //   - with the error of the tenants' run or the sharder's, after the same orderly stop.
 func runSharded(ctx context.Context, c config.CompletedConfig, replica *sharding.Replica, descriptors *registry.Registry,
-	state *processState, electionHealth *leaderElectionHealth) error {
+	state *processState, electionHealth *leadership.Health) error {
 	logger := klog.FromContext(ctx).WithValues("shard", c.Sharding.Shard, "shardGroup", c.Sharding.Group)
 	ctx = klog.NewContext(ctx, logger)
 	defer replica.StopRenewing()
@@ -101,7 +102,7 @@ func runSharded(ctx context.Context, c config.CompletedConfig, replica *sharding
 			tenantsRunning = false
 		case sharderErr = <-sharderDone:
 			sharderRunning = false
-			if errors.Is(sharderErr, errLeaderElectionLost) {
+			if errors.Is(sharderErr, leadership.ErrLost) {
 				return sharderErr
 			}
 			if sharderErr != nil {
