@@ -17,12 +17,14 @@ limitations under the License.
 // Package sharding owns the division of tenants (ProviderConfigs) among the active replicas of the manager, the
 // way timebertt/kubernetes-controller-sharding divides objects among controller-runtime shards.
 //
-// The command builds one Replica from its config (replica.go) and only drives it: it acquires the shard Lease,
-// attaches the ProviderConfig controller to each term's informers (Start: the Holders, the Drainer, the Coverage),
-// runs the sharder when elected, and releases the Lease once every tenant has stopped. The package does not start
-// or stop tenants itself: the controller is handed in as a TenantController. Its files:
+// The command builds one Replica from its config (replica.go), without a call, and only drives it: it acquires the
+// shard Lease, decides the shard scope on the term's context (ResolveScope), builds each term's parts on its
+// informers (NewTerm: the Holders and the Coverage the ProviderConfig controller is built with) and starts them
+// beside that controller (Term.Start, which adds the Drainer), runs the sharder when elected, and releases the Lease
+// once every tenant has stopped. The package does not start or stop tenants itself: the controller is handed in as
+// a TenantController. Its files:
 //
-//   - replica.go: Replica, built from ReplicaConfig; the probe of the API server's shard selectors.
+//   - replica.go: Replica, built from ReplicaConfig; the probe of the API server's shard selectors; Term.
 //   - lease.go: ShardLease, this replica's own Lease, `<group>-<identity>` labeled multiproject.io/shard-group=<group>,
 //     renewed like a leader-election Lease; a replica that cannot renew it is told to stop all its tenants before
 //     the Lease expires (OnLost). LiveShards: which shards hold an unexpired Lease.

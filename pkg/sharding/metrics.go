@@ -18,6 +18,7 @@ package sharding
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -111,26 +112,34 @@ var cachedObjectsDesc = metrics.NewDesc("multiproject_shard_cached_objects",
 	"Objects in this replica's informers of namespaced resources, by resource: with --sharded-watch, those of the namespaces its shard selector holds.",
 	[]string{"resource"}, nil, metrics.ALPHA, "")
 
-// cachedObjects is a collector that counts, at scrape time, the objects of a ShardScope's informers.
+// cachedObjects is a collector that counts, at scrape time, the objects of the latest ShardScope's informers.
 type cachedObjects struct {
 	metrics.BaseStableCollector
-	scope *informerset.ShardScope
+	scope atomic.Pointer[informerset.ShardScope]
 }
 
 func (c *cachedObjects) DescribeWithStability(ch chan<- *metrics.Desc) { ch <- cachedObjectsDesc }
 
 func (c *cachedObjects) CollectWithStability(ch chan<- metrics.Metric) {
-	for gvr, n := range c.scope.Cached() {
+	scope := c.scope.Load()
+	if scope == nil {
+		return
+	}
+	for gvr, n := range scope.Cached() {
 		ch <- metrics.NewLazyConstMetric(cachedObjectsDesc, metrics.GaugeValue, float64(n), gvr.Resource)
 	}
 }
 
-var registerScopeOnce sync.Once
+var (
+	scopeCollector    = &cachedObjects{}
+	registerScopeOnce sync.Once
+)
 
-// RegisterScope adds multiproject_shard_cached_objects, counted from scope, to the legacy registry. A process has
-// one scope; a second call does nothing.
+// RegisterScope counts multiproject_shard_cached_objects from scope, registering the series with the legacy
+// registry the first time. A process has one scope; a later one (a test that runs several replicas) replaces it.
 func RegisterScope(scope *informerset.ShardScope) {
-	registerScopeOnce.Do(func() { legacyregistry.CustomMustRegister(&cachedObjects{scope: scope}) })
+	scopeCollector.scope.Store(scope)
+	registerScopeOnce.Do(func() { legacyregistry.CustomMustRegister(scopeCollector) })
 }
 
 var registerOnce sync.Once

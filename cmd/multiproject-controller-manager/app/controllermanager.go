@@ -170,6 +170,10 @@ func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Re
 	if err != nil {
 		return err
 	}
+	if replica.Shard() != "" {
+		// A sharded replica's series (its Lease, its moves, its selector); an unsharded one exports none of them.
+		sharding.Register()
+	}
 	var electionHealth *leadership.Health
 	checks := []healthz.HealthChecker{}
 	if c.LeaderElection.LeaderElect {
@@ -258,23 +262,13 @@ func newServingMux(c config.CompletedConfig, healthzHandler http.Handler, state 
 // the controllers on it until ctx ends.
 func runControllers(ctx context.Context, c config.CompletedConfig, replica *sharding.Replica, descriptors *registry.Registry,
 	state *processState) error {
-	c, err := ResolveClusterIdentity(ctx, c)
+	cc, err := CreateControllerContext(ctx, c, replica)
 	if err != nil {
-		// Only ctx's end stops the retries.
-		return nil
-	}
-	cc, err := CreateControllerContext(c, replica)
-	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
-	defer func() { _ = cc.Informers.Close() }()
-	// The claims live as long as the controllers of this term: every one of them has stopped when StartControllers
-	// returns.
-	defer func() {
-		if err := cc.Claims.Close(); err != nil {
-			klog.FromContext(ctx).Error(err, "Closing the claims")
-		}
-	}()
 	return StartControllers(ctx, cc, descriptors, &state.synced)
 }
 
@@ -290,21 +284,30 @@ type ControllerContext struct {
 	// sharder drains; without, under leader election, it leaves alone the tenants a live shard may still run.
 	Replica *sharding.Replica
 	// Claims are the hosts and custom NEG names held once across every tenant of the term (and, with --sharding,
-	// across replicas through claim records); every tenant's controller joins it, and the caller closes it once
-	// StartControllers has returned.
+	// across replicas through claim records); every tenant's controller joins it, and StartControllers closes it
+	// once they have all stopped.
 	Claims *claims.Set
 }
 
-// CreateControllerContext builds the shared informers, the tenancy Router over them (scoped to the replica's
-// shard) and the claims. Nothing runs until StartControllers; the caller closes Claims and Informers once
-// StartControllers has returned.
-func CreateControllerContext(c config.CompletedConfig, replica *sharding.Replica) (*ControllerContext, error) {
+// CreateControllerContext prepares a term on its context: it resolves the cluster's identity
+// (ResolveClusterIdentity) and the replica's shard scope (sharding.Replica.ResolveScope), which both ask the API
+// server, then builds the shared informers, the tenancy Router over them (scoped to the replica's shard) and the
+// claims. It fails at once when ctx ends. Nothing runs until StartControllers, which closes what it built.
+func CreateControllerContext(ctx context.Context, c config.CompletedConfig, replica *sharding.Replica) (*ControllerContext, error) {
+	c, err := ResolveClusterIdentity(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	scope := replica.ResolveScope(ctx)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	// The router reports, on the object, a tenant label it ignores because the object's namespace names another
 	// tenant (design invariant 4); the process-wide recorder does not block, so it is safe on the dispatch path.
 	informers, err := informerset.NewTenancy(informerset.TenancyConfig{
 		Config: informerset.Config{Client: c.Client, MultiprojectClient: c.MultiprojectClient, ResyncPeriod: c.ResyncPeriod,
 			ProviderConfigSelector: replica.ProviderConfigSelector(), ClaimsNamespace: c.TenantControllers.ClaimsNamespace,
-			Scope: replica.Scope()},
+			Scope: scope},
 		LabelKey: c.ProviderConfigLabelKey,
 		Recorder: c.EventRecorder,
 	})
@@ -312,7 +315,7 @@ func CreateControllerContext(c config.CompletedConfig, replica *sharding.Replica
 		return nil, err
 	}
 	return &ControllerContext{ComponentConfig: c, Informers: informers, Replica: replica,
-		Claims: newClaims(c, informers, replica.Scope())}, nil
+		Claims: newClaims(c, informers, scope)}, nil
 }
 
 // newClaims builds the term's claims over the shared informers; with --sharding they hold across replicas through
@@ -330,10 +333,21 @@ func newClaims(c config.CompletedConfig, informers *informerset.Tenancy, scope *
 	return claims.NewSet(cfg)
 }
 
-// StartControllers starts the shared informers on ctx, waits for their caches, then runs the ProviderConfig
-// controller, which starts every tenant's enabled controllers, until ctx ends. synced, if not nil, is true from
-// the moment the caches have synced until StartControllers returns (for /readyz).
-func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *registry.Registry, synced *atomic.Bool) error {
+// StartControllers starts the shared informers on ctx, waits for their caches, then builds the ProviderConfig
+// controller with the replica's part of the term and runs both, which starts every tenant's enabled controllers,
+// until ctx ends. Once every one of them has stopped it closes the claims and the informers of cc (a controller
+// context serves one term), and returns what failed, closing included. synced, if not nil, is true from the moment
+// the caches have synced until StartControllers returns (for /readyz).
+func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *registry.Registry, synced *atomic.Bool) (err error) {
+	// The claims live as long as the controllers of this term: every one of them has stopped when
+	// startControllers returns. Then the tenancy's handlers go from the shared informers.
+	defer func() {
+		err = errors.Join(err, cc.Claims.Close(), cc.Informers.Close())
+	}()
+	return startControllers(ctx, cc, descriptors, synced)
+}
+
+func startControllers(ctx context.Context, cc *ControllerContext, descriptors *registry.Registry, synced *atomic.Bool) error {
 	logger := klog.FromContext(ctx)
 	c := cc.ComponentConfig
 	if err := cc.Informers.Set.Start(ctx); err != nil {
@@ -352,8 +366,10 @@ func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *r
 	logger.Info("Shared informer caches synced")
 
 	pcInformer := cc.Informers.Set.Informer(informerset.ProviderConfigs)
+	term := cc.Replica.NewTerm(sharding.TermInformers{ProviderConfigs: pcInformer,
+		Namespaces: cc.Informers.Set.Informer(informerset.Namespaces), LabelKey: cc.Informers.Router.LabelKey()})
 	_, pcController := providerconfig.NewManagerAndController(managerConfig(cc, descriptors), c.MultiprojectClient,
-		pcInformer, c.EventRecorder)
+		pcInformer, c.EventRecorder, ownership(cc.Replica.Shard(), term))
 
 	// An optional API that appears later is routed to the tenants once its informer has synced, and every tenant
 	// is looked at again, so that controllers waiting for it start.
@@ -362,30 +378,31 @@ func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *r
 	wg.Go(func() {
 		cc.Informers.RouteOptionals(ctx, func(schema.GroupVersionResource) { pcController.EnqueueAll() })
 	})
-	if shard := cc.Replica.Shard(); shard != "" {
-		// Before the Replica starts its Drainer, which stops the tenants the controller no longer owns as a shard.
-		pcController.RunAsShard(shard)
-	}
-	started, err := cc.Replica.Start(ctx, &wg, sharding.Term{ProviderConfigs: pcInformer,
-		Namespaces: cc.Informers.Set.Informer(informerset.Namespaces), LabelKey: cc.Informers.Router.LabelKey(), Tenants: pcController})
-	if err != nil {
+	if err := term.Start(ctx, &wg, pcController); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
-	if started.Holders != nil {
-		pcController.YieldToShards(started.Holders)
-	}
-	if started.Coverage != nil {
-		pcController.WaitForCoverage(started.Coverage)
-	}
 	return pcController.Run(ctx, c.ProviderConfigWorkers)
 }
 
+// ownership is which tenants the ProviderConfig controller of shard ("" unsharded) runs, heeding the term's parts.
+func ownership(shard string, term *sharding.Term) providerconfig.Ownership {
+	own := providerconfig.Ownership{Shard: shard}
+	// Only set parts: a nil pointer in an interface would be a part that is there.
+	if term.Holders != nil {
+		own.Holders = term.Holders
+	}
+	if term.Coverage != nil {
+		own.Coverage = term.Coverage
+	}
+	return own
+}
+
 // ResolveClusterIdentity returns c with the cluster's identity (TenantControllers.ClusterUID) filled in, unless it
-// is set already: the command's step before CreateControllerContext, on the term's context, since no tenant may
-// start without it (it is in every NEG name and marker). It fails only when ctx ends.
+// is set already: CreateControllerContext's first step, on the term's context, since no tenant may start without
+// it (it is in every NEG name and marker). It fails only when ctx ends.
 func ResolveClusterIdentity(ctx context.Context, c config.CompletedConfig) (config.CompletedConfig, error) {
 	if c.TenantControllers.ClusterUID != "" {
 		return c, nil

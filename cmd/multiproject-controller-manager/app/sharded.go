@@ -32,7 +32,8 @@ import (
 
 // NewReplica builds this process's sharding.Replica from the config: with --sharding its shard Lease (with the
 // leader-election timings and client: a rate limit no tenant can spend and a request timeout of the renew
-// deadline), and with --sharded-watch the probe of the API server's shard selectors.
+// deadline), and with --sharded-watch the metadata client of the leftovers. It makes no call: the probe of the API
+// server's shard selectors is the term's (CreateControllerContext).
 func NewReplica(c config.CompletedConfig) (*sharding.Replica, error) {
 	le := c.LeaderElection
 	cfg := sharding.ReplicaConfig{
