@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
+	"github.com/multiproject/multiproject-controller-manager/pkg/leasehealth"
 )
 
 // ErrLost makes the process exit non-zero: another replica may already be acting, so this one must not go on, and
@@ -146,7 +146,7 @@ func newElection(ctx context.Context, cfg Config, health *Health) (*election, er
 	lock := &electionLock{Interface: inner, renewed: health.renewed,
 		// A starting kube-apiserver refuses requests until its RBAC authorizer has loaded the roles, and a
 		// leader's renewals may be refused so for a moment: only refusals for a whole renew deadline count.
-		refusals: &sharding.RefusalTracker{Clock: health.clock, Limit: cfg.RenewDeadline},
+		refusals: &leasehealth.RefusalTracker{Clock: health.clock, Limit: cfg.RenewDeadline},
 	}
 	e := &election{
 		logger:     klog.FromContext(ctx),
@@ -158,7 +158,7 @@ func newElection(ctx context.Context, cfg Config, health *Health) (*election, er
 	e.stopped, e.stop = context.WithCancel(context.WithoutCancel(ctx))
 	e.lost, e.cancelLost = context.WithCancelCause(context.Background())
 	lock.refused = func(verb string, err error) {
-		e.loseLeadership(sharding.LeaseRefusedError(verb, cfg.Namespace, cfg.Name, cfg.Role, err))
+		e.loseLeadership(leasehealth.LeaseRefusedError(verb, cfg.Namespace, cfg.Name, cfg.Role, err))
 	}
 	return e, nil
 }

@@ -34,7 +34,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/clock"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
+	"github.com/multiproject/multiproject-controller-manager/pkg/leasehealth"
 )
 
 // testRole is the Role the tests' Lease is granted by, as manifests/rbac/leader-election.yaml names it.
@@ -148,7 +148,7 @@ func TestRunExitsNamingTheRoleWhenTheLeaseIsRefused(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatal("a manager refused its Lease kept retrying")
 			}
-			if !errors.Is(err, sharding.ErrLeaseRefused) || !errors.Is(err, ErrLost) {
+			if !errors.Is(err, leasehealth.ErrLeaseRefused) || !errors.Is(err, ErrLost) {
 				t.Fatalf("Run returned %v, want ErrLeaseRefused (and the process to exit)", err)
 			}
 			for _, want := range []string{verb + " of Lease elsewhere/renamed", "Role " + testRole,

@@ -24,7 +24,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
+	"github.com/multiproject/multiproject-controller-manager/pkg/leasehealth"
 )
 
 // Health is the "leader-election" check of /healthz. It fails once this process has lost its leadership (until it
@@ -33,12 +33,12 @@ import (
 // process exits, and restarts a process that fails to exit. The renewals are tracked as the shard Lease's are.
 type Health struct {
 	clock    clock.Clock
-	renewals *sharding.RenewalTracker
+	renewals *leasehealth.RenewalTracker
 }
 
 // NewHealth returns the check of a Lease renewed within renewDeadline, on clk; Run keeps it.
 func NewHealth(clk clock.Clock, renewDeadline time.Duration) *Health {
-	return &Health{clock: clk, renewals: sharding.NewRenewalTracker(clk, renewDeadline)}
+	return &Health{clock: clk, renewals: leasehealth.NewRenewalTracker(clk, renewDeadline)}
 }
 
 // Name is the check's name on /healthz.
@@ -48,7 +48,7 @@ func (h *Health) Name() string { return "leader-election" }
 func (h *Health) Check(*http.Request) error {
 	err := h.renewals.Check()
 	switch {
-	case errors.Is(err, sharding.ErrLeaseLost):
+	case errors.Is(err, leasehealth.ErrLeaseLost):
 		return errors.New("this process lost its leadership and is exiting")
 	case err != nil:
 		return fmt.Errorf("leading, but %w", err)

@@ -24,7 +24,7 @@ import (
 
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
+	"github.com/multiproject/multiproject-controller-manager/pkg/leasehealth"
 )
 
 // electionLock is the Lease lock as client-go's elector sees it. It tells health about every successful write that
@@ -36,13 +36,13 @@ import (
 // It also watches for a Lease that RBAC does not grant: client-go's elector logs a refused get or create and retries
 // forever, so a manager whose Role does not follow --leader-elect-resource-name or --leader-elect-resource-namespace
 // would wait as a standby for good. Once refusals last the renew deadline, refused ends the election with an error
-// naming the Role to fix (sharding.LeaseRefusedError).
+// naming the Role to fix (leasehealth.LeaseRefusedError).
 type electionLock struct {
 	resourcelock.Interface
 	renewed func()
 
 	// refusals and refused are optional (tests build the lock without them).
-	refusals *sharding.RefusalTracker
+	refusals *leasehealth.RefusalTracker
 	refused  func(verb string, err error)
 
 	lost           atomic.Bool

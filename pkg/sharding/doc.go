@@ -28,8 +28,6 @@ limitations under the License.
 //   - lease.go: ShardLease, this replica's own Lease, `<group>-<identity>` labeled multiproject.io/shard-group=<group>,
 //     renewed like a leader-election Lease; a replica that cannot renew it is told to stop all its tenants before
 //     the Lease expires (OnLost). LiveShards: which shards hold an unexpired Lease.
-//   - renewals.go: RenewalTracker, when a Lease the process holds was last renewed, its /healthz verdict and its
-//     watchdog; the ShardLease and the binary's leader election both keep their renewals in one.
 //   - labels.go: the labels (multiproject.io/shard, multiproject.io/drain), Owns and LeaseName.
 //   - rendezvous.go, plan.go, planner.go, decide.go: where every ProviderConfig belongs (rendezvous hashing with
 //     bounded loads: no live shard above Capacity, a tenant stays on its shard while it fits), and what the sharder
