@@ -133,7 +133,7 @@ func TestLabelPatchIsACompareAndSwap(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := mpfake.NewClientset(&mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: "t", Labels: tc.stored}})
-			patch, err := labelPatch(tc.read, tc.set, tc.remove...)
+			patch, err := LabelPatch(tc.read, tc.set, tc.remove...)
 			if err != nil {
 				t.Fatal(err)
 			}

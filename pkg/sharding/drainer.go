@@ -124,7 +124,7 @@ func (d *Drainer) sync(ctx context.Context, name string) error {
 	} else if err != nil {
 		return fmt.Errorf("clearing status.shard before acknowledging the drain: %w", err)
 	}
-	patch, err := labelPatch(pc.Labels, nil, ShardLabel, DrainLabel)
+	patch, err := LabelPatch(pc.Labels, nil, ShardLabel, DrainLabel)
 	if err != nil {
 		return err
 	}

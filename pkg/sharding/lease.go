@@ -311,7 +311,7 @@ func leaseSeconds(d time.Duration) time.Duration { return d.Truncate(time.Second
 func LiveShards(leases []*coordinationv1.Lease, now time.Time) []string {
 	var live []string
 	for _, lease := range leases {
-		if expiry, ok := leaseExpiry(lease); ok && expiry.After(now) {
+		if expiry, ok := LeaseExpiry(lease); ok && expiry.After(now) {
 			live = append(live, *lease.Spec.HolderIdentity)
 		}
 	}
@@ -319,8 +319,8 @@ func LiveShards(leases []*coordinationv1.Lease, now time.Time) []string {
 	return slices.Compact(live)
 }
 
-// leaseExpiry is when a held Lease expires; false when it names no holder or lacks the times.
-func leaseExpiry(lease *coordinationv1.Lease) (time.Time, bool) {
+// LeaseExpiry is when a held Lease expires; false when it names no holder or lacks the times.
+func LeaseExpiry(lease *coordinationv1.Lease) (time.Time, bool) {
 	s := lease.Spec
 	if s.HolderIdentity == nil || *s.HolderIdentity == "" || s.RenewTime == nil || s.LeaseDurationSeconds == nil {
 		return time.Time{}, false
@@ -359,9 +359,9 @@ func (b LeaseBounds) Admits(lease *coordinationv1.Lease, now time.Time) bool {
 	return s.RenewTime == nil || !s.RenewTime.After(now.Add(b.MaxSkew))
 }
 
-// versionReads remembers when each version of a shard Lease outside the LeaseBounds was first read, for
-// latestExpiry. The zero value is ready to use.
-type versionReads struct {
+// VersionReads remembers when each version of a shard Lease outside the LeaseBounds was first read, for
+// LatestExpiry. The zero value is ready to use.
+type VersionReads struct {
 	mu sync.Mutex
 	// first is, per Lease outside the bounds (namespace/name), the version last read and when it was first read.
 	first map[string]versionRead
@@ -372,7 +372,7 @@ type versionRead struct {
 	at              time.Time
 }
 
-// latestExpiry is when a shard Lease read by name expires at the latest, as a replica running with the flags of
+// LatestExpiry is when a shard Lease read by name expires at the latest, as a replica running with the flags of
 // bounds could have written it, whether it is held (names a holder and has the times), and whether its timings are
 // outside bounds. A Lease within bounds expires when it says. One outside them (a renewTime far ahead, a year-long
 // duration: a forgery, or a replica whose clock or flags are off) is taken neither at its word nor as dead, which
@@ -380,8 +380,8 @@ type versionRead struct {
 // of that version (it was written no later) and its duration as at most MaxDuration. Read again at that expiry, the
 // same version is expired; a new version (a replica still renewing) is bounded afresh. Zero bounds take every Lease
 // at its word.
-func (r *versionReads) latestExpiry(bounds LeaseBounds, lease *coordinationv1.Lease, now time.Time) (expiry time.Time, held, outOfBounds bool) {
-	expiry, held = leaseExpiry(lease)
+func (r *VersionReads) LatestExpiry(bounds LeaseBounds, lease *coordinationv1.Lease, now time.Time) (expiry time.Time, held, outOfBounds bool) {
+	expiry, held = LeaseExpiry(lease)
 	key := lease.Namespace + "/" + lease.Name
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -405,8 +405,8 @@ func (r *versionReads) latestExpiry(bounds LeaseBounds, lease *coordinationv1.Le
 	return renewed.Add(duration), true, true
 }
 
-// forget drops what is remembered of the Lease namespace/name: it is gone, or not a shard Lease.
-func (r *versionReads) forget(namespace, name string) {
+// Forget drops what is remembered of the Lease namespace/name: it is gone, or not a shard Lease.
+func (r *VersionReads) Forget(namespace, name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.first, namespace+"/"+name)

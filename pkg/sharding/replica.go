@@ -23,17 +23,13 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
-	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
-	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
@@ -41,9 +37,6 @@ import (
 // ErrShardLeaseLost makes the process exit non-zero at once: the sharder may already be moving this shard's
 // tenants, so none of them may go on here. The error of a lost Lease wraps it and says why.
 var ErrShardLeaseLost = errors.New("exiting at once")
-
-// sharderWorkers is how many ProviderConfigs the sharder assigns concurrently: each assignment is one patch.
-const sharderWorkers = 2
 
 // ReplicaConfig is what a Replica is built from: the command fills it from its config.
 type ReplicaConfig struct {
@@ -65,8 +58,6 @@ type ReplicaConfig struct {
 	Kube     kubernetes.Interface
 	Client   mpclientset.Interface
 	Metadata metadata.Interface
-	// Recorder records the sharder's Events.
-	Recorder record.EventRecorder
 	// The shard Lease's timings are the leader election's.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// CacheSyncTimeout bounds the wait for the Holders' informer, as for the shared informers.
@@ -77,8 +68,7 @@ type ReplicaConfig struct {
 
 // Replica is this process's part in dividing the tenants among replicas, built from the config once per process
 // (NewReplica, which makes no call): with --sharding, its shard Lease, the Drainer that gives up drained tenants,
-// the Coverage of its tenants' namespaces (--sharded-watch) and the sharder it runs when elected; without, under
-// leader election, the Holders of the group's shard Leases that the leader yields to. The command acquires the
+// and the Coverage of its tenants' namespaces (--sharded-watch); without, under leader election, the Holders of the group's shard Leases that the leader yields to. The command acquires the
 // Lease (Acquire), decides the shard scope on the term's context (ResolveScope), builds the term's parts for the
 // ProviderConfig controller (NewTerm) and starts them (Term.Start), and releases the Lease once every tenant has
 // stopped (Release).
@@ -367,33 +357,4 @@ func probeScope(ctx context.Context, cfg ReplicaConfig) *informerset.ShardScope 
 	scope := informerset.NewShardScope(first)
 	RegisterScope(scope)
 	return scope
-}
-
-// RunSharder runs the sharder until ctx ends (the command runs it on the elected replica), on an informer of every
-// ProviderConfig of its own (a shard's shared informer holds only that shard's tenants).
-func (r *Replica) RunSharder(ctx context.Context) error {
-	pcs := mpinformers.NewProviderConfigInformer(r.cfg.Client, 0, cache.Indexers{})
-	// The sharder reads names, labels and status.shard only (and a UID to record Events on).
-	if err := pcs.SetTransform(func(obj any) (any, error) {
-		if pc, ok := obj.(*mpv1alpha1.ProviderConfig); ok {
-			return &mpv1alpha1.ProviderConfig{TypeMeta: pc.TypeMeta, ObjectMeta: metav1.ObjectMeta{
-				Name: pc.Name, UID: pc.UID, ResourceVersion: pc.ResourceVersion, Labels: pc.Labels},
-				Status: mpv1alpha1.ProviderConfigStatus{Shard: pc.Status.Shard}}, nil
-		}
-		return obj, nil
-	}); err != nil {
-		return err
-	}
-	go pcs.Run(ctx.Done())
-	s := NewSharder(SharderConfig{
-		Group:           r.cfg.Group,
-		Namespace:       r.cfg.Namespace,
-		KubeClient:      r.cfg.LeaseClient,
-		Client:          r.cfg.Client,
-		ProviderConfigs: pcs,
-		Recorder:        r.cfg.Recorder,
-		// Every replica writes its shard Lease with these timings (the leader-election flags).
-		LeaseBounds: NewLeaseBounds(r.cfg.LeaseDuration, r.cfg.RenewDeadline),
-	})
-	return s.Run(ctx, sharderWorkers)
 }

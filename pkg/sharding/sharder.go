@@ -43,6 +43,7 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
+	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
 	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
@@ -61,6 +62,9 @@ const (
 	// written, and then moves the tenant unless the Lease was written again.
 	EventShardLeaseOutOfBounds = "ShardLeaseOutOfBounds"
 )
+
+// sharderWorkers is how many ProviderConfigs the sharder assigns concurrently: each assignment is one patch.
+const sharderWorkers = 2
 
 // SharderConfig configures the Sharder.
 type SharderConfig struct {
@@ -105,7 +109,7 @@ type Sharder struct {
 	// waiting is, per ProviderConfig, the live shard whose release the sharder last said (in an Event) it waits for.
 	waiting map[string]string
 	// reads bounds the expiry of the shard Leases confirmDead reads outside the LeaseBounds.
-	reads versionReads
+	reads VersionReads
 }
 
 // NewSharder builds the Sharder and its informer on the group's shard Leases.
@@ -135,6 +139,27 @@ func NewSharder(cfg SharderConfig) *Sharder {
 			return worker.Result{}, s.sync(ctx, name)
 		}})
 	return s
+}
+
+// RunSharder runs the sharder of cfg until ctx ends (the command runs it on the elected replica), on an informer of
+// every ProviderConfig of its own (a shard's shared informer holds only that shard's tenants); cfg.ProviderConfigs
+// is not read.
+func RunSharder(ctx context.Context, cfg SharderConfig) error {
+	pcs := mpinformers.NewProviderConfigInformer(cfg.Client, 0, cache.Indexers{})
+	// The sharder reads names, labels and status.shard only (and a UID to record Events on).
+	if err := pcs.SetTransform(func(obj any) (any, error) {
+		if pc, ok := obj.(*mpv1alpha1.ProviderConfig); ok {
+			return &mpv1alpha1.ProviderConfig{TypeMeta: pc.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+				Name: pc.Name, UID: pc.UID, ResourceVersion: pc.ResourceVersion, Labels: pc.Labels},
+				Status: mpv1alpha1.ProviderConfigStatus{Shard: pc.Status.Shard}}, nil
+		}
+		return obj, nil
+	}); err != nil {
+		return err
+	}
+	go pcs.Run(ctx.Done())
+	cfg.ProviderConfigs = pcs
+	return NewSharder(cfg).Run(ctx, sharderWorkers)
 }
 
 // Run runs the Lease informer, the Lease watch and workers until ctx ends, and then returns nil once the workers
@@ -227,7 +252,7 @@ func (s *Sharder) evaluateLeases(ctx context.Context) time.Time {
 	live := LiveShards(leases, now)
 	var next time.Time
 	for _, l := range leases {
-		if expiry, ok := leaseExpiry(l); ok && expiry.After(now) && (next.IsZero() || expiry.Before(next)) {
+		if expiry, ok := LeaseExpiry(l); ok && expiry.After(now) && (next.IsZero() || expiry.Before(next)) {
 			next = expiry
 		}
 	}
@@ -262,7 +287,7 @@ func (s *Sharder) collectDeadLeases(ctx context.Context, leases []*coordinationv
 	}
 	prefix := s.cfg.Group + "-"
 	for _, l := range leases {
-		if expiry, held := leaseExpiry(l); held && expiry.After(now) {
+		if expiry, held := LeaseExpiry(l); held && expiry.After(now) {
 			continue
 		}
 		shard, ok := strings.CutPrefix(l.Name, prefix)
@@ -393,11 +418,11 @@ func (s *Sharder) movePatch(ctx context.Context, pc *mpv1alpha1.ProviderConfig, 
 			s.queue.AddAfter(pc.Name, retryAt.Sub(s.clock.Now()))
 			return nil, nil
 		}
-		return labelPatch(pc.Labels, map[string]string{ShardLabel: d.Shard}, DrainLabel)
+		return LabelPatch(pc.Labels, map[string]string{ShardLabel: d.Shard}, DrainLabel)
 	case Assign:
-		return labelPatch(pc.Labels, map[string]string{ShardLabel: d.Shard}, DrainLabel)
+		return LabelPatch(pc.Labels, map[string]string{ShardLabel: d.Shard}, DrainLabel)
 	case Drain:
-		return labelPatch(pc.Labels, map[string]string{DrainLabel: "true"})
+		return LabelPatch(pc.Labels, map[string]string{DrainLabel: "true"})
 	}
 	// Nothing, WaitForRelease.
 	return nil, nil

@@ -65,7 +65,7 @@ func (s *Sharder) liveShards() []string {
 // confirmDead reads the shard's Lease from the API server before its tenants move without a handshake: a Lease
 // cache that lags (a slow watch) must not make a live shard look dead. The read applies the checks of the list
 // (shardLeases): a Lease of that name without the group label is not the shard's, and says nothing; one outside
-// the LeaseBounds is live until the latest expiry a replica could have written (versionReads.latestExpiry), and
+// the LeaseBounds is live until the latest expiry a replica could have written (VersionReads.LatestExpiry), and
 // says so on pc with a Warning Event. A Lease held by another holder than the shard counts as the shard's until it
 // expires: the shard exits at its next renewal, not at once. It returns when to look again if the shard may be
 // live.
@@ -80,16 +80,16 @@ func (s *Sharder) confirmDead(ctx context.Context, pc *mpv1alpha1.ProviderConfig
 	lease, err := s.cfg.KubeClient.CoordinationV1().Leases(s.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		s.reads.forget(s.cfg.Namespace, name)
+		s.reads.Forget(s.cfg.Namespace, name)
 	case err != nil:
 		return false, time.Time{}, err
 	case !IsShardLease(lease, s.cfg.Group, shard):
-		s.reads.forget(s.cfg.Namespace, name)
+		s.reads.Forget(s.cfg.Namespace, name)
 		klog.FromContext(ctx).Info("The Lease named after a shard lacks the shard group's label: not the shard's, which is dead",
 			"lease", klog.KObj(lease), "label", ShardGroupLabel+"="+s.cfg.Group)
 	default:
 		now := s.clock.Now()
-		expiry, held, outOfBounds := s.reads.latestExpiry(s.cfg.LeaseBounds, lease, now)
+		expiry, held, outOfBounds := s.reads.LatestExpiry(s.cfg.LeaseBounds, lease, now)
 		live := held && expiry.After(now)
 		if outOfBounds && live {
 			s.cfg.Recorder.Eventf(pc, corev1.EventTypeWarning, EventShardLeaseOutOfBounds,

@@ -44,7 +44,6 @@ func NewReplica(c config.CompletedConfig) (*sharding.Replica, error) {
 		LeaseClient:      c.LeaderElectionClient,
 		Kube:             c.Client,
 		Client:           c.MultiprojectClient,
-		Recorder:         c.EventRecorder,
 		LeaseDuration:    le.LeaseDuration.Duration,
 		RenewDeadline:    le.RenewDeadline.Duration,
 		RetryPeriod:      le.RetryPeriod.Duration,
@@ -61,6 +60,21 @@ func NewReplica(c config.CompletedConfig) (*sharding.Replica, error) {
 		}
 	}
 	return sharding.NewReplica(cfg)
+}
+
+// newSharderConfig is the sharder of c's shard group, which every replica of the group may run once elected: it
+// reads the group's shard Leases with the leader-election client and bounds them by the leader-election timings,
+// with which every replica writes its own.
+func newSharderConfig(c config.CompletedConfig) sharding.SharderConfig {
+	le := c.LeaderElection
+	return sharding.SharderConfig{
+		Group:       c.Sharding.Group,
+		Namespace:   le.ResourceNamespace,
+		KubeClient:  c.LeaderElectionClient,
+		Client:      c.MultiprojectClient,
+		Recorder:    c.EventRecorder,
+		LeaseBounds: sharding.NewLeaseBounds(le.LeaseDuration.Duration, le.RenewDeadline.Duration),
+	}
 }
 
 // runSharded is the life of a sharded replica. Every replica is active: it holds its shard Lease and runs the
@@ -90,7 +104,9 @@ func runSharded(ctx context.Context, c config.CompletedConfig, replica *sharding
 		// The sharder's term has a readiness of its own that /readyz does not look at: a sharder without synced
 		// caches assigns nothing, and the shards keep running what they have.
 		var sharderState processState
-		sharderDone <- leaderElectAndRun(workCtx, c, electionHealth, &sharderState, replica.RunSharder)
+		sharderDone <- leaderElectAndRun(workCtx, c, electionHealth, &sharderState, func(ctx context.Context) error {
+			return sharding.RunSharder(ctx, newSharderConfig(c))
+		})
 	}()
 
 	var tenantsErr, sharderErr error
