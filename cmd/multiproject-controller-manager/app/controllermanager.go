@@ -62,6 +62,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/leadership"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding/sharder"
 
 	// Registers the client-go (REST client, leader election) metrics with the legacy registry. The workqueue
 	// metrics provider is pkg/metrics/workqueue, which pkg/metrics imports.
@@ -171,8 +172,10 @@ func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Re
 		return err
 	}
 	if replica.Shard() != "" {
-		// A sharded replica's series (its Lease, its moves, its selector); an unsharded one exports none of them.
+		// A sharded replica's series (its drains, its selector; the sharder's, which any replica of the group may
+		// run); an unsharded one exports none of them.
 		sharding.Register()
+		sharder.Register()
 	}
 	var electionHealth *leadership.Health
 	checks := []healthz.HealthChecker{}

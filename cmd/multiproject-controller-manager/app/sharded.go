@@ -28,6 +28,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/leadership"
 	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding/sharder"
 )
 
 // NewReplica builds this process's sharding.Replica from the config: with --sharding its shard Lease (with the
@@ -65,9 +66,9 @@ func NewReplica(c config.CompletedConfig) (*sharding.Replica, error) {
 // newSharderConfig is the sharder of c's shard group, which every replica of the group may run once elected: it
 // reads the group's shard Leases with the leader-election client and bounds them by the leader-election timings,
 // with which every replica writes its own.
-func newSharderConfig(c config.CompletedConfig) sharding.SharderConfig {
+func newSharderConfig(c config.CompletedConfig) sharder.SharderConfig {
 	le := c.LeaderElection
-	return sharding.SharderConfig{
+	return sharder.SharderConfig{
 		Group:       c.Sharding.Group,
 		Namespace:   le.ResourceNamespace,
 		KubeClient:  c.LeaderElectionClient,
@@ -105,7 +106,7 @@ func runSharded(ctx context.Context, c config.CompletedConfig, replica *sharding
 		// caches assigns nothing, and the shards keep running what they have.
 		var sharderState processState
 		sharderDone <- leaderElectAndRun(workCtx, c, electionHealth, &sharderState, func(ctx context.Context) error {
-			return sharding.RunSharder(ctx, newSharderConfig(c))
+			return sharder.RunSharder(ctx, newSharderConfig(c))
 		})
 	}()
 

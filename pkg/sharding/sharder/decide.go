@@ -14,11 +14,13 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package sharding
+package sharder
 
 import (
 	"cmp"
 	"slices"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 )
 
 // Action is what the sharder does about one ProviderConfig.
@@ -63,8 +65,8 @@ const WaitForRelease Action = "WaitForRelease"
 // unowned: the shard that recorded itself in the status owns it until it releases it (clears the status, which
 // every shard does once it has stopped a tenant it no longer owns) or dies.
 func Decide(labels map[string]string, recorded string, live []string, want string) Decision {
-	current := labels[ShardLabel]
-	isDraining := labels[DrainLabel] == "true"
+	current := labels[sharding.ShardLabel]
+	isDraining := labels[sharding.DrainLabel] == "true"
 	switch {
 	case want == "":
 		// No live shard: nothing can run the tenant, and moving it nowhere would help no one.

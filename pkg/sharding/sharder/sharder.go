@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package sharding
+package sharder
 
 import (
 	"context"
@@ -46,6 +46,7 @@ import (
 	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
 	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
@@ -82,7 +83,7 @@ type SharderConfig struct {
 	Clock clock.WithDelayedExecution
 	// LeaseBounds are the timings the replicas' shard Leases can carry (NewLeaseBounds of their flags); a Lease
 	// outside them is ignored. The zero value ignores none.
-	LeaseBounds LeaseBounds
+	LeaseBounds sharding.LeaseBounds
 }
 
 // Sharder assigns every ProviderConfig to a live shard. Run it only on the replica that holds the leader-election
@@ -109,7 +110,7 @@ type Sharder struct {
 	// waiting is, per ProviderConfig, the live shard whose release the sharder last said (in an Event) it waits for.
 	waiting map[string]string
 	// reads bounds the expiry of the shard Leases confirmDead reads outside the LeaseBounds.
-	reads VersionReads
+	reads sharding.VersionReads
 }
 
 // NewSharder builds the Sharder and its informer on the group's shard Leases.
@@ -118,7 +119,7 @@ func NewSharder(cfg SharderConfig) *Sharder {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	selector := labels.Set{ShardGroupLabel: cfg.Group}.AsSelector().String()
+	selector := labels.Set{sharding.ShardGroupLabel: cfg.Group}.AsSelector().String()
 	leaseInformer := coordinationinformers.NewFilteredLeaseInformer(cfg.KubeClient, cfg.Namespace, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = selector })
 	s := &Sharder{
@@ -249,10 +250,10 @@ func (s *Sharder) evaluateLeases(ctx context.Context) time.Time {
 		return time.Time{}
 	}
 	ShardLeasesOutOfBounds.Set(float64(outOfBounds))
-	live := LiveShards(leases, now)
+	live := sharding.LiveShards(leases, now)
 	var next time.Time
 	for _, l := range leases {
-		if expiry, ok := LeaseExpiry(l); ok && expiry.After(now) && (next.IsZero() || expiry.Before(next)) {
+		if expiry, ok := sharding.LeaseExpiry(l); ok && expiry.After(now) && (next.IsZero() || expiry.Before(next)) {
 			next = expiry
 		}
 	}
@@ -283,11 +284,11 @@ func (s *Sharder) evaluateLeases(ctx context.Context) time.Time {
 func (s *Sharder) collectDeadLeases(ctx context.Context, leases []*coordinationv1.Lease, pcs []*mpv1alpha1.ProviderConfig, now time.Time) {
 	named := make(map[string]bool, len(leases))
 	for _, pc := range pcs {
-		named[pc.Labels[ShardLabel]] = true
+		named[pc.Labels[sharding.ShardLabel]] = true
 	}
 	prefix := s.cfg.Group + "-"
 	for _, l := range leases {
-		if expiry, held := LeaseExpiry(l); held && expiry.After(now) {
+		if expiry, held := sharding.LeaseExpiry(l); held && expiry.After(now) {
 			continue
 		}
 		shard, ok := strings.CutPrefix(l.Name, prefix)
@@ -316,7 +317,7 @@ func (s *Sharder) observeTenants(live []string, pcs []*mpv1alpha1.ProviderConfig
 	}
 	withoutLease := 0
 	for _, pc := range pcs {
-		if shard := pc.Labels[ShardLabel]; slices.Contains(live, shard) {
+		if shard := pc.Labels[sharding.ShardLabel]; slices.Contains(live, shard) {
 			counts[shard]++
 		} else if shard != "" {
 			withoutLease++
@@ -366,7 +367,7 @@ func (s *Sharder) decide(ctx context.Context, name string) (*mpv1alpha1.Provider
 	if err != nil {
 		return nil, Decision{}, "", err
 	}
-	live := LiveShards(leases, s.clock.Now())
+	live := sharding.LiveShards(leases, s.clock.Now())
 	want, changed, err := s.planner.want(name, live, func() ([]*mpv1alpha1.ProviderConfig, error) {
 		return s.pcs.List(labels.Everything())
 	})
@@ -387,7 +388,7 @@ func (s *Sharder) decide(ctx context.Context, name string) (*mpv1alpha1.Provider
 		return nil, Decision{}, "", err
 	}
 	d := Decide(pc.Labels, pc.Status.Shard, live, want)
-	if pc.Labels[ShardLabel] == "" && (d.Action == Assign || d.Action == ReassignNow) {
+	if pc.Labels[sharding.ShardLabel] == "" && (d.Action == Assign || d.Action == ReassignNow) {
 		// Without a label, only the status says whether a shard may still run the tenant, and our cache may not
 		// have seen a shard record itself there yet: decide on the object as stored. Nothing can record itself
 		// afterwards, because a shard records itself only while labeled with it (a write conditional on the
@@ -418,11 +419,11 @@ func (s *Sharder) movePatch(ctx context.Context, pc *mpv1alpha1.ProviderConfig, 
 			s.queue.AddAfter(pc.Name, retryAt.Sub(s.clock.Now()))
 			return nil, nil
 		}
-		return LabelPatch(pc.Labels, map[string]string{ShardLabel: d.Shard}, DrainLabel)
+		return sharding.LabelPatch(pc.Labels, map[string]string{sharding.ShardLabel: d.Shard}, sharding.DrainLabel)
 	case Assign:
-		return LabelPatch(pc.Labels, map[string]string{ShardLabel: d.Shard}, DrainLabel)
+		return sharding.LabelPatch(pc.Labels, map[string]string{sharding.ShardLabel: d.Shard}, sharding.DrainLabel)
 	case Drain:
-		return LabelPatch(pc.Labels, map[string]string{DrainLabel: "true"})
+		return sharding.LabelPatch(pc.Labels, map[string]string{sharding.DrainLabel: "true"})
 	}
 	// Nothing, WaitForRelease.
 	return nil, nil
@@ -464,7 +465,7 @@ func (s *Sharder) noteWaiting(pc *mpv1alpha1.ProviderConfig, d Decision) {
 	s.waiting[pc.Name] = d.Shard
 	s.cfg.Recorder.Eventf(pc, corev1.EventTypeNormal, EventShardReleasePending,
 		"The label %s is missing, but shard %s (status.shard) is live and may still run the tenant; it is assigned again once that shard has stopped it and cleared status.shard, or its Lease ends",
-		ShardLabel, d.Shard)
+		sharding.ShardLabel, d.Shard)
 }
 
 // errStaleLabels marks a label patch whose test failed: the labels were not as the cache had them. It is expected

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package sharding
+package sharder
 
 import (
 	"context"
@@ -30,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 )
 
 // shardLeases lists the group's shard Leases from the informer: labeled with the group and named after their
@@ -37,7 +38,7 @@ import (
 // with timings a replica could have written (LeaseBounds). It also counts the group's Leases left out for their
 // timings alone.
 func (s *Sharder) shardLeases() ([]*coordinationv1.Lease, int, error) {
-	all, err := s.leases.List(labels.SelectorFromSet(labels.Set{ShardGroupLabel: s.cfg.Group}))
+	all, err := s.leases.List(labels.SelectorFromSet(labels.Set{sharding.ShardGroupLabel: s.cfg.Group}))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -76,17 +77,17 @@ func (s *Sharder) confirmDead(ctx context.Context, pc *mpv1alpha1.ProviderConfig
 	if known {
 		return true, time.Time{}, nil
 	}
-	name := LeaseName(s.cfg.Group, shard)
+	name := sharding.LeaseName(s.cfg.Group, shard)
 	lease, err := s.cfg.KubeClient.CoordinationV1().Leases(s.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		s.reads.Forget(s.cfg.Namespace, name)
 	case err != nil:
 		return false, time.Time{}, err
-	case !IsShardLease(lease, s.cfg.Group, shard):
+	case !sharding.IsShardLease(lease, s.cfg.Group, shard):
 		s.reads.Forget(s.cfg.Namespace, name)
 		klog.FromContext(ctx).Info("The Lease named after a shard lacks the shard group's label: not the shard's, which is dead",
-			"lease", klog.KObj(lease), "label", ShardGroupLabel+"="+s.cfg.Group)
+			"lease", klog.KObj(lease), "label", sharding.ShardGroupLabel+"="+s.cfg.Group)
 	default:
 		now := s.clock.Now()
 		expiry, held, outOfBounds := s.reads.LatestExpiry(s.cfg.LeaseBounds, lease, now)
