@@ -66,9 +66,9 @@ func NewReplica(c config.CompletedConfig) (*sharding.Replica, error) {
 // newSharderConfig is the sharder of c's shard group, which every replica of the group may run once elected: it
 // reads the group's shard Leases with the leader-election client and bounds them by the leader-election timings,
 // with which every replica writes its own.
-func newSharderConfig(c config.CompletedConfig) sharder.SharderConfig {
+func newSharderConfig(c config.CompletedConfig) sharder.Config {
 	le := c.LeaderElection
-	return sharder.SharderConfig{
+	return sharder.Config{
 		Group:       c.Sharding.Group,
 		Namespace:   le.ResourceNamespace,
 		KubeClient:  c.LeaderElectionClient,
@@ -106,7 +106,7 @@ func runSharded(ctx context.Context, c config.CompletedConfig, replica *sharding
 		// caches assigns nothing, and the shards keep running what they have.
 		var sharderState processState
 		sharderDone <- leaderElectAndRun(workCtx, c, electionHealth, &sharderState, func(ctx context.Context) error {
-			return sharder.RunSharder(ctx, newSharderConfig(c))
+			return sharder.Run(ctx, newSharderConfig(c))
 		})
 	}()
 

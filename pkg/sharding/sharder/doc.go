@@ -23,7 +23,7 @@ limitations under the License.
 //     bounded loads: no live shard above Capacity, a tenant stays on its shard while it fits), and what the sharder
 //     does about one (assign, drain, reassign at once when its shard is dead, or nothing); pure functions.
 //   - sharder.go: Sharder, the controller that writes the assignment as the label multiproject.io/shard=<shard>
-//     and starts a move with multiproject.io/drain=true; RunSharder runs it on an informer of its own.
+//     and starts a move with multiproject.io/drain=true; Run runs it on an informer of its own.
 //   - sharderleases.go: the live shards, from the shard Leases, a dead one confirmed by a read from the API server.
 //   - metrics.go: the sharder's multiproject_shard_* series.
 //

@@ -109,7 +109,7 @@ func newWorld(t *testing.T, seed int64, tenants int, shards []string, live []str
 		w.refresh(name)
 	}
 	w.sharder = &Sharder{
-		cfg: SharderConfig{Group: "mp", Namespace: "kube-system", KubeClient: fake.NewClientset(leaseObjs...), Client: w.client,
+		cfg: Config{Group: "mp", Namespace: "kube-system", KubeClient: fake.NewClientset(leaseObjs...), Client: w.client,
 			Recorder: record.NewFakeRecorder(1 << 20)},
 		clock: clk, leases: coordinationlisters.NewLeaseLister(leaseIndexer), pcs: mplisters.NewProviderConfigLister(w.caches["sharder"]),
 		queue:  worker.New(worker.Config{Controller: "sharder", Retry: &worker.Retry{Clock: clk}}),

@@ -42,7 +42,7 @@ func TestConfirmDeadChecksWhatTheListChecks(t *testing.T) {
 	client := fake.NewClientset(squatted, ahead, long, skewed)
 	clk := testingclock.NewFakeClock(now)
 	recorder := record.NewFakeRecorder(100)
-	s := &Sharder{cfg: SharderConfig{Group: "mp", Namespace: "kube-system", KubeClient: client, Recorder: recorder,
+	s := &Sharder{cfg: Config{Group: "mp", Namespace: "kube-system", KubeClient: client, Recorder: recorder,
 		LeaseBounds: sharding.NewLeaseBounds(15*time.Second, 10*time.Second)}, clock: clk, dead: map[string]bool{}}
 	pc := &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: "t"}}
 	latest := now.Add(5*time.Second + 15*time.Second)

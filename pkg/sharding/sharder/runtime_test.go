@@ -38,7 +38,7 @@ func TestSharderCountsItsSyncs(t *testing.T) {
 	succeededBefore := syncsCounted("sharder", "success")
 	client := mpfake.NewClientset(&mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: "tenant-0"}})
 	informer := mpinformers.NewProviderConfigInformer(client, 0, cache.Indexers{})
-	s := NewSharder(SharderConfig{Group: "mp", Namespace: "kube-system", KubeClient: fake.NewClientset(shardLease("shard-a", t0)),
+	s := New(Config{Group: "mp", Namespace: "kube-system", KubeClient: fake.NewClientset(shardLease("shard-a", t0)),
 		Client: client, ProviderConfigs: informer, Recorder: record.NewFakeRecorder(10), Clock: testingclock.NewFakeClock(t0)})
 	ctx := runInBackground(t, func(ctx context.Context) error { return s.Run(ctx, 1) })
 	go informer.Run(ctx.Done())

@@ -67,8 +67,8 @@ const (
 // sharderWorkers is how many ProviderConfigs the sharder assigns concurrently: each assignment is one patch.
 const sharderWorkers = 2
 
-// SharderConfig configures the Sharder.
-type SharderConfig struct {
+// Config configures the Sharder.
+type Config struct {
 	// Group and Namespace select the shard Leases (ShardLeaseConfig's).
 	Group, Namespace string
 	// KubeClient reads the shard Leases; Client patches ProviderConfigs.
@@ -90,7 +90,7 @@ type SharderConfig struct {
 // Lease: it assumes it is the only writer of assignments (its compare-and-swap patches keep a second one from
 // causing harm, but two would fight).
 type Sharder struct {
-	cfg           SharderConfig
+	cfg           Config
 	clock         clock.WithDelayedExecution
 	leaseInformer cache.SharedIndexInformer
 	leases        coordinationlisters.LeaseLister
@@ -113,8 +113,8 @@ type Sharder struct {
 	reads sharding.VersionReads
 }
 
-// NewSharder builds the Sharder and its informer on the group's shard Leases.
-func NewSharder(cfg SharderConfig) *Sharder {
+// New builds the Sharder and its informer on the group's shard Leases.
+func New(cfg Config) *Sharder {
 	clk := cfg.Clock
 	if clk == nil {
 		clk = clock.RealClock{}
@@ -142,10 +142,10 @@ func NewSharder(cfg SharderConfig) *Sharder {
 	return s
 }
 
-// RunSharder runs the sharder of cfg until ctx ends (the command runs it on the elected replica), on an informer of
+// Run runs the sharder of cfg until ctx ends (the command runs it on the elected replica), on an informer of
 // every ProviderConfig of its own (a shard's shared informer holds only that shard's tenants); cfg.ProviderConfigs
 // is not read.
-func RunSharder(ctx context.Context, cfg SharderConfig) error {
+func Run(ctx context.Context, cfg Config) error {
 	pcs := mpinformers.NewProviderConfigInformer(cfg.Client, 0, cache.Indexers{})
 	// The sharder reads names, labels and status.shard only (and a UID to record Events on).
 	if err := pcs.SetTransform(func(obj any) (any, error) {
@@ -160,7 +160,7 @@ func RunSharder(ctx context.Context, cfg SharderConfig) error {
 	}
 	go pcs.Run(ctx.Done())
 	cfg.ProviderConfigs = pcs
-	return NewSharder(cfg).Run(ctx, sharderWorkers)
+	return New(cfg).Run(ctx, sharderWorkers)
 }
 
 // Run runs the Lease informer, the Lease watch and workers until ctx ends, and then returns nil once the workers

@@ -151,7 +151,7 @@ func TestSharderStoppedBeforeItsCachesSyncedIsNotAFailure(t *testing.T) {
 	cancel()
 	// An informer that is never started never syncs.
 	pcs := mpinformers.NewProviderConfigInformer(mpfake.NewClientset(), 0, cache.Indexers{})
-	s := NewSharder(SharderConfig{Group: "mp", Namespace: "kube-system", KubeClient: fake.NewClientset(), Client: mpfake.NewClientset(),
+	s := New(Config{Group: "mp", Namespace: "kube-system", KubeClient: fake.NewClientset(), Client: mpfake.NewClientset(),
 		ProviderConfigs: pcs, Recorder: record.NewFakeRecorder(1)})
 	if err := s.Run(ctx, 1); err != nil {
 		t.Errorf("Run stopped before its caches synced: %v, want nil", err)
