@@ -34,7 +34,7 @@ import (
 // NewControllerDescriptors returns the per-tenant controllers this binary can run, as kube-controller-manager's
 // NewControllerDescriptors does: every descriptor is built here, from what its controller package exports, and the
 // table is validated by a unit test, so a broken entry never reaches a release.
-func NewControllerDescriptors() *registry.Registry {
+func NewControllerDescriptors() *registry.Descriptors {
 	r, err := registry.New(
 		newNEGControllerDescriptor(),
 		newNamespaceProjectControllerDescriptor(),
@@ -115,7 +115,7 @@ func newIngressTunnelControllerDescriptor() *registry.Descriptor {
 
 // catalog adapts the registry to what the options need.
 type catalog struct {
-	*registry.Registry
+	*registry.Descriptors
 }
 
 func (c catalog) Info() []options.ControllerInfo {

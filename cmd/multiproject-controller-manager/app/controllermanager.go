@@ -154,7 +154,7 @@ type processState struct {
 // A lost lease returns at once (an error wrapping leadership.ErrLost): Run waits neither for the controllers,
 // whose context is cancelled, nor for the secure server, so that the process exits while another replica may
 // already be acting.
-func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Registry) (err error) {
+func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Descriptors) (err error) {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting", "component", names.ComponentName, "version", version.Get().String())
 	metrics.Register()
@@ -228,7 +228,7 @@ func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Re
 // reportEnabled logs which per-tenant controllers --controllers (canonical, in controllers) enables and exports how
 // many on multiproject_controllers_enabled. None keeps kube-controller-manager's meaning, but is said at Warning level:
 // the process would otherwise lead and pass its probes while no tenant's controllers run.
-func reportEnabled(ctx context.Context, controllers []string, descriptors *registry.Registry) []string {
+func reportEnabled(ctx context.Context, controllers []string, descriptors *registry.Descriptors) []string {
 	enabled := descriptors.Enabled(controllers)
 	names := make([]string, 0, len(enabled))
 	for _, d := range enabled {
@@ -263,7 +263,7 @@ func newServingMux(c config.CompletedConfig, healthzHandler http.Handler, state 
 
 // runControllers runs on the leader's context, one leadership term: it builds the controller context and starts
 // the controllers on it until ctx ends.
-func runControllers(ctx context.Context, c config.CompletedConfig, replica *sharding.Replica, descriptors *registry.Registry,
+func runControllers(ctx context.Context, c config.CompletedConfig, replica *sharding.Replica, descriptors *registry.Descriptors,
 	state *processState) error {
 	cc, err := CreateControllerContext(ctx, c, replica)
 	if err != nil {
@@ -341,7 +341,7 @@ func newClaims(c config.CompletedConfig, informers *informerset.Tenancy, scope *
 // until ctx ends. Once every one of them has stopped it closes the claims and the informers of cc (a controller
 // context serves one term), and returns what failed, closing included. synced, if not nil, is true from the moment
 // the caches have synced until StartControllers returns (for /readyz).
-func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *registry.Registry, synced *atomic.Bool) (err error) {
+func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *registry.Descriptors, synced *atomic.Bool) (err error) {
 	// The claims live as long as the controllers of this term: every one of them has stopped when
 	// startControllers returns. Then the tenancy's handlers go from the shared informers.
 	defer func() {
@@ -350,7 +350,7 @@ func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *r
 	return startControllers(ctx, cc, descriptors, synced)
 }
 
-func startControllers(ctx context.Context, cc *ControllerContext, descriptors *registry.Registry, synced *atomic.Bool) error {
+func startControllers(ctx context.Context, cc *ControllerContext, descriptors *registry.Descriptors, synced *atomic.Bool) error {
 	logger := klog.FromContext(ctx)
 	c := cc.ComponentConfig
 	if err := cc.Informers.Set.Start(ctx); err != nil {
@@ -445,7 +445,7 @@ func resolveClusterUID(ctx context.Context, c config.CompletedConfig) (string, e
 
 // managerConfig tells the ProviderConfig manager where tenants' informers come from and which controllers
 // --controllers enables; a tenant that configures a disabled one is told so.
-func managerConfig(cc *ControllerContext, descriptors *registry.Registry) providerconfig.ManagerConfig {
+func managerConfig(cc *ControllerContext, descriptors *registry.Descriptors) providerconfig.ManagerConfig {
 	c := cc.ComponentConfig
 	cfg := providerconfig.ManagerConfig{
 		KubeClient:         c.Client,

@@ -85,7 +85,7 @@ func newSharderConfig(c config.CompletedConfig) sharder.Config {
 //   - after ctx ends, once every tenant has stopped and the shard Lease is released, so that the sharder moves
 //     this shard's tenants at once instead of after the Lease expires;
 //   - with the error of the tenants' run or the sharder's, after the same orderly stop.
-func runSharded(ctx context.Context, c config.CompletedConfig, replica *sharding.Replica, descriptors *registry.Registry,
+func runSharded(ctx context.Context, c config.CompletedConfig, replica *sharding.Replica, descriptors *registry.Descriptors,
 	state *processState, electionHealth *leadership.Health) error {
 	logger := klog.FromContext(ctx).WithValues("shard", c.Sharding.Shard, "shardGroup", c.Sharding.Group)
 	ctx = klog.NewContext(ctx, logger)
