@@ -24,7 +24,8 @@ limitations under the License.
 // shard Lease, decides the shard scope on the term's context (ResolveScope), builds each term's parts on its
 // informers (NewTerm: the Holders and the Coverage the ProviderConfig controller is built with) and starts them
 // beside that controller (Term.Start, which adds the Drainer), and releases the Lease once every tenant has
-// stopped. The package does not start or stop tenants itself: the controller is handed in as a TenantController.
+// stopped; Run is that life, around the tenants' work and the sharder's election the command hands it. The
+// package does not start or stop tenants itself: the controller is handed in as a TenantController.
 // Its files:
 //
 //   - replica.go: Replica, built from ReplicaConfig; the probe of the API server's shard selectors; Term.

@@ -358,3 +358,76 @@ func probeScope(ctx context.Context, cfg ReplicaConfig) *informerset.ShardScope 
 	RegisterScope(scope)
 	return scope
 }
+
+// Work is what a sharded replica runs while it holds its shard Lease (Replica.Run).
+type Work struct {
+	// Tenants runs this shard's tenants until ctx ends.
+	Tenants func(ctx context.Context) error
+	// Sharder campaigns for the leader election and runs the sharder while elected, until ctx ends.
+	Sharder func(ctx context.Context) error
+	// SharderLost says whether Sharder's error means that its leadership was lost: the process must then exit at
+	// once, as after a lost shard Lease.
+	SharderLost func(err error) bool
+	// StillRunning says whether Tenants' error means that a controller outlived the stop timeout and still acts
+	// until the process exits: the shard Lease is then left to expire rather than released.
+	StillRunning func(err error) bool
+	// Acquired, if set, is called once the shard Lease is held, before Tenants and Sharder start.
+	Acquired func()
+}
+
+// Run is the life of a sharded replica. Every replica is active: it holds its shard Lease and runs the tenants
+// assigned to it, and whichever replica wins the leader election also runs the sharder. It returns:
+//   - at once, with an error wrapping ErrShardLeaseLost, or the Sharder's error for which SharderLost says true,
+//     when the shard Lease or the sharder's leadership is lost (nothing is waited for: the process must exit before
+//     its Lease expires);
+//   - after ctx ends, once Tenants and Sharder have returned and the shard Lease is released, so that the sharder
+//     moves this shard's tenants at once instead of after the Lease expires;
+//   - with the error of Tenants or Sharder, after the same orderly stop.
+func (r *Replica) Run(ctx context.Context, work Work) error {
+	logger := klog.FromContext(ctx).WithValues("shard", r.cfg.Shard, "shardGroup", r.cfg.Group)
+	ctx = klog.NewContext(ctx, logger)
+	defer r.StopRenewing()
+	if err := r.Acquire(ctx); err != nil || ctx.Err() != nil {
+		return err
+	}
+	if work.Acquired != nil {
+		work.Acquired()
+	}
+
+	workCtx, cancelWork := context.WithCancel(ctx)
+	defer cancelWork()
+	tenantsDone := make(chan error, 1)
+	go func() { tenantsDone <- work.Tenants(workCtx) }()
+	sharderDone := make(chan error, 1)
+	go func() { sharderDone <- work.Sharder(workCtx) }()
+
+	var tenantsErr, sharderErr error
+	tenantsRunning, sharderRunning := true, true
+	for tenantsRunning {
+		select {
+		case <-r.Lost():
+			return r.LostCause()
+		case tenantsErr = <-tenantsDone:
+			tenantsRunning = false
+		case sharderErr = <-sharderDone:
+			sharderRunning = false
+			if sharderErr != nil && work.SharderLost(sharderErr) {
+				return sharderErr
+			}
+			if sharderErr != nil {
+				logger.Error(sharderErr, "The sharder failed; stopping this replica's tenants")
+			}
+		}
+		cancelWork()
+	}
+	// A controller that outlived the stop timeout still acts until the process exits: its Lease must expire.
+	var stillRunning error
+	if tenantsErr != nil && work.StillRunning(tenantsErr) {
+		stillRunning = tenantsErr
+	}
+	r.Release(ctx, stillRunning)
+	if sharderRunning {
+		sharderErr = <-sharderDone
+	}
+	return errors.Join(tenantsErr, sharderErr)
+}

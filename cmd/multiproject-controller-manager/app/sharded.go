@@ -21,7 +21,6 @@ import (
 	"errors"
 
 	"k8s.io/client-go/metadata"
-	"k8s.io/klog/v2"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
@@ -78,65 +77,25 @@ func newSharderConfig(c config.CompletedConfig) sharder.Config {
 	}
 }
 
-// runSharded is the life of a sharded replica. Every replica is active: it holds its shard Lease and runs the
-// tenants assigned to it, and whichever replica wins the leader election also runs the sharder. It returns:
-//   - at once, with an error wrapping sharding.ErrShardLeaseLost or leadership.ErrLost, when the shard Lease or
-//     the sharder's leadership is lost (nothing is waited for: the process must exit before its Lease expires);
-//   - after ctx ends, once every tenant has stopped and the shard Lease is released, so that the sharder moves
-//     this shard's tenants at once instead of after the Lease expires;
-//   - with the error of the tenants' run or the sharder's, after the same orderly stop.
+// runSharded is the life of a sharded replica (sharding.Replica.Run): while it holds its shard Lease it runs its
+// tenants' controllers and campaigns for the sharder's leader election. It is ready once its caches have synced.
 func runSharded(ctx context.Context, c config.CompletedConfig, replica *sharding.Replica, descriptors *registry.Descriptors,
 	state *processState, electionHealth *leadership.Health) error {
-	logger := klog.FromContext(ctx).WithValues("shard", c.Sharding.Shard, "shardGroup", c.Sharding.Group)
-	ctx = klog.NewContext(ctx, logger)
-	defer replica.StopRenewing()
-	if err := replica.Acquire(ctx); err != nil || ctx.Err() != nil {
-		return err
-	}
-	// Every replica does its job: it is ready once its caches have synced.
-	state.leading.Store(true)
-
-	workCtx, cancelWork := context.WithCancel(ctx)
-	defer cancelWork()
-	tenantsDone := make(chan error, 1)
-	go func() { tenantsDone <- runControllers(workCtx, c, replica, descriptors, state) }()
-	sharderDone := make(chan error, 1)
-	go func() {
-		// The sharder's term has a readiness of its own that /readyz does not look at: a sharder without synced
-		// caches assigns nothing, and the shards keep running what they have.
-		var sharderState processState
-		sharderDone <- leaderElectAndRun(workCtx, c, electionHealth, &sharderState, func(ctx context.Context) error {
-			return sharder.Run(ctx, newSharderConfig(c))
-		})
-	}()
-
-	var tenantsErr, sharderErr error
-	tenantsRunning, sharderRunning := true, true
-	for tenantsRunning {
-		select {
-		case <-replica.Lost():
-			return replica.LostCause()
-		case tenantsErr = <-tenantsDone:
-			tenantsRunning = false
-		case sharderErr = <-sharderDone:
-			sharderRunning = false
-			if errors.Is(sharderErr, leadership.ErrLost) {
-				return sharderErr
-			}
-			if sharderErr != nil {
-				logger.Error(sharderErr, "The sharder failed; stopping this replica's tenants")
-			}
-		}
-		cancelWork()
-	}
-	// A controller that outlived the stop timeout still acts until the process exits: its Lease must expire.
-	var stillRunning error
-	if errors.Is(tenantsErr, providerconfig.ErrControllersStillRunning) {
-		stillRunning = tenantsErr
-	}
-	replica.Release(ctx, stillRunning)
-	if sharderRunning {
-		sharderErr = <-sharderDone
-	}
-	return errors.Join(tenantsErr, sharderErr)
+	return replica.Run(ctx, sharding.Work{
+		// Every replica does its job: it is ready once its caches have synced.
+		Acquired: func() { state.leading.Store(true) },
+		Tenants: func(ctx context.Context) error {
+			return runControllers(ctx, c, replica, descriptors, state)
+		},
+		Sharder: func(ctx context.Context) error {
+			// The sharder's term has a readiness of its own that /readyz does not look at: a sharder without synced
+			// caches assigns nothing, and the shards keep running what they have.
+			var sharderState processState
+			return leaderElectAndRun(ctx, c, electionHealth, &sharderState, func(ctx context.Context) error {
+				return sharder.Run(ctx, newSharderConfig(c))
+			})
+		},
+		SharderLost:  func(err error) bool { return errors.Is(err, leadership.ErrLost) },
+		StillRunning: func(err error) bool { return errors.Is(err, providerconfig.ErrControllersStillRunning) },
+	})
 }
