@@ -14,40 +14,41 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package sharding owns the division of tenants (ProviderConfigs) among the active replicas of the manager, the
-// way timebertt/kubernetes-controller-sharding divides objects among controller-runtime shards.
+// Package sharding is each replica's part in the division of tenants (ProviderConfigs) among the active replicas
+// of the manager, the way timebertt/kubernetes-controller-sharding divides objects among controller-runtime
+// shards: its shard Lease, the drains it acknowledges, and the coverage of its tenants' namespaces. The leader's
+// sharder, which decides where every tenant belongs, is pkg/sharding/sharder; it reads what this package writes
+// and defines (the labels, the shard Leases).
 //
-// The command builds one Replica from its config (replica.go) and only drives it: it acquires the shard Lease,
-// attaches the ProviderConfig controller to each term's informers (Start: the Holders, the Drainer, the Coverage),
-// runs the sharder when elected, and releases the Lease once every tenant has stopped. The package does not start
-// or stop tenants itself: the controller is handed in as a TenantController. Its files:
+// The command builds one Replica from its config (replica.go), without a call, and only drives it: it acquires the
+// shard Lease, decides the shard scope on the term's context (ResolveScope), builds each term's parts on its
+// informers (NewTerm: the Holders and the Coverage the ProviderConfig controller is built with) and starts them
+// beside that controller (Term.Start, which adds the Drainer), and releases the Lease once every tenant has
+// stopped; Run is that life, around the tenants' work and the sharder's election the command hands it. The
+// package does not start or stop tenants itself: the controller is handed in as a TenantController.
+// Its files:
 //
-//   - replica.go: Replica, built from ReplicaConfig; the probe of the API server's shard selectors.
+//   - replica.go: Replica, built from ReplicaConfig; the probe of the API server's shard selectors; Term.
 //   - lease.go: ShardLease, this replica's own Lease, `<group>-<identity>` labeled multiproject.io/shard-group=<group>,
-//     renewed like a leader-election Lease; a replica that cannot renew it is told to stop all its tenants before
-//     the Lease expires (OnLost). LiveShards: which shards hold an unexpired Lease.
-//   - renewals.go: RenewalTracker, when a Lease the process holds was last renewed, its /healthz verdict and its
-//     watchdog; the ShardLease and the binary's leader election both keep their renewals in one.
-//   - labels.go: the labels (multiproject.io/shard, multiproject.io/drain), Owns and LeaseName.
-//   - rendezvous.go, plan.go, planner.go, decide.go: where every ProviderConfig belongs (rendezvous hashing with
-//     bounded loads: no live shard above Capacity, a tenant stays on its shard while it fits), and what the sharder
-//     does about one (assign, drain, reassign at once when its shard is dead, or nothing); pure functions.
-//   - sharder.go: Sharder, the controller, run by the elected replica only, that writes the assignment as the label
-//     multiproject.io/shard=<shard> and starts a move with multiproject.io/drain=true.
+//     renewed like a leader-election Lease, its renewals kept by pkg/leasehealth; a replica that cannot renew it is
+//     told to stop all its tenants before the Lease expires (OnLost). How a shard Lease is read, which the sharder
+//     shares: LiveShards, LeaseExpiry, LeaseBounds, VersionReads.
+//   - labels.go: the labels (multiproject.io/shard, multiproject.io/drain), Owns, LeaseName, and LabelPatch, the
+//     compare-and-swap of both labels that the sharder and the Drainer write with.
 //   - drainer.go: Drainer, the shard side of a move: stop the tenant, then acknowledge by removing both labels.
 //   - owner.go: RecordOwner and Release, status.shard, written before a shard starts a tenant and cleared once it
 //     has stopped it, so an unsharded leader or the next shard knows who may still run it.
-//   - holders.go: Holders, the informer of the group's shard Leases through which an unsharded leader leaves alone
-//     the tenants a live shard may still run.
+//   - holders.go: Holders, the informer of the group's shard Leases through which an unsharded leader (and a shard)
+//     leaves alone the tenants another live shard may still run.
 //   - namespaceselector.go: NamespaceBucket and NamespaceSelector, the shard selector over namespace hashes.
 //   - coverage.go: Coverage, which keeps that selector over this shard's tenants' namespaces (--sharded-watch): a
 //     pure decision (decideCoverage) and a step that acts, with no lock held across the API calls.
 //   - leftovers.go: Leftovers, the namespaces where a tenant's manager-written objects are (the resource table's
 //     tenancy.ManagerWritten resources), read with metadata LISTs.
-//   - metrics.go: the multiproject_shard_* series.
+//   - metrics.go: the replica's multiproject_shard_* series.
 //
-// The Sharder and the Drainer are controllers on the product's one worker runtime (pkg/worker), with its retry,
-// metrics and log policy, on a clock their tests replace.
+// The Drainer is a controller on the product's one worker runtime (pkg/worker), with its retry, metrics and log
+// policy, on a clock its tests replace.
 //
 // Every write to the two labels is a JSON patch that first tests the labels it read, so a decision taken on a
 // stale cache fails instead of overwriting a newer one: a tenant is never assigned to two shards. See

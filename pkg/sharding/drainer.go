@@ -76,7 +76,7 @@ func NewDrainer(cfg DrainerConfig) *Drainer {
 	// A failed drain is retried with the runtime's backoff (client-go's controller rate limiter) on the drainer's clock.
 	d.queue = worker.New(worker.Config{Controller: "shard-drainer", KeyName: "providerConfig", Retry: &worker.Retry{Clock: clk},
 		Sync: func(ctx context.Context, name string) (worker.Result, error) {
-			return worker.Result{}, d.sync(ctx, name)
+			return worker.Result{}, d.Sync(ctx, name)
 		}})
 	return d
 }
@@ -101,8 +101,9 @@ func (d *Drainer) Run(ctx context.Context, workers int) error {
 	return nil
 }
 
-// sync stops a draining tenant and acknowledges the drain.
-func (d *Drainer) sync(ctx context.Context, name string) error {
+// Sync stops a draining tenant and acknowledges the drain, once; Run's workers call it for every tenant the informer
+// says is draining. The sharder's tests call it to interleave both halves of a move step by step.
+func (d *Drainer) Sync(ctx context.Context, name string) error {
 	pc, err := d.pcs.Get(name)
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -124,7 +125,7 @@ func (d *Drainer) sync(ctx context.Context, name string) error {
 	} else if err != nil {
 		return fmt.Errorf("clearing status.shard before acknowledging the drain: %w", err)
 	}
-	patch, err := labelPatch(pc.Labels, nil, ShardLabel, DrainLabel)
+	patch, err := LabelPatch(pc.Labels, nil, ShardLabel, DrainLabel)
 	if err != nil {
 		return err
 	}

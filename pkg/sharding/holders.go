@@ -69,7 +69,7 @@ type Holders struct {
 	// dead is the shards whose Lease a fresh read found expired, released or gone: identities are never reused.
 	dead map[string]bool
 	// reads bounds the expiry of shard Leases outside the LeaseBounds.
-	reads versionReads
+	reads VersionReads
 }
 
 // NewHolders builds Holders and its informer on the group's shard Leases, which the caller starts (Informer).
@@ -112,7 +112,7 @@ func holderOf(l *coordinationv1.Lease) string {
 // dead only once a read of its Lease from the API server (not the cache, which may lag a renewal) finds it expired,
 // released or gone; that read is made once per shard. Cache and read check what the sharder's list checks: a Lease
 // of the shard's name without the group label is not the shard's, and one outside the LeaseBounds is live only
-// until the latest expiry a replica could have written (versionReads.latestExpiry).
+// until the latest expiry a replica could have written (VersionReads.LatestExpiry).
 func (h *Holders) Holder(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (string, time.Time, error) {
 	for _, shard := range recordedShards(pc, h.cfg.Self) {
 		expiry, live, err := h.live(ctx, shard)
@@ -194,7 +194,7 @@ func (h *Holders) live(ctx context.Context, shard string) (time.Time, bool, erro
 // anyone else, which does not prove the shard dead; and whether its timings are outside the LeaseBounds.
 func (h *Holders) liveExpiry(lease *coordinationv1.Lease) (time.Time, bool, bool) {
 	now := h.clock.Now()
-	expiry, held, outOfBounds := h.reads.latestExpiry(h.cfg.LeaseBounds, lease, now)
+	expiry, held, outOfBounds := h.reads.LatestExpiry(h.cfg.LeaseBounds, lease, now)
 	if !held || !expiry.After(now) {
 		return time.Time{}, false, outOfBounds
 	}

@@ -17,7 +17,10 @@ limitations under the License.
 package sharding
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -61,4 +64,59 @@ func validateShard(group, identity string) error {
 		return fmt.Errorf("shard Lease name %q is not a valid name: %v", LeaseName(group, identity), errs)
 	}
 	return nil
+}
+
+// LabelPatch is a JSON patch (RFC 6902) that first tests the values of ShardLabel and DrainLabel as they were read
+// (a missing label tests as null) and then sets or removes them. The API server applies a patch to the object as
+// stored, so the patch fails when either label changed since it was read: a compare-and-swap on exactly the two
+// labels, which a merge patch cannot express without a resourceVersion precondition that every unrelated write
+// (the tenant's status) would break.
+func LabelPatch(read map[string]string, set map[string]string, remove ...string) ([]byte, error) {
+	type op struct {
+		Op    string  `json:"op"`
+		Path  string  `json:"path"`
+		Value *string `json:"value"`
+	}
+	var ops []any
+	if len(read) == 0 {
+		// Without labels the per-label paths do not exist (an empty map is not serialized, so removing the last
+		// label removes the map): test that the map itself is absent and add it whole.
+		ops = append(ops, map[string]any{"op": "test", "path": "/metadata/labels", "value": nil})
+		if len(set) == 0 {
+			return nil, fmt.Errorf("nothing to patch: the object has no labels to remove")
+		}
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/labels", "value": set})
+		return json.Marshal(ops)
+	}
+	for _, key := range []string{ShardLabel, DrainLabel} {
+		var value *string
+		if v, ok := read[key]; ok {
+			value = &v
+		}
+		ops = append(ops, op{Op: "test", Path: labelPath(key), Value: value})
+	}
+	for _, key := range remove {
+		if _, ok := read[key]; ok {
+			ops = append(ops, map[string]any{"op": "remove", "path": labelPath(key)})
+		}
+	}
+	for _, key := range sortedKeys(set) {
+		v := set[key]
+		ops = append(ops, op{Op: "add", Path: labelPath(key), Value: &v})
+	}
+	return json.Marshal(ops)
+}
+
+func labelPath(key string) string {
+	// RFC 6901: "~" becomes "~0" and "/" becomes "~1".
+	return "/metadata/labels/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

@@ -32,6 +32,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/leasehealth"
 )
 
 // ShardLeaseConfig configures this replica's shard Lease.
@@ -52,7 +54,7 @@ type ShardLeaseConfig struct {
 	// expires. RetryPeriod is the time between renewals.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// OnLost is called once when the Lease cannot be renewed for RenewDeadline, or when it was deleted or taken by
-	// another holder, or (with ErrLeaseRefused) when the API server refused every attempt to acquire it for
+	// another holder, or (with leasehealth.ErrLeaseRefused) when the API server refused every attempt to acquire it for
 	// LeaseDuration. It must stop every tenant of this shard and end the process; it is called at most
 	// RenewDeadline after the last successful renewal, LeaseDuration-RenewDeadline before the Lease expires.
 	OnLost func(error)
@@ -75,7 +77,7 @@ type ShardLease struct {
 	acquired chan struct{}
 	// renewals counts the renew deadline from the time written into renewTime, taken before the request: the
 	// Lease's expiry as the sharder computes it, on this process's clock.
-	renewals *RenewalTracker
+	renewals *leasehealth.RenewalTracker
 
 	mu      sync.Mutex
 	running bool
@@ -108,7 +110,7 @@ func NewShardLease(cfg ShardLeaseConfig) (*ShardLease, error) {
 			Labels:     map[string]string{ShardGroupLabel: cfg.Group},
 		},
 		acquired: make(chan struct{}),
-		renewals: NewRenewalTracker(clk, cfg.RenewDeadline),
+		renewals: leasehealth.NewRenewalTracker(clk, cfg.RenewDeadline),
 	}, nil
 }
 
@@ -118,59 +120,13 @@ func (l *ShardLease) Shard() string { return l.cfg.Identity }
 // Acquired is closed once the Lease is held. The replica must not run a tenant before.
 func (l *ShardLease) Acquired() <-chan struct{} { return l.acquired }
 
-// ErrLeaseRefused wraps the error of a process whose Lease the API server has refused (403) for as long as a lease
-// lasts: RBAC does not grant it, and retrying will not change that, so the process says which grant is missing and
-// exits rather than retry quietly forever.
-var ErrLeaseRefused = errors.New("the API server refuses this process its Lease")
-
-// LeaseRefusedError is ErrLeaseRefused for a refused verb on the Lease namespace/name (name may be a pattern such as
-// "<group>-<shard>"), naming the Role (and its RoleBinding, of the same name) in that namespace that must grant it.
-func LeaseRefusedError(verb, namespace, name, role string, err error) error {
-	return fmt.Errorf("%w: %s of Lease %s/%s refused (%w). The manager's ServiceAccount needs get, create and update "+
-		"of leases.coordination.k8s.io %q in namespace %q: the Role %s and its RoleBinding, in namespace %q, must "+
-		"grant them, and follow --leader-elect-resource-namespace and --leader-elect-resource-name (the Helm chart's "+
-		"leaderElection.resourceNamespace and leaderElection.resourceName set both; docs/security.md)",
-		ErrLeaseRefused, verb, namespace, name, err, name, namespace, role, namespace)
-}
-
-// RefusalTracker tells a Lease the API server keeps refusing from one it refuses for a moment (a kube-apiserver
-// that is starting answers 403 until its RBAC authorizer has loaded the roles): Observe reports a refusal once every
-// request for at least Limit has been refused.
-type RefusalTracker struct {
-	Clock clock.Clock
-	Limit time.Duration
-
-	mu    sync.Mutex
-	since time.Time // first refusal of the current run of refusals; zero when the last request was not refused
-}
-
-// Observe records the outcome of a request and returns true once refusals have lasted Limit: a success ends a run
-// of refusals, another error leaves it as it is.
-func (t *RefusalTracker) Observe(err error) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	switch {
-	case err == nil:
-		t.since = time.Time{}
-		return false
-	case !apierrors.IsForbidden(err):
-		// Neither granted nor refused: a get that finds no Lease (the create that follows tells), a timeout.
-		return false
-	}
-	now := t.Clock.Now()
-	if t.since.IsZero() {
-		t.since = now
-	}
-	return now.Sub(t.since) >= t.Limit
-}
-
 // errLost wraps every reason for OnLost.
 var errLost = errors.New("shard lease lost")
 
 // Run acquires the Lease and renews it until ctx ends (it returns nil once no renewal is in flight, and leaves the
 // Lease to expire, or to be released by Release) or until the Lease is lost (it calls OnLost, then returns the
 // reason at once). A Lease that RBAC does not grant (every attempt refused for LeaseDuration) is lost too, with an
-// error wrapping ErrLeaseRefused that names the Role to fix.
+// error wrapping leasehealth.ErrLeaseRefused that names the Role to fix.
 func (l *ShardLease) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("lease", l.lock.Describe())
 	l.mu.Lock()
@@ -181,14 +137,14 @@ func (l *ShardLease) Run(ctx context.Context) error {
 	l.running = true
 	l.mu.Unlock()
 
-	refusals := &RefusalTracker{Clock: l.clock, Limit: l.cfg.LeaseDuration}
+	refusals := &leasehealth.RefusalTracker{Clock: l.clock, Limit: l.cfg.LeaseDuration}
 	for {
 		held, err := l.tryAcquireOrRenew(ctx, false)
 		if held {
 			break
 		}
 		if refusals.Observe(err) {
-			err = LeaseRefusedError("acquisition", l.cfg.Namespace, l.lock.LeaseMeta.Name, "multiproject-controller-manager:sharding", err)
+			err = leasehealth.LeaseRefusedError("acquisition", l.cfg.Namespace, l.lock.LeaseMeta.Name, "multiproject-controller-manager:sharding", err)
 			logger.Error(err, "Cannot acquire the shard Lease; exiting")
 			l.cfg.OnLost(err)
 			return err
@@ -329,7 +285,7 @@ func (l *ShardLease) Name() string { return "shard-lease" }
 
 func (l *ShardLease) Check(*http.Request) error {
 	err := l.renewals.Check()
-	if errors.Is(err, ErrLeaseLost) {
+	if errors.Is(err, leasehealth.ErrLeaseLost) {
 		return errors.New("this replica lost its shard Lease and is exiting")
 	}
 	return err
@@ -355,7 +311,7 @@ func leaseSeconds(d time.Duration) time.Duration { return d.Truncate(time.Second
 func LiveShards(leases []*coordinationv1.Lease, now time.Time) []string {
 	var live []string
 	for _, lease := range leases {
-		if expiry, ok := leaseExpiry(lease); ok && expiry.After(now) {
+		if expiry, ok := LeaseExpiry(lease); ok && expiry.After(now) {
 			live = append(live, *lease.Spec.HolderIdentity)
 		}
 	}
@@ -363,8 +319,8 @@ func LiveShards(leases []*coordinationv1.Lease, now time.Time) []string {
 	return slices.Compact(live)
 }
 
-// leaseExpiry is when a held Lease expires; false when it names no holder or lacks the times.
-func leaseExpiry(lease *coordinationv1.Lease) (time.Time, bool) {
+// LeaseExpiry is when a held Lease expires; false when it names no holder or lacks the times.
+func LeaseExpiry(lease *coordinationv1.Lease) (time.Time, bool) {
 	s := lease.Spec
 	if s.HolderIdentity == nil || *s.HolderIdentity == "" || s.RenewTime == nil || s.LeaseDurationSeconds == nil {
 		return time.Time{}, false
@@ -403,9 +359,9 @@ func (b LeaseBounds) Admits(lease *coordinationv1.Lease, now time.Time) bool {
 	return s.RenewTime == nil || !s.RenewTime.After(now.Add(b.MaxSkew))
 }
 
-// versionReads remembers when each version of a shard Lease outside the LeaseBounds was first read, for
-// latestExpiry. The zero value is ready to use.
-type versionReads struct {
+// VersionReads remembers when each version of a shard Lease outside the LeaseBounds was first read, for
+// LatestExpiry. The zero value is ready to use.
+type VersionReads struct {
 	mu sync.Mutex
 	// first is, per Lease outside the bounds (namespace/name), the version last read and when it was first read.
 	first map[string]versionRead
@@ -416,7 +372,7 @@ type versionRead struct {
 	at              time.Time
 }
 
-// latestExpiry is when a shard Lease read by name expires at the latest, as a replica running with the flags of
+// LatestExpiry is when a shard Lease read by name expires at the latest, as a replica running with the flags of
 // bounds could have written it, whether it is held (names a holder and has the times), and whether its timings are
 // outside bounds. A Lease within bounds expires when it says. One outside them (a renewTime far ahead, a year-long
 // duration: a forgery, or a replica whose clock or flags are off) is taken neither at its word nor as dead, which
@@ -424,8 +380,8 @@ type versionRead struct {
 // of that version (it was written no later) and its duration as at most MaxDuration. Read again at that expiry, the
 // same version is expired; a new version (a replica still renewing) is bounded afresh. Zero bounds take every Lease
 // at its word.
-func (r *versionReads) latestExpiry(bounds LeaseBounds, lease *coordinationv1.Lease, now time.Time) (expiry time.Time, held, outOfBounds bool) {
-	expiry, held = leaseExpiry(lease)
+func (r *VersionReads) LatestExpiry(bounds LeaseBounds, lease *coordinationv1.Lease, now time.Time) (expiry time.Time, held, outOfBounds bool) {
+	expiry, held = LeaseExpiry(lease)
 	key := lease.Namespace + "/" + lease.Name
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -449,8 +405,8 @@ func (r *versionReads) latestExpiry(bounds LeaseBounds, lease *coordinationv1.Le
 	return renewed.Add(duration), true, true
 }
 
-// forget drops what is remembered of the Lease namespace/name: it is gone, or not a shard Lease.
-func (r *versionReads) forget(namespace, name string) {
+// Forget drops what is remembered of the Lease namespace/name: it is gone, or not a shard Lease.
+func (r *VersionReads) Forget(namespace, name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.first, namespace+"/"+name)

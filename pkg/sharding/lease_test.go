@@ -33,6 +33,8 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/leasehealth"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -378,37 +380,12 @@ func TestShardLeaseRefusedForALeaseDurationIsLostNamingTheRole(t *testing.T) {
 		t.Fatal("Run kept retrying a Lease refused for a lease duration")
 	}
 	lost := r2.lost.Load()
-	if lost == nil || !errors.Is(*lost, ErrLeaseRefused) || !errors.Is(err, ErrLeaseRefused) {
-		t.Fatalf("Run returned %v, OnLost got %v; want ErrLeaseRefused for both", err, lost)
+	if lost == nil || !errors.Is(*lost, leasehealth.ErrLeaseRefused) || !errors.Is(err, leasehealth.ErrLeaseRefused) {
+		t.Fatalf("Run returned %v, OnLost got %v; want leasehealth.ErrLeaseRefused for both", err, lost)
 	}
 	for _, want := range []string{"multiproject-controller-manager:sharding", `namespace "kube-system"`, "mp-pod-a-x1", "RBAC: access denied"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not say %q: %v", want, err)
-		}
-	}
-}
-
-func TestRefusalTracker(t *testing.T) {
-	clk := testingclock.NewFakeClock(t0)
-	tr := &RefusalTracker{Clock: clk, Limit: 10 * time.Second}
-	forbidden := apierrors.NewForbidden(coordinationv1.Resource("leases"), "x", errors.New("no"))
-	steps := []struct {
-		after time.Duration
-		err   error
-		want  bool
-	}{
-		{0, forbidden, false},
-		{9 * time.Second, forbidden, false},
-		{time.Second, nil, false}, // a success ends the run of refusals
-		{time.Second, forbidden, false},
-		{5 * time.Second, apierrors.NewNotFound(coordinationv1.Resource("leases"), "x"), false}, // another error leaves it
-		{4 * time.Second, forbidden, false},
-		{time.Second, forbidden, true},
-	}
-	for i, s := range steps {
-		clk.Step(s.after)
-		if got := tr.Observe(s.err); got != s.want {
-			t.Errorf("step %d (%v after %s): Observe = %t, want %t", i, s.err, s.after, got, s.want)
 		}
 	}
 }

@@ -23,17 +23,13 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
-	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
-	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 )
@@ -41,9 +37,6 @@ import (
 // ErrShardLeaseLost makes the process exit non-zero at once: the sharder may already be moving this shard's
 // tenants, so none of them may go on here. The error of a lost Lease wraps it and says why.
 var ErrShardLeaseLost = errors.New("exiting at once")
-
-// sharderWorkers is how many ProviderConfigs the sharder assigns concurrently: each assignment is one patch.
-const sharderWorkers = 2
 
 // ReplicaConfig is what a Replica is built from: the command fills it from its config.
 type ReplicaConfig struct {
@@ -65,8 +58,6 @@ type ReplicaConfig struct {
 	Kube     kubernetes.Interface
 	Client   mpclientset.Interface
 	Metadata metadata.Interface
-	// Recorder records the sharder's Events.
-	Recorder record.EventRecorder
 	// The shard Lease's timings are the leader election's.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// CacheSyncTimeout bounds the wait for the Holders' informer, as for the shared informers.
@@ -76,10 +67,11 @@ type ReplicaConfig struct {
 }
 
 // Replica is this process's part in dividing the tenants among replicas, built from the config once per process
-// (NewReplica): with --sharding, its shard Lease, the Drainer that gives up drained tenants, the Coverage of its
-// tenants' namespaces (--sharded-watch) and the sharder it runs when elected; without, under leader election, the
-// Holders of the group's shard Leases that the leader yields to. The command acquires the Lease (Acquire), starts
-// the rest on each term's informers (Start) and releases the Lease once every tenant has stopped (Release).
+// (NewReplica, which makes no call): with --sharding, its shard Lease, the Drainer that gives up drained tenants,
+// and the Coverage of its tenants' namespaces (--sharded-watch); without, under leader election, the Holders of the group's shard Leases that the leader yields to. The command acquires the
+// Lease (Acquire), decides the shard scope on the term's context (ResolveScope), builds the term's parts for the
+// ProviderConfig controller (NewTerm) and starts them (Term.Start), and releases the Lease once every tenant has
+// stopped (Release).
 type Replica struct {
 	cfg ReplicaConfig
 	// lease is the shard Lease, nil unsharded; lost ends, with the reason as its cause, when it is lost.
@@ -88,18 +80,20 @@ type Replica struct {
 	cancelLost context.CancelCauseFunc
 	stopLease  context.CancelFunc
 	leaseDone  chan struct{}
-	// scope is the namespaced informers' shard selector, nil unless --sharded-watch is honoured.
-	scope *informerset.ShardScope
+	// scope is the namespaced informers' shard selector, nil unless --sharded-watch is honoured; scopeResolved
+	// says that ResolveScope has decided it.
+	scopeMu       sync.Mutex
+	scope         *informerset.ShardScope
+	scopeResolved bool
 }
 
-// NewReplica builds the replica of cfg; with --sharded-watch it asks the API server whether it honours shard
-// selectors (shardProbeTimeout), which decides the namespaced informers (Scope).
+// NewReplica builds the replica of cfg. It makes no call and registers nothing: the command registers the sharding
+// series (Register) and ResolveScope asks the API server about shard selectors.
 func NewReplica(cfg ReplicaConfig) (*Replica, error) {
 	r := &Replica{cfg: cfg}
 	if cfg.Shard == "" {
 		return r, nil
 	}
-	Register()
 	r.lost, r.cancelLost = context.WithCancelCause(context.Background())
 	lease, err := NewShardLease(ShardLeaseConfig{
 		Client:        cfg.LeaseClient.CoordinationV1(),
@@ -116,9 +110,6 @@ func NewReplica(cfg ReplicaConfig) (*Replica, error) {
 		return nil, fmt.Errorf("--sharding: %w", err)
 	}
 	r.lease = lease
-	if cfg.ShardedWatch {
-		r.scope = probeScope(cfg)
-	}
 	return r, nil
 }
 
@@ -133,8 +124,30 @@ func (r *Replica) ProviderConfigSelector() string {
 	return labels.Set{ShardLabel: r.cfg.Shard}.AsSelector().String()
 }
 
-// Scope is the namespaced informers' shard selector, nil when they read every namespace.
-func (r *Replica) Scope() *informerset.ShardScope { return r.scope }
+// Scope is the namespaced informers' shard selector that ResolveScope decided, nil when they read every namespace.
+func (r *Replica) Scope() *informerset.ShardScope {
+	r.scopeMu.Lock()
+	defer r.scopeMu.Unlock()
+	return r.scope
+}
+
+// ResolveScope decides, once per process, the namespaced informers' shard selector (Scope): with --sharding and
+// --sharded-watch it asks the API server, on ctx, whether it honours shard selectors (shardProbeTimeout), which
+// decides whether the informers read only this shard's namespaces; otherwise there is none. A probe cut short by
+// the end of ctx decides nothing.
+func (r *Replica) ResolveScope(ctx context.Context) *informerset.ShardScope {
+	r.scopeMu.Lock()
+	defer r.scopeMu.Unlock()
+	if r.scopeResolved || r.cfg.Shard == "" || !r.cfg.ShardedWatch {
+		return r.scope
+	}
+	scope := probeScope(ctx, r.cfg)
+	if ctx.Err() != nil {
+		return nil
+	}
+	r.scope, r.scopeResolved = scope, true
+	return scope
+}
 
 // Lease is the shard Lease, a health check that fails once it is lost or goes unrenewed; nil unsharded.
 func (r *Replica) Lease() *ShardLease { return r.lease }
@@ -220,93 +233,99 @@ type TenantController interface {
 	StopUnowned(ctx context.Context, name string) error
 }
 
-// Term is one term's informers and tenant controller, which Start attaches the replica to.
-type Term struct {
-	// ProviderConfigs is the very informer the controller decides from; Namespaces is every Namespace, indexed by
-	// tenancy.Indexers(LabelKey).
+// TermInformers are the informers of one term that the replica's parts read: ProviderConfigs is the very informer
+// the ProviderConfig controller decides from; Namespaces is every Namespace, indexed by tenancy.Indexers(LabelKey).
+type TermInformers struct {
 	ProviderConfigs, Namespaces cache.SharedIndexInformer
 	LabelKey                    string
-	Tenants                     TenantController
 }
 
-// Started is what the tenant controller must heed: the Holders of live shards it yields to (unsharded under leader
-// election, and sharded) and the Coverage it waits for before a tenant starts (--sharded-watch); nil otherwise.
-type Started struct {
-	Holders  *Holders
+// Term is the replica's part in one term of the ProviderConfig controller: what the controller is built with
+// (Holders and Coverage, which it heeds) and what runs beside it once started (Start). NewTerm makes no call.
+type Term struct {
+	// Holders are the group's live shards that may still run a tenant, which the controller yields to (unsharded
+	// under leader election, and sharded); nil otherwise.
+	Holders *Holders
+	// Coverage says whether this shard's informers have read a tenant's namespaces, which the controller waits for
+	// before a tenant starts (--sharded-watch, honoured: ResolveScope decided a scope); nil otherwise.
 	Coverage *Coverage
+
+	replica   *Replica
+	informers TermInformers
 }
 
-// Start attaches the replica to a term: under leader election or sharded, the Holders' informer, synced, whose
-// released or deleted shard Leases enqueue every tenant; sharded, also the Drainer and the Coverage, running on wg
-// until ctx ends. The caller hands what it returns to the controller before running it.
-func (r *Replica) Start(ctx context.Context, wg *sync.WaitGroup, term Term) (Started, error) {
+// NewTerm builds the replica's parts of a term on its informers; nothing runs until Start.
+func (r *Replica) NewTerm(informers TermInformers) *Term {
+	t := &Term{replica: r, informers: informers}
 	if r.cfg.Shard == "" && !r.cfg.LeaderElect {
-		return Started{}, nil
+		return t
 	}
 	// A shard, too, leaves alone a tenant whose status.shard names another live shard: a label changed by hand or
 	// by a stale apply must not start it here while that shard still runs it.
-	holders, err := r.startHolders(ctx, term.Tenants)
-	if err != nil || r.cfg.Shard == "" {
-		return Started{Holders: holders}, err
+	t.Holders = NewHolders(HoldersConfig{Group: r.cfg.Group, Namespace: r.cfg.Namespace, KubeClient: r.cfg.LeaseClient,
+		Self: r.cfg.Shard, LeaseBounds: NewLeaseBounds(r.cfg.LeaseDuration, r.cfg.RenewDeadline)})
+	if scope := r.Scope(); scope != nil {
+		written := ManagerWritten()
+		t.Coverage = NewCoverage(CoverageConfig{Scope: scope, Namespaces: informers.Namespaces,
+			ProviderConfigs: informers.ProviderConfigs, LabelKey: informers.LabelKey,
+			Leftovers: func(ctx context.Context, tenants []string) (map[string][]string, error) {
+				return Leftovers(ctx, r.cfg.Metadata, written, informers.LabelKey, tenants)
+			}})
 	}
-	started := Started{Holders: holders}
-	if r.scope != nil {
-		started.Coverage = r.cover(ctx, wg, term)
+	return t
+}
+
+// Start runs the term's parts beside the tenant controller built with them, on wg until ctx ends: the Holders'
+// informer, synced before Start returns, whose released or deleted shard Leases enqueue every tenant; sharded, also
+// the Coverage and the Drainer. Call it before the tenant controller runs.
+func (t *Term) Start(ctx context.Context, wg *sync.WaitGroup, tenants TenantController) error {
+	if t.Holders == nil {
+		return nil
+	}
+	if err := t.startHolders(ctx, tenants); err != nil || t.replica.cfg.Shard == "" {
+		return err
+	}
+	if t.Coverage != nil {
+		wg.Go(func() {
+			if err := t.Coverage.Run(ctx, tenants.Enqueue); err != nil && ctx.Err() == nil {
+				klog.FromContext(ctx).Error(err, "The shard selector's coverage stopped")
+			}
+		})
 	}
 	// The Drainer reads the informer the controller decides from, and stops a tenant under the same per-tenant
 	// lock as the controller's sync (StopUnowned), so a drained tenant never starts again here.
-	drainer := NewDrainer(DrainerConfig{Shard: r.cfg.Shard, Client: r.cfg.Client, ProviderConfigs: term.ProviderConfigs,
-		Stop: term.Tenants.StopUnowned})
+	drainer := NewDrainer(DrainerConfig{Shard: t.replica.cfg.Shard, Client: t.replica.cfg.Client,
+		ProviderConfigs: t.informers.ProviderConfigs, Stop: tenants.StopUnowned})
 	wg.Go(func() {
-		if err := drainer.Run(ctx, r.cfg.Workers); err != nil && ctx.Err() == nil {
+		if err := drainer.Run(ctx, t.replica.cfg.Workers); err != nil && ctx.Err() == nil {
 			klog.FromContext(ctx).Error(err, "The shard's drainer stopped")
 		}
 	})
-	return started, nil
+	return nil
 }
 
 // startHolders starts the informer on the group's shard Leases and waits for it as long as for the shared
 // informers. Sharded replicas of the group may still run tenants (a Deployment moving from sharded to unsharded has
 // both kinds for a while, and the leader Lease they share keeps only the sharder away): the leader leaves theirs
 // alone until they are released or their Lease expires.
-func (r *Replica) startHolders(ctx context.Context, tenants TenantController) (*Holders, error) {
-	holders := NewHolders(HoldersConfig{Group: r.cfg.Group, Namespace: r.cfg.Namespace, KubeClient: r.cfg.LeaseClient, Self: r.cfg.Shard,
-		LeaseBounds: NewLeaseBounds(r.cfg.LeaseDuration, r.cfg.RenewDeadline)})
-	go holders.Informer().RunWithContext(ctx)
-	syncCtx, cancel := context.WithTimeout(ctx, r.cfg.CacheSyncTimeout)
+func (t *Term) startHolders(ctx context.Context, tenants TenantController) error {
+	cfg := t.replica.cfg
+	go t.Holders.Informer().RunWithContext(ctx)
+	syncCtx, cancel := context.WithTimeout(ctx, cfg.CacheSyncTimeout)
 	defer cancel()
-	if !cache.WaitForNamedCacheSyncWithContext(syncCtx, holders.Informer().HasSynced) {
-		return nil, fmt.Errorf("the informer on the shard Leases of group %s did not sync within %s (can this replica list Leases in %s?)",
-			r.cfg.Group, r.cfg.CacheSyncTimeout, r.cfg.Namespace)
+	if !cache.WaitForNamedCacheSyncWithContext(syncCtx, t.Holders.Informer().HasSynced) {
+		return fmt.Errorf("the informer on the shard Leases of group %s did not sync within %s (can this replica list Leases in %s?)",
+			cfg.Group, cfg.CacheSyncTimeout, cfg.Namespace)
 	}
-	if _, err := holders.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err := t.Holders.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, newObj any) {
 			if Released(oldObj, newObj) {
 				tenants.EnqueueAll()
 			}
 		},
 		DeleteFunc: func(any) { tenants.EnqueueAll() },
-	}); err != nil {
-		return nil, err
-	}
-	return holders, nil
-}
-
-// cover keeps the shard selector over the namespaces of this shard's tenants, and of what the manager-written
-// resources of a tenant that moved here left elsewhere, on wg until ctx ends.
-func (r *Replica) cover(ctx context.Context, wg *sync.WaitGroup, term Term) *Coverage {
-	written := ManagerWritten()
-	coverage := NewCoverage(CoverageConfig{Scope: r.scope, Namespaces: term.Namespaces, ProviderConfigs: term.ProviderConfigs,
-		LabelKey: term.LabelKey,
-		Leftovers: func(ctx context.Context, tenants []string) (map[string][]string, error) {
-			return Leftovers(ctx, r.cfg.Metadata, written, term.LabelKey, tenants)
-		}})
-	wg.Go(func() {
-		if err := coverage.Run(ctx, term.Tenants.Enqueue); err != nil && ctx.Err() == nil {
-			klog.FromContext(ctx).Error(err, "The shard selector's coverage stopped")
-		}
 	})
-	return coverage
+	return err
 }
 
 // shardProbeTimeout bounds the start-up probe for server-side shard selectors.
@@ -316,9 +335,9 @@ const shardProbeTimeout = 30 * time.Second
 // selectors, or nil: then the replica reads every object and filters on the client, as without the flag. A plain
 // LIST with a selector and limit=1 decides (informers list through WatchList streams, which carry no list metadata
 // to inspect); the answer is logged and kept in multiproject_shard_server_side_watch.
-func probeScope(cfg ReplicaConfig) *informerset.ShardScope {
-	logger := klog.Background().WithValues("shard", cfg.Shard)
-	ctx, cancel := context.WithTimeout(context.Background(), shardProbeTimeout)
+func probeScope(ctx context.Context, cfg ReplicaConfig) *informerset.ShardScope {
+	logger := klog.FromContext(ctx).WithValues("shard", cfg.Shard)
+	ctx, cancel := context.WithTimeout(ctx, shardProbeTimeout)
 	defer cancel()
 	// The first selector selects nothing: the shard has no tenant before its informers have synced.
 	first := NamespaceSelector(nil)
@@ -340,31 +359,75 @@ func probeScope(cfg ReplicaConfig) *informerset.ShardScope {
 	return scope
 }
 
-// RunSharder runs the sharder until ctx ends (the command runs it on the elected replica), on an informer of every
-// ProviderConfig of its own (a shard's shared informer holds only that shard's tenants).
-func (r *Replica) RunSharder(ctx context.Context) error {
-	pcs := mpinformers.NewProviderConfigInformer(r.cfg.Client, 0, cache.Indexers{})
-	// The sharder reads names, labels and status.shard only (and a UID to record Events on).
-	if err := pcs.SetTransform(func(obj any) (any, error) {
-		if pc, ok := obj.(*mpv1alpha1.ProviderConfig); ok {
-			return &mpv1alpha1.ProviderConfig{TypeMeta: pc.TypeMeta, ObjectMeta: metav1.ObjectMeta{
-				Name: pc.Name, UID: pc.UID, ResourceVersion: pc.ResourceVersion, Labels: pc.Labels},
-				Status: mpv1alpha1.ProviderConfigStatus{Shard: pc.Status.Shard}}, nil
-		}
-		return obj, nil
-	}); err != nil {
+// Work is what a sharded replica runs while it holds its shard Lease (Replica.Run).
+type Work struct {
+	// Tenants runs this shard's tenants until ctx ends.
+	Tenants func(ctx context.Context) error
+	// Sharder campaigns for the leader election and runs the sharder while elected, until ctx ends.
+	Sharder func(ctx context.Context) error
+	// SharderLost says whether Sharder's error means that its leadership was lost: the process must then exit at
+	// once, as after a lost shard Lease.
+	SharderLost func(err error) bool
+	// StillRunning says whether Tenants' error means that a controller outlived the stop timeout and still acts
+	// until the process exits: the shard Lease is then left to expire rather than released.
+	StillRunning func(err error) bool
+	// Acquired, if set, is called once the shard Lease is held, before Tenants and Sharder start.
+	Acquired func()
+}
+
+// Run is the life of a sharded replica. Every replica is active: it holds its shard Lease and runs the tenants
+// assigned to it, and whichever replica wins the leader election also runs the sharder. It returns:
+//   - at once, with an error wrapping ErrShardLeaseLost, or the Sharder's error for which SharderLost says true,
+//     when the shard Lease or the sharder's leadership is lost (nothing is waited for: the process must exit before
+//     its Lease expires);
+//   - after ctx ends, once Tenants and Sharder have returned and the shard Lease is released, so that the sharder
+//     moves this shard's tenants at once instead of after the Lease expires;
+//   - with the error of Tenants or Sharder, after the same orderly stop.
+func (r *Replica) Run(ctx context.Context, work Work) error {
+	logger := klog.FromContext(ctx).WithValues("shard", r.cfg.Shard, "shardGroup", r.cfg.Group)
+	ctx = klog.NewContext(ctx, logger)
+	defer r.StopRenewing()
+	if err := r.Acquire(ctx); err != nil || ctx.Err() != nil {
 		return err
 	}
-	go pcs.Run(ctx.Done())
-	s := NewSharder(SharderConfig{
-		Group:           r.cfg.Group,
-		Namespace:       r.cfg.Namespace,
-		KubeClient:      r.cfg.LeaseClient,
-		Client:          r.cfg.Client,
-		ProviderConfigs: pcs,
-		Recorder:        r.cfg.Recorder,
-		// Every replica writes its shard Lease with these timings (the leader-election flags).
-		LeaseBounds: NewLeaseBounds(r.cfg.LeaseDuration, r.cfg.RenewDeadline),
-	})
-	return s.Run(ctx, sharderWorkers)
+	if work.Acquired != nil {
+		work.Acquired()
+	}
+
+	workCtx, cancelWork := context.WithCancel(ctx)
+	defer cancelWork()
+	tenantsDone := make(chan error, 1)
+	go func() { tenantsDone <- work.Tenants(workCtx) }()
+	sharderDone := make(chan error, 1)
+	go func() { sharderDone <- work.Sharder(workCtx) }()
+
+	var tenantsErr, sharderErr error
+	tenantsRunning, sharderRunning := true, true
+	for tenantsRunning {
+		select {
+		case <-r.Lost():
+			return r.LostCause()
+		case tenantsErr = <-tenantsDone:
+			tenantsRunning = false
+		case sharderErr = <-sharderDone:
+			sharderRunning = false
+			if sharderErr != nil && work.SharderLost(sharderErr) {
+				return sharderErr
+			}
+			if sharderErr != nil {
+				logger.Error(sharderErr, "The sharder failed; stopping this replica's tenants")
+			}
+		}
+		cancelWork()
+	}
+	// A controller that outlived the stop timeout still acts until the process exits: its Lease must expire.
+	var stillRunning error
+	if tenantsErr != nil && work.StillRunning(tenantsErr) {
+		stillRunning = tenantsErr
+	}
+	r.Release(ctx, stillRunning)
+	if sharderRunning {
+		sharderErr = <-sharderDone
+	}
+	return errors.Join(tenantsErr, sharderErr)
 }

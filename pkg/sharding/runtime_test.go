@@ -25,9 +25,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -103,22 +101,4 @@ func TestDrainerRetriesOnItsClockAndCountsItsSyncs(t *testing.T) {
 	poll(t, "both syncs counted", func() bool {
 		return syncsCounted("shard-drainer", "error")-failedBefore == 1 && syncsCounted("shard-drainer", "success")-succeededBefore == 1
 	})
-}
-
-// TestSharderCountsItsSyncs: the sharder runs on the worker runtime, whose sync series it shares with every
-// controller, with provider_config="" and controller="sharder".
-func TestSharderCountsItsSyncs(t *testing.T) {
-	succeededBefore := syncsCounted("sharder", "success")
-	client := mpfake.NewClientset(&mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: "tenant-0"}})
-	informer := mpinformers.NewProviderConfigInformer(client, 0, cache.Indexers{})
-	s := NewSharder(SharderConfig{Group: "mp", Namespace: "kube-system", KubeClient: fake.NewClientset(shardLease("shard-a", t0)),
-		Client: client, ProviderConfigs: informer, Recorder: record.NewFakeRecorder(10), Clock: testingclock.NewFakeClock(t0)})
-	ctx := runInBackground(t, func(ctx context.Context) error { return s.Run(ctx, 1) })
-	go informer.Run(ctx.Done())
-
-	poll(t, "the tenant assigned", func() bool {
-		pc, err := client.MultiprojectV1alpha1().ProviderConfigs().Get(ctx, "tenant-0", metav1.GetOptions{})
-		return err == nil && pc.Labels[ShardLabel] == "shard-a"
-	})
-	poll(t, "the sync counted", func() bool { return syncsCounted("sharder", "success")-succeededBefore >= 1 })
 }

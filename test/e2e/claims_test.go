@@ -36,8 +36,8 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/ingresstunnel"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 // TestClaimsHoldAcrossShardedReplicas: three replicas of the built binary with --sharding=true share six tenants,

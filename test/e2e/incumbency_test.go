@@ -35,8 +35,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/ingresstunnel"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 // TestAnOlderObjectTakesNoPublishedName: the two takeovers a tenant's user could make by editing an older object of

@@ -34,7 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 // The manager's own keys in these tests, as on GKE beside GKE's NEG controller (docs/gke.md).

@@ -41,7 +41,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/component-base/metrics/testutil"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding/sharder"
 	"github.com/multiproject/multiproject-controller-manager/test/benchresult"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
@@ -223,10 +223,10 @@ func (l *shardBenchLoad) record(b *testing.B, single usage, client, gate sharded
 	settings := map[string]string{"SHARD_BENCH_TENANTS": strconv.Itoa(l.tenants), "SHARD_BENCH_SERVICES": strconv.Itoa(l.services),
 		"SHARD_BENCH_ROUNDS": strconv.Itoa(l.rounds), "replicas": "3", "kube-apiserver": "--feature-gates=ShardedListAndWatch=true"}
 	notes := func(r shardedRun) string {
-		return fmt.Sprintf("Tenants per shard %v (bounded loads: at most %d per shard, sharding.Capacity); fixed part per replica %.2f CPU s "+
+		return fmt.Sprintf("Tenants per shard %v (bounded loads: at most %d per shard, sharder.Capacity); fixed part per replica %.2f CPU s "+
 			"(3F + W = the shards' sum, F + W = the single replica); the third replica took its share in %s. Measured on a 2-core machine "+
 			"that every process shares: CPU seconds from each process's own accounting, and ratios within the run, are what stay meaningful.",
-			r.tenants, sharding.Capacity(l.tenants, 3), r.fixed, r.join.Round(100*time.Millisecond))
+			r.tenants, sharder.Capacity(l.tenants, 3), r.fixed, r.join.Round(100*time.Millisecond))
 	}
 	what := func(r shardedRun) []benchresult.Measure {
 		return []benchresult.Measure{

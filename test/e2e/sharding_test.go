@@ -43,6 +43,7 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding/sharder"
 )
 
 // shardGroup is the managers' default --shard-group, the prefix and label of their shard Leases.
@@ -356,10 +357,10 @@ func watchOwners(t *testing.T, mp mpclientset.Interface, tenants map[string]*wor
 	return h
 }
 
-// placements reads the shard labels of every ProviderConfig. Where the sharder puts a tenant (sharding.Plan:
+// placements reads the shard labels of every ProviderConfig. Where the sharder puts a tenant (sharder.Plan:
 // rendezvous hashing with bounded loads) depends on where the tenants were, so the tests read its decisions, or ask
 // the Plan of what they read, instead of recomputing rendezvous hashing.
-func placements(tb testing.TB, ws []*workload) map[string]sharding.Placement {
+func placements(tb testing.TB, ws []*workload) map[string]sharder.Placement {
 	tb.Helper()
 	list, err := ws[0].mp.MultiprojectV1alpha1().ProviderConfigs().List(tb.Context(), metav1.ListOptions{})
 	if err != nil {
@@ -368,10 +369,10 @@ func placements(tb testing.TB, ws []*workload) map[string]sharding.Placement {
 	return placementsOf(list.Items)
 }
 
-func placementsOf(pcs []mpv1alpha1.ProviderConfig) map[string]sharding.Placement {
-	out := make(map[string]sharding.Placement, len(pcs))
+func placementsOf(pcs []mpv1alpha1.ProviderConfig) map[string]sharder.Placement {
+	out := make(map[string]sharder.Placement, len(pcs))
 	for _, pc := range pcs {
-		out[pc.Name] = sharding.Placement{Shard: pc.Labels[sharding.ShardLabel], Draining: pc.Labels[sharding.DrainLabel] == "true"}
+		out[pc.Name] = sharder.Placement{Shard: pc.Labels[sharding.ShardLabel], Draining: pc.Labels[sharding.DrainLabel] == "true"}
 	}
 	return out
 }
@@ -425,7 +426,7 @@ func waitTenantsRun(t testing.TB, ws []*workload, shards []string, timeout time.
 		for i := range list.Items {
 			byName[list.Items[i].Name] = &list.Items[i]
 		}
-		plan := sharding.Plan(placementsOf(list.Items), shards)
+		plan := sharder.Plan(placementsOf(list.Items), shards)
 		for _, w := range ws {
 			pc, want := byName[w.tenant], plan[w.tenant]
 			if pc == nil {

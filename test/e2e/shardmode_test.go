@@ -35,6 +35,7 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding/sharder"
 )
 
 // TestMovingBetweenUnshardedAndSharded runs the move that docs/sharding.md describes, with the built binary, both
@@ -129,7 +130,7 @@ func TestMovingBetweenUnshardedAndSharded(t *testing.T) {
 	joining := sharded("shard-d")
 	joined := shardNames(t, []*manager{joining})[0]
 	all := append(slices.Clone(names), joined)
-	predicted := sharding.Plan(settled, all)
+	predicted := sharder.Plan(settled, all)
 	var moving *workload
 	for _, w := range ws {
 		if predicted[w.tenant] == joined {

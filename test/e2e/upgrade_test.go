@@ -48,6 +48,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
 	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding/sharder"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )
 
@@ -392,7 +393,7 @@ func TestUpgradeAndRollbackOfShardedReplicasKeepsEveryNEG(t *testing.T) {
 	}
 	// readByNewOwners waits until the shard that runs each tenant that moved since the placements at was made has
 	// read its NEGs (upgradeSampler.waitObserved).
-	readByNewOwners := func(at map[string]sharding.Placement) {
+	readByNewOwners := func(at map[string]sharder.Placement) {
 		t.Helper()
 		now, agents := placements(t, ws), map[string]string{}
 		for _, w := range ws {

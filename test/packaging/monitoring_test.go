@@ -52,6 +52,7 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/apibudget"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding/sharder"
 
 	// The manager's command: importing it registers what the binary registers at start (client-go's REST client,
 	// leader-election and workqueue metrics providers, the version metric), through the same imports.
@@ -105,8 +106,9 @@ func gatherExported() (map[string]dto.MetricType, error) {
 	apibudget.Register()
 	apibudget.TenantWait.WithLabelValues("probe").Observe(0)
 	sharding.Register()
-	sharding.ShardTenants.WithLabelValues("probe").Set(0)
-	sharding.ShardMoves.WithLabelValues(sharding.ReasonAssigned).Add(0)
+	sharder.Register()
+	sharder.ShardTenants.WithLabelValues("probe").Set(0)
+	sharder.ShardMoves.WithLabelValues(sharder.ReasonAssigned).Add(0)
 	sharding.ShardSelectorChanges.WithLabelValues("grow").Add(0)
 	deleting := metav1.Now()
 	defer metrics.AddTenantSource(metrics.TenantSource{

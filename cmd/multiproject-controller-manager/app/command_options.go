@@ -24,6 +24,6 @@ import (
 // NewOptions returns the command's defaulted options for the controllers of descriptors. The command binds its
 // flags to them; a run in process (the integration framework) sets the fields instead and calls Options.Config, so
 // that both reach the config by the same path.
-func NewOptions(descriptors *registry.Registry) *options.Options {
+func NewOptions(descriptors *registry.Descriptors) *options.Options {
 	return options.NewOptions(catalog{descriptors})
 }

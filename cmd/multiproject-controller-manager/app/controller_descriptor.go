@@ -28,7 +28,6 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/ingresstunnel"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/namespaceproject"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
@@ -37,7 +36,7 @@ import (
 // NewControllerDescriptors returns the per-tenant controllers this binary can run, as kube-controller-manager's
 // NewControllerDescriptors does: every descriptor is built here, from what its controller package exports, and the
 // table is validated by a unit test, so a broken entry never reaches a release.
-func NewControllerDescriptors() *registry.Registry {
+func NewControllerDescriptors() *registry.Descriptors {
 	r, err := registry.New(
 		newNEGControllerDescriptor(),
 		newNamespaceProjectControllerDescriptor(),
@@ -62,7 +61,7 @@ func newNEGControllerDescriptor() *registry.Descriptor {
 			CopySection:   tenant.CopySectionOf(gcp),
 			RequiredAPIs:  tenant.APIs(informerset.Translations),
 			New:           neg.New,
-			Pending:       pusher.Pending,
+			Pending:       neg.Pending,
 			Cleanup:       neg.NewCleanup,
 			Abandon:       neg.Abandon,
 			// The pusher, and the cleanup's pusher, read the tenant's GCP key.
@@ -121,7 +120,7 @@ func newIngressTunnelControllerDescriptor() *registry.Descriptor {
 
 // catalog adapts the registry to what the options need.
 type catalog struct {
-	*registry.Registry
+	*registry.Descriptors
 }
 
 func (c catalog) Info() []options.ControllerInfo {

@@ -50,7 +50,6 @@ import (
 	genericcontrollermanager "k8s.io/controller-manager/app"
 	controllerhealthz "k8s.io/controller-manager/pkg/healthz"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
@@ -60,8 +59,10 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/registry"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/leadership"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding/sharder"
 
 	// Registers the client-go (REST client, leader election) metrics with the legacy registry. The workqueue
 	// metrics provider is pkg/metrics/workqueue, which pkg/metrics imports.
@@ -150,10 +151,10 @@ type processState struct {
 
 // Run serves health and metrics and runs the controllers, under leader election unless it is disabled. It returns
 // when ctx ends (nil) or when something fatal happens: the lease is lost, the caches do not sync, serving fails.
-// A lost lease returns at once (an error wrapping errLeaderElectionLost): Run waits neither for the controllers,
+// A lost lease returns at once (an error wrapping leadership.ErrLost): Run waits neither for the controllers,
 // whose context is cancelled, nor for the secure server, so that the process exits while another replica may
 // already be acting.
-func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Registry) (err error) {
+func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Descriptors) (err error) {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting", "component", names.ComponentName, "version", version.Get().String())
 	metrics.Register()
@@ -170,12 +171,18 @@ func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Re
 	if err != nil {
 		return err
 	}
-	var electionHealth *leaderElectionHealth
+	if replica.Shard() != "" {
+		// A sharded replica's series (its drains, its selector; the sharder's, which any replica of the group may
+		// run); an unsharded one exports none of them.
+		sharding.Register()
+		sharder.Register()
+	}
+	var electionHealth *leadership.Health
 	checks := []healthz.HealthChecker{}
 	if c.LeaderElection.LeaderElect {
 		// Fails /healthz once the lease is lost, and while this process leads but has not renewed the lease within
 		// the renew deadline: a leader that hangs instead of exiting is restarted by its liveness probe.
-		electionHealth = newLeaderElectionHealth(clock.RealClock{}, c.LeaderElection.RenewDeadline.Duration)
+		electionHealth = newLeaderElectionHealth(c)
 		checks = append(checks, electionHealth)
 	} else {
 		state.leading.Store(true)
@@ -199,7 +206,7 @@ func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Re
 		}
 		defer func() {
 			stopServing()
-			if !errors.Is(err, errLeaderElectionLost) && !errors.Is(err, sharding.ErrShardLeaseLost) {
+			if !errors.Is(err, leadership.ErrLost) && !errors.Is(err, sharding.ErrShardLeaseLost) {
 				<-listenerStoppedCh
 				<-stoppedCh
 			}
@@ -221,7 +228,7 @@ func Run(ctx context.Context, c config.CompletedConfig, descriptors *registry.Re
 // reportEnabled logs which per-tenant controllers --controllers (canonical, in controllers) enables and exports how
 // many on multiproject_controllers_enabled. None keeps kube-controller-manager's meaning, but is said at Warning level:
 // the process would otherwise lead and pass its probes while no tenant's controllers run.
-func reportEnabled(ctx context.Context, controllers []string, descriptors *registry.Registry) []string {
+func reportEnabled(ctx context.Context, controllers []string, descriptors *registry.Descriptors) []string {
 	enabled := descriptors.Enabled(controllers)
 	names := make([]string, 0, len(enabled))
 	for _, d := range enabled {
@@ -256,25 +263,15 @@ func newServingMux(c config.CompletedConfig, healthzHandler http.Handler, state 
 
 // runControllers runs on the leader's context, one leadership term: it builds the controller context and starts
 // the controllers on it until ctx ends.
-func runControllers(ctx context.Context, c config.CompletedConfig, replica *sharding.Replica, descriptors *registry.Registry,
+func runControllers(ctx context.Context, c config.CompletedConfig, replica *sharding.Replica, descriptors *registry.Descriptors,
 	state *processState) error {
-	c, err := ResolveClusterIdentity(ctx, c)
+	cc, err := CreateControllerContext(ctx, c, replica)
 	if err != nil {
-		// Only ctx's end stops the retries.
-		return nil
-	}
-	cc, err := CreateControllerContext(c, replica)
-	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
-	defer func() { _ = cc.Informers.Close() }()
-	// The claims live as long as the controllers of this term: every one of them has stopped when StartControllers
-	// returns.
-	defer func() {
-		if err := cc.Claims.Close(); err != nil {
-			klog.FromContext(ctx).Error(err, "Closing the claims")
-		}
-	}()
 	return StartControllers(ctx, cc, descriptors, &state.synced)
 }
 
@@ -290,22 +287,31 @@ type ControllerContext struct {
 	// sharder drains; without, under leader election, it leaves alone the tenants a live shard may still run.
 	Replica *sharding.Replica
 	// Claims are the hosts and custom NEG names held once across every tenant of the term (and, with --sharding,
-	// across replicas through claim records); every tenant's controller joins it, and the caller closes it once
-	// StartControllers has returned.
+	// across replicas through claim records); every tenant's controller joins it, and StartControllers closes it
+	// once they have all stopped.
 	Claims *claims.Set
 }
 
-// CreateControllerContext builds the shared informers, the tenancy Router over them (scoped to the replica's
-// shard) and the claims. Nothing runs until StartControllers; the caller closes Claims and Informers once
-// StartControllers has returned.
-func CreateControllerContext(c config.CompletedConfig, replica *sharding.Replica) (*ControllerContext, error) {
+// CreateControllerContext prepares a term on its context: it resolves the cluster's identity
+// (ResolveClusterIdentity) and the replica's shard scope (sharding.Replica.ResolveScope), which both ask the API
+// server, then builds the shared informers, the tenancy Router over them (scoped to the replica's shard) and the
+// claims. It fails at once when ctx ends. Nothing runs until StartControllers, which closes what it built.
+func CreateControllerContext(ctx context.Context, c config.CompletedConfig, replica *sharding.Replica) (*ControllerContext, error) {
+	c, err := ResolveClusterIdentity(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	scope := replica.ResolveScope(ctx)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	// The router reports, on the object, a tenant label it ignores because the object's namespace names another
 	// tenant (design invariant 4); the process-wide recorder does not block, so it is safe on the dispatch path.
 	informers, err := informerset.NewTenancy(informerset.TenancyConfig{
 		Config: informerset.Config{Client: c.Client, MultiprojectClient: c.MultiprojectClient, GatewayClient: c.GatewayClient,
 			ResyncPeriod:           c.ResyncPeriod,
 			ProviderConfigSelector: replica.ProviderConfigSelector(), ClaimsNamespace: c.TenantControllers.ClaimsNamespace,
-			Scope: replica.Scope()},
+			Scope: scope},
 		LabelKey: c.ProviderConfigLabelKey,
 		Recorder: c.EventRecorder,
 	})
@@ -313,7 +319,7 @@ func CreateControllerContext(c config.CompletedConfig, replica *sharding.Replica
 		return nil, err
 	}
 	return &ControllerContext{ComponentConfig: c, Informers: informers, Replica: replica,
-		Claims: newClaims(c, informers, replica.Scope())}, nil
+		Claims: newClaims(c, informers, scope)}, nil
 }
 
 // newClaims builds the term's claims over the shared informers; with --sharding they hold across replicas through
@@ -331,10 +337,21 @@ func newClaims(c config.CompletedConfig, informers *informerset.Tenancy, scope *
 	return claims.NewSet(cfg)
 }
 
-// StartControllers starts the shared informers on ctx, waits for their caches, then runs the ProviderConfig
-// controller, which starts every tenant's enabled controllers, until ctx ends. synced, if not nil, is true from
-// the moment the caches have synced until StartControllers returns (for /readyz).
-func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *registry.Registry, synced *atomic.Bool) error {
+// StartControllers starts the shared informers on ctx, waits for their caches, then builds the ProviderConfig
+// controller with the replica's part of the term and runs both, which starts every tenant's enabled controllers,
+// until ctx ends. Once every one of them has stopped it closes the claims and the informers of cc (a controller
+// context serves one term), and returns what failed, closing included. synced, if not nil, is true from the moment
+// the caches have synced until StartControllers returns (for /readyz).
+func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *registry.Descriptors, synced *atomic.Bool) (err error) {
+	// The claims live as long as the controllers of this term: every one of them has stopped when
+	// startControllers returns. Then the tenancy's handlers go from the shared informers.
+	defer func() {
+		err = errors.Join(err, cc.Claims.Close(), cc.Informers.Close())
+	}()
+	return startControllers(ctx, cc, descriptors, synced)
+}
+
+func startControllers(ctx context.Context, cc *ControllerContext, descriptors *registry.Descriptors, synced *atomic.Bool) error {
 	logger := klog.FromContext(ctx)
 	c := cc.ComponentConfig
 	if err := cc.Informers.Set.Start(ctx); err != nil {
@@ -353,8 +370,10 @@ func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *r
 	logger.Info("Shared informer caches synced")
 
 	pcInformer := cc.Informers.Set.Informer(informerset.ProviderConfigs)
+	term := cc.Replica.NewTerm(sharding.TermInformers{ProviderConfigs: pcInformer,
+		Namespaces: cc.Informers.Set.Informer(informerset.Namespaces), LabelKey: cc.Informers.Router.LabelKey()})
 	_, pcController := providerconfig.NewManagerAndController(managerConfig(cc, descriptors), c.MultiprojectClient,
-		pcInformer, c.EventRecorder)
+		pcInformer, c.EventRecorder, ownership(cc.Replica.Shard(), term))
 
 	// An optional API that appears later is routed to the tenants once its informer has synced, and every tenant
 	// is looked at again, so that controllers waiting for it start.
@@ -363,30 +382,31 @@ func StartControllers(ctx context.Context, cc *ControllerContext, descriptors *r
 	wg.Go(func() {
 		cc.Informers.RouteOptionals(ctx, func(schema.GroupVersionResource) { pcController.EnqueueAll() })
 	})
-	if shard := cc.Replica.Shard(); shard != "" {
-		// Before the Replica starts its Drainer, which stops the tenants the controller no longer owns as a shard.
-		pcController.RunAsShard(shard)
-	}
-	started, err := cc.Replica.Start(ctx, &wg, sharding.Term{ProviderConfigs: pcInformer,
-		Namespaces: cc.Informers.Set.Informer(informerset.Namespaces), LabelKey: cc.Informers.Router.LabelKey(), Tenants: pcController})
-	if err != nil {
+	if err := term.Start(ctx, &wg, pcController); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
-	if started.Holders != nil {
-		pcController.YieldToShards(started.Holders)
-	}
-	if started.Coverage != nil {
-		pcController.WaitForCoverage(started.Coverage)
-	}
 	return pcController.Run(ctx, c.ProviderConfigWorkers)
 }
 
+// ownership is which tenants the ProviderConfig controller of shard ("" unsharded) runs, heeding the term's parts.
+func ownership(shard string, term *sharding.Term) providerconfig.Ownership {
+	own := providerconfig.Ownership{Shard: shard}
+	// Only set parts: a nil pointer in an interface would be a part that is there.
+	if term.Holders != nil {
+		own.Holders = term.Holders
+	}
+	if term.Coverage != nil {
+		own.Coverage = term.Coverage
+	}
+	return own
+}
+
 // ResolveClusterIdentity returns c with the cluster's identity (TenantControllers.ClusterUID) filled in, unless it
-// is set already: the command's step before CreateControllerContext, on the term's context, since no tenant may
-// start without it (it is in every NEG name and marker). It fails only when ctx ends.
+// is set already: CreateControllerContext's first step, on the term's context, since no tenant may start without
+// it (it is in every NEG name and marker). It fails only when ctx ends.
 func ResolveClusterIdentity(ctx context.Context, c config.CompletedConfig) (config.CompletedConfig, error) {
 	if c.TenantControllers.ClusterUID != "" {
 		return c, nil
@@ -426,7 +446,7 @@ func resolveClusterUID(ctx context.Context, c config.CompletedConfig) (string, e
 
 // managerConfig tells the ProviderConfig manager where tenants' informers come from and which controllers
 // --controllers enables; a tenant that configures a disabled one is told so.
-func managerConfig(cc *ControllerContext, descriptors *registry.Registry) providerconfig.ManagerConfig {
+func managerConfig(cc *ControllerContext, descriptors *registry.Descriptors) providerconfig.ManagerConfig {
 	c := cc.ComponentConfig
 	cfg := providerconfig.ManagerConfig{
 		KubeClient:         c.Client,

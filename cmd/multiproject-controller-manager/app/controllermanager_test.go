@@ -51,6 +51,7 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/pkg/clusterid"
+	"github.com/multiproject/multiproject-controller-manager/pkg/leadership"
 )
 
 func TestControllerDescriptorTableIsValid(t *testing.T) {
@@ -225,8 +226,8 @@ func TestLostLeaseStopsRunAndIsAnError(t *testing.T) {
 		close(runStopped)
 		return nil
 	})
-	if !errors.Is(err, errLeaderElectionLost) {
-		t.Fatalf("error = %v, want %v", err, errLeaderElectionLost)
+	if !errors.Is(err, leadership.ErrLost) {
+		t.Fatalf("error = %v, want %v", err, leadership.ErrLost)
 	}
 	select {
 	case <-runStopped:

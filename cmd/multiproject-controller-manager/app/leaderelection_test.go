@@ -23,12 +23,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,109 +35,16 @@ import (
 	apiserveroptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2/ktesting"
-	"k8s.io/utils/clock"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
-	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
+	"github.com/multiproject/multiproject-controller-manager/pkg/leadership"
 )
 
 // realHealth is the health check Run builds, for tests that call leaderElectAndRun directly.
-func realHealth(c config.CompletedConfig) *leaderElectionHealth {
-	return newLeaderElectionHealth(clock.RealClock{}, c.LeaderElection.RenewDeadline.Duration)
-}
-
-func TestLeaderElectionHealthStates(t *testing.T) {
-	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	renewDeadline := 10 * time.Second
-	h := newLeaderElectionHealth(clk, renewDeadline)
-	if h.Name() != "leader-election" {
-		t.Errorf("Name() = %q", h.Name())
-	}
-	check := func(state string, wantErr bool) {
-		t.Helper()
-		if err := h.Check(nil); (err != nil) != wantErr {
-			t.Errorf("%s: Check() = %v, want an error: %t", state, err, wantErr)
-		}
-	}
-
-	check("standby", false)
-	// A standby never renews: however long ago anything happened, it is healthy.
-	clk.Step(time.Hour)
-	check("standby an hour later", false)
-
-	h.renewed()
-	h.setLeading(true)
-	check("leading, just acquired", false)
-	clk.Step(renewDeadline)
-	check("leading, last renewal exactly the renew deadline ago", false)
-	clk.Step(time.Millisecond)
-	check("leading, renewal overdue", true)
-	h.renewed()
-	check("leading, renewed again", false)
-
-	clk.Step(renewDeadline / 2)
-	h.setLost()
-	check("lost", true)
-	h.setLeading(false)
-	check("lost, no longer leading", true)
-	h.renewed()
-	check("lost, whatever renewed", true)
-}
-
-func TestElectionLockRecordsRenewalsAndRefusesWhatTheProcessMustNotWrite(t *testing.T) {
-	ctx := t.Context()
-	client := fake.NewClientset()
-	inner, err := resourcelock.New(resourcelock.LeasesResourceLock, "kube-system", "multiproject-controller-manager",
-		client.CoreV1(), client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: "me"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var renewals atomic.Int32
-	lock := &electionLock{Interface: inner, renewed: func() { renewals.Add(1) }}
-	now := metav1.NewTime(time.Now())
-	ours := resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 15, AcquireTime: now, RenewTime: now}
-	release := resourcelock.LeaderElectionRecord{LeaseDurationSeconds: 1, AcquireTime: now, RenewTime: now}
-
-	if err := lock.Create(ctx, ours); err != nil {
-		t.Fatal(err)
-	}
-	if err := lock.Update(ctx, ours); err != nil {
-		t.Fatal(err)
-	}
-	if n := renewals.Load(); n != 2 {
-		t.Errorf("%d renewals recorded after an acquisition and a renewal, want 2", n)
-	}
-	if err := lock.Update(ctx, release); !errors.Is(err, errLeaseWriteRefused) {
-		t.Errorf("a release before run returned: %v, want refused", err)
-	}
-	if h := holder(getLease(t, client)); h != "me" {
-		t.Errorf("holder %q after a refused release, want me", h)
-	}
-	lock.allowRelease()
-	if err := lock.Update(ctx, release); err != nil {
-		t.Errorf("a release once run returned: %v", err)
-	}
-	if n := renewals.Load(); n != 2 {
-		t.Errorf("a release was recorded as a renewal (%d)", n)
-	}
-
-	if err := lock.Update(ctx, ours); err != nil {
-		t.Fatal(err)
-	}
-	lock.refuseWrites()
-	if err := lock.Update(ctx, ours); !errors.Is(err, errLeaseWriteRefused) {
-		t.Errorf("a renewal after the loss: %v, want refused", err)
-	}
-	if err := lock.Update(ctx, release); !errors.Is(err, errLeaseWriteRefused) {
-		t.Errorf("a release after the loss: %v, want refused", err)
-	}
-	if n := renewals.Load(); n != 3 {
-		t.Errorf("%d renewals recorded, want 3", n)
-	}
+func realHealth(c config.CompletedConfig) *leadership.Health {
+	return newLeaderElectionHealth(c)
 }
 
 // servingConfig gives c a secure server on a loopback port with an in-memory self-signed certificate (no
@@ -205,7 +110,7 @@ func waitLeading(t *testing.T, ctx context.Context, client *fake.Clientset, http
 
 // TestRunReturnsAtOnceWhenTheLeaseIsLostWhileServing: Run leads and serves; then every call to the API server
 // hangs (the fake client blocks inside its reactor, so the controllers' calls hang too, and the elector's renewal
-// never returns). /healthz fails once the renewal is overdue, and Run returns errLeaderElectionLost one retry period
+// never returns). /healthz fails once the renewal is overdue, and Run returns leadership.ErrLost one retry period
 // later, with its server still serving and its controllers and elector stuck.
 func TestRunReturnsAtOnceWhenTheLeaseIsLostWhileServing(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
@@ -248,8 +153,8 @@ func TestRunReturnsAtOnceWhenTheLeaseIsLostWhileServing(t *testing.T) {
 		}
 	}
 	returnedAt := time.Now()
-	if !errors.Is(err, errLeaderElectionLost) {
-		t.Fatalf("Run returned %v, want %v", err, errLeaderElectionLost)
+	if !errors.Is(err, leadership.ErrLost) {
+		t.Fatalf("Run returned %v, want %v", err, leadership.ErrLost)
 	}
 	t.Logf("API hung at 0; /healthz failed at %s; Run returned at %s (renew deadline %s, retry period %s): %v",
 		unhealthyAt.Sub(hungAt).Round(time.Millisecond), returnedAt.Sub(hungAt).Round(time.Millisecond),
@@ -295,58 +200,6 @@ func TestRunOnShutdownReleasesTheLeaseAndStopsServing(t *testing.T) {
 	}
 }
 
-// TestLostLeaseIsNotReleased: renewals fail while the API server still answers, so client-go's elector, giving
-// up, would release the Lease before stopping the controllers. The lock refuses: the Lease keeps naming this
-// process until it expires, and the standby cannot act beside controllers that still run.
-func TestLostLeaseIsNotReleased(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	client := fake.NewClientset()
-	c := testConfig(client, leaderElection(time.Second, 500*time.Millisecond, 100*time.Millisecond))
-	var leading atomic.Bool
-	var identity atomic.Pointer[string]
-	client.PrependReactor("update", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
-		lease := action.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease)
-		if id := holder(lease); id != "" {
-			identity.Store(&id)
-		}
-		if leading.Load() && holder(lease) != "" {
-			return true, nil, apierrors.NewServiceUnavailable("etcd is down")
-		}
-		return false, nil, nil
-	})
-	runStopped := make(chan struct{})
-	health := realHealth(c)
-	err := leaderElectAndRun(ctx, c, health, &processState{}, func(ctx context.Context) error {
-		leading.Store(true)
-		<-ctx.Done()
-		close(runStopped)
-		return nil
-	})
-	if !errors.Is(err, errLeaderElectionLost) {
-		t.Fatalf("error = %v, want %v", err, errLeaderElectionLost)
-	}
-	<-runStopped
-	// leaderElectAndRun does not wait for the elector; its OnStoppedLeading comes after its release attempt.
-	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return !health.renewals.Held(), nil
-	}); err != nil {
-		t.Fatal("the elector never stopped")
-	}
-	for _, a := range client.Actions() {
-		if u, ok := a.(clienttesting.UpdateAction); ok && a.GetResource().Resource == "leases" {
-			if lease := u.GetObject().(*coordinationv1.Lease); holder(lease) == "" {
-				t.Errorf("a release reached the API server after the loss")
-			}
-		}
-	}
-	if h := holder(getLease(t, client)); h != *identity.Load() {
-		t.Errorf("the Lease names %q after the loss, want still %q", h, *identity.Load())
-	}
-	if !strings.Contains(err.Error(), "Lease") {
-		t.Errorf("the error %q does not say why", err)
-	}
-}
-
 // TestLeaseIsNotReleasedWhileAControllerStillRuns: a graceful stop whose controllers did not all return within the
 // stop timeout (one is detached and still acts) leaves the Lease to expire instead of handing it to a standby, and
 // says so in its error.
@@ -382,52 +235,5 @@ func TestLeaseIsNotReleasedWhileAControllerStillRuns(t *testing.T) {
 	}
 	if h := holder(getLease(t, client)); h != me || h == "" {
 		t.Errorf("the Lease names %q after the stop, want still %q: released while a controller still runs", h, me)
-	}
-}
-
-// TestRunExitsNamingTheRoleWhenTheLeaseIsRefused: a manager started with --leader-elect-resource-name or
-// --leader-elect-resource-namespace that its Role does not follow is refused its Lease (403). client-go's elector
-// would log and retry forever; Run returns, once the refusals have lasted the renew deadline, an error that says
-// which Lease, which Role and RoleBinding in which namespace, and what they must grant.
-func TestRunExitsNamingTheRoleWhenTheLeaseIsRefused(t *testing.T) {
-	for _, verb := range []string{"get", "create"} {
-		t.Run(verb, func(t *testing.T) {
-			_, ctx := ktesting.NewTestContext(t)
-			client := fake.NewClientset()
-			le := leaderElection(3*time.Second, time.Second, 100*time.Millisecond)
-			le.ResourceName, le.ResourceNamespace = "renamed", "elsewhere"
-			c := testConfig(client, le)
-			client.PrependReactor(verb, "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
-				return true, nil, apierrors.NewForbidden(coordinationv1.Resource("leases"), "renamed",
-					errors.New(`User "system:serviceaccount:kube-system:multiproject-controller-manager" cannot `+verb))
-			})
-			started := time.Now()
-			done := make(chan error, 1)
-			go func() {
-				done <- leaderElectAndRun(ctx, c, realHealth(c), &processState{}, func(context.Context) error {
-					t.Error("a manager refused its Lease ran its controllers")
-					return nil
-				})
-			}()
-			var err error
-			select {
-			case err = <-done:
-			case <-time.After(30 * time.Second):
-				t.Fatal("a manager refused its Lease kept retrying")
-			}
-			if !errors.Is(err, sharding.ErrLeaseRefused) || !errors.Is(err, errLeaderElectionLost) {
-				t.Fatalf("leaderElectAndRun returned %v, want ErrLeaseRefused (and the process to exit)", err)
-			}
-			for _, want := range []string{verb + " of Lease elsewhere/renamed", "Role " + leaderElectionRole,
-				`namespace "elsewhere"`, `leases.coordination.k8s.io "renamed"`, "--leader-elect-resource-name",
-				"leaderElection.resourceName", `cannot ` + verb} {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("the error does not say %q:\n%v", want, err)
-				}
-			}
-			if d := time.Since(started); d < le.RenewDeadline.Duration {
-				t.Errorf("gave up after %s, before refusals lasted the renew deadline %s", d, le.RenewDeadline.Duration)
-			}
-		})
 	}
 }

@@ -53,6 +53,13 @@ type cleanup struct {
 	lister  mplisters.TranslationLister
 }
 
+// Pending reports what of the tenant would leak in GCE if the neg controller stopped now, or "" (the Factory's
+// Pending): the Translations whose NEGs are not known to be deleted and the NEGs awaiting the garbage sweep. The
+// pusher, the only GCE writer, keeps that account (pusher.Pending).
+func Pending(ctx context.Context, c *tenant.Context) (string, error) {
+	return pusher.Pending(ctx, c)
+}
+
 // NewCleanup builds the cleanup of the tenant c describes; c's spec.gcp is the section it last ran with.
 func NewCleanup(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
 	informer, err := c.Informers.Informer(informerset.Translations)

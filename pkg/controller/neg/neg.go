@@ -24,7 +24,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/readiness"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
@@ -50,7 +49,7 @@ type Controller struct {
 // call here.
 func New(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
 	gate := &conditionGate{target: c.Condition, message: fmt.Sprintf(
-		"translating the tenant's Services with annotation %s into NEGs in GCP project %s", negapi.KeysOf(c.Options.NEGAnnotationKey, c.Options.NEGStatusAnnotationKey, c.Options.NEGReadinessGate).Annotation, projectOf(c))}
+		"translating the tenant's Services with annotation %s into NEGs in GCP project %s", c.Options.NEGKeys.OrDefaults().Annotation, projectOf(c))}
 	t, err := translator.New(c, gate.translatorSynced)
 	if err != nil {
 		return nil, err

@@ -106,8 +106,8 @@ type Controller struct {
 	startingGrace time.Duration
 	clock         clock.PassiveClock
 
-	// holders, if set (a replica that runs unsharded under leader election), says which tenants a sharded replica
-	// may still run: this replica does not start those. heldBy remembers, per tenant, the shard last reported in
+	// holders, if set (under leader election, or sharded), says which tenants another live shard may still run:
+	// this replica does not start those (Ownership.Holders). heldBy remembers, per tenant, the shard last reported in
 	// an Event, so that a wait is told once.
 	holders ShardHolders
 	heldMu  sync.Mutex
@@ -119,9 +119,14 @@ type Controller struct {
 }
 
 // NewController builds the controller. informer is the shared ProviderConfig informer; manager must have been
-// built with OnConditionChange set to the returned controller's Enqueue (use NewManagerAndController).
-func NewController(client mpclientset.Interface, informer cache.SharedIndexInformer, manager *Manager, recorder record.EventRecorder) *Controller {
+// built with OnConditionChange set to the returned controller's Enqueue (use NewManagerAndController); ownership
+// says which tenants it runs (the zero value: every one).
+func NewController(client mpclientset.Interface, informer cache.SharedIndexInformer, manager *Manager, recorder record.EventRecorder,
+	ownership Ownership) *Controller {
 	c := &Controller{
+		shard:         ownership.Shard,
+		holders:       ownership.Holders,
+		coverage:      ownership.Coverage,
 		client:        client,
 		lister:        mplisters.NewProviderConfigLister(informer.GetIndexer()),
 		informer:      informer,
@@ -164,13 +169,14 @@ func NewController(client mpclientset.Interface, informer cache.SharedIndexInfor
 }
 
 // NewManagerAndController wires a Manager whose condition changes enqueue the ProviderConfig into the returned
-// Controller.
-func NewManagerAndController(cfg ManagerConfig, client mpclientset.Interface, informer cache.SharedIndexInformer, recorder record.EventRecorder) (*Manager, *Controller) {
+// Controller, which runs the tenants ownership gives it.
+func NewManagerAndController(cfg ManagerConfig, client mpclientset.Interface, informer cache.SharedIndexInformer, recorder record.EventRecorder,
+	ownership Ownership) (*Manager, *Controller) {
 	// Controllers report conditions only once started, which is after this function returns, so c is set by then.
 	var c *Controller
 	cfg.OnConditionChange = func(name string) { c.Enqueue(name) }
 	m := NewManager(cfg)
-	c = NewController(client, informer, m, recorder)
+	c = NewController(client, informer, m, recorder, ownership)
 	return m, c
 }
 

@@ -86,15 +86,15 @@ type fixtureConfig struct {
 	objects []*mpv1alpha1.ProviderConfig
 	// probes, if set, is the probe factory's state (to set it up before the manager starts).
 	probes *probes
-	// shard, if set, makes the controller run only the ProviderConfigs of that shard (RunAsShard).
+	// shard, if set, makes the controller run only the ProviderConfigs of that shard (Ownership.Shard).
 	shard string
 	// inCluster makes the probe a controller whose cleanup removes objects in the cluster only: it has no Abandon.
 	inCluster bool
 	// secrets makes the probe read credentials from the Secret probeSecret names for its section.
 	secrets bool
-	// holders, if set, makes the controller leave alone the tenants another live shard holds (YieldToShards).
+	// holders, if set, makes the controller leave alone the tenants another live shard holds (Ownership.Holders).
 	holders ShardHolders
-	// coverage, if set, makes the shard wait until its informers have read a tenant's namespaces (WaitForCoverage).
+	// coverage, if set, makes the shard wait until its informers have read a tenant's namespaces (Ownership.Coverage).
 	coverage TenantCoverage
 	// startingGrace, if set, replaces StartingReportGrace.
 	startingGrace time.Duration
@@ -177,16 +177,8 @@ func newFixtureWith(t *testing.T, fc fixtureConfig) *fixture {
 	// writes' results from stale copies by them.
 	f.mp.PrependReactor("*", "providerconfigs", clienttesting.ObjectReaction(&versioningTracker{ObjectTracker: f.mp.Tracker()}))
 	f.events = &tenanttest.Events{}
-	f.manager, f.controller = NewManagerAndController(cfg, f.mp, pcInformer, f.events)
-	if fc.shard != "" {
-		f.controller.RunAsShard(fc.shard)
-	}
-	if fc.holders != nil {
-		f.controller.YieldToShards(fc.holders)
-	}
-	if fc.coverage != nil {
-		f.controller.WaitForCoverage(fc.coverage)
-	}
+	f.manager, f.controller = NewManagerAndController(cfg, f.mp, pcInformer, f.events,
+		Ownership{Shard: fc.shard, Holders: fc.holders, Coverage: fc.coverage})
 	if fc.startingGrace > 0 {
 		f.controller.startingGrace = fc.startingGrace
 	}

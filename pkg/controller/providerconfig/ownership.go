@@ -43,27 +43,29 @@ type TenantCoverage interface {
 	Covers(tenant string) bool
 }
 
-// WaitForCoverage makes a shard start a tenant only once its informers have read the tenant's namespaces: with
-// --sharded-watch they read only what the shard's selector holds, and a tenant that has just moved here would
-// otherwise start on caches without its objects. Call it before Run.
-func (c *Controller) WaitForCoverage(coverage TenantCoverage) { c.coverage = coverage }
-
-// RunAsShard makes the controller run, and write, only the ProviderConfigs that shard owns (sharding.Owns); any
-// other is stopped (without cleanup: its new owner carries on) on its next sync. Call it before Run.
-func (c *Controller) RunAsShard(shard string) { c.shard = shard }
-
-// YieldToShards makes the controller leave alone every tenant that another live shard may still run, until that
-// shard has released it or its Lease has expired. Unsharded, those are the tenants whose shard label or status.shard
-// names a shard whose Lease is live: during a move between sharded and unsharded replicas, both kinds run at once,
-// and the leader Lease they share keeps the sharder and this controller apart but not the shards. As a shard, those
-// are its tenants whose status.shard names another live shard: a label moved by hand or by a stale GitOps apply
-// while that shard still drains the tenant. Call it before Run.
-func (c *Controller) YieldToShards(holders ShardHolders) { c.holders = holders }
+// Ownership says which tenants this replica runs and writes; the zero value runs every one. The controller is
+// built with it (NewController) and keeps it for its life.
+type Ownership struct {
+	// Shard, if set, makes the controller run, and write, only the ProviderConfigs that shard owns
+	// (sharding.Owns); any other is stopped (without cleanup: its new owner carries on) on its next sync.
+	Shard string
+	// Holders, if set, makes the controller leave alone every tenant that another live shard may still run, until
+	// that shard has released it or its Lease has expired. Unsharded, those are the tenants whose shard label or
+	// status.shard names a shard whose Lease is live: during a move between sharded and unsharded replicas, both
+	// kinds run at once, and the leader Lease they share keeps the sharder and this controller apart but not the
+	// shards. As a shard, those are its tenants whose status.shard names another live shard: a label moved by hand
+	// or by a stale GitOps apply while that shard still drains the tenant.
+	Holders ShardHolders
+	// Coverage, if set, makes a shard start a tenant only once its informers have read the tenant's namespaces:
+	// with --sharded-watch they read only what the shard's selector holds, and a tenant that has just moved here
+	// would otherwise start on caches without its objects.
+	Coverage TenantCoverage
+}
 
 // owns says whether this replica may run and write the ProviderConfig. A shard owns the tenants labeled with it and
-// not draining (sharding.Owns), once no other live shard may still run them (YieldToShards) and its informers have
-// read their namespaces (WaitForCoverage). A replica that runs unsharded owns every tenant, except, with
-// YieldToShards, those a live shard may still run. When another shard holds the tenant, it returns when to look
+// not draining (sharding.Owns), once no other live shard may still run them (Ownership.Holders) and its informers have
+// read their namespaces (Ownership.Coverage). A replica that runs unsharded owns every tenant, except, with
+// Ownership.Holders, those a live shard may still run. When another shard holds the tenant, it returns when to look
 // again (when that shard's Lease would expire; a release is an event that brings the tenant back sooner).
 func (c *Controller) owns(ctx context.Context, pc *mpv1alpha1.ProviderConfig) (bool, time.Duration, error) {
 	if c.shard != "" && !sharding.Owns(c.shard, pc.Labels) {

@@ -46,16 +46,16 @@ type Descriptor struct {
 	Factory tenant.Factory
 }
 
-// Registry is an immutable set of descriptors.
-type Registry struct {
+// Descriptors is an immutable set of descriptors: the per-tenant controllers a binary can run.
+type Descriptors struct {
 	byName  map[string]*Descriptor
 	aliases map[string]string
 }
 
 // New validates the descriptors and returns a registry. A programming mistake in the descriptor table (empty name,
 // duplicate name or alias, alias equal to a name, no constructor) is an error, so the table itself is unit tested.
-func New(descriptors ...*Descriptor) (*Registry, error) {
-	r := &Registry{byName: map[string]*Descriptor{}, aliases: map[string]string{}}
+func New(descriptors ...*Descriptor) (*Descriptors, error) {
+	r := &Descriptors{byName: map[string]*Descriptor{}, aliases: map[string]string{}}
 	for _, d := range descriptors {
 		switch {
 		case d == nil:
@@ -90,12 +90,12 @@ func New(descriptors ...*Descriptor) (*Registry, error) {
 }
 
 // KnownControllers returns the canonical names, sorted.
-func (r *Registry) KnownControllers() []string {
+func (r *Descriptors) KnownControllers() []string {
 	return slices.Sorted(maps.Keys(r.byName))
 }
 
 // DisabledByDefault returns the names of the controllers that `*` does not enable, sorted.
-func (r *Registry) DisabledByDefault() []string {
+func (r *Descriptors) DisabledByDefault() []string {
 	var names []string
 	for name, d := range r.byName {
 		if d.DisabledByDefault {
@@ -107,19 +107,19 @@ func (r *Registry) DisabledByDefault() []string {
 }
 
 // Aliases returns alias → canonical name.
-func (r *Registry) Aliases() map[string]string {
+func (r *Descriptors) Aliases() map[string]string {
 	return maps.Clone(r.aliases)
 }
 
 // Get returns the descriptor of a canonical name.
-func (r *Registry) Get(name string) (*Descriptor, bool) {
+func (r *Descriptors) Get(name string) (*Descriptor, bool) {
 	d, ok := r.byName[name]
 	return d, ok
 }
 
 // Canonicalize validates a --controllers list and rewrites aliases to canonical names, keeping `*` and `-`
 // prefixes. An unknown name is an error that lists the valid names.
-func (r *Registry) Canonicalize(controllers []string) ([]string, error) {
+func (r *Descriptors) Canonicalize(controllers []string) ([]string, error) {
 	out := make([]string, 0, len(controllers))
 	var unknown []string
 	for _, entry := range controllers {
@@ -151,7 +151,7 @@ func (r *Registry) Canonicalize(controllers []string) ([]string, error) {
 // Enabled returns the descriptors that a canonical --controllers list enables, in name order, with
 // kube-controller-manager's semantics: the first explicit `name` or `-name` wins; otherwise `*` enables every
 // controller that is not disabled by default; with neither, the controller is off.
-func (r *Registry) Enabled(canonicalControllers []string) []*Descriptor {
+func (r *Descriptors) Enabled(canonicalControllers []string) []*Descriptor {
 	disabled := sets.NewString(r.DisabledByDefault()...)
 	var out []*Descriptor
 	for _, name := range r.KnownControllers() {

@@ -37,6 +37,7 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
@@ -112,13 +113,10 @@ type Options struct {
 	// cloud.google.com/load-balancer-neg-ready True anyway (reason LoadBalancerNegTimeout), so that a broken health
 	// check cannot block a rollout forever (--neg-readiness-timeout); 0 disables it.
 	NEGReadinessTimeout time.Duration
-	// NEGAnnotationKey, NEGStatusAnnotationKey and NEGReadinessGate are the names the neg controller reads and
-	// writes (--neg-annotation-key, --neg-status-annotation-key, --neg-readiness-gate; negapi.Keys); empty means
-	// ingress-gce's.
-	NEGAnnotationKey, NEGStatusAnnotationKey, NEGReadinessGate string
-	// NEGPreviousAnnotationKey, while the operator moves Services to a new NEGAnnotationKey, is the key they asked
-	// with before (--neg-previous-annotation-key; negapi.Keys.PreviousAnnotation); empty: none.
-	NEGPreviousAnnotationKey string
+	// NEGKeys are the names the neg controller reads and writes (--neg-annotation-key, --neg-status-annotation-key,
+	// --neg-readiness-gate, --neg-previous-annotation-key), whole, as the flags set them: a tenant's translator and
+	// readiness reflector read this one value. An empty key means ingress-gce's (negapi.Keys.OrDefaults).
+	NEGKeys negapi.Keys
 	// NEGEndpointBatchPeriod is the longest the NEG translator holds a Service's endpoint changes for the write in
 	// flight to end, so that they make the next write together (--neg-endpoint-batch-period); 0 holds nothing.
 	NEGEndpointBatchPeriod time.Duration

@@ -124,34 +124,25 @@ func StartManager(t testing.TB, env *Env, opts ManagerOptions) *Manager {
 	// Sharded for its ProviderConfigs only: the informer holds, and the controller runs, the tenants labeled for
 	// m.shard. --sharding would also turn on claims; the config leaves them off.
 	c.Sharding.Enabled, c.Sharding.Shard = true, m.shard
-	c, err = app.ResolveClusterIdentity(env.Ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The shard's Lease is never acquired here: the framework plays the sharder, and the Replica only attaches
 	// the ProviderConfig controller to the shard (its Drainer).
 	replica, err := app.NewReplica(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := app.CreateControllerContext(c, replica)
+	cc, err := app.CreateControllerContext(env.Ctx, c, replica)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.EventBroadcaster.StartRecordingToSink(c.EventSink)
 	ctx, cancel := context.WithCancel(env.Ctx)
 	done := make(chan error, 1)
+	// The command's term: StartControllers closes the claims and the informers once the controllers have stopped.
 	go func() { done <- app.StartControllers(ctx, cc, descriptors, nil) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("framework: the manager returned %v", err)
-		}
-		if err := cc.Claims.Close(); err != nil {
-			t.Error(err)
-		}
-		if err := cc.Informers.Close(); err != nil {
-			t.Error(err)
 		}
 		c.EventBroadcaster.Shutdown()
 	})

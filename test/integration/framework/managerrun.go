@@ -40,7 +40,7 @@ import (
 // ManagerProcess describes a manager run in process: its controllers and what the test sets instead of flags.
 type ManagerProcess struct {
 	// Descriptors are the controllers the process knows (app.NewControllerDescriptors for the binary's).
-	Descriptors *registry.Registry
+	Descriptors *registry.Descriptors
 	// Flags changes the command's defaulted options, as flags would, after the framework's own: the manifests'
 	// ServiceAccount's kubeconfig, no leader election, no serving port.
 	Flags func(*options.Options)
@@ -112,7 +112,7 @@ func wrapClients(wrap func(http.RoundTripper) http.RoundTripper, kube kubernetes
 
 // RunManager runs the manager in process on c with descriptors (app.Run, as the command does after its flags),
 // until the returned stop is called or the test ends. stop waits for Run to return and fails the test on its error.
-func RunManager(t testing.TB, ctx context.Context, c config.CompletedConfig, descriptors *registry.Registry) (stop func()) {
+func RunManager(t testing.TB, ctx context.Context, c config.CompletedConfig, descriptors *registry.Descriptors) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, c, descriptors) }()

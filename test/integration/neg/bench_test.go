@@ -38,7 +38,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/test/benchresult"
 	"github.com/multiproject/multiproject-controller-manager/test/integration/framework"
 )

@@ -18,28 +18,22 @@ package options
 
 import (
 	"github.com/spf13/pflag"
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 )
 
 // addNEGControllerFlags adds the flags of the names the neg controller reads and writes. ingress-gce's are the
 // defaults; another set lets the manager run beside another NEG controller that answers those (GKE's).
 func (o *Options) addNEGControllerFlags(fs *pflag.FlagSet) {
-	tc := &o.TenantControllers
-	fs.StringVar(&tc.NEGAnnotationKey, "neg-annotation-key", tc.NEGAnnotationKey, "Service annotation that asks the neg controller for NEGs, e.g. {\"exposed_ports\":{\"80\":{}}}. A qualified name, distinct from --neg-status-annotation-key.")
-	fs.StringVar(&tc.NEGStatusAnnotationKey, "neg-status-annotation-key", tc.NEGStatusAnnotationKey, "Service annotation in which the neg controller writes which NEG serves which port, in which zones. A qualified name.")
-	fs.StringVar(&tc.NEGPreviousAnnotationKey, "neg-previous-annotation-key", tc.NEGPreviousAnnotationKey, "While Services move to a new --neg-annotation-key: the key they asked with before. A Service that carries only this one keeps its NEGs, as if it carried --neg-annotation-key, and gets a Warning Event (docs/gke.md). Empty: none.")
-	fs.StringVar(&tc.NEGReadinessGate, "neg-readiness-gate", tc.NEGReadinessGate, "Pod condition type the neg controller sets once a Pod's endpoint is in its NEGs, and the readiness gate a Pod declares to wait for it. A qualified name.")
+	keys := &o.TenantControllers.NEGKeys
+	fs.StringVar(&keys.Annotation, "neg-annotation-key", keys.Annotation, "Service annotation that asks the neg controller for NEGs, e.g. {\"exposed_ports\":{\"80\":{}}}. A qualified name, distinct from --neg-status-annotation-key.")
+	fs.StringVar(&keys.StatusAnnotation, "neg-status-annotation-key", keys.StatusAnnotation, "Service annotation in which the neg controller writes which NEG serves which port, in which zones. A qualified name.")
+	fs.StringVar(&keys.PreviousAnnotation, "neg-previous-annotation-key", keys.PreviousAnnotation, "While Services move to a new --neg-annotation-key: the key they asked with before. A Service that carries only this one keeps its NEGs, as if it carried --neg-annotation-key, and gets a Warning Event (docs/gke.md). Empty: none.")
+	fs.StringVar((*string)(&keys.ReadinessGate), "neg-readiness-gate", string(keys.ReadinessGate), "Pod condition type the neg controller sets once a Pod's endpoint is in its NEGs, and the readiness gate a Pod declares to wait for it. A qualified name.")
 }
 
 // validateNEGController checks the names the neg controller reads and writes, as given: an empty one is refused,
 // not replaced by the default.
 func (o *Options) validateNEGController() []error {
-	tc := o.TenantControllers
-	keys := negapi.Keys{Annotation: tc.NEGAnnotationKey, StatusAnnotation: tc.NEGStatusAnnotationKey,
-		ReadinessGate: corev1.PodConditionType(tc.NEGReadinessGate), PreviousAnnotation: tc.NEGPreviousAnnotationKey}
-	if err := keys.Validate(); err != nil {
+	if err := o.TenantControllers.NEGKeys.Validate(); err != nil {
 		return []error{err}
 	}
 	return nil

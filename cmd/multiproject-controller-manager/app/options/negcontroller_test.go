@@ -20,7 +20,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 // TestNEGKeyFlags: the keys default to ingress-gce's; other keys are what the tenant's controllers get; a key that is
@@ -28,7 +28,7 @@ import (
 // annotation as the status key, is refused naming its flag.
 func TestNEGKeyFlags(t *testing.T) {
 	o, _ := parse(t)
-	if got := negapi.KeysOf(o.TenantControllers.NEGAnnotationKey, o.TenantControllers.NEGStatusAnnotationKey, o.TenantControllers.NEGReadinessGate); got != negapi.DefaultKeys() {
+	if got := o.TenantControllers.NEGKeys.OrDefaults(); got != negapi.DefaultKeys() {
 		t.Errorf("default keys = %+v, want ingress-gce's %+v", got, negapi.DefaultKeys())
 	}
 	o, _ = parse(t, "--neg-annotation-key=multiproject.io/neg", "--neg-status-annotation-key=multiproject.io/neg-status",
@@ -38,7 +38,7 @@ func TestNEGKeyFlags(t *testing.T) {
 	}
 	// Config hands o.TenantControllers to the controllers as they are.
 	want := negapi.Keys{Annotation: "multiproject.io/neg", StatusAnnotation: "multiproject.io/neg-status", ReadinessGate: "multiproject.io/neg-ready"}
-	if got := negapi.KeysOf(o.TenantControllers.NEGAnnotationKey, o.TenantControllers.NEGStatusAnnotationKey, o.TenantControllers.NEGReadinessGate); got != want {
+	if got := o.TenantControllers.NEGKeys.OrDefaults(); got != want {
 		t.Errorf("keys the controllers get = %+v, want %+v", got, want)
 	}
 

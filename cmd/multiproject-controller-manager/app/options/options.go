@@ -47,9 +47,9 @@ import (
 
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/config"
 	"github.com/multiproject/multiproject-controller-manager/cmd/multiproject-controller-manager/app/names"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/providerconfig"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 const (
@@ -170,9 +170,7 @@ func NewOptions(catalog ControllerCatalog) *Options {
 			NEGGCPeriod:            2 * time.Minute,
 			NEGReadinessTimeout:    10 * time.Minute,
 			NEGEndpointBatchPeriod: DefaultNEGEndpointBatchPeriod,
-			NEGAnnotationKey:       negapi.AnnotationKey,
-			NEGStatusAnnotationKey: negapi.StatusAnnotationKey,
-			NEGReadinessGate:       string(negapi.ReadinessGate),
+			NEGKeys:                negapi.DefaultKeys(),
 			GCEBurst:               20,
 		},
 		ShardGroup: names.ComponentName,

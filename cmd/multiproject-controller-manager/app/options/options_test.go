@@ -35,7 +35,7 @@ import (
 )
 
 type testCatalog struct {
-	*registry.Registry
+	*registry.Descriptors
 }
 
 func (c testCatalog) Info() []ControllerInfo {

@@ -21,8 +21,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 // programmedAt is the Translation generation whose network programming latency was observed last.

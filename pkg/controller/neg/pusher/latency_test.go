@@ -29,8 +29,8 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/gce/fakegce"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 const networkProgrammingMetric = "multiproject_neg_network_programming_duration_seconds"

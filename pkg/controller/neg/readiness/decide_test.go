@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 	corev1 "k8s.io/api/core/v1"
 )
 

@@ -28,6 +28,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 // TestAnAttachSeenWhileThePodIsWrittenIsNotLost: the Translation's attach lands while the first sync of a gated Pod
@@ -42,7 +44,7 @@ func TestAnAttachSeenWhileThePodIsWrittenIsNotLost(t *testing.T) {
 		seen := make(chan struct{})
 		if _, err := h.r.translations.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			UpdateFunc: func(_, newObj any) {
-				if tr, ok := newObj.(*mpv1alpha1.Translation); ok && synced(tr) {
+				if tr, ok := newObj.(*mpv1alpha1.Translation); ok && negapi.TranslationSynced(tr) {
 					once.Do(func() { close(seen) })
 				}
 			},

@@ -23,8 +23,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 // TestTheReflectorWritesTheConditionItIsGiven: with other keys in the tenant options, a Pod gated on the other
@@ -42,7 +42,7 @@ func TestTheReflectorWritesTheConditionItIsGiven(t *testing.T) {
 	theirWaitingPod := gatedPod("gke-2", "10.0.0.3", map[string]string{"app": "gke"})
 	theirWaitingPod.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: myGate}}
 	tr := translation("neg-v1-web-80", "neg-web", false, "10.0.0.1")
-	h := newHarnessWith(t, tenant.Options{NEGAnnotationKey: myAnnotation, NEGReadinessGate: string(myGate)},
+	h := newHarnessWith(t, tenant.Options{NEGKeys: negapi.Keys{Annotation: myAnnotation, ReadinessGate: myGate}},
 		func(h *harness) { h.health.set("neg-web", "10.0.0.1", "HEALTHY") }, mine, theirs, tr, myPod, theirPod, theirWaitingPod)
 
 	h.waitCondition("web-1", corev1.ConditionFalse, ReasonNotReady)
@@ -79,7 +79,7 @@ func TestAPodGatedOnBothControllersIsWarnedAndServed(t *testing.T) {
 	onlyMine := gatedPod("mine", "10.0.0.2", map[string]string{"app": "web"})
 	onlyMine.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: myGate}}
 	tr := translation("neg-v1-web-80", "neg-web", true, "10.0.0.1", "10.0.0.2")
-	h := newHarnessWith(t, tenant.Options{NEGAnnotationKey: myAnnotation, NEGReadinessGate: string(myGate)},
+	h := newHarnessWith(t, tenant.Options{NEGKeys: negapi.Keys{Annotation: myAnnotation, ReadinessGate: myGate}},
 		func(h *harness) {
 			h.health.set("neg-web", "10.0.0.1", "HEALTHY")
 			h.health.set("neg-web", "10.0.0.2", "HEALTHY")

@@ -24,7 +24,7 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 // triggerOf is the trigger time (negapi.TriggerTimeAnnotation) of the synced Translations in the namespace that list
@@ -34,7 +34,7 @@ func (r *Reflector) triggerOf(namespace string, ips []string) (latest time.Time,
 	objs, _ := r.translations.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
 	for _, obj := range objs {
 		tr, isTr := obj.(*mpv1alpha1.Translation)
-		if !isTr || !synced(tr) || !lists(tr, ips) {
+		if !isTr || !negapi.TranslationSynced(tr) || !lists(tr, ips) {
 			continue
 		}
 		if at, has := negapi.TriggerTime(tr.Annotations, negapi.TriggerTimeAnnotation); has && at.After(latest) {

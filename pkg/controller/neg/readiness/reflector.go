@@ -31,10 +31,10 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
@@ -87,8 +87,7 @@ func New(c *tenant.Context, clients ClientFunc) (*Reflector, error) {
 	if c.ProviderConfig == nil || c.ProviderConfig.Spec.GCP == nil {
 		return nil, errors.New("neg readiness: the ProviderConfig has no spec.gcp")
 	}
-	keys := negapi.KeysOf(c.Options.NEGAnnotationKey, c.Options.NEGStatusAnnotationKey, c.Options.NEGReadinessGate).
-		WithPreviousAnnotation(c.Options.NEGPreviousAnnotationKey)
+	keys := c.Options.NEGKeys.OrDefaults()
 	r := &Reflector{
 		tenant:   c.Name(),
 		keys:     keys,

@@ -25,18 +25,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
@@ -132,8 +130,8 @@ func (r *Reflector) gather(ctx context.Context, pod *corev1.Pod) (input, error) 
 }
 
 // memberships are the NEGs whose Translation (of the tenant, in the Pod's namespace) lists the Pod's endpoint
-// (listsPod). One is attached once the pusher has synced the Translation's current spec: its status has observed
-// the generation and its Synced condition is True for it.
+// (listsPod). One is attached once the pusher has synced the Translation's current spec
+// (negapi.TranslationSynced).
 func (r *Reflector) memberships(pod *corev1.Pod, ips []string) []membership {
 	if len(ips) == 0 {
 		return nil
@@ -145,7 +143,7 @@ func (r *Reflector) memberships(pod *corev1.Pod, ips []string) []membership {
 		if !ok || tr.DeletionTimestamp != nil {
 			continue
 		}
-		attached := synced(tr)
+		attached := negapi.TranslationSynced(tr)
 		for i := range tr.Spec.Resources {
 			res := &tr.Spec.Resources[i]
 			if res.NetworkEndpointGroup == nil {
@@ -178,12 +176,6 @@ func listsPod(ep *mpv1alpha1.NetworkEndpoint, name string, ips []string) bool {
 		return false
 	}
 	return slices.Contains(ips, ep.IPAddress) || (ep.Ipv6Address != "" && slices.Contains(ips, ep.Ipv6Address))
-}
-
-func synced(tr *mpv1alpha1.Translation) bool {
-	c := meta.FindStatusCondition(tr.Status.Conditions, mpv1alpha1.TranslationConditionSynced)
-	return tr.Status.ObservedGeneration >= tr.Generation && c != nil && c.Status == metav1.ConditionTrue &&
-		c.ObservedGeneration >= tr.Generation
 }
 
 // projectOf is the project the pusher put a NEG in: the one its status entry records, or the tenant's.

@@ -27,7 +27,7 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 // hybridGCP is a hybrid tenant's spec.gcp: rack-1 is in zone b, rack-2 in zone c, and every other Node (one of

@@ -21,7 +21,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 // myKeys are keys other than ingress-gce's, as beside GKE's own NEG controller.
@@ -45,8 +45,7 @@ func TestTheTranslatorReadsTheKeysItIsGiven(t *testing.T) {
 		gatedPod("my-gate", withoutGates, withGate(myKeys.ReadinessGate)),
 		gatedPod("their-gate"))
 	c := *h.tctx
-	c.Options.NEGAnnotationKey, c.Options.NEGStatusAnnotationKey = myKeys.Annotation, myKeys.StatusAnnotation
-	c.Options.NEGReadinessGate = string(myKeys.ReadinessGate)
+	c.Options.NEGKeys = myKeys
 	tr, err := New(&c, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -93,8 +92,7 @@ func TestAServiceAnnotatedForBothControllersIsWarnedAndServed(t *testing.T) {
 		slice("both", "both-1", "http", 8080, ep{ip: "10.0.0.1", node: "n1"}),
 		slice("mine", "mine-1", "http", 8080, ep{ip: "10.0.0.2", node: "n1"}))
 	c := *h.tctx
-	c.Options.NEGAnnotationKey, c.Options.NEGStatusAnnotationKey = myKeys.Annotation, myKeys.StatusAnnotation
-	c.Options.NEGReadinessGate = string(myKeys.ReadinessGate)
+	c.Options.NEGKeys = myKeys
 	tr, err := New(&c, nil)
 	if err != nil {
 		t.Fatal(err)

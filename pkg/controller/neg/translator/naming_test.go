@@ -22,7 +22,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 func TestNEGNameIsAValidDeterministicGCEName(t *testing.T) {

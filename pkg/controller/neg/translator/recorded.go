@@ -23,7 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 // negID is the name and ownership marker of the NEGs of one Service port, and whether the name is generated (not

@@ -20,11 +20,12 @@ import (
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 // isOurs says whether this controller wrote the Translation, whatever its version: its name has our prefix.
@@ -58,11 +59,9 @@ func ownerUID(tr *mpv1alpha1.Translation) types.UID {
 	return ""
 }
 
-// isSynced says whether the pusher has pushed the Translation's current spec: its NEGs exist as declared.
-func isSynced(tr *mpv1alpha1.Translation) bool {
-	c := meta.FindStatusCondition(tr.Status.Conditions, mpv1alpha1.TranslationConditionSynced)
-	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == tr.Generation
-}
+// isSynced says whether the pusher has pushed the Translation's current spec: its NEGs exist as declared
+// (negapi.TranslationSynced, the rule the readiness reflector reads too).
+func isSynced(tr *mpv1alpha1.Translation) bool { return negapi.TranslationSynced(tr) }
 
 // sharesNEGs says whether two Translations list a NEG of the same zone and name. Generated names differ between
 // versions and Service ports; a custom name (the annotation's "name") is the same in every version.

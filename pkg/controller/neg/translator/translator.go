@@ -36,9 +36,9 @@ import (
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
@@ -136,8 +136,7 @@ func newWithClock(c *tenant.Context, onSynced func(), clk clock.WithDelayedExecu
 		// Without it, NEG names and markers would be those another cluster with the same --cluster-name makes.
 		return nil, errors.New("neg: the cluster's identity (tenant.Options.ClusterUID) is not known")
 	}
-	keys := negapi.KeysOf(c.Options.NEGAnnotationKey, c.Options.NEGStatusAnnotationKey, c.Options.NEGReadinessGate).
-		WithPreviousAnnotation(c.Options.NEGPreviousAnnotationKey)
+	keys := c.Options.NEGKeys.OrDefaults()
 	t := &Translator{
 		tenant:      c.Name(),
 		keys:        keys,

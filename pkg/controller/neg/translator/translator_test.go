@@ -38,8 +38,8 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
-	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/negapi"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 // shop/web exposes port 80 (named http, targetPort "web" resolved per Pod) and not 443. Nodes n1 and n2 are in

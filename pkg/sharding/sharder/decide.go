@@ -14,14 +14,13 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package sharding
+package sharder
 
 import (
 	"cmp"
-	"encoding/json"
-	"fmt"
 	"slices"
-	"strings"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 )
 
 // Action is what the sharder does about one ProviderConfig.
@@ -66,8 +65,8 @@ const WaitForRelease Action = "WaitForRelease"
 // unowned: the shard that recorded itself in the status owns it until it releases it (clears the status, which
 // every shard does once it has stopped a tenant it no longer owns) or dies.
 func Decide(labels map[string]string, recorded string, live []string, want string) Decision {
-	current := labels[ShardLabel]
-	isDraining := labels[DrainLabel] == "true"
+	current := labels[sharding.ShardLabel]
+	isDraining := labels[sharding.DrainLabel] == "true"
 	switch {
 	case want == "":
 		// No live shard: nothing can run the tenant, and moving it nowhere would help no one.
@@ -88,59 +87,4 @@ func Decide(labels map[string]string, recorded string, live []string, want strin
 	default:
 		return Decision{Action: Nothing, From: current}
 	}
-}
-
-// labelPatch is a JSON patch (RFC 6902) that first tests the values of ShardLabel and DrainLabel as they were read
-// (a missing label tests as null) and then sets or removes them. The API server applies a patch to the object as
-// stored, so the patch fails when either label changed since it was read: a compare-and-swap on exactly the two
-// labels, which a merge patch cannot express without a resourceVersion precondition that every unrelated write
-// (the tenant's status) would break.
-func labelPatch(read map[string]string, set map[string]string, remove ...string) ([]byte, error) {
-	type op struct {
-		Op    string  `json:"op"`
-		Path  string  `json:"path"`
-		Value *string `json:"value"`
-	}
-	var ops []any
-	if len(read) == 0 {
-		// Without labels the per-label paths do not exist (an empty map is not serialized, so removing the last
-		// label removes the map): test that the map itself is absent and add it whole.
-		ops = append(ops, map[string]any{"op": "test", "path": "/metadata/labels", "value": nil})
-		if len(set) == 0 {
-			return nil, fmt.Errorf("nothing to patch: the object has no labels to remove")
-		}
-		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/labels", "value": set})
-		return json.Marshal(ops)
-	}
-	for _, key := range []string{ShardLabel, DrainLabel} {
-		var value *string
-		if v, ok := read[key]; ok {
-			value = &v
-		}
-		ops = append(ops, op{Op: "test", Path: labelPath(key), Value: value})
-	}
-	for _, key := range remove {
-		if _, ok := read[key]; ok {
-			ops = append(ops, map[string]any{"op": "remove", "path": labelPath(key)})
-		}
-	}
-	for _, key := range sortedKeys(set) {
-		v := set[key]
-		ops = append(ops, op{Op: "add", Path: labelPath(key), Value: &v})
-	}
-	return json.Marshal(ops)
-}
-
-func labelPath(key string) string {
-	// RFC 6901: "~" becomes "~0" and "/" becomes "~1".
-	return "/metadata/labels/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package sharding
+package sharder
 
 import (
 	"fmt"
@@ -77,12 +77,12 @@ func BenchmarkPlannerTenantsCreated(b *testing.B) {
 		return
 	}
 	benchresult.Record(b, benchresult.Row{
-		ID: "sharding-planner-tenants-created", Benchmark: "BenchmarkPlannerTenantsCreated", Package: "pkg/sharding",
+		ID: "sharding-planner-tenants-created", Benchmark: "BenchmarkPlannerTenantsCreated", Package: "pkg/sharding/sharder",
 		What:     fmt.Sprintf("The sharder's planning CPU while %s tenants are created one by one on three shards, each observed and then synced", benchresult.Thousands(float64(n))),
 		Baseline: "A full Plan of every tenant per tenant created (N²·S hashes), what the sharder did before, in the same process",
 		Measures: []benchresult.Measure{{Ours: ours.Seconds(), Baseline: benchresult.Float(full.Seconds()), Unit: "CPU s", Goal: benchresult.Float(0.01)}},
 		Notes:    "Single-threaded, so wall time is CPU time. The planner computes the plan once (the sharder's first sync) and places every new unlabeled tenant on its own in S hashes.",
-		Command:  "go test -run '^$' -bench PlannerTenantsCreated -benchtime 1x ./pkg/sharding/",
+		Command:  "go test -run '^$' -bench PlannerTenantsCreated -benchtime 1x ./pkg/sharding/sharder/",
 		Settings: benchresult.GoTestSettings(map[string]string{"PLANNER_BENCH_TENANTS": strconv.Itoa(n)}),
 		Doc:      "docs/sharding.md#placement-rendezvous-hashing-with-bounded-loads",
 	})

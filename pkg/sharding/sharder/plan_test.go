@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package sharding
+package sharder
 
 import (
 	"fmt"
@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 )
 
 // randomNames returns n distinct random tenant names (a fixed seed: the same names every run).
@@ -229,7 +230,7 @@ func TestPlannerComputesOncePerChange(t *testing.T) {
 	list := func() ([]*mpv1alpha1.ProviderConfig, error) { lists++; return pcs, nil }
 	var p planner
 	want, _, _ := p.want("tenant-0", live, list)
-	p.observe("tenant-0", map[string]string{ShardLabel: want}, false)
+	p.observe("tenant-0", map[string]string{sharding.ShardLabel: want}, false)
 	p.observe("tenant-1", nil, false)
 	p.want("tenant-1", live, list)
 	if lists != 1 {
@@ -240,12 +241,12 @@ func TestPlannerComputesOncePerChange(t *testing.T) {
 		other = live[1]
 	}
 	// Drained from another shard towards the plan's: the move the plan asked for.
-	p.observe("tenant-0", map[string]string{ShardLabel: other, DrainLabel: "true"}, false)
+	p.observe("tenant-0", map[string]string{sharding.ShardLabel: other, sharding.DrainLabel: "true"}, false)
 	p.want("tenant-0", live, list)
 	if lists != 1 {
 		t.Fatalf("listed %d times, want once: a drain towards the plan's shard must not recompute it", lists)
 	}
-	p.observe("tenant-0", map[string]string{ShardLabel: other}, false)
+	p.observe("tenant-0", map[string]string{sharding.ShardLabel: other}, false)
 	p.want("tenant-0", live, list)
 	if lists != 2 {
 		t.Fatalf("listed %d times, want twice: a label other than the plan's must recompute it", lists)
@@ -281,7 +282,7 @@ func TestPlannerPlacesANewTenantWithoutComputingAgain(t *testing.T) {
 		if err != nil || want == "" {
 			t.Fatalf("%s: planned on %q (%v)", n, want, err)
 		}
-		p.observe(n, map[string]string{ShardLabel: want}, false)
+		p.observe(n, map[string]string{sharding.ShardLabel: want}, false)
 		labeled[n] = Placement{Shard: want}
 	}
 	for i, n := range later {
@@ -296,7 +297,7 @@ func TestPlannerPlacesANewTenantWithoutComputingAgain(t *testing.T) {
 				t.Fatalf("after %d new tenants %s holds %d, above the even share %d", i+1, shard, l, even)
 			}
 		}
-		p.observe(n, map[string]string{ShardLabel: want}, false)
+		p.observe(n, map[string]string{sharding.ShardLabel: want}, false)
 		labeled[n] = Placement{Shard: want}
 	}
 	if lists != 1 {
@@ -308,8 +309,8 @@ func TestPlannerPlacesANewTenantWithoutComputingAgain(t *testing.T) {
 	}
 	// A new tenant that arrives labeled (created so, or labeled before this sharder saw it) is not placed on its
 	// own: the plan is computed again, and keeps it where it is while it fits.
-	p.observe("t-labeled", map[string]string{ShardLabel: "shard-b"}, false)
-	pcs = append(pcs, &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: "t-labeled", Labels: map[string]string{ShardLabel: "shard-b"}}})
+	p.observe("t-labeled", map[string]string{sharding.ShardLabel: "shard-b"}, false)
+	pcs = append(pcs, &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: "t-labeled", Labels: map[string]string{sharding.ShardLabel: "shard-b"}}})
 	if want, _, _ := p.want("t-labeled", live, list); lists != 2 || want != "shard-b" {
 		t.Fatalf("a labeled new tenant: listed %d times (want 2), planned on %q (want shard-b)", lists, want)
 	}

@@ -16,9 +16,10 @@ limitations under the License.
 
 // Package negapi owns the vocabulary the neg controller shares with its users and with ingress-gce: the Service
 // annotation that asks for NEGs and its parse (annotation.go), the status annotation the translator answers with,
-// and the Pod readiness gate the readiness reflector sets (this file), as one Keys value that a tenant's parts
-// build from the flags (KeysOf). The translator and the readiness reflector both import it, so that they
-// read one annotation and one gate the same way; it imports nothing of the product.
+// and the Pod readiness gate the readiness reflector sets (this file), as one Keys value that the flags set and
+// the tenant options carry whole (tenant.Options.NEGKeys). The translator and the readiness reflector both import
+// it, so that they read one annotation and one gate the same way. It imports nothing of the product, and sits
+// below pkg/controller, so that the tenant package can carry its Keys.
 package negapi
 
 import (
@@ -73,19 +74,6 @@ type Keys struct {
 // DefaultKeys are ingress-gce's keys.
 func DefaultKeys() Keys {
 	return Keys{Annotation: AnnotationKey, StatusAnnotation: StatusAnnotationKey, ReadinessGate: ReadinessGate}
-}
-
-// KeysOf are the keys the flags name (--neg-annotation-key, --neg-status-annotation-key, --neg-readiness-gate),
-// ingress-gce's where they name none.
-func KeysOf(annotation, statusAnnotation, readinessGate string) Keys {
-	return Keys{Annotation: annotation, StatusAnnotation: statusAnnotation,
-		ReadinessGate: corev1.PodConditionType(readinessGate)}.OrDefaults()
-}
-
-// WithPreviousAnnotation returns k reading previous too, for the Services not moved yet (Keys.PreviousAnnotation).
-func (k Keys) WithPreviousAnnotation(previous string) Keys {
-	k.PreviousAnnotation = previous
-	return k
 }
 
 // OrDefaults returns k with each empty key replaced by ingress-gce's.

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package sharding
+package sharder
 
 import (
 	"context"
@@ -43,8 +43,10 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
+	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
 	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
@@ -62,8 +64,11 @@ const (
 	EventShardLeaseOutOfBounds = "ShardLeaseOutOfBounds"
 )
 
-// SharderConfig configures the Sharder.
-type SharderConfig struct {
+// sharderWorkers is how many ProviderConfigs the sharder assigns concurrently: each assignment is one patch.
+const sharderWorkers = 2
+
+// Config configures the Sharder.
+type Config struct {
 	// Group and Namespace select the shard Leases (ShardLeaseConfig's).
 	Group, Namespace string
 	// KubeClient reads the shard Leases; Client patches ProviderConfigs.
@@ -78,14 +83,14 @@ type SharderConfig struct {
 	Clock clock.WithDelayedExecution
 	// LeaseBounds are the timings the replicas' shard Leases can carry (NewLeaseBounds of their flags); a Lease
 	// outside them is ignored. The zero value ignores none.
-	LeaseBounds LeaseBounds
+	LeaseBounds sharding.LeaseBounds
 }
 
 // Sharder assigns every ProviderConfig to a live shard. Run it only on the replica that holds the leader-election
 // Lease: it assumes it is the only writer of assignments (its compare-and-swap patches keep a second one from
 // causing harm, but two would fight).
 type Sharder struct {
-	cfg           SharderConfig
+	cfg           Config
 	clock         clock.WithDelayedExecution
 	leaseInformer cache.SharedIndexInformer
 	leases        coordinationlisters.LeaseLister
@@ -105,16 +110,16 @@ type Sharder struct {
 	// waiting is, per ProviderConfig, the live shard whose release the sharder last said (in an Event) it waits for.
 	waiting map[string]string
 	// reads bounds the expiry of the shard Leases confirmDead reads outside the LeaseBounds.
-	reads versionReads
+	reads sharding.VersionReads
 }
 
-// NewSharder builds the Sharder and its informer on the group's shard Leases.
-func NewSharder(cfg SharderConfig) *Sharder {
+// New builds the Sharder and its informer on the group's shard Leases.
+func New(cfg Config) *Sharder {
 	clk := cfg.Clock
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	selector := labels.Set{ShardGroupLabel: cfg.Group}.AsSelector().String()
+	selector := labels.Set{sharding.ShardGroupLabel: cfg.Group}.AsSelector().String()
 	leaseInformer := coordinationinformers.NewFilteredLeaseInformer(cfg.KubeClient, cfg.Namespace, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = selector })
 	s := &Sharder{
@@ -135,6 +140,27 @@ func NewSharder(cfg SharderConfig) *Sharder {
 			return worker.Result{}, s.sync(ctx, name)
 		}})
 	return s
+}
+
+// Run runs the sharder of cfg until ctx ends (the command runs it on the elected replica), on an informer of
+// every ProviderConfig of its own (a shard's shared informer holds only that shard's tenants); cfg.ProviderConfigs
+// is not read.
+func Run(ctx context.Context, cfg Config) error {
+	pcs := mpinformers.NewProviderConfigInformer(cfg.Client, 0, cache.Indexers{})
+	// The sharder reads names, labels and status.shard only (and a UID to record Events on).
+	if err := pcs.SetTransform(func(obj any) (any, error) {
+		if pc, ok := obj.(*mpv1alpha1.ProviderConfig); ok {
+			return &mpv1alpha1.ProviderConfig{TypeMeta: pc.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+				Name: pc.Name, UID: pc.UID, ResourceVersion: pc.ResourceVersion, Labels: pc.Labels},
+				Status: mpv1alpha1.ProviderConfigStatus{Shard: pc.Status.Shard}}, nil
+		}
+		return obj, nil
+	}); err != nil {
+		return err
+	}
+	go pcs.Run(ctx.Done())
+	cfg.ProviderConfigs = pcs
+	return New(cfg).Run(ctx, sharderWorkers)
 }
 
 // Run runs the Lease informer, the Lease watch and workers until ctx ends, and then returns nil once the workers
@@ -224,10 +250,10 @@ func (s *Sharder) evaluateLeases(ctx context.Context) time.Time {
 		return time.Time{}
 	}
 	ShardLeasesOutOfBounds.Set(float64(outOfBounds))
-	live := LiveShards(leases, now)
+	live := sharding.LiveShards(leases, now)
 	var next time.Time
 	for _, l := range leases {
-		if expiry, ok := leaseExpiry(l); ok && expiry.After(now) && (next.IsZero() || expiry.Before(next)) {
+		if expiry, ok := sharding.LeaseExpiry(l); ok && expiry.After(now) && (next.IsZero() || expiry.Before(next)) {
 			next = expiry
 		}
 	}
@@ -258,11 +284,11 @@ func (s *Sharder) evaluateLeases(ctx context.Context) time.Time {
 func (s *Sharder) collectDeadLeases(ctx context.Context, leases []*coordinationv1.Lease, pcs []*mpv1alpha1.ProviderConfig, now time.Time) {
 	named := make(map[string]bool, len(leases))
 	for _, pc := range pcs {
-		named[pc.Labels[ShardLabel]] = true
+		named[pc.Labels[sharding.ShardLabel]] = true
 	}
 	prefix := s.cfg.Group + "-"
 	for _, l := range leases {
-		if expiry, held := leaseExpiry(l); held && expiry.After(now) {
+		if expiry, held := sharding.LeaseExpiry(l); held && expiry.After(now) {
 			continue
 		}
 		shard, ok := strings.CutPrefix(l.Name, prefix)
@@ -291,7 +317,7 @@ func (s *Sharder) observeTenants(live []string, pcs []*mpv1alpha1.ProviderConfig
 	}
 	withoutLease := 0
 	for _, pc := range pcs {
-		if shard := pc.Labels[ShardLabel]; slices.Contains(live, shard) {
+		if shard := pc.Labels[sharding.ShardLabel]; slices.Contains(live, shard) {
 			counts[shard]++
 		} else if shard != "" {
 			withoutLease++
@@ -341,7 +367,7 @@ func (s *Sharder) decide(ctx context.Context, name string) (*mpv1alpha1.Provider
 	if err != nil {
 		return nil, Decision{}, "", err
 	}
-	live := LiveShards(leases, s.clock.Now())
+	live := sharding.LiveShards(leases, s.clock.Now())
 	want, changed, err := s.planner.want(name, live, func() ([]*mpv1alpha1.ProviderConfig, error) {
 		return s.pcs.List(labels.Everything())
 	})
@@ -362,7 +388,7 @@ func (s *Sharder) decide(ctx context.Context, name string) (*mpv1alpha1.Provider
 		return nil, Decision{}, "", err
 	}
 	d := Decide(pc.Labels, pc.Status.Shard, live, want)
-	if pc.Labels[ShardLabel] == "" && (d.Action == Assign || d.Action == ReassignNow) {
+	if pc.Labels[sharding.ShardLabel] == "" && (d.Action == Assign || d.Action == ReassignNow) {
 		// Without a label, only the status says whether a shard may still run the tenant, and our cache may not
 		// have seen a shard record itself there yet: decide on the object as stored. Nothing can record itself
 		// afterwards, because a shard records itself only while labeled with it (a write conditional on the
@@ -393,11 +419,11 @@ func (s *Sharder) movePatch(ctx context.Context, pc *mpv1alpha1.ProviderConfig, 
 			s.queue.AddAfter(pc.Name, retryAt.Sub(s.clock.Now()))
 			return nil, nil
 		}
-		return labelPatch(pc.Labels, map[string]string{ShardLabel: d.Shard}, DrainLabel)
+		return sharding.LabelPatch(pc.Labels, map[string]string{sharding.ShardLabel: d.Shard}, sharding.DrainLabel)
 	case Assign:
-		return labelPatch(pc.Labels, map[string]string{ShardLabel: d.Shard}, DrainLabel)
+		return sharding.LabelPatch(pc.Labels, map[string]string{sharding.ShardLabel: d.Shard}, sharding.DrainLabel)
 	case Drain:
-		return labelPatch(pc.Labels, map[string]string{DrainLabel: "true"})
+		return sharding.LabelPatch(pc.Labels, map[string]string{sharding.DrainLabel: "true"})
 	}
 	// Nothing, WaitForRelease.
 	return nil, nil
@@ -439,7 +465,7 @@ func (s *Sharder) noteWaiting(pc *mpv1alpha1.ProviderConfig, d Decision) {
 	s.waiting[pc.Name] = d.Shard
 	s.cfg.Recorder.Eventf(pc, corev1.EventTypeNormal, EventShardReleasePending,
 		"The label %s is missing, but shard %s (status.shard) is live and may still run the tenant; it is assigned again once that shard has stopped it and cleared status.shard, or its Lease ends",
-		ShardLabel, d.Shard)
+		sharding.ShardLabel, d.Shard)
 }
 
 // errStaleLabels marks a label patch whose test failed: the labels were not as the cache had them. It is expected

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package sharding
+package sharder
 
 import (
 	"context"
@@ -26,6 +26,7 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 )
 
 // TestDecideEveryState walks every combination of the tenant's shard label (none, the shard it belongs to, another
@@ -82,10 +83,10 @@ func TestDecideEveryState(t *testing.T) {
 		for _, c := range cases {
 			labels := map[string]string{"unrelated": "x"}
 			if c.current != "" {
-				labels[ShardLabel] = c.current
+				labels[sharding.ShardLabel] = c.current
 			}
 			if c.draining {
-				labels[DrainLabel] = "true"
+				labels[sharding.DrainLabel] = "true"
 			}
 			name := fmt.Sprintf("%s current=%q draining=%v recorded=%q live=%v", key, c.current, c.draining, c.recorded, c.live)
 			// want is the plan's entry for the tenant: whichever live shard, "" when none is live.
@@ -113,27 +114,27 @@ func TestLabelPatchIsACompareAndSwap(t *testing.T) {
 		wantErr      bool
 	}{
 		{name: "assign, no labels map", stored: nil, read: nil,
-			set: map[string]string{ShardLabel: "a"}, want: map[string]string{ShardLabel: "a"}},
+			set: map[string]string{sharding.ShardLabel: "a"}, want: map[string]string{sharding.ShardLabel: "a"}},
 		{name: "assign, labels map without shard", stored: map[string]string{"x": "y"}, read: map[string]string{"x": "y"},
-			set: map[string]string{ShardLabel: "a"}, remove: []string{DrainLabel}, want: map[string]string{"x": "y", ShardLabel: "a"}},
-		{name: "assign refused: assigned since it was read", stored: map[string]string{"x": "y", ShardLabel: "b"}, read: map[string]string{"x": "y"},
-			set: map[string]string{ShardLabel: "a"}, wantErr: true},
-		{name: "assign refused: labels map appeared since it was read", stored: map[string]string{ShardLabel: "b"}, read: nil,
-			set: map[string]string{ShardLabel: "a"}, wantErr: true},
-		{name: "drain", stored: map[string]string{ShardLabel: "a"}, read: map[string]string{ShardLabel: "a"},
-			set: map[string]string{DrainLabel: "true"}, want: map[string]string{ShardLabel: "a", DrainLabel: "true"}},
-		{name: "drain refused: draining since it was read", stored: map[string]string{ShardLabel: "a", DrainLabel: "true"}, read: map[string]string{ShardLabel: "a"},
-			set: map[string]string{DrainLabel: "true"}, wantErr: true},
-		{name: "acknowledge", stored: map[string]string{ShardLabel: "a", DrainLabel: "true", "x": "y"}, read: map[string]string{ShardLabel: "a", DrainLabel: "true"},
-			remove: []string{ShardLabel, DrainLabel}, want: map[string]string{"x": "y"}},
-		{name: "acknowledge refused: reassigned since it was read", stored: map[string]string{ShardLabel: "b"}, read: map[string]string{ShardLabel: "a", DrainLabel: "true"},
-			remove: []string{ShardLabel, DrainLabel}, wantErr: true},
-		{name: "reassign a dead shard's tenant", stored: map[string]string{ShardLabel: "dead", DrainLabel: "true"}, read: map[string]string{ShardLabel: "dead", DrainLabel: "true"},
-			set: map[string]string{ShardLabel: "a"}, remove: []string{DrainLabel}, want: map[string]string{ShardLabel: "a"}},
+			set: map[string]string{sharding.ShardLabel: "a"}, remove: []string{sharding.DrainLabel}, want: map[string]string{"x": "y", sharding.ShardLabel: "a"}},
+		{name: "assign refused: assigned since it was read", stored: map[string]string{"x": "y", sharding.ShardLabel: "b"}, read: map[string]string{"x": "y"},
+			set: map[string]string{sharding.ShardLabel: "a"}, wantErr: true},
+		{name: "assign refused: labels map appeared since it was read", stored: map[string]string{sharding.ShardLabel: "b"}, read: nil,
+			set: map[string]string{sharding.ShardLabel: "a"}, wantErr: true},
+		{name: "drain", stored: map[string]string{sharding.ShardLabel: "a"}, read: map[string]string{sharding.ShardLabel: "a"},
+			set: map[string]string{sharding.DrainLabel: "true"}, want: map[string]string{sharding.ShardLabel: "a", sharding.DrainLabel: "true"}},
+		{name: "drain refused: draining since it was read", stored: map[string]string{sharding.ShardLabel: "a", sharding.DrainLabel: "true"}, read: map[string]string{sharding.ShardLabel: "a"},
+			set: map[string]string{sharding.DrainLabel: "true"}, wantErr: true},
+		{name: "acknowledge", stored: map[string]string{sharding.ShardLabel: "a", sharding.DrainLabel: "true", "x": "y"}, read: map[string]string{sharding.ShardLabel: "a", sharding.DrainLabel: "true"},
+			remove: []string{sharding.ShardLabel, sharding.DrainLabel}, want: map[string]string{"x": "y"}},
+		{name: "acknowledge refused: reassigned since it was read", stored: map[string]string{sharding.ShardLabel: "b"}, read: map[string]string{sharding.ShardLabel: "a", sharding.DrainLabel: "true"},
+			remove: []string{sharding.ShardLabel, sharding.DrainLabel}, wantErr: true},
+		{name: "reassign a dead shard's tenant", stored: map[string]string{sharding.ShardLabel: "dead", sharding.DrainLabel: "true"}, read: map[string]string{sharding.ShardLabel: "dead", sharding.DrainLabel: "true"},
+			set: map[string]string{sharding.ShardLabel: "a"}, remove: []string{sharding.DrainLabel}, want: map[string]string{sharding.ShardLabel: "a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := mpfake.NewClientset(&mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: "t", Labels: tc.stored}})
-			patch, err := labelPatch(tc.read, tc.set, tc.remove...)
+			patch, err := sharding.LabelPatch(tc.read, tc.set, tc.remove...)
 			if err != nil {
 				t.Fatal(err)
 			}

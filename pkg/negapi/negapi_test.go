@@ -117,11 +117,11 @@ func TestExposedPorts(t *testing.T) {
 // TestKeys: the flags' keys, ingress-gce's where they name none; Validate refuses what the API server
 // would (a key that is not a qualified name) and one annotation for both.
 func TestKeys(t *testing.T) {
-	if got := KeysOf("", "", ""); got != DefaultKeys() {
-		t.Errorf("KeysOf(no keys) = %+v, want the defaults", got)
+	if got := keysOf("", "", ""); got != DefaultKeys() {
+		t.Errorf("keysOf(no keys) = %+v, want the defaults", got)
 	}
-	if got := KeysOf("", "", "example.com/ready"); got.ReadinessGate != "example.com/ready" || got.Annotation != AnnotationKey {
-		t.Errorf("KeysOf(one key) = %+v", got)
+	if got := keysOf("", "", "example.com/ready"); got.ReadinessGate != "example.com/ready" || got.Annotation != AnnotationKey {
+		t.Errorf("keysOf(one key) = %+v", got)
 	}
 	if err := DefaultKeys().Validate(); err != nil {
 		t.Errorf("the defaults do not validate: %v", err)
@@ -142,7 +142,7 @@ func TestKeys(t *testing.T) {
 // for NEGs (and is said to), one annotated with the current key is read from that one alone; without a previous key
 // the old annotation asks for nothing.
 func TestThePreviousAnnotationIsReadUntilTheServiceMoves(t *testing.T) {
-	keys := KeysOf("example.com/neg", "example.com/neg-status", "example.com/neg-ready").WithPreviousAnnotation(AnnotationKey)
+	keys := withPrevious(keysOf("example.com/neg", "example.com/neg-status", "example.com/neg-ready"), AnnotationKey)
 	service := func(annotations map[string]string) *corev1.Service {
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: annotations}}
 	}
@@ -168,7 +168,7 @@ func TestThePreviousAnnotationIsReadUntilTheServiceMoves(t *testing.T) {
 
 func TestAPreviousAnnotationMustDifferFromTheCurrentKeys(t *testing.T) {
 	for _, previous := range []string{"example.com/neg", "example.com/neg-status", "not a key"} {
-		keys := KeysOf("example.com/neg", "example.com/neg-status", "example.com/neg-ready").WithPreviousAnnotation(previous)
+		keys := withPrevious(keysOf("example.com/neg", "example.com/neg-status", "example.com/neg-ready"), previous)
 		if err := keys.Validate(); err == nil || !strings.Contains(err.Error(), "--neg-previous-annotation-key") {
 			t.Errorf("previous %q: %v, want an error naming --neg-previous-annotation-key", previous, err)
 		}
@@ -188,14 +188,14 @@ func TestKeysThatClashAreRefused(t *testing.T) {
 		keys Keys
 		want []string
 	}{
-		{KeysOf(mine, AnnotationKey, mineGate), []string{"--neg-status-annotation-key", "--neg-annotation-key", `"cloud.google.com/neg"`, "request annotation"}},
-		{KeysOf(StatusAnnotationKey, mineStatus, mineGate), []string{"--neg-annotation-key", "--neg-status-annotation-key", `"cloud.google.com/neg-status"`, "status annotation"}},
-		{KeysOf(mine, mineStatus, "Ready"), []string{"--neg-readiness-gate", `"Ready"`}},
-		{KeysOf(AnnotationKey, StatusAnnotationKey, "ContainersReady"), []string{"--neg-readiness-gate", `"ContainersReady"`}},
-		{KeysOf(mine, mineStatus, "PodScheduled"), []string{"--neg-readiness-gate"}},
-		{KeysOf(mine, mineStatus, "Initialized"), []string{"--neg-readiness-gate"}},
-		{KeysOf(mine, mineStatus, "DisruptionTarget"), []string{"--neg-readiness-gate"}},
-		{KeysOf(mine, mineStatus, "PodReadyToStartContainers"), []string{"--neg-readiness-gate"}},
+		{keysOf(mine, AnnotationKey, mineGate), []string{"--neg-status-annotation-key", "--neg-annotation-key", `"cloud.google.com/neg"`, "request annotation"}},
+		{keysOf(StatusAnnotationKey, mineStatus, mineGate), []string{"--neg-annotation-key", "--neg-status-annotation-key", `"cloud.google.com/neg-status"`, "status annotation"}},
+		{keysOf(mine, mineStatus, "Ready"), []string{"--neg-readiness-gate", `"Ready"`}},
+		{keysOf(AnnotationKey, StatusAnnotationKey, "ContainersReady"), []string{"--neg-readiness-gate", `"ContainersReady"`}},
+		{keysOf(mine, mineStatus, "PodScheduled"), []string{"--neg-readiness-gate"}},
+		{keysOf(mine, mineStatus, "Initialized"), []string{"--neg-readiness-gate"}},
+		{keysOf(mine, mineStatus, "DisruptionTarget"), []string{"--neg-readiness-gate"}},
+		{keysOf(mine, mineStatus, "PodReadyToStartContainers"), []string{"--neg-readiness-gate"}},
 	} {
 		err := tc.keys.Validate()
 		if err == nil {
@@ -208,10 +208,22 @@ func TestKeysThatClashAreRefused(t *testing.T) {
 			}
 		}
 	}
-	for _, keys := range []Keys{DefaultKeys(), KeysOf(mine, mineStatus, mineGate), KeysOf(mine, StatusAnnotationKey, string(ReadinessGate)),
-		KeysOf(AnnotationKey, mineStatus, mineGate), KeysOf(mine, mineStatus, "Readiness")} {
+	for _, keys := range []Keys{DefaultKeys(), keysOf(mine, mineStatus, mineGate), keysOf(mine, StatusAnnotationKey, string(ReadinessGate)),
+		keysOf(AnnotationKey, mineStatus, mineGate), keysOf(mine, mineStatus, "Readiness")} {
 		if err := keys.Validate(); err != nil {
 			t.Errorf("%+v: %v", keys, err)
 		}
 	}
+}
+
+// keysOf are the keys of the three flags, ingress-gce's where one is empty, as the tenant's parts read them.
+func keysOf(annotation, statusAnnotation, readinessGate string) Keys {
+	return Keys{Annotation: annotation, StatusAnnotation: statusAnnotation,
+		ReadinessGate: corev1.PodConditionType(readinessGate)}.OrDefaults()
+}
+
+// withPrevious is k reading previous too (--neg-previous-annotation-key).
+func withPrevious(k Keys, previous string) Keys {
+	k.PreviousAnnotation = previous
+	return k
 }

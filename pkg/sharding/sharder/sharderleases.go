@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package sharding
+package sharder
 
 import (
 	"context"
@@ -30,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 )
 
 // shardLeases lists the group's shard Leases from the informer: labeled with the group and named after their
@@ -37,7 +38,7 @@ import (
 // with timings a replica could have written (LeaseBounds). It also counts the group's Leases left out for their
 // timings alone.
 func (s *Sharder) shardLeases() ([]*coordinationv1.Lease, int, error) {
-	all, err := s.leases.List(labels.SelectorFromSet(labels.Set{ShardGroupLabel: s.cfg.Group}))
+	all, err := s.leases.List(labels.SelectorFromSet(labels.Set{sharding.ShardGroupLabel: s.cfg.Group}))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -65,7 +66,7 @@ func (s *Sharder) liveShards() []string {
 // confirmDead reads the shard's Lease from the API server before its tenants move without a handshake: a Lease
 // cache that lags (a slow watch) must not make a live shard look dead. The read applies the checks of the list
 // (shardLeases): a Lease of that name without the group label is not the shard's, and says nothing; one outside
-// the LeaseBounds is live until the latest expiry a replica could have written (versionReads.latestExpiry), and
+// the LeaseBounds is live until the latest expiry a replica could have written (VersionReads.LatestExpiry), and
 // says so on pc with a Warning Event. A Lease held by another holder than the shard counts as the shard's until it
 // expires: the shard exits at its next renewal, not at once. It returns when to look again if the shard may be
 // live.
@@ -76,20 +77,20 @@ func (s *Sharder) confirmDead(ctx context.Context, pc *mpv1alpha1.ProviderConfig
 	if known {
 		return true, time.Time{}, nil
 	}
-	name := LeaseName(s.cfg.Group, shard)
+	name := sharding.LeaseName(s.cfg.Group, shard)
 	lease, err := s.cfg.KubeClient.CoordinationV1().Leases(s.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		s.reads.forget(s.cfg.Namespace, name)
+		s.reads.Forget(s.cfg.Namespace, name)
 	case err != nil:
 		return false, time.Time{}, err
-	case !IsShardLease(lease, s.cfg.Group, shard):
-		s.reads.forget(s.cfg.Namespace, name)
+	case !sharding.IsShardLease(lease, s.cfg.Group, shard):
+		s.reads.Forget(s.cfg.Namespace, name)
 		klog.FromContext(ctx).Info("The Lease named after a shard lacks the shard group's label: not the shard's, which is dead",
-			"lease", klog.KObj(lease), "label", ShardGroupLabel+"="+s.cfg.Group)
+			"lease", klog.KObj(lease), "label", sharding.ShardGroupLabel+"="+s.cfg.Group)
 	default:
 		now := s.clock.Now()
-		expiry, held, outOfBounds := s.reads.latestExpiry(s.cfg.LeaseBounds, lease, now)
+		expiry, held, outOfBounds := s.reads.LatestExpiry(s.cfg.LeaseBounds, lease, now)
 		live := held && expiry.After(now)
 		if outOfBounds && live {
 			s.cfg.Recorder.Eventf(pc, corev1.EventTypeWarning, EventShardLeaseOutOfBounds,

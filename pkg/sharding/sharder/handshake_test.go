@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package sharding
+package sharder
 
 import (
 	"context"
@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -40,12 +41,13 @@ import (
 	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
 	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 	"github.com/multiproject/multiproject-controller-manager/pkg/worker"
 )
 
 func shardLease(shard string, renew time.Time) *coordinationv1.Lease {
 	return &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: LeaseName("mp", shard), Labels: map[string]string{ShardGroupLabel: "mp"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: sharding.LeaseName("mp", shard), Labels: map[string]string{sharding.ShardGroupLabel: "mp"}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(shard), LeaseDurationSeconds: ptr.To[int32](15),
 			RenewTime: &metav1.MicroTime{Time: renew}},
 	}
@@ -59,8 +61,10 @@ type world struct {
 	client  *mpfake.Clientset
 	sharder *Sharder
 	caches  map[string]cache.Indexer // "sharder" and each shard
-	shards  []string
-	drain   map[string]*Drainer
+	// informers hold each shard's cache, as the Drainer reads it; they never run: refresh fills their caches.
+	informers map[string]cache.SharedIndexInformer
+	shards    []string
+	drain     map[string]*sharding.Drainer
 	// running is which shards run which tenant: what the invariant is about.
 	running map[string]map[string]bool
 	rand    *rand.Rand
@@ -78,7 +82,7 @@ func newWorld(t *testing.T, seed int64, tenants int, shards []string, live []str
 	var objs []runtime.Object
 	for i := range tenants {
 		objs = append(objs, &mpv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("tenant-%d", i),
-			Labels: map[string]string{ShardLabel: shards[0]}}})
+			Labels: map[string]string{sharding.ShardLabel: shards[0]}}})
 	}
 	leaseIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	var leaseObjs []runtime.Object
@@ -88,7 +92,8 @@ func newWorld(t *testing.T, seed int64, tenants int, shards []string, live []str
 		_ = leaseIndexer.Add(l)
 	}
 	w := &world{t: t, ctx: ctx, client: mpfake.NewClientset(objs...), caches: map[string]cache.Indexer{},
-		shards: shards, drain: map[string]*Drainer{}, running: map[string]map[string]bool{}, rand: rand.New(rand.NewSource(seed)),
+		informers: map[string]cache.SharedIndexInformer{},
+		shards:    shards, drain: map[string]*sharding.Drainer{}, running: map[string]map[string]bool{}, rand: rand.New(rand.NewSource(seed)),
 		leases: leaseIndexer}
 	for _, s := range shards {
 		if !slices.Contains(live, s) {
@@ -97,10 +102,14 @@ func newWorld(t *testing.T, seed int64, tenants int, shards []string, live []str
 	}
 	for _, name := range append([]string{"sharder"}, shards...) {
 		w.caches[name] = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+		if name != "sharder" {
+			w.informers[name] = cache.NewSharedIndexInformer(&cache.ListWatch{}, &mpv1alpha1.ProviderConfig{}, 0, cache.Indexers{})
+			w.caches[name] = w.informers[name].GetIndexer()
+		}
 		w.refresh(name)
 	}
 	w.sharder = &Sharder{
-		cfg: SharderConfig{Group: "mp", Namespace: "kube-system", KubeClient: fake.NewClientset(leaseObjs...), Client: w.client,
+		cfg: Config{Group: "mp", Namespace: "kube-system", KubeClient: fake.NewClientset(leaseObjs...), Client: w.client,
 			Recorder: record.NewFakeRecorder(1 << 20)},
 		clock: clk, leases: coordinationlisters.NewLeaseLister(leaseIndexer), pcs: mplisters.NewProviderConfigLister(w.caches["sharder"]),
 		queue:  worker.New(worker.Config{Controller: "sharder", Retry: &worker.Retry{Clock: clk}}),
@@ -109,14 +118,19 @@ func newWorld(t *testing.T, seed int64, tenants int, shards []string, live []str
 	t.Cleanup(func() { w.sharder.queue.Close(ctx) })
 	for _, shard := range shards {
 		w.running[shard] = map[string]bool{}
-		w.drain[shard] = &Drainer{cfg: DrainerConfig{Shard: shard, Client: w.client, Stop: w.stopper(shard)}, clock: clk,
-			pcs: mplisters.NewProviderConfigLister(w.caches[shard])}
+		w.drain[shard] = w.drainer(shard, w.stopper(shard), clk)
 	}
 	// Every tenant starts where it is assigned.
 	for _, shard := range shards {
 		w.startOwned(shard)
 	}
 	return w
+}
+
+// drainer is shard's Drainer, reading the shard's cache, stopping its tenants with stop.
+func (w *world) drainer(shard string, stop func(context.Context, string) error, clk clock.WithDelayedExecution) *sharding.Drainer {
+	return sharding.NewDrainer(sharding.DrainerConfig{Shard: shard, Client: w.client, ProviderConfigs: w.informers[shard],
+		Stop: stop, Clock: clk})
 }
 
 func (w *world) tenants() []string {
@@ -165,7 +179,7 @@ func (w *world) stopper(shard string) func(context.Context, string) error {
 func (w *world) startOwned(shard string) {
 	for _, obj := range w.caches[shard].List() {
 		pc := obj.(*mpv1alpha1.ProviderConfig)
-		w.running[shard][pc.Name] = Owns(shard, pc.Labels)
+		w.running[shard][pc.Name] = sharding.Owns(shard, pc.Labels)
 	}
 }
 
@@ -192,7 +206,7 @@ func (w *world) step() {
 	case 2:
 		what = "drainer " + shard + "/" + tenant
 		if !w.inStop {
-			_ = w.drain[shard].sync(w.ctx, tenant)
+			_ = w.drain[shard].Sync(w.ctx, tenant)
 		}
 	default:
 		what = "lifecycle " + shard
@@ -239,7 +253,7 @@ func (w *world) settle() {
 			w.check("settle sharder " + tenant)
 			for _, shard := range w.shards {
 				w.refresh(shard)
-				_ = w.drain[shard].sync(w.ctx, tenant)
+				_ = w.drain[shard].Sync(w.ctx, tenant)
 				w.startOwned(shard)
 				w.check("settle " + shard)
 			}
@@ -297,7 +311,7 @@ func TestHandshakeNeverRunsATenantOnTwoShards(t *testing.T) {
 			if again[tenant] != want {
 				t.Fatalf("seed %d: %s settled on %s, but Plan of the settled labels moves it to %s", seed, tenant, want, again[tenant])
 			}
-			if pc.Labels[ShardLabel] != want || pc.Labels[DrainLabel] != "" {
+			if pc.Labels[sharding.ShardLabel] != want || pc.Labels[sharding.DrainLabel] != "" {
 				t.Fatalf("seed %d: %s settled with labels %v, want shard %s", seed, tenant, pc.Labels, want)
 			}
 			for _, shard := range shards {
@@ -329,7 +343,7 @@ func TestSharderWaitsWhileADrainIsInProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.refresh("shard-a")
-	w.drain["shard-a"].cfg.Stop = func(context.Context, string) error {
+	w.drain["shard-a"] = w.drainer("shard-a", func(context.Context, string) error {
 		w.running["shard-a"][tenant] = false
 		for _, c := range []cache.Indexer{w.caches["sharder"], stale} {
 			w.refresh("sharder")
@@ -337,12 +351,12 @@ func TestSharderWaitsWhileADrainIsInProgress(t *testing.T) {
 			_ = w.sharder.sync(w.ctx, tenant)
 		}
 		pc, _ := w.client.MultiprojectV1alpha1().ProviderConfigs().Get(w.ctx, tenant, metav1.GetOptions{})
-		if pc.Labels[ShardLabel] != "shard-a" || pc.Labels[DrainLabel] != "true" {
+		if pc.Labels[sharding.ShardLabel] != "shard-a" || pc.Labels[sharding.DrainLabel] != "true" {
 			t.Errorf("while shard-a stops the tenant, the sharder wrote %v", pc.Labels)
 		}
 		return nil
-	}
-	if err := w.drain["shard-a"].sync(w.ctx, tenant); err != nil {
+	}, testingclock.NewFakeClock(t0))
+	if err := w.drain["shard-a"].Sync(w.ctx, tenant); err != nil {
 		t.Fatal(err)
 	}
 	w.sharder.pcs = mplisters.NewProviderConfigLister(w.caches["sharder"])
@@ -351,7 +365,7 @@ func TestSharderWaitsWhileADrainIsInProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	pc, _ := w.client.MultiprojectV1alpha1().ProviderConfigs().Get(w.ctx, tenant, metav1.GetOptions{})
-	if pc.Labels[ShardLabel] != "shard-b" {
+	if pc.Labels[sharding.ShardLabel] != "shard-b" {
 		t.Errorf("after the acknowledgement: %v, want shard-b", pc.Labels)
 	}
 }
@@ -389,7 +403,7 @@ func TestStaleSharderCacheCannotReassignARunningTenant(t *testing.T) {
 	w.startOwned("shard-c")
 	w.check("stale sharder")
 	pc, _ := w.client.MultiprojectV1alpha1().ProviderConfigs().Get(w.ctx, tenant, metav1.GetOptions{})
-	if pc.Labels[ShardLabel] != "shard-b" {
+	if pc.Labels[sharding.ShardLabel] != "shard-b" {
 		t.Errorf("labels %v, want still shard-b (the stale assignment must fail)", pc.Labels)
 	}
 }
@@ -418,12 +432,12 @@ func TestSharderReassignsADeadShardsTenantAtOnceOnlyWhenTheAPIServerAgrees(t *te
 			pc, _ := w.client.MultiprojectV1alpha1().ProviderConfigs().Get(w.ctx, "tenant-0", metav1.GetOptions{})
 			moved := testutilCounter(t, ReasonShardDead) - before
 			if !apiAgrees {
-				if pc.Labels[ShardLabel] != "shard-a" || moved != 0 || len(recorder.Events) != 0 {
+				if pc.Labels[sharding.ShardLabel] != "shard-a" || moved != 0 || len(recorder.Events) != 0 {
 					t.Errorf("a shard the API server shows live lost its tenant: labels %v, moves %v", pc.Labels, moved)
 				}
 				return
 			}
-			if pc.Labels[ShardLabel] != "shard-b" || pc.Labels[DrainLabel] != "" || moved != 1 {
+			if pc.Labels[sharding.ShardLabel] != "shard-b" || pc.Labels[sharding.DrainLabel] != "" || moved != 1 {
 				t.Errorf("labels %v, moves %v: want shard-b at once, one shard_dead move", pc.Labels, moved)
 			}
 			if e := <-recorder.Events; e != "Normal ShardReassigned Shard shard-a is dead (its Lease expired or was released); reassigned to shard shard-b" {
@@ -456,10 +470,10 @@ func TestSharderBalancesWithBoundedLoads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pc.Labels[DrainLabel] != "" || !w.running[pc.Labels[ShardLabel]][tenant] {
+		if pc.Labels[sharding.DrainLabel] != "" || !w.running[pc.Labels[sharding.ShardLabel]][tenant] {
 			t.Fatalf("%s not settled: labels %v", tenant, pc.Labels)
 		}
-		counts[pc.Labels[ShardLabel]]++
+		counts[pc.Labels[sharding.ShardLabel]]++
 	}
 	if counts["shard-a"] != 30 || counts["shard-b"] != 30 || counts["shard-c"] != 30 {
 		t.Errorf("tenants per shard %v; want 30 on each", counts)

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package sharding
+package sharder
 
 import (
 	"context"
@@ -39,6 +39,7 @@ import (
 
 	mpfake "github.com/multiproject/client-go/clientset/versioned/fake"
 	mpinformers "github.com/multiproject/client-go/informers/externalversions/multiproject/v1alpha1"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 )
 
 // TestSharderDeletesOnlyDeadLeasesThatNoTenantNames: a restarted replica is a new shard, so dead shards' Leases
@@ -84,7 +85,7 @@ func TestSharderDeletesOnlyDeadLeasesThatNoTenantNames(t *testing.T) {
 		}
 	}
 	slices.Sort(deleted)
-	if want := []string{LeaseName("mp", "dead"), LeaseName("mp", "released")}; !slices.Equal(deleted, want) {
+	if want := []string{sharding.LeaseName("mp", "dead"), sharding.LeaseName("mp", "released")}; !slices.Equal(deleted, want) {
 		t.Errorf("deleted %v, want %v", deleted, want)
 	}
 	left, err := client.CoordinationV1().Leases("kube-system").List(w.ctx, metav1.ListOptions{LabelSelector: labels.Everything().String()})
@@ -150,7 +151,7 @@ func TestSharderStoppedBeforeItsCachesSyncedIsNotAFailure(t *testing.T) {
 	cancel()
 	// An informer that is never started never syncs.
 	pcs := mpinformers.NewProviderConfigInformer(mpfake.NewClientset(), 0, cache.Indexers{})
-	s := NewSharder(SharderConfig{Group: "mp", Namespace: "kube-system", KubeClient: fake.NewClientset(), Client: mpfake.NewClientset(),
+	s := New(Config{Group: "mp", Namespace: "kube-system", KubeClient: fake.NewClientset(), Client: mpfake.NewClientset(),
 		ProviderConfigs: pcs, Recorder: record.NewFakeRecorder(1)})
 	if err := s.Run(ctx, 1); err != nil {
 		t.Errorf("Run stopped before its caches synced: %v, want nil", err)

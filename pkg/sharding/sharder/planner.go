@@ -14,13 +14,14 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package sharding
+package sharder
 
 import (
 	"slices"
 	"sync"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+	"github.com/multiproject/multiproject-controller-manager/pkg/sharding"
 )
 
 // planner keeps the sharder's Plan of every tenant. Plan costs N·S hashes, so it is computed once per change that
@@ -45,7 +46,7 @@ type planner struct {
 }
 
 func placementOf(labels map[string]string) Placement {
-	return Placement{Shard: labels[ShardLabel], Draining: labels[DrainLabel] == "true"}
+	return Placement{Shard: labels[sharding.ShardLabel], Draining: labels[sharding.DrainLabel] == "true"}
 }
 
 // observe notes a ProviderConfig the informer delivered (added, updated, or deleted when gone).
