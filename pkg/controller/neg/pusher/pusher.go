@@ -65,6 +65,9 @@ type Pusher struct {
 	// programmed holds, per Translation key, the last generation whose network programming latency was observed
 	// (latency.go).
 	programmed sync.Map // string → programmedAt
+	// memberships holds, per Translation key, how many backend service memberships its status records
+	// (backends.go), for the tenant's metric.
+	memberships sync.Map // string → int
 	tenant     string
 	gcp        mpv1alpha1.GCPConfig
 	options    tenant.Options
@@ -240,6 +243,7 @@ func (p *Pusher) Start(ctx context.Context, done func()) {
 		}
 		// The next pusher of the tenant, or its cleanup, counts again from its first sweep.
 		metrics.NEGsAwaitingDeletion.Delete(p.tenant)
+		metrics.NEGBackendServiceMemberships.Delete(p.tenant)
 		done()
 	})
 }
