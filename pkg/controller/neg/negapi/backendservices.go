@@ -199,7 +199,9 @@ func describeBackendService(m mpv1alpha1.BackendServiceMembership) string {
 }
 
 // DescribeBackendService names a backend service in a message: "web (global)", "web (region europe-west1)".
-func DescribeBackendService(m mpv1alpha1.BackendServiceMembership) string { return describeBackendService(m) }
+func DescribeBackendService(m mpv1alpha1.BackendServiceMembership) string {
+	return describeBackendService(m)
+}
 
 // AllowedBackendService says whether the tenant's list allows a Service of namespace to join the backend service.
 func AllowedBackendService(allowed []mpv1alpha1.AllowedBackendService, namespace string, m mpv1alpha1.BackendServiceMembership) bool {

@@ -68,16 +68,16 @@ type Pusher struct {
 	// memberships holds, per Translation key, how many backend service memberships its status records
 	// (backends.go), for the tenant's metric.
 	memberships sync.Map // string → int
-	tenant     string
-	gcp        mpv1alpha1.GCPConfig
-	options    tenant.Options
-	kube       secretGetter
-	client     mpclientset.Interface
-	informer   cache.SharedIndexInformer
-	lister     mplisters.TranslationLister
-	workers    *worker.Queue
-	recorder   record.EventRecorder
-	condition  tenant.ConditionReporter
+	tenant      string
+	gcp         mpv1alpha1.GCPConfig
+	options     tenant.Options
+	kube        secretGetter
+	client      mpclientset.Interface
+	informer    cache.SharedIndexInformer
+	lister      mplisters.TranslationLister
+	workers     *worker.Queue
+	recorder    record.EventRecorder
+	condition   tenant.ConditionReporter
 	// concurrency is how many workers push at once (--concurrent-neg-syncs), for the start log.
 	concurrency int
 
