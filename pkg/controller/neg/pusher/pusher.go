@@ -65,19 +65,16 @@ type Pusher struct {
 	// programmed holds, per Translation key, the last generation whose network programming latency was observed
 	// (latency.go).
 	programmed sync.Map // string → programmedAt
-	// memberships holds, per Translation key, how many backend service memberships its status records
-	// (backends.go), for the tenant's metric.
-	memberships sync.Map // string → int
-	tenant      string
-	gcp         mpv1alpha1.GCPConfig
-	options     tenant.Options
-	kube        secretGetter
-	client      mpclientset.Interface
-	informer    cache.SharedIndexInformer
-	lister      mplisters.TranslationLister
-	workers     *worker.Queue
-	recorder    record.EventRecorder
-	condition   tenant.ConditionReporter
+	tenant     string
+	gcp        mpv1alpha1.GCPConfig
+	options    tenant.Options
+	kube       secretGetter
+	client     mpclientset.Interface
+	informer   cache.SharedIndexInformer
+	lister     mplisters.TranslationLister
+	workers    *worker.Queue
+	recorder   record.EventRecorder
+	condition  tenant.ConditionReporter
 	// concurrency is how many workers push at once (--concurrent-neg-syncs), for the start log.
 	concurrency int
 
@@ -118,6 +115,10 @@ type Pusher struct {
 	namespaces cache.Indexer
 	// cleanupOf is the Context a cleanup was built from, under which Pending finds awaiting; nil for a pusher.
 	cleanupOf *tenant.Context
+
+	// memberships holds, per Translation key, how many backend service memberships its status records
+	// (backends.go), for the tenant's metric.
+	memberships sync.Map // string → int
 }
 
 // New builds the pusher of the tenant c describes. It makes no call: the Compute Engine client (and the credentials
@@ -243,7 +244,6 @@ func (p *Pusher) Start(ctx context.Context, done func()) {
 		}
 		// The next pusher of the tenant, or its cleanup, counts again from its first sweep.
 		metrics.NEGsAwaitingDeletion.Delete(p.tenant)
-		metrics.NEGBackendServiceMemberships.Delete(p.tenant)
 		done()
 	})
 }
