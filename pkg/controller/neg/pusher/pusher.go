@@ -244,6 +244,7 @@ func (p *Pusher) Start(ctx context.Context, done func()) {
 		}
 		// The next pusher of the tenant, or its cleanup, counts again from its first sweep.
 		metrics.NEGsAwaitingDeletion.Delete(p.tenant)
+		metrics.NEGBackendServiceMemberships.Delete(p.tenant)
 		done()
 	})
 }
