@@ -122,7 +122,7 @@ func ParseBackendServices(value, service string) ([]BackendServiceRequest, error
 			if err != nil {
 				return nil, fmt.Errorf("port %d, entry %d: %w", port, i, err)
 			}
-			id := req.Membership.Region + "/" + req.Membership.Name
+			id := req.Project + "/" + req.Membership.Region + "/" + req.Membership.Name
 			if seen[id] {
 				return nil, fmt.Errorf("port %d names backend service %s twice", port, describeBackendService(req.Membership))
 			}
