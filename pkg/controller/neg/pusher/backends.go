@@ -314,12 +314,7 @@ func (s *negSync) backendServiceFailed(o *outcome, ref bsRef, err error) {
 	err = fmt.Errorf("backend service %s: %w", ref, err)
 	if o.err == nil {
 		o.err, o.state = err, mpv1alpha1.BackendResourceStateError
-		switch gceclient.Classify(err) {
-		case gceclient.ClassRetryable, gceclient.ClassOther:
-			o.reason = ReasonGCEError
-		default:
-			o.reason, o.permanent = ReasonBackendServiceFailed, true
-		}
+		o.reason, o.permanent = backendServiceErrorReason(err)
 	}
 	s.p.recorder.Eventf(s.tr, corev1.EventTypeWarning, ReasonBackendServiceFailed, "NEG %s in zone %s: %v", o.where.Name, o.where.Zone, err)
 }
@@ -353,4 +348,18 @@ func describeNEGs[V any](negs map[string]V) string {
 	}
 	slices.Sort(out)
 	return strings.Join(out, ", ")
+}
+
+// backendServiceErrorReason classifies a failed backend service change: a rate limit, a server error or a
+// fingerprint still stale after the retries is retried with backoff; a refusal (the backend service missing, a
+// backend GCE will not take, a permission) waits for a person.
+func backendServiceErrorReason(err error) (reason string, permanent bool) {
+	if gceclient.IsStaleFingerprint(err) {
+		return ReasonGCEError, false
+	}
+	switch gceclient.Classify(err) {
+	case gceclient.ClassRetryable, gceclient.ClassOther:
+		return ReasonGCEError, false
+	}
+	return ReasonBackendServiceFailed, true
 }

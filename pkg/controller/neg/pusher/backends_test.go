@@ -23,6 +23,7 @@ import (
 	"testing"
 
 	compute "google.golang.org/api/compute/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
@@ -149,4 +150,34 @@ func TestNEGsJoinAndLeaveBackendServicesKeepingOthersChanges(t *testing.T) {
 		n, _ := metrics.NEGBackendServiceMemberships.Value("tenant-a")
 		return n == 0
 	})
+}
+
+// TestARefusedLeaveDoesNotHoldADeletion: when GCE refuses to take the NEGs out of their backend service (a missing
+// permission), a live Translation reports it, and a deleted one is not held by it: the delete is tried, GCE's in-use
+// answer hands the NEGs over to the sweep, and the finalizer goes.
+func TestARefusedLeaveDoesNotHoldADeletion(t *testing.T) {
+	h := newHarness(t, nil)
+	h.withSweeps(false)
+	if _, err := h.gce.InsertBackendService(testProject, "", &compute.BackendService{Name: "web", HealthChecks: []string{"hc"}}); err != nil {
+		t.Fatal(err)
+	}
+	rate := mpv1alpha1.BackendServiceMembership{Name: "web", BalancingMode: mpv1alpha1.BalancingModeRate, MaxRatePerEndpoint: 10}
+	tr := joining(sweptTranslation(map[string]int{"us-central1-a": 1}), rate)
+	if _, err := h.client.MultiprojectV1alpha1().Translations(testNamespace).Create(context.Background(), tr, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSynced("web", metav1.ConditionTrue)
+	h.gce.InjectFault(testProject, fakegce.MethodBackendServicePatch, fakegce.Fault{Code: 403})
+
+	h.markDeleted("web")
+	h.waitReleased("web")
+	if _, ok := h.gce.NEG(testProject, "us-central1-a", "k8s1-web"); !ok {
+		t.Fatal("the NEG is gone: GCE would have refused its delete while the backend service uses it")
+	}
+	if eps := h.endpointCount("us-central1-a", "k8s1-web"); eps != 0 {
+		t.Errorf("the NEG handed over to the sweep has %d endpoints, want it emptied", eps)
+	}
+	if h.events.Count(corev1.EventTypeWarning, ReasonBackendServiceFailed) == 0 {
+		t.Error("no Warning NEGBackendServiceFailed for the refused leave")
+	}
 }

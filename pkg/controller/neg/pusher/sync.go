@@ -370,16 +370,20 @@ func (s *negSync) deleteNEG(ctx context.Context, d negDeletion) outcome {
 			"Not deleting NEG %s in zone %s (%s the Translation): its description does not carry the Translation's ownership marker", neg.name, neg.zone, what)
 		return o
 	}
-	// Out of its backend services first: GCE refuses to delete a NEG a backend service uses.
-	if left, err := s.leaveBackendServices(ctx, d.gce, d.where); err != nil {
-		o.where.BackendServices = left
-		o.err, o.reason = err, ReasonGCEError
-		if c := gceclient.Classify(err); c != gceclient.ClassRetryable && c != gceclient.ClassOther {
-			o.reason, o.permanent = ReasonBackendServiceFailed, true
+	// Out of its backend services first: GCE refuses to delete a NEG a backend service uses. A refusal to take it out
+	// (a permission, say) does not hold a Translation being deleted: the delete is tried, and GCE's in-use answer
+	// hands the NEG over to the sweep as for any backend service that uses it.
+	left, err := s.leaveBackendServices(ctx, d.gce, d.where)
+	o.where.BackendServices = left
+	if err != nil {
+		o.err = err
+		o.reason, o.permanent = backendServiceErrorReason(err)
+		if !s.deleting || !o.permanent {
+			return o
 		}
-		return o
+		s.p.recorder.Eventf(s.tr, corev1.EventTypeWarning, ReasonBackendServiceFailed, "NEG %s in zone %s: %v", neg.name, neg.zone, err)
+		o.err, o.reason, o.permanent = nil, "", false
 	}
-	o.where.BackendServices = nil
 	err = calls.delete(ctx)
 	switch gceclient.Classify(err) {
 	case gceclient.ClassNone:
