@@ -90,6 +90,8 @@ func negPathOf(project, zone, name string) string {
 type bsChange struct {
 	join  map[string]mpv1alpha1.BackendServiceMembership
 	leave map[string]bool
+	// urls are the selfLinks of the NEGs to join, as GCE gave them, for the backends added.
+	urls map[string]string
 }
 
 // joinBackendServices brings the memberships of the spec's NEGs in line with the spec, after ensure: outcomes[i]
@@ -100,7 +102,7 @@ func (s *negSync) joinBackendServices(ctx context.Context, outcomes []outcome) {
 		if c, ok := changes[ref]; ok {
 			return c
 		}
-		c := &bsChange{join: map[string]mpv1alpha1.BackendServiceMembership{}, leave: map[string]bool{}}
+		c := &bsChange{join: map[string]mpv1alpha1.BackendServiceMembership{}, leave: map[string]bool{}, urls: map[string]string{}}
 		changes[ref] = c
 		return c
 	}
@@ -118,6 +120,9 @@ func (s *negSync) joinBackendServices(ctx context.Context, outcomes []outcome) {
 			ref := bsRef{s.project, m.Region, m.Name}
 			wanted[ref] = true
 			change(ref).join[neg] = m
+			if o.where.SelfLink != "" {
+				change(ref).urls[neg] = o.where.SelfLink
+			}
 		}
 		for _, url := range o.where.BackendServices {
 			if ref, ok := parseBSRef(url); ok && !wanted[ref] {
@@ -270,7 +275,11 @@ func changedBackends(current []*compute.Backend, c *bsChange) ([]*compute.Backen
 	}
 	slices.Sort(joins)
 	for _, neg := range joins {
-		out = append(out, withSettings(&compute.Backend{Group: neg}, c.join[neg]))
+		group := c.urls[neg]
+		if group == "" {
+			group = neg // GCE takes a partial URL too
+		}
+		out = append(out, withSettings(&compute.Backend{Group: group}, c.join[neg]))
 		changed = true
 	}
 	return out, changed
