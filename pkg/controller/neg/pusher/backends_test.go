@@ -103,6 +103,19 @@ func TestNEGsJoinAndLeaveBackendServicesKeepingOthersChanges(t *testing.T) {
 		t.Errorf("neg_backend_service_memberships = %v, want 2", n)
 	}
 
+	// A sync that changes nothing reads the backend service and writes nothing.
+	patches, gets := h.gce.Calls(testProject)[fakegce.MethodBackendServicePatch], h.gce.Calls(testProject)[fakegce.MethodBackendServiceGet]
+	tr = h.get("web")
+	tr.Generation++
+	if _, err := h.client.MultiprojectV1alpha1().Translations(testNamespace).Update(context.Background(), tr, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSynced("web", metav1.ConditionTrue)
+	if calls := h.gce.Calls(testProject); calls[fakegce.MethodBackendServicePatch] != patches || calls[fakegce.MethodBackendServiceGet] <= gets {
+		t.Errorf("a sync with nothing to change: %d patches (was %d), %d gets (was %d); want no patch and a read",
+			calls[fakegce.MethodBackendServicePatch], patches, calls[fakegce.MethodBackendServiceGet], gets)
+	}
+
 	// The spec stops naming the service: the NEGs leave it, and stay.
 	tr = h.get("web")
 	tr = joining(tr)
