@@ -60,6 +60,12 @@ var (
 	NEGsAwaitingDeletion = NewCompactGaugeVec("neg_awaiting_deletion",
 		"NEGs of a tenant that no Translation claims and that GCE has not let the garbage sweep delete yet (in use by a backend service), as of its last sweep.",
 		"provider_config")
+
+	// NEGBackendServiceMemberships is how many (NEG, backend service) pairs a tenant's pusher has made: each of
+	// its NEGs once per backend service it put it in, as the Translations' status records them.
+	NEGBackendServiceMemberships = NewCompactGaugeVec("neg_backend_service_memberships",
+		"NEG backends a tenant's pusher has added to backend services and not removed yet, as of its last syncs.",
+		"provider_config")
 )
 
 // ControllersEnabled is how many per-tenant controllers --controllers enables in this process. 0 keeps
@@ -78,7 +84,7 @@ var registerOnce sync.Once
 // Register adds the series to the legacy registry served on /metrics. It is idempotent.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.CustomMustRegister(Syncs, QueueDepth, ProviderConfigSyncs, NEGsCollected, NEGsAwaitingDeletion, NEGReadinessPodsWaiting, statusCollector, gceCollector)
+		legacyregistry.CustomMustRegister(Syncs, QueueDepth, ProviderConfigSyncs, NEGsCollected, NEGsAwaitingDeletion, NEGBackendServiceMemberships, NEGReadinessPodsWaiting, statusCollector, gceCollector)
 		legacyregistry.MustRegister(NEGReadinessAttachToReady, NEGNetworkProgramming, NEGReadinessProgramming, ControllersEnabled)
 	})
 }
@@ -115,6 +121,7 @@ func ForgetProviderConfig(providerConfig string) {
 	ProviderConfigSyncs.DeleteTenant(providerConfig)
 	NEGsCollected.DeleteTenant(providerConfig)
 	NEGsAwaitingDeletion.DeleteTenant(providerConfig)
+	NEGBackendServiceMemberships.DeleteTenant(providerConfig)
 	NEGReadinessPodsWaiting.DeleteTenant(providerConfig)
 	// Delete, not DeleteLabelValues: the vector is nil until registered (a process or test that never serves metrics).
 	NEGReadinessAttachToReady.Delete(map[string]string{"provider_config": providerConfig})

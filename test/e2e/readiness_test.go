@@ -87,6 +87,10 @@ func TestNEGReadinessGate(t *testing.T) {
 		t.Parallel()
 		testHealthAndTimeout(t, gce, lists)
 	})
+	t.Run("rollout with the gate behind a backend service", func(t *testing.T) {
+		t.Parallel()
+		testRolloutBehindABackendService(t, gce)
+	})
 }
 
 // testRolloutWithoutGate measures the window the gate closes: Pods without it are Ready as soon as their containers
@@ -139,9 +143,16 @@ type rollout struct {
 	t    *testing.T
 	w    *workload
 	name string
+	// healthy, if set, counts the endpoints a backend service reports HEALTHY, sampled with the NEGs.
+	healthy func() (int, error)
 }
 
 func newRollout(t *testing.T, gce *fakegce.Server, name string, gate bool, podCIDR netip.Prefix) *rollout {
+	return newRolloutWith(t, gce, name, gate, podCIDR, nil)
+}
+
+// newRolloutWith is newRollout with prepare run on the tenant before its Service and Deployment are made.
+func newRolloutWith(t *testing.T, gce *fakegce.Server, name string, gate bool, podCIDR netip.Prefix, prepare func(w *workload)) *rollout {
 	t.Helper()
 	w := newWorkload(t, gce)
 	var nodes []string
@@ -149,6 +160,9 @@ func newRollout(t *testing.T, gce *fakegce.Server, name string, gate bool, podCI
 		nodes = append(nodes, w.nodeName(zi, 0), w.nodeName(zi, 1))
 	}
 	startKubelet(t, w, nodes, podCIDR)
+	if prepare != nil {
+		prepare(w)
+	}
 	createNEGService(t, w, name)
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.appNS, Name: name},
@@ -237,6 +251,8 @@ func podTemplate(w *workload, name string, gate bool) corev1.PodTemplateSpec {
 type rolloutMeasure struct {
 	complete, converged time.Duration
 	minServing, samples int
+	// minHealthy is the fewest endpoints the backend service reported HEALTHY at any sample (with rollout.healthy).
+	minHealthy int
 }
 
 // roll waits until the first revision is out and in the NEG, changes the template and samples the NEG every
@@ -250,13 +266,21 @@ func (r *rollout) roll() rolloutMeasure {
 		r.t.Fatal(err)
 	}
 	start := time.Now()
-	m := rolloutMeasure{minServing: rolloutReplicas * 2}
+	m := rolloutMeasure{minServing: rolloutReplicas * 2, minHealthy: rolloutReplicas * 2}
 	why := "not looked yet"
 	err = wait.PollUntilContextTimeout(r.w.ctx, 100*time.Millisecond, convergeTimeout, true, func(context.Context) (bool, error) {
 		s, err := r.sample()
 		if err != nil {
 			why = err.Error()
 			return false, nil
+		}
+		if r.healthy != nil {
+			healthy, err := r.healthy()
+			if err != nil {
+				why = err.Error()
+				return false, nil
+			}
+			m.minHealthy = min(m.minHealthy, healthy)
 		}
 		m.samples++
 		m.minServing = min(m.minServing, s.serving)

@@ -96,6 +96,7 @@ func gatherExported() (map[string]dto.MetricType, error) {
 	metrics.ProviderConfigSyncs.Inc("probe", "success")
 	metrics.NEGsCollected.Add(0, "probe")
 	metrics.NEGsAwaitingDeletion.Set(0, "probe")
+	metrics.NEGBackendServiceMemberships.Set(0, "probe")
 	metrics.ObserveGCERequest("probe", "probe", "success", 0)
 	metrics.NEGReadinessPodsWaiting.Set(0, "probe")
 	metrics.ObserveNEGReadiness("probe", 0)

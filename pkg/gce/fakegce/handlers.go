@@ -255,8 +255,8 @@ func (c *call) delete() (any, *apiError) {
 		return nil, c.negNotFound()
 	}
 	path := c.p.negPath(c.rt.zone, c.rt.name)
-	if len(n.inUseBy) > 0 {
-		return nil, errInUse(path, n.inUseBy)
+	if users := n.users(); len(users) > 0 {
+		return nil, errInUse(path, users)
 	}
 	p := c.p
 	return c.startOperation("delete", n.neg.Id, func() *apiError {
@@ -265,8 +265,8 @@ func (c *call) delete() (any, *apiError) {
 		if !ok || cur != n {
 			return errNotFound(path)
 		}
-		if len(cur.inUseBy) > 0 {
-			return errInUse(path, cur.inUseBy)
+		if users := cur.users(); len(users) > 0 {
+			return errInUse(path, users)
 		}
 		delete(p.negs, key)
 		return nil

@@ -19,6 +19,7 @@ package fakegce
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 
 	compute "google.golang.org/api/compute/v1"
@@ -107,25 +108,42 @@ func (s *Server) withNEG(project, zone, neg string, f func(*negState) error) err
 }
 
 // healths is what listNetworkEndpoints with healthStatus SHOW reports for one endpoint: its state once for each
-// backend service that uses the NEG, and nothing when none does, as GCE reports no health for a NEG that no backend
-// service health-checks. Only backendService and healthState are filled; the fake has no health check resources.
+// backend service that health checks the NEG, and nothing when none does, as GCE reports no health for a NEG that no
+// backend service health-checks. Only backendService and healthState are filled. A backend service a test named with
+// SetInUseBy reports HEALTHY for an endpoint whose state was not set; one of the fake's own backend services (with
+// healthChecks) reports UNHEALTHY, as a new endpoint is until its first check passes.
 func (n *negState) healths(k endpointKey) []*compute.HealthStatusForNetworkEndpoint {
-	if len(n.inUseBy) == 0 {
-		return nil
-	}
-	state, ok := n.health[k]
-	if !ok {
-		state = n.defaultHealth
-	}
-	if state == "" {
-		state = HealthHealthy
-	}
-	out := make([]*compute.HealthStatusForNetworkEndpoint, 0, len(n.inUseBy))
+	var out []*compute.HealthStatusForNetworkEndpoint
 	for _, bs := range n.inUseBy {
+		state, ok := n.health[k]
+		if !ok {
+			state = n.defaultHealth
+		}
+		if state == "" {
+			state = HealthHealthy
+		}
 		out = append(out, &compute.HealthStatusForNetworkEndpoint{
 			BackendService: &compute.BackendServiceReference{BackendService: bs},
 			HealthState:    state,
 		})
 	}
+	for _, bs := range sortedKeys(n.inBackends) {
+		if !n.inBackends[bs] || slices.Contains(n.inUseBy, bs) {
+			continue
+		}
+		out = append(out, &compute.HealthStatusForNetworkEndpoint{
+			BackendService: &compute.BackendServiceReference{BackendService: bs},
+			HealthState:    n.backendHealth(k),
+		})
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
 	return out
 }

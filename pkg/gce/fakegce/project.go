@@ -58,6 +58,12 @@ type project struct {
 	errors  map[Method]int
 	faults  map[Method][]*faultState
 	latency map[Method]time.Duration
+	// backendServices are the project's backend services, global (region "") and regional; bsOps the operations
+	// of their writes, which complete at once, by scope ("global" or the region) and name.
+	backendServices map[bsKey]*compute.BackendService
+	bsOps           map[opKey]*compute.Operation
+	// afterGet holds changes to make to a backend service right after its next get is answered (ChangeAfterNextGet).
+	afterGet map[bsKey][]func(*compute.BackendService)
 	// rng decides the faults that fire with a probability; made by the first one.
 	rng *rand.Rand
 
@@ -89,8 +95,11 @@ type negState struct {
 	// the instance for GCE_VM_IP) to the endpoint that holds it.
 	endpoints  map[endpointKey]*compute.NetworkEndpoint
 	byConflict map[string]endpointKey
-	// inUseBy lists the URLs of backend services that reference the NEG; a NEG in use cannot be deleted.
-	inUseBy []string
+	// inUseBy lists the URLs of backend services a test said reference the NEG (SetInUseBy); inBackends those of
+	// the fake's backend services whose backends name it, each with whether it has a health check. A NEG in use
+	// by either cannot be deleted.
+	inUseBy    []string
+	inBackends map[string]bool
 	// health holds the states tests set for attached endpoints (SetEndpointHealth); a detach forgets its endpoints'.
 	// defaultHealth ("": HEALTHY) is the state of the others (SetDefaultEndpointHealth).
 	health        map[endpointKey]string

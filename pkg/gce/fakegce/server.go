@@ -58,6 +58,25 @@ const (
 	MethodListEndpoints   Method = "networkEndpointGroups.listNetworkEndpoints"
 	MethodOperationGet    Method = "zoneOperations.get"
 	MethodOperationWait   Method = "zoneOperations.wait"
+	// Backend services, global and regional, and the operations of their writes (backendservices.go).
+	MethodBackendServiceGet             Method = "backendServices.get"
+	MethodBackendServiceList            Method = "backendServices.list"
+	MethodBackendServiceInsert          Method = "backendServices.insert"
+	MethodBackendServicePatch           Method = "backendServices.patch"
+	MethodBackendServiceUpdate          Method = "backendServices.update"
+	MethodBackendServiceDelete          Method = "backendServices.delete"
+	MethodBackendServiceGetHealth       Method = "backendServices.getHealth"
+	MethodRegionBackendServiceGet       Method = "regionBackendServices.get"
+	MethodRegionBackendServiceList      Method = "regionBackendServices.list"
+	MethodRegionBackendServiceInsert    Method = "regionBackendServices.insert"
+	MethodRegionBackendServicePatch     Method = "regionBackendServices.patch"
+	MethodRegionBackendServiceUpdate    Method = "regionBackendServices.update"
+	MethodRegionBackendServiceDelete    Method = "regionBackendServices.delete"
+	MethodRegionBackendServiceGetHealth Method = "regionBackendServices.getHealth"
+	MethodGlobalOperationGet            Method = "globalOperations.get"
+	MethodGlobalOperationWait           Method = "globalOperations.wait"
+	MethodRegionOperationGet            Method = "regionOperations.get"
+	MethodRegionOperationWait           Method = "regionOperations.wait"
 	// AnyMethod, given to InjectFault or SetLatency, applies to every method of the project.
 	AnyMethod Method = "*"
 )
@@ -66,7 +85,10 @@ const (
 // mutation quota; the others count against the read quota.
 func (m Method) Mutating() bool {
 	switch m {
-	case MethodInsert, MethodDelete, MethodAttachEndpoints, MethodDetachEndpoints:
+	case MethodInsert, MethodDelete, MethodAttachEndpoints, MethodDetachEndpoints,
+		MethodBackendServiceInsert, MethodBackendServicePatch, MethodBackendServiceUpdate, MethodBackendServiceDelete,
+		MethodRegionBackendServiceInsert, MethodRegionBackendServicePatch, MethodRegionBackendServiceUpdate,
+		MethodRegionBackendServiceDelete:
 		return true
 	}
 	return false
@@ -219,6 +241,8 @@ type route struct {
 	zone    string
 	// name is the NEG name or, for zoneOperations, the operation name or id.
 	name string
+	// region is the region of a regional backend service or operation.
+	region string
 }
 
 // parseRoute matches a request to a method by HTTP verb and path, the way the compute/v1 client builds them:
@@ -246,6 +270,9 @@ func parseRoute(r *http.Request) (route, *apiError) {
 		return unknown()
 	}
 	rt := route{project: seg[1]}
+	if rt, ok := parseBackendServiceRoute(rt, seg[2:], r.Method); ok {
+		return rt, nil
+	}
 	if seg[2] == "aggregated" && len(seg) == 4 && seg[3] == "networkEndpointGroups" && r.Method == http.MethodGet {
 		rt.method = MethodAggregatedList
 		return rt, nil
@@ -335,7 +362,7 @@ func (s *Server) serve(r *http.Request, rec *CallRecord) (any, *apiError) {
 	rec.Method, rec.Project, rec.Zone, rec.Resource = rt.method, rt.project, rt.zone, rt.name
 
 	var body []byte
-	if r.Method == http.MethodPost {
+	if r.Method == http.MethodPost || r.Method == http.MethodPatch || r.Method == http.MethodPut {
 		b, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody))
 		if err != nil {
 			return nil, &apiError{http.StatusBadRequest, ReasonParseError, "fakegce: reading the request body: " + err.Error()}
@@ -397,6 +424,9 @@ func (s *Server) serve(r *http.Request, rec *CallRecord) (any, *apiError) {
 		return call.listEndpoints()
 	case MethodOperationGet:
 		return call.getOperation()
+	}
+	if rt.method.backendServices() {
+		return call.serveBackendService()
 	}
 	return nil, errNotImplemented("method %s", rt.method)
 }

@@ -80,6 +80,9 @@ func checkRoute(rt route) *apiError {
 	if rt.method == MethodAggregatedList {
 		return nil
 	}
+	if rt.method.backendServices() {
+		return checkBackendServiceRoute(rt)
+	}
 	if !validName.MatchString(rt.zone) {
 		return invalidName("zone", rt.zone)
 	}

@@ -115,6 +115,10 @@ type Pusher struct {
 	namespaces cache.Indexer
 	// cleanupOf is the Context a cleanup was built from, under which Pending finds awaiting; nil for a pusher.
 	cleanupOf *tenant.Context
+
+	// memberships holds, per Translation key, how many backend service memberships its status records
+	// (backends.go), for the tenant's metric.
+	memberships sync.Map // string → int
 }
 
 // New builds the pusher of the tenant c describes. It makes no call: the Compute Engine client (and the credentials
@@ -240,6 +244,7 @@ func (p *Pusher) Start(ctx context.Context, done func()) {
 		}
 		// The next pusher of the tenant, or its cleanup, counts again from its first sweep.
 		metrics.NEGsAwaitingDeletion.Delete(p.tenant)
+		metrics.NEGBackendServiceMemberships.Delete(p.tenant)
 		done()
 	})
 }

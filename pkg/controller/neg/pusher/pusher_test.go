@@ -26,6 +26,7 @@ import (
 
 	compute "google.golang.org/api/compute/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clienttesting "k8s.io/client-go/testing"
 
@@ -70,7 +71,7 @@ func TestCreatesNEGsWithTheirEndpointsInFewestAttachCalls(t *testing.T) {
 			State: mpv1alpha1.BackendResourceStateReady, Lifecycle: mpv1alpha1.BackendResourceLifecycleActive, EndpointCount: 3},
 	}
 	for i := range want {
-		if i >= len(got.Status.Resources) || got.Status.Resources[i] != want[i] || want[i].ID == "0" || want[i].SelfLink == "" {
+		if i >= len(got.Status.Resources) || !apiequality.Semantic.DeepEqual(got.Status.Resources[i], want[i]) || want[i].ID == "0" || want[i].SelfLink == "" {
 			t.Fatalf("status.resources = %+v, want %+v", got.Status.Resources, want)
 		}
 	}

@@ -67,6 +67,7 @@ func (p *Pusher) sync(ctx context.Context, key string) (worker.Result, error) {
 		p.cache.forgetTranslation(key)
 		p.programmed.Delete(key)
 		p.setProblem(key, nil)
+		p.reportMemberships(key, nil)
 		return worker.Result{}, nil
 	}
 	if err != nil {
@@ -108,6 +109,9 @@ func (s *negSync) live(ctx context.Context) (worker.Result, error) {
 		// NEGs do not depend on each other, so one failing does not hold back the others.
 		outcomes = append(outcomes, s.ensure(ctx, &s.tr.Spec.Resources[i]))
 	}
+	// Traffic moves before anything goes: the NEGs join their backend services, then those removed are deleted,
+	// each leaving its backend services first (backends.go).
+	s.joinBackendServices(ctx, outcomes)
 	outcomes = append(outcomes, s.deleteRemoved(ctx)...)
 	s.observeProgramming(outcomes)
 	return s.finish(ctx, outcomes)
@@ -130,7 +134,7 @@ func (s *negSync) deletion(ctx context.Context) (worker.Result, error) {
 		if res.Kind != mpv1alpha1.BackendResourceKindNetworkEndpointGroup || res.Zone == "" {
 			continue
 		}
-		o := s.deleteNEG(ctx, negDeletion{where: declaredStatus(res, s.project), gce: s.gce, markers: []string{res.Description}, inSpec: true})
+		o := s.deleteNEG(ctx, negDeletion{where: s.withMemberships(declaredStatus(res, s.project), res), gce: s.gce, markers: []string{res.Description}, inSpec: true})
 		if o.err != nil {
 			failures = append(failures, o)
 		}
@@ -161,6 +165,7 @@ func (s *negSync) deletion(ctx context.Context) (worker.Result, error) {
 	}
 	s.p.cache.forgetTranslation(s.key)
 	s.p.setProblem(s.key, nil)
+	s.p.reportMemberships(s.key, nil)
 	return worker.Result{}, nil
 }
 
@@ -365,6 +370,20 @@ func (s *negSync) deleteNEG(ctx context.Context, d negDeletion) outcome {
 			"Not deleting NEG %s in zone %s (%s the Translation): its description does not carry the Translation's ownership marker", neg.name, neg.zone, what)
 		return o
 	}
+	// Out of its backend services first: GCE refuses to delete a NEG a backend service uses. A refusal to take it out
+	// (a permission, say) does not hold a Translation being deleted: the delete is tried, and GCE's in-use answer
+	// hands the NEG over to the sweep as for any backend service that uses it.
+	left, err := s.leaveBackendServices(ctx, d.gce, d.where)
+	o.where.BackendServices = left
+	if err != nil {
+		o.err = err
+		o.reason, o.permanent = backendServiceErrorReason(err)
+		if !s.deleting || !o.permanent {
+			return o
+		}
+		s.p.recorder.Eventf(s.tr, corev1.EventTypeWarning, ReasonBackendServiceFailed, "NEG %s in zone %s: %v", neg.name, neg.zone, err)
+		o.err, o.reason, o.permanent = nil, "", false
+	}
 	err = calls.delete(ctx)
 	switch gceclient.Classify(err) {
 	case gceclient.ClassNone:
@@ -410,9 +429,11 @@ const persistentFailureAttempts = 10
 // finish writes the status the outcomes amount to, reports the Translation's problem and decides how the key is
 // retried.
 func (s *negSync) finish(ctx context.Context, outcomes []outcome) (worker.Result, error) {
-	if err := s.writeStatus(ctx, buildStatus(s.tr, outcomes)); err != nil {
+	status := buildStatus(s.tr, outcomes)
+	if err := s.writeStatus(ctx, status); err != nil {
 		return worker.Result{}, err
 	}
+	s.p.reportMemberships(s.key, status.Resources)
 	permanent, retryable := problemOf(outcomes)
 	if failed := s.p.workers.NumRequeues(s.key); permanent == nil && len(retryable) > 0 && failed >= persistentFailureAttempts-1 {
 		// Retrying is the right answer to a 5xx or a rate limit, but one that has not worked for this long is

@@ -68,6 +68,9 @@ type membership struct {
 	health health
 	// states are the health states reported when none is HEALTHY, for the message.
 	states []string
+	// backendServices are the backend services the Translation's spec has the NEG join (issue 64): a NEG that is
+	// to be in one is health checked there, so no health reported means "not checked yet", never "no check".
+	backendServices []string
 }
 
 // input is everything decide looks at.
@@ -141,7 +144,7 @@ func decide(in input) verdict {
 // ready is decide without the timeout.
 func ready(in input) verdict {
 	var attached, noCheck, healthy []string
-	var unhealthy []string
+	var unhealthy, notChecked []string
 	for _, m := range in.negs {
 		if !m.attached {
 			continue
@@ -151,6 +154,10 @@ func ready(in input) verdict {
 		case healthHealthy:
 			healthy = append(healthy, m.neg.String())
 		case healthNoCheck:
+			if len(m.backendServices) > 0 {
+				notChecked = append(notChecked, fmt.Sprintf("%s (backend services %s)", m.neg, strings.Join(m.backendServices, ", ")))
+				continue
+			}
 			noCheck = append(noCheck, m.neg.String())
 		case healthUnhealthy:
 			unhealthy = append(unhealthy, fmt.Sprintf("%s (%s)", m.neg, strings.Join(m.states, ", ")))
@@ -169,6 +176,9 @@ func ready(in input) verdict {
 	case len(in.negs) == 0 && !in.selected:
 		return verdict{status: corev1.ConditionTrue, reason: ReasonReady,
 			message: "The Pod is not in any NEG: no Service that asks for NEGs selects it"}
+	case len(notChecked) > 0 && len(unhealthy) == 0:
+		return verdict{status: corev1.ConditionFalse, reason: ReasonNotReady, poll: true,
+			message: "Waiting for the backend services the NEG joins to report the endpoint's health: " + strings.Join(notChecked, "; ")}
 	case len(unhealthy) > 0:
 		return verdict{status: corev1.ConditionFalse, reason: ReasonNotReady, poll: true,
 			message: "Waiting for the endpoint to be healthy: " + strings.Join(unhealthy, "; ")}

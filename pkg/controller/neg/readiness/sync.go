@@ -17,6 +17,7 @@ limitations under the License.
 package readiness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -157,7 +158,8 @@ func (r *Reflector) memberships(pod *corev1.Pod, ips []string) []membership {
 					}
 					neg := negRef{project: r.projectOf(tr, res), zone: res.Zone, name: res.Name}
 					out = append(out, membership{neg: neg, port: port, attached: attached,
-						endpoint: addresses{ipv4: ep.IPAddress, ipv6: ep.Ipv6Address}})
+						endpoint:        addresses{ipv4: ep.IPAddress, ipv6: ep.Ipv6Address},
+						backendServices: backendServicesOf(res.NetworkEndpointGroup)})
 					break
 				}
 			}
@@ -266,4 +268,13 @@ func firstOr(t, otherwise time.Time) time.Time {
 		return otherwise
 	}
 	return t
+}
+
+// backendServicesOf names the backend services the NEG's spec has it join.
+func backendServicesOf(params *mpv1alpha1.NetworkEndpointGroupParameters) []string {
+	var out []string
+	for _, m := range params.BackendServices {
+		out = append(out, cmp.Or(m.Region, "global")+"/"+m.Name)
+	}
+	return out
 }

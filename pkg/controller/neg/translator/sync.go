@@ -158,6 +158,8 @@ func (t *Translator) desiredTranslations(svc *corev1.Service, ports []negapi.Exp
 	if len(ports) > 0 {
 		fixed, d.warnings = t.fixedZones(svc)
 	}
+	joins := t.backendServiceAsks(svc, ports)
+	d.warnings = append(d.warnings, joins.warnings...)
 	for _, p := range ports {
 		servicePort := findServicePort(svc, p.Port)
 		if servicePort == nil {
@@ -191,6 +193,7 @@ func (t *Translator) desiredTranslations(svc *corev1.Service, ports []negapi.Exp
 		if err != nil {
 			return desired{}, err
 		}
+		t.setBackendServices(tr, p.Port, joins)
 		d.warnings = append(d.warnings, left.warnings(p.Port)...)
 		d.translations = append(d.translations, tr)
 		d.negs[p.Port] = id.name

@@ -48,10 +48,14 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		// Group=multiproject.io, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithKind("AbandonDecision"):
 		return &multiprojectv1alpha1.AbandonDecisionApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("AllowedBackendService"):
+		return &multiprojectv1alpha1.AllowedBackendServiceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("BackendResource"):
 		return &multiprojectv1alpha1.BackendResourceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("BackendResourceStatus"):
 		return &multiprojectv1alpha1.BackendResourceStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("BackendServiceMembership"):
+		return &multiprojectv1alpha1.BackendServiceMembershipApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("GCPConfig"):
 		return &multiprojectv1alpha1.GCPConfigApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("NetworkEndpoint"):

@@ -33,8 +33,10 @@ import (
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
 		"github.com/multiproject/api/multiproject/v1alpha1.AbandonDecision":                schema_multiproject_api_multiproject_v1alpha1_AbandonDecision(ref),
+		"github.com/multiproject/api/multiproject/v1alpha1.AllowedBackendService":          schema_multiproject_api_multiproject_v1alpha1_AllowedBackendService(ref),
 		"github.com/multiproject/api/multiproject/v1alpha1.BackendResource":                schema_multiproject_api_multiproject_v1alpha1_BackendResource(ref),
 		"github.com/multiproject/api/multiproject/v1alpha1.BackendResourceStatus":          schema_multiproject_api_multiproject_v1alpha1_BackendResourceStatus(ref),
+		"github.com/multiproject/api/multiproject/v1alpha1.BackendServiceMembership":       schema_multiproject_api_multiproject_v1alpha1_BackendServiceMembership(ref),
 		"github.com/multiproject/api/multiproject/v1alpha1.GCPConfig":                      schema_multiproject_api_multiproject_v1alpha1_GCPConfig(ref),
 		"github.com/multiproject/api/multiproject/v1alpha1.NetworkEndpoint":                schema_multiproject_api_multiproject_v1alpha1_NetworkEndpoint(ref),
 		"github.com/multiproject/api/multiproject/v1alpha1.NetworkEndpointGroupParameters": schema_multiproject_api_multiproject_v1alpha1_NetworkEndpointGroupParameters(ref),
@@ -145,6 +147,54 @@ func schema_multiproject_api_multiproject_v1alpha1_AbandonDecision(ref common.Re
 					},
 				},
 				Required: []string{"generation"},
+			},
+		},
+	}
+}
+
+func schema_multiproject_api_multiproject_v1alpha1_AllowedBackendService(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "AllowedBackendService names one backend service of the tenant's project, global or regional, that the tenant's Services may join.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the backend service's name.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"region": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Region is the region of a regional backend service, such as \"europe-west1\"; empty means a global one.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"namespaces": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Namespaces limits which of the tenant's namespaces may join it; empty means all of them.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"name"},
 			},
 		},
 	}
@@ -273,6 +323,25 @@ func schema_multiproject_api_multiproject_v1alpha1_BackendResourceStatus(ref com
 							Format:      "",
 						},
 					},
+					"backendServices": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "BackendServices are the URLs of the backend services the pusher has made this NEG a backend of and not removed it from since, so that a later build, a restart or the sweep removes exactly those before the NEG is deleted. Added after v1alpha1 was first released.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
 					"state": {
 						SchemaProps: spec.SchemaProps{
 							Description: "State is the pusher's view of the resource.",
@@ -304,6 +373,64 @@ func schema_multiproject_api_multiproject_v1alpha1_BackendResourceStatus(ref com
 					},
 				},
 				Required: []string{"name", "state"},
+			},
+		},
+	}
+}
+
+func schema_multiproject_api_multiproject_v1alpha1_BackendServiceMembership(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BackendServiceMembership is one backend service a NEG joins, and the backend's balancing settings there.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the backend service's name, in the NEG's project.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"region": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Region is the region of a regional backend service; empty means a global one.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"balancingMode": {
+						SchemaProps: spec.SchemaProps{
+							Description: "BalancingMode is RATE or CONNECTION.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"maxRatePerEndpoint": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MaxRatePerEndpoint is the target requests per second per endpoint, for RATE.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"maxConnectionsPerEndpoint": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MaxConnectionsPerEndpoint is the target connections per endpoint, for CONNECTION.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"capacityScaler": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CapacityScaler scales the backend's capacity, as a decimal from \"0\" (drained) to \"1\"; empty means 1. A string, not a float, so that the value written is the value read.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name", "balancingMode"},
 			},
 		},
 	}
@@ -394,6 +521,24 @@ func schema_multiproject_api_multiproject_v1alpha1_GCPConfig(ref common.Referenc
 							Format:      "",
 						},
 					},
+					"backendServices": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "BackendServices are the backend services of the project that the tenant's Services may ask to join (a Service's multiproject.io/neg-backend-services annotation): the pusher adds the Service's NEGs to them and removes them again. None by default: a backend service not listed is never written. Added after v1alpha1 was first released: a build that does not know it ignores it (docs/upgrade.md).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/multiproject/api/multiproject/v1alpha1.AllowedBackendService"),
+									},
+								},
+							},
+						},
+					},
 					"credentialsSecretRef": {
 						SchemaProps: spec.SchemaProps{
 							Description: "CredentialsSecretRef points at a Secret key holding a service-account JSON key for the project. Absent means the manager's own credentials (for example workload identity) are used.",
@@ -405,7 +550,7 @@ func schema_multiproject_api_multiproject_v1alpha1_GCPConfig(ref common.Referenc
 			},
 		},
 		Dependencies: []string{
-			"github.com/multiproject/api/multiproject/v1alpha1.SecretKeyReference"},
+			"github.com/multiproject/api/multiproject/v1alpha1.AllowedBackendService", "github.com/multiproject/api/multiproject/v1alpha1.SecretKeyReference"},
 	}
 }
 
@@ -513,12 +658,30 @@ func schema_multiproject_api_multiproject_v1alpha1_NetworkEndpointGroupParameter
 							},
 						},
 					},
+					"backendServices": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "BackendServices are the backend services this NEG is to be a backend of, each allowed by the tenant's ProviderConfig. The pusher adds the NEG to each and removes it from those it added it to that are no longer listed (status.resources[].backendServices), before it deletes the NEG. Added after v1alpha1 was first released: a build that does not know it leaves it as it is (docs/upgrade.md).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/multiproject/api/multiproject/v1alpha1.BackendServiceMembership"),
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"network"},
 			},
 		},
 		Dependencies: []string{
-			"github.com/multiproject/api/multiproject/v1alpha1.NetworkEndpoint"},
+			"github.com/multiproject/api/multiproject/v1alpha1.BackendServiceMembership", "github.com/multiproject/api/multiproject/v1alpha1.NetworkEndpoint"},
 	}
 }
 

@@ -193,11 +193,48 @@ type GCPConfig struct {
 	// +optional
 	DefaultNEGZone GCEZone `json:"defaultNEGZone,omitempty"`
 
+	// BackendServices are the backend services of the project that the
+	// tenant's Services may ask to join (a Service's
+	// multiproject.io/neg-backend-services annotation): the pusher adds the
+	// Service's NEGs to them and removes them again. None by default: a
+	// backend service not listed is never written. Added after v1alpha1 was
+	// first released: a build that does not know it ignores it
+	// (docs/upgrade.md).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	BackendServices []AllowedBackendService `json:"backendServices,omitempty"`
+
 	// CredentialsSecretRef points at a Secret key holding a service-account
 	// JSON key for the project. Absent means the manager's own credentials
 	// (for example workload identity) are used.
 	// +optional
 	CredentialsSecretRef *SecretKeyReference `json:"credentialsSecretRef,omitempty"`
+}
+
+// AllowedBackendService names one backend service of the tenant's project,
+// global or regional, that the tenant's Services may join.
+type AllowedBackendService struct {
+	// Name is the backend service's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// Region is the region of a regional backend service, such as
+	// "europe-west1"; empty means a global one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z]+-[a-z]+[0-9]{1,2}$`
+	Region string `json:"region,omitempty"`
+
+	// Namespaces limits which of the tenant's namespaces may join it; empty
+	// means all of them.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 // GCEZone is the name of a GCE zone: a region and a zone letter, such as

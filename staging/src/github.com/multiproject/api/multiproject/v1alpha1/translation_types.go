@@ -228,6 +228,74 @@ type NetworkEndpointGroupParameters struct {
 	// +optional
 	// +listType=atomic
 	Endpoints []NetworkEndpoint `json:"endpoints,omitempty"`
+
+	// BackendServices are the backend services this NEG is to be a backend
+	// of, each allowed by the tenant's ProviderConfig. The pusher adds the
+	// NEG to each and removes it from those it added it to that are no
+	// longer listed (status.resources[].backendServices), before it deletes
+	// the NEG. Added after v1alpha1 was first released: a build that does
+	// not know it leaves it as it is (docs/upgrade.md).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	BackendServices []BackendServiceMembership `json:"backendServices,omitempty"`
+}
+
+// BalancingMode is how a backend service spreads load over a NEG backend.
+// +kubebuilder:validation:Enum=RATE;CONNECTION
+type BalancingMode string
+
+const (
+	// BalancingModeRate: requests per second per endpoint
+	// (maxRatePerEndpoint), for Application Load Balancers.
+	BalancingModeRate BalancingMode = "RATE"
+	// BalancingModeConnection: connections per endpoint
+	// (maxConnectionsPerEndpoint), for proxy Network Load Balancers.
+	BalancingModeConnection BalancingMode = "CONNECTION"
+)
+
+// BackendServiceMembership is one backend service a NEG joins, and the
+// backend's balancing settings there.
+// +kubebuilder:validation:XValidation:rule="self.balancingMode != 'RATE' || has(self.maxRatePerEndpoint)",message="RATE needs maxRatePerEndpoint"
+// +kubebuilder:validation:XValidation:rule="self.balancingMode != 'CONNECTION' || has(self.maxConnectionsPerEndpoint)",message="CONNECTION needs maxConnectionsPerEndpoint"
+type BackendServiceMembership struct {
+	// Name is the backend service's name, in the NEG's project.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// Region is the region of a regional backend service; empty means a
+	// global one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z]+-[a-z]+[0-9]{1,2}$`
+	Region string `json:"region,omitempty"`
+
+	// BalancingMode is RATE or CONNECTION.
+	// +required
+	BalancingMode BalancingMode `json:"balancingMode"`
+
+	// MaxRatePerEndpoint is the target requests per second per endpoint,
+	// for RATE.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxRatePerEndpoint int32 `json:"maxRatePerEndpoint,omitempty"`
+
+	// MaxConnectionsPerEndpoint is the target connections per endpoint, for
+	// CONNECTION.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxConnectionsPerEndpoint int32 `json:"maxConnectionsPerEndpoint,omitempty"`
+
+	// CapacityScaler scales the backend's capacity, as a decimal from "0"
+	// (drained) to "1"; empty means 1. A string, not a float, so that the
+	// value written is the value read.
+	// +optional
+	// +kubebuilder:validation:MaxLength=8
+	// +kubebuilder:validation:Pattern=`^(0(\.[0-9]{1,3})?|1(\.0{1,3})?)$`
+	CapacityScaler string `json:"capacityScaler,omitempty"`
 }
 
 // NetworkEndpoint is one endpoint of a NEG: for container-native load
@@ -391,6 +459,15 @@ type BackendResourceStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	SelfLink string `json:"selfLink,omitempty"`
+
+	// BackendServices are the URLs of the backend services the pusher has
+	// made this NEG a backend of and not removed it from since, so that a
+	// later build, a restart or the sweep removes exactly those before the
+	// NEG is deleted. Added after v1alpha1 was first released.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	BackendServices []string `json:"backendServices,omitempty"`
 
 	// State is the pusher's view of the resource.
 	// +required

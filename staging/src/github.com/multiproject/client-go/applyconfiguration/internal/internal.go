@@ -198,6 +198,22 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: numeric
       default: 0
+- name: com.github.multiproject.api.multiproject.v1alpha1.AllowedBackendService
+  map:
+    fields:
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: namespaces
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
+    - name: region
+      type:
+        scalar: string
 - name: com.github.multiproject.api.multiproject.v1alpha1.BackendResource
   map:
     fields:
@@ -221,6 +237,12 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.multiproject.api.multiproject.v1alpha1.BackendResourceStatus
   map:
     fields:
+    - name: backendServices
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
     - name: description
       type:
         scalar: string
@@ -262,9 +284,38 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: zone
       type:
         scalar: string
+- name: com.github.multiproject.api.multiproject.v1alpha1.BackendServiceMembership
+  map:
+    fields:
+    - name: balancingMode
+      type:
+        scalar: string
+      default: ""
+    - name: capacityScaler
+      type:
+        scalar: string
+    - name: maxConnectionsPerEndpoint
+      type:
+        scalar: numeric
+    - name: maxRatePerEndpoint
+      type:
+        scalar: numeric
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: region
+      type:
+        scalar: string
 - name: com.github.multiproject.api.multiproject.v1alpha1.GCPConfig
   map:
     fields:
+    - name: backendServices
+      type:
+        list:
+          elementType:
+            namedType: com.github.multiproject.api.multiproject.v1alpha1.AllowedBackendService
+          elementRelationship: atomic
     - name: credentialsSecretRef
       type:
         namedType: com.github.multiproject.api.multiproject.v1alpha1.SecretKeyReference
@@ -321,6 +372,12 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.multiproject.api.multiproject.v1alpha1.NetworkEndpointGroupParameters
   map:
     fields:
+    - name: backendServices
+      type:
+        list:
+          elementType:
+            namedType: com.github.multiproject.api.multiproject.v1alpha1.BackendServiceMembership
+          elementRelationship: atomic
     - name: endpoints
       type:
         list:

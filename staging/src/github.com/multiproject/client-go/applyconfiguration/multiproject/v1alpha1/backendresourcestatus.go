@@ -53,6 +53,11 @@ type BackendResourceStatusApplyConfiguration struct {
 	// SelfLink is the resource's URL in GCE, as a backend service's
 	// backends[].group names a NEG.
 	SelfLink *string `json:"selfLink,omitempty"`
+	// BackendServices are the URLs of the backend services the pusher has
+	// made this NEG a backend of and not removed it from since, so that a
+	// later build, a restart or the sweep removes exactly those before the
+	// NEG is deleted. Added after v1alpha1 was first released.
+	BackendServices []string `json:"backendServices,omitempty"`
 	// State is the pusher's view of the resource.
 	State *multiprojectv1alpha1.BackendResourceState `json:"state,omitempty"`
 	// Lifecycle says whether the resource serves (Active), is kept without
@@ -142,6 +147,16 @@ func (b *BackendResourceStatusApplyConfiguration) WithID(value string) *BackendR
 // If called multiple times, the SelfLink field is set to the value of the last call.
 func (b *BackendResourceStatusApplyConfiguration) WithSelfLink(value string) *BackendResourceStatusApplyConfiguration {
 	b.SelfLink = &value
+	return b
+}
+
+// WithBackendServices adds the given value to the BackendServices field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the BackendServices field.
+func (b *BackendResourceStatusApplyConfiguration) WithBackendServices(values ...string) *BackendResourceStatusApplyConfiguration {
+	for i := range values {
+		b.BackendServices = append(b.BackendServices, values[i])
+	}
 	return b
 }
 

@@ -66,6 +66,14 @@ type GCPConfigApplyConfiguration struct {
 	// ZoneMapping does not map (k8s-hybrid-neg-controller's --default-neg-zone). Empty: such Nodes' endpoints are
 	// left out, with a Warning on the Service. Only with NetworkEndpointType NON_GCP_PRIVATE_IP_PORT.
 	DefaultNEGZone *multiprojectv1alpha1.GCEZone `json:"defaultNEGZone,omitempty"`
+	// BackendServices are the backend services of the project that the
+	// tenant's Services may ask to join (a Service's
+	// multiproject.io/neg-backend-services annotation): the pusher adds the
+	// Service's NEGs to them and removes them again. None by default: a
+	// backend service not listed is never written. Added after v1alpha1 was
+	// first released: a build that does not know it ignores it
+	// (docs/upgrade.md).
+	BackendServices []AllowedBackendServiceApplyConfiguration `json:"backendServices,omitempty"`
 	// CredentialsSecretRef points at a Secret key holding a service-account
 	// JSON key for the project. Absent means the manager's own credentials
 	// (for example workload identity) are used.
@@ -147,6 +155,19 @@ func (b *GCPConfigApplyConfiguration) WithZoneMapping(entries map[string]multipr
 // If called multiple times, the DefaultNEGZone field is set to the value of the last call.
 func (b *GCPConfigApplyConfiguration) WithDefaultNEGZone(value multiprojectv1alpha1.GCEZone) *GCPConfigApplyConfiguration {
 	b.DefaultNEGZone = &value
+	return b
+}
+
+// WithBackendServices adds the given value to the BackendServices field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the BackendServices field.
+func (b *GCPConfigApplyConfiguration) WithBackendServices(values ...*AllowedBackendServiceApplyConfiguration) *GCPConfigApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithBackendServices")
+		}
+		b.BackendServices = append(b.BackendServices, *values[i])
+	}
 	return b
 }
 

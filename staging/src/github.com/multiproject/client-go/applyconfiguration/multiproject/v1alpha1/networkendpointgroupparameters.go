@@ -43,6 +43,13 @@ type NetworkEndpointGroupParametersApplyConfiguration struct {
 	// Endpoints is the complete desired set of endpoints of this NEG. The
 	// pusher attaches what is missing and detaches what is not listed.
 	Endpoints []NetworkEndpointApplyConfiguration `json:"endpoints,omitempty"`
+	// BackendServices are the backend services this NEG is to be a backend
+	// of, each allowed by the tenant's ProviderConfig. The pusher adds the
+	// NEG to each and removes it from those it added it to that are no
+	// longer listed (status.resources[].backendServices), before it deletes
+	// the NEG. Added after v1alpha1 was first released: a build that does
+	// not know it leaves it as it is (docs/upgrade.md).
+	BackendServices []BackendServiceMembershipApplyConfiguration `json:"backendServices,omitempty"`
 }
 
 // NetworkEndpointGroupParametersApplyConfiguration constructs a declarative configuration of the NetworkEndpointGroupParameters type for use with
@@ -92,6 +99,19 @@ func (b *NetworkEndpointGroupParametersApplyConfiguration) WithEndpoints(values 
 			panic("nil value passed to WithEndpoints")
 		}
 		b.Endpoints = append(b.Endpoints, *values[i])
+	}
+	return b
+}
+
+// WithBackendServices adds the given value to the BackendServices field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the BackendServices field.
+func (b *NetworkEndpointGroupParametersApplyConfiguration) WithBackendServices(values ...*BackendServiceMembershipApplyConfiguration) *NetworkEndpointGroupParametersApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithBackendServices")
+		}
+		b.BackendServices = append(b.BackendServices, *values[i])
 	}
 	return b
 }
