@@ -151,6 +151,13 @@ func (b *batching) change(n int) []string {
 	return ips
 }
 
+// waitSyncs waits until the translator's workers are idle: every sync enqueued has run (a held one waits on the
+// fake clock, or for the write in flight to end).
+func (b *batching) waitSyncs() {
+	b.h.t.Helper()
+	b.h.waitFor("the syncs to end", b.tr.workers.Idle)
+}
+
 func (b *batching) handled() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -190,16 +197,19 @@ func TestEndpointChangeWithNoWriteInFlightIsWrittenAtOnce(t *testing.T) {
 }
 
 // Endpoint changes that come while the Service's last write is in flight (its Translation not synced at its
-// generation) are held, with the ceiling as their latest time, and make one write once the pusher reports the
-// write done: the clock never moves, so the ceiling did not end the wait.
+// generation) are held by their sync, with the ceiling as their latest time, and make one write once the pusher
+// reports the write done: the clock never moves, so the ceiling did not end the wait. The handler only enqueues.
 func TestEndpointChangesDuringAWriteInFlightMakeOneWriteWhenItIsDone(t *testing.T) {
 	const changes = 5
 	b := startBatching(t, time.Second, false)
 	ips := b.change(changes)
-	b.h.settle()
+	b.waitSyncs()
 	immediate, delayed, writes := b.seen()
-	if len(immediate) != 0 || len(delayed) != changes || delayed[0] != "shop/web after 1s" {
-		t.Errorf("with a write in flight, enqueued at once %v and later %v, want each change after the 1s ceiling", immediate, delayed)
+	if len(immediate) != changes || immediate[0] != "shop/web" || len(delayed) != 0 {
+		t.Errorf("the handler enqueued at once %v and later %v, want each change at once", immediate, delayed)
+	}
+	if !b.tr.batch.isHeld("shop/web") {
+		t.Errorf("with a write in flight, the sync did not hold the changes")
 	}
 	if len(writes) != 0 {
 		t.Errorf("writes while the write was in flight = %v, want none", writes)
@@ -221,9 +231,9 @@ func TestHeldEndpointChangesAreWrittenAtTheCeiling(t *testing.T) {
 	const ceiling = 2 * time.Second
 	b := startBatching(t, ceiling, false)
 	ips := b.change(3)
-	b.h.settle()
+	b.waitSyncs()
 	b.clk.Step(ceiling - time.Millisecond)
-	b.h.settle()
+	b.waitSyncs()
 	if _, _, writes := b.seen(); len(writes) != 0 {
 		t.Fatalf("writes before the ceiling = %v, want none", writes)
 	}
@@ -260,10 +270,21 @@ func TestSlowAnswerHoldsTheNextChange(t *testing.T) {
 	b.mu.Lock()
 	b.slowPatch = 0
 	b.mu.Unlock()
-	b.change(1)
-	immediate, delayed, _ := b.seen()
-	if len(immediate) != 0 || !reflect.DeepEqual(delayed, []string{"shop/web after " + pushbackBase.String()}) {
-		t.Errorf("after a slow answer, enqueued at once %v and later %v, want shop/web after %v", immediate, delayed, pushbackBase)
+	// Two addresses: the first is the one already written.
+	ips = b.change(2)
+	b.waitSyncs()
+	if _, _, writes := b.seen(); len(writes) != 0 || !b.tr.batch.isHeld("shop/web") {
+		t.Fatalf("after a slow answer, the next change wrote %v at once, want it held", writes)
+	}
+	b.clk.Step(pushbackBase - time.Millisecond)
+	b.waitSyncs()
+	if _, _, writes := b.seen(); len(writes) != 0 {
+		t.Fatalf("writes before the pushback's %v = %v, want none", pushbackBase, writes)
+	}
+	b.clk.Step(time.Millisecond)
+	b.waitWritten(ips)
+	if _, _, writes := b.seen(); !reflect.DeepEqual(writes, []string{"patch translations"}) {
+		t.Errorf("writes at the pushback's end = %v, want one Translation spec patch", writes)
 	}
 }
 
@@ -273,6 +294,11 @@ func TestPushbackBacksOffUpToTheCeiling(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	g := newGroupCommit(300*time.Millisecond, clk)
 	idle := func() bool { return false }
+	// An endpoint change and its sync's decision.
+	change := func(key string, inFlight func() bool) time.Duration {
+		g.endpointsChanged(key, time.Time{})
+		return g.hold(key, inFlight)
+	}
 	tooMany := apierrors.NewTooManyRequests("slow down", 1)
 	const key = "shop/web"
 	var got []time.Duration
@@ -281,21 +307,21 @@ func TestPushbackBacksOffUpToTheCeiling(t *testing.T) {
 		err  error
 	}{{0, tooMany}, {time.Second, nil}, {0, tooMany}, {10 * time.Millisecond, nil}} {
 		g.wrote(key, answer.took, answer.err)
-		got = append(got, g.change(key, idle))
+		got = append(got, change(key, idle))
 	}
 	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond, 0}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("holds after 429, slow, 429, in time = %v, want %v", got, want)
 	}
 	g.wrote(key, 0, tooMany)
-	if g.change(key, idle) == 0 || g.writeDone(key) {
+	if change(key, idle) == 0 || g.writeDone(key) {
 		t.Errorf("during a pushback a change was not held, or the end of a write released it")
 	}
 	clk.Step(time.Second)
 	if !g.writeDone(key) {
 		t.Errorf("after the pushback, the end of a write did not release the held change")
 	}
-	if g.change("shop/other", func() bool { return true }) != 300*time.Millisecond {
+	if change("shop/other", func() bool { return true }) != 300*time.Millisecond {
 		t.Errorf("a change during a write in flight is not held for the ceiling")
 	}
 }

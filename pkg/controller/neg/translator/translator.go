@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -99,11 +98,7 @@ type Translator struct {
 	// names is the translator's membership in the process's claims of custom NEG names, from Run on.
 	names *claims.Member
 
-	// deleting holds the UIDs of the Translations this translator asked to delete whose deletion the tenant's view
-	// has not shown yet: they count as leaving, so a lagging view causes neither a second delete nor a second Event.
-	// An entry goes when the view drops the Translation.
-	deleting sync.Map // types.UID → struct{}
-	// writes holds the creates, updates and status patches the caches do not show yet (see ownWrites).
+	// writes holds the creates, updates, deletes and status patches the caches do not show yet (ownWrites).
 	writes *ownWrites
 	// zones counts the tenant's Nodes per zone, from the Node events, so that a Node event enqueues every Service
 	// only when the set of zones changes.
@@ -217,6 +212,10 @@ func (t *Translator) useInformers(c *tenant.Context) error {
 // spec, labels or owner reference; a Service patched) makes an event its handlers pass on, which brings the key back
 // as soon as the cache shows it. The requeue is for a write the cache never shows, forgotten by then.
 func (t *Translator) syncKey(ctx context.Context, key string) (worker.Result, error) {
+	if wait := t.batch.hold(key, func() bool { return t.writeInFlight(key) }); wait > 0 {
+		// An endpoint change while the Service's write is in flight: it comes back with the write's end, or then.
+		return worker.Result{RequeueAfter: wait}, nil
+	}
 	t.batch.syncing(key)
 	err := t.sync(ctx, key)
 	t.batch.synced(key, err == nil)
