@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -47,8 +48,9 @@ type batching struct {
 
 	mu                         sync.Mutex
 	immediate, delayed, writes []string
-	// slowPatch, if set, is how far a Translation spec patch moves the clock: how long the API server took.
-	slowPatch time.Duration
+	// slowPatch and slowCreate, if set, are how far a Translation spec patch or create moves the clock: how long
+	// the API server took.
+	slowPatch, slowCreate time.Duration
 }
 
 // startBatching runs the translator of webObjects with the ceiling, once Service web's Translation is written (and
@@ -107,9 +109,9 @@ func startBatching(t *testing.T, ceiling time.Duration, synced bool) *batching {
 		}
 		b.mu.Lock()
 		b.writes = append(b.writes, a.GetVerb()+" translations"+a.GetSubresource())
-		slow := b.slowPatch
+		slow := map[string]time.Duration{"patch": b.slowPatch, "create": b.slowCreate}[a.GetVerb()]
 		b.mu.Unlock()
-		if a.GetVerb() == "patch" && slow > 0 {
+		if slow > 0 {
 			b.clk.Step(slow)
 		}
 		return false, nil, nil
@@ -286,6 +288,46 @@ func TestSlowAnswerHoldsTheNextChange(t *testing.T) {
 	if _, _, writes := b.seen(); !reflect.DeepEqual(writes, []string{"patch translations"}) {
 		t.Errorf("writes at the pushback's end = %v, want one Translation spec patch", writes)
 	}
+}
+
+// A create is a Translation write like the others: answered slowly, it holds the Service's next change for the
+// pushback's backoff.
+func TestASlowCreateHoldsTheNextChangeLikeAnyWrite(t *testing.T) {
+	b := startBatching(t, time.Second, true)
+	b.mu.Lock()
+	b.slowCreate = slowWrite + time.Millisecond
+	b.mu.Unlock()
+	apiSlice := func(ips ...string) *discoveryv1.EndpointSlice {
+		var eps []ep
+		for _, ip := range ips {
+			eps = append(eps, ep{ip: ip, node: "n1"})
+		}
+		return slice("api", "api-1", "http", 8080, eps...)
+	}
+	if _, err := b.h.kube.DiscoveryV1().EndpointSlices(testNamespace).Create(b.h.ctx, apiSlice("10.0.2.1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.h.kube.CoreV1().Services(testNamespace).Create(b.h.ctx, service("api", `{"exposed_ports":{"80":{}}}`, servicePort("http", 80, "8080")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.h.waitFor("the Translation of api to be created", func() bool { return b.h.translations()["neg-v1-api-80"] != nil })
+	b.waitSyncs()
+	b.h.markSynced("neg-v1-api-80")
+	b.h.settle()
+	b.waitSyncs()
+	b.reset()
+	if _, err := b.h.kube.DiscoveryV1().EndpointSlices(testNamespace).Update(b.h.ctx, apiSlice("10.0.2.1", "10.0.2.2"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.h.waitFor("the change to be handled", func() bool { return b.handled() > 0 })
+	b.waitSyncs()
+	if _, _, writes := b.seen(); len(writes) != 0 {
+		t.Fatalf("after a slow create, the next change wrote %v at once, want it held for the pushback", writes)
+	}
+	b.clk.Step(pushbackBase)
+	b.h.waitFor("the held change to be written", func() bool {
+		return strings.Contains(endpointsOf(b.h.translations()["neg-v1-api-80"]), "10.0.2.2")
+	})
 }
 
 // The pushback's holds double for 429s and slow answers in a row, up to the ceiling, and end with a write answered in
