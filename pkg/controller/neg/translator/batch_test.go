@@ -46,8 +46,8 @@ type batching struct {
 	tr  *Translator
 	clk *testingclock.FakeClock
 
-	mu                         sync.Mutex
-	immediate, delayed, writes []string
+	mu                sync.Mutex
+	immediate, writes []string
 	// slowPatch and slowCreate, if set, are how far a Translation spec patch or create moves the clock: how long
 	// the API server took.
 	slowPatch, slowCreate time.Duration
@@ -64,18 +64,12 @@ func startBatching(t *testing.T, ceiling time.Duration, synced bool) *batching {
 		t.Fatal(err)
 	}
 	b.tr, h.translator = tr, tr
-	add, addAfter := tr.add, tr.addAfter
+	add := tr.add
 	tr.add = func(key string) {
 		b.mu.Lock()
 		b.immediate = append(b.immediate, key)
 		b.mu.Unlock()
 		add(key)
-	}
-	tr.addAfter = func(key string, d time.Duration) {
-		b.mu.Lock()
-		b.delayed = append(b.delayed, fmt.Sprintf("%s after %v", key, d))
-		b.mu.Unlock()
-		addAfter(key, d)
 	}
 	// Converged before it runs, so that nothing it does on start writes or echoes.
 	h.sync("web")
@@ -123,14 +117,14 @@ func startBatching(t *testing.T, ceiling time.Duration, synced bool) *batching {
 func (b *batching) reset() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.immediate, b.delayed, b.writes = nil, nil, nil
+	b.immediate, b.writes = nil, nil
 }
 
 // seen returns what was enqueued at once, what later, and the Translation writes since the last reset.
-func (b *batching) seen() (immediate, delayed, writes []string) {
+func (b *batching) seen() (immediate, writes []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return slices.Clone(b.immediate), slices.Clone(b.delayed), slices.Clone(b.writes)
+	return slices.Clone(b.immediate), slices.Clone(b.writes)
 }
 
 // change adds n endpoints to slice web-2 one update at a time, each handled before the next, and returns their
@@ -163,7 +157,7 @@ func (b *batching) waitSyncs() {
 func (b *batching) handled() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.immediate) + len(b.delayed)
+	return len(b.immediate)
 }
 
 // waitWritten waits until Translation neg-v1-web-80 holds every address.
@@ -187,11 +181,11 @@ func TestEndpointChangeWithNoWriteInFlightIsWrittenAtOnce(t *testing.T) {
 	b := startBatching(t, time.Second, true)
 	ips := b.change(1)
 	b.waitWritten(ips)
-	immediate, delayed, writes := b.seen()
+	immediate, writes := b.seen()
 	// The patch's own event may enqueue it once more (when it comes before the patch is recorded): a sync that
-	// writes nothing.
-	if len(immediate) == 0 || immediate[0] != "shop/web" || len(delayed) != 0 {
-		t.Errorf("enqueued at once %v and later %v, want shop/web at once", immediate, delayed)
+	// writes nothing. The clock never moved: the change was written at once.
+	if len(immediate) == 0 || immediate[0] != "shop/web" {
+		t.Errorf("enqueued %v, want shop/web", immediate)
 	}
 	if !reflect.DeepEqual(writes, []string{"patch translations"}) {
 		t.Errorf("writes = %v, want one Translation spec patch", writes)
@@ -206,9 +200,9 @@ func TestEndpointChangesDuringAWriteInFlightMakeOneWriteWhenItIsDone(t *testing.
 	b := startBatching(t, time.Second, false)
 	ips := b.change(changes)
 	b.waitSyncs()
-	immediate, delayed, writes := b.seen()
-	if len(immediate) != changes || immediate[0] != "shop/web" || len(delayed) != 0 {
-		t.Errorf("the handler enqueued at once %v and later %v, want each change at once", immediate, delayed)
+	immediate, writes := b.seen()
+	if len(immediate) != changes || immediate[0] != "shop/web" {
+		t.Errorf("the handler enqueued %v, want each change at once", immediate)
 	}
 	if !b.tr.batch.isHeld("shop/web") {
 		t.Errorf("with a write in flight, the sync did not hold the changes")
@@ -219,7 +213,7 @@ func TestEndpointChangesDuringAWriteInFlightMakeOneWriteWhenItIsDone(t *testing.
 	b.reset()
 	b.h.markSynced("neg-v1-web-80")
 	b.waitWritten(ips)
-	immediate, _, writes = b.seen()
+	immediate, writes = b.seen()
 	if len(immediate) == 0 || immediate[0] != "shop/web" {
 		t.Errorf("the write's end enqueued %v, want shop/web", immediate)
 	}
@@ -236,12 +230,12 @@ func TestHeldEndpointChangesAreWrittenAtTheCeiling(t *testing.T) {
 	b.waitSyncs()
 	b.clk.Step(ceiling - time.Millisecond)
 	b.waitSyncs()
-	if _, _, writes := b.seen(); len(writes) != 0 {
+	if _, writes := b.seen(); len(writes) != 0 {
 		t.Fatalf("writes before the ceiling = %v, want none", writes)
 	}
 	b.clk.Step(time.Millisecond)
 	b.waitWritten(ips)
-	if _, _, writes := b.seen(); !reflect.DeepEqual(writes, []string{"patch translations"}) {
+	if _, writes := b.seen(); !reflect.DeepEqual(writes, []string{"patch translations"}) {
 		t.Errorf("writes at the ceiling = %v, want one Translation spec patch", writes)
 	}
 }
@@ -250,10 +244,10 @@ func TestHeldEndpointChangesAreWrittenAtTheCeiling(t *testing.T) {
 func TestZeroBatchPeriodSyncsEveryChangeAtOnce(t *testing.T) {
 	b := startBatching(t, 0, false)
 	b.change(3)
-	immediate, delayed, _ := b.seen()
+	immediate, _ := b.seen()
 	// Each change is written at once, and a patch's own event may enqueue it once more.
-	if len(immediate) < 3 || len(delayed) != 0 {
-		t.Errorf("enqueued at once %v and later %v, want the 3 changes at once", immediate, delayed)
+	if len(immediate) < 3 {
+		t.Errorf("enqueued %v, want the 3 changes at once", immediate)
 	}
 }
 
@@ -275,17 +269,17 @@ func TestSlowAnswerHoldsTheNextChange(t *testing.T) {
 	// Two addresses: the first is the one already written.
 	ips = b.change(2)
 	b.waitSyncs()
-	if _, _, writes := b.seen(); len(writes) != 0 || !b.tr.batch.isHeld("shop/web") {
+	if _, writes := b.seen(); len(writes) != 0 || !b.tr.batch.isHeld("shop/web") {
 		t.Fatalf("after a slow answer, the next change wrote %v at once, want it held", writes)
 	}
 	b.clk.Step(pushbackBase - time.Millisecond)
 	b.waitSyncs()
-	if _, _, writes := b.seen(); len(writes) != 0 {
+	if _, writes := b.seen(); len(writes) != 0 {
 		t.Fatalf("writes before the pushback's %v = %v, want none", pushbackBase, writes)
 	}
 	b.clk.Step(time.Millisecond)
 	b.waitWritten(ips)
-	if _, _, writes := b.seen(); !reflect.DeepEqual(writes, []string{"patch translations"}) {
+	if _, writes := b.seen(); !reflect.DeepEqual(writes, []string{"patch translations"}) {
 		t.Errorf("writes at the pushback's end = %v, want one Translation spec patch", writes)
 	}
 }
@@ -321,7 +315,7 @@ func TestASlowCreateHoldsTheNextChangeLikeAnyWrite(t *testing.T) {
 	}
 	b.h.waitFor("the change to be handled", func() bool { return b.handled() > 0 })
 	b.waitSyncs()
-	if _, _, writes := b.seen(); len(writes) != 0 {
+	if _, writes := b.seen(); len(writes) != 0 {
 		t.Fatalf("after a slow create, the next change wrote %v at once, want it held for the pushback", writes)
 	}
 	b.clk.Step(pushbackBase)
@@ -427,7 +421,7 @@ func TestASliceChangeThatWritesNothingLeavesNoTriggerTime(t *testing.T) {
 	}
 	b.h.waitFor("the change to be handled", func() bool { return b.handled() > before })
 	b.h.waitFor("its sync to end", b.tr.workers.Idle)
-	if _, _, writes := b.seen(); len(writes) != 0 {
+	if _, writes := b.seen(); len(writes) != 0 {
 		t.Fatalf("a change of nothing the Translation holds wrote %v", writes)
 	}
 

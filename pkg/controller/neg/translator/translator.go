@@ -82,12 +82,11 @@ type Translator struct {
 	workers *worker.Queue
 	// concurrency is how many workers sync at once (--concurrent-neg-syncs), for the start log.
 	concurrency int
-	// add enqueues a Service key; tests replace it to see what the handlers enqueue.
+	// add enqueues a Service key, the handlers' only way to the queue; tests replace it to see what they enqueue.
 	add func(key string)
-	// batch decides when an endpoint change is synced: at once, or with the next write once the one in flight ends,
-	// within --neg-endpoint-batch-period (groupcommit.go).
+	// batch decides, as a sync starts, when an endpoint change is written: at once, or with the next write once the
+	// one in flight ends, within --neg-endpoint-batch-period (groupcommit.go).
 	batch    *groupCommit
-	addAfter func(key string, delay time.Duration)
 	recorder record.EventRecorder
 	// onSynced is called once the caches have synced and the workers run.
 	onSynced func()
@@ -163,7 +162,7 @@ func newWithClock(c *tenant.Context, onSynced func(), clk clock.WithDelayedExecu
 		cfg.Retry = &worker.Retry{Clock: clk}
 	}
 	t.workers = worker.New(cfg)
-	t.add, t.addAfter = t.workers.Add, t.workers.AddAfter
+	t.add = t.workers.Add
 	return t, nil
 }
 
