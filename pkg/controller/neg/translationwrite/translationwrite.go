@@ -64,21 +64,16 @@ func Patch(ctx context.Context, client mpclientset.Interface, namespace, name st
 }
 
 // UpdateStatus writes tr's status through the status subresource, bound to tr's resourceVersion, and returns the
-// Translation as written: tr's spec and status with the metadata the API server answered. The request carries tr
-// without its spec. tr is the caller's to
+// Translation as written: tr's spec and status with the metadata the API server answered. tr is the caller's to
 // give away: the answer shares its spec.
 func UpdateStatus(ctx context.Context, client mpclientset.Interface, tr *mpv1alpha1.Translation, opts metav1.UpdateOptions) (*mpv1alpha1.Translation, error) {
 	rc := restClient(client)
 	if rc == nil {
 		return client.MultiprojectV1alpha1().Translations(tr.Namespace).UpdateStatus(ctx, tr, opts)
 	}
-	// The body is encoded as the typed client encodes it (with apiVersion and kind), without the spec: the status
-	// subresource takes nothing of the body but its status (the API server puts the stored object around it, and its
-	// field manager ignores the fields it resets), so encoding every endpoint of the spec, and the API server
-	// decoding them, would be work for nothing on every status write.
-	body := &mpv1alpha1.Translation{TypeMeta: tr.TypeMeta, ObjectMeta: tr.ObjectMeta, Status: tr.Status}
+	// The body is encoded as the typed client encodes it (with apiVersion and kind).
 	meta, err := decode(rc.Put().Namespace(tr.Namespace).Resource(resource).Name(tr.Name).SubResource("status").
-		VersionedParams(&opts, metav1.ParameterCodec).Body(body).SetHeader("Accept", acceptMetadata).Do(ctx))
+		VersionedParams(&opts, metav1.ParameterCodec).Body(tr).SetHeader("Accept", acceptMetadata).Do(ctx))
 	if err != nil {
 		return nil, err
 	}
