@@ -68,7 +68,13 @@ type harness struct {
 
 func newHarness(t testing.TB, gcp *mpv1alpha1.GCPConfig, objects ...runtime.Object) *harness {
 	t.Helper()
-	h := &harness{t: t, gce: fakegce.New(fakegce.Options{}), events: &recorder{}, conditions: &tenanttest.Conditions{}}
+	return newHarnessWithGCE(t, fakegce.Options{}, gcp, objects...)
+}
+
+// newHarnessWithGCE is newHarness with a fake GCE made with opts (its clock, say).
+func newHarnessWithGCE(t testing.TB, opts fakegce.Options, gcp *mpv1alpha1.GCPConfig, objects ...runtime.Object) *harness {
+	t.Helper()
+	h := &harness{t: t, gce: fakegce.New(opts), events: &recorder{}, conditions: &tenanttest.Conditions{}}
 	h.gce.Start()
 	t.Cleanup(h.gce.Close)
 	h.client = mpfake.NewClientset(objects...)

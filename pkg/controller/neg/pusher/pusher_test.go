@@ -29,6 +29,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clienttesting "k8s.io/client-go/testing"
+	testingclock "k8s.io/utils/clock/testing"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
@@ -322,4 +323,53 @@ func TestPersistentGCEFailureReachesTheTenantCondition(t *testing.T) {
 		c, ok := h.conditions.Last()
 		return ok && c.Status == metav1.ConditionTrue
 	})
+}
+
+// A status that only reports a generation the spec has already left is not written: the next generation, patched
+// while the pusher was attaching the previous one, gets the one status write of both, and no write is refused for
+// a stale version. The fake GCE's attach waits on a clock that only the test moves.
+func TestAStatusOfASupersededGenerationIsNotWritten(t *testing.T) {
+	const zone = "us-central1-a"
+	clk := testingclock.NewFakeClock(time.Now())
+	h := newHarnessWithGCE(t, fakegce.Options{Clock: clk}, nil, translation("web", map[string]int{zone: 1}, true))
+	tr := h.waitSynced("web", metav1.ConditionTrue)
+	h.waitQuiet("web")
+	statusWrites := func() int {
+		n := 0
+		for _, a := range h.client.Actions() {
+			if a.GetVerb() == "update" && a.GetSubresource() == "status" {
+				n++
+			}
+		}
+		return n
+	}
+	before := statusWrites()
+	// grow gives the Translation n endpoints in a new generation.
+	grow := func(n int) {
+		tr.Spec = translation("web", map[string]int{zone: n}, true).Spec
+		tr.Generation++
+		var err error
+		if tr, err = h.client.MultiprojectV1alpha1().Translations(testNamespace).Update(context.Background(), tr, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.gce.SetLatency(testProject, fakegce.MethodAttachEndpoints, time.Second)
+	grow(2)
+	h.waitFor("the attach of generation 2 to wait on the fake GCE's clock", clk.HasWaiters)
+	grow(3)
+	h.waitFor("the pusher's cache to show generation 3", func() bool {
+		cached, err := h.pusher.lister.Translations(testNamespace).Get("web")
+		return err == nil && cached.Generation == tr.Generation
+	})
+	h.gce.SetLatency(testProject, fakegce.MethodAttachEndpoints, 0)
+	clk.Step(time.Second)
+	got := h.waitSynced("web", metav1.ConditionTrue)
+	h.waitQuiet("web")
+	if got.Status.ObservedGeneration != tr.Generation || h.endpointCount(zone, "k8s1-web") != 3 {
+		t.Fatalf("synced at generation %d with %d endpoints in GCE, want generation %d with 3",
+			got.Status.ObservedGeneration, h.endpointCount(zone, "k8s1-web"), tr.Generation)
+	}
+	if n := statusWrites() - before; n != 1 {
+		t.Errorf("status writes for generations 2 and 3 = %d, want 1: generation 3's", n)
+	}
 }

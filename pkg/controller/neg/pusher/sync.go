@@ -25,6 +25,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -421,6 +422,19 @@ func (s *negSync) claimedByAnother(neg negKey) string {
 	return ""
 }
 
+// superseded says whether status only reports a generation the spec has already left: every resource done (Synced
+// True) while the cache holds the same Translation at a newer generation, whose event has enqueued it again. The
+// newer generation's sync writes the status a moment later; written now, it would be one more write of the
+// Translation per change, bound to a version that no longer is (a 409 conflict, retried) or overwritten at once.
+// A status that says something is wrong is written whatever the spec does.
+func (s *negSync) superseded(status mpv1alpha1.TranslationStatus) bool {
+	if c := meta.FindStatusCondition(status.Conditions, mpv1alpha1.TranslationConditionSynced); c == nil || c.Status != metav1.ConditionTrue {
+		return false
+	}
+	cached, err := s.p.lister.Translations(s.tr.Namespace).Get(s.tr.Name)
+	return err == nil && cached.UID == s.tr.UID && cached.DeletionTimestamp == nil && cached.Generation > s.tr.Generation
+}
+
 // persistentFailureAttempts is how many syncs in a row must fail with retryable GCE errors before the tenant's
 // condition says so. With the queue's exponential backoff, ten attempts span about five seconds; a single 5xx or
 // a short rate limit stays out of the condition.
@@ -430,8 +444,10 @@ const persistentFailureAttempts = 10
 // retried.
 func (s *negSync) finish(ctx context.Context, outcomes []outcome) (worker.Result, error) {
 	status := buildStatus(s.tr, outcomes)
-	if err := s.writeStatus(ctx, status); err != nil {
-		return worker.Result{}, err
+	if !s.superseded(status) {
+		if err := s.writeStatus(ctx, status); err != nil {
+			return worker.Result{}, err
+		}
 	}
 	s.p.reportMemberships(s.key, status.Resources)
 	permanent, retryable := problemOf(outcomes)

@@ -165,14 +165,14 @@ func (t *Translator) applyWrite(ctx context.Context, svc *corev1.Service, w writ
 // unfiltered cache does not show yet: once it does, a retry (with backoff: one labeled for another tenant brings no
 // event) finds it the Service's own (compared), a former Service's (deleted) or leaving (waited for).
 func (t *Translator) create(ctx context.Context, svc *corev1.Service, w write) error {
-	key := svc.Namespace + "/" + svc.Name
-	trigger := t.batch.takeTrigger(key)
-	want := w.want.DeepCopy()
-	metav1.SetMetaDataAnnotation(&want.ObjectMeta, negapi.TriggerTimeAnnotation, negapi.FormatTriggerTime(trigger))
-	created, err := t.mp.MultiprojectV1alpha1().Translations(svc.Namespace).Create(ctx, want, metav1.CreateOptions{})
-	if err != nil {
-		t.batch.triggered(key, trigger)
-	}
+	var created *mpv1alpha1.Translation
+	err := t.writeTranslation(svc, func(trigger time.Time) error {
+		want := w.want.DeepCopy()
+		metav1.SetMetaDataAnnotation(&want.ObjectMeta, negapi.TriggerTimeAnnotation, negapi.FormatTriggerTime(trigger))
+		var err error
+		created, err = t.mp.MultiprojectV1alpha1().Translations(svc.Namespace).Create(ctx, want, metav1.CreateOptions{})
+		return err
+	})
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		return errWaiting
@@ -195,22 +195,21 @@ func (t *Translator) create(ctx context.Context, svc *corev1.Service, w write) e
 // resourceVersion all the time, so an update bound to the cached version would often be refused (409) and
 // retried. A failed test (422: the Translation was replaced) or a missing one (404) is retried from the cache.
 func (t *Translator) patchSpec(ctx context.Context, svc *corev1.Service, have, want *mpv1alpha1.Translation) error {
-	key := svc.Namespace + "/" + svc.Name
-	trigger := t.batch.takeTrigger(key)
-	patch, err := json.Marshal([]map[string]any{
-		{"op": "test", "path": "/metadata/uid", "value": have.UID},
-		{"op": "replace", "path": "/spec", "value": want.Spec},
-		triggerTimeOp(have, trigger),
+	var out *metav1.ObjectMeta
+	err := t.writeTranslation(svc, func(trigger time.Time) error {
+		patch, err := json.Marshal([]map[string]any{
+			{"op": "test", "path": "/metadata/uid", "value": have.UID},
+			{"op": "replace", "path": "/spec", "value": want.Spec},
+			triggerTimeOp(have, trigger),
+		})
+		if err != nil {
+			return err
+		}
+		// Only the metadata comes back: the spec is what was sent.
+		out, err = translationwrite.Patch(ctx, t.mp, svc.Namespace, have.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+		return err
 	})
 	if err != nil {
-		return err
-	}
-	// Only the metadata comes back: the spec is what was sent.
-	sent := t.batch.clock.Now()
-	out, err := translationwrite.Patch(ctx, t.mp, svc.Namespace, have.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
-	t.batch.wrote(key, t.batch.clock.Since(sent), err)
-	if err != nil {
-		t.batch.triggered(key, trigger)
 		return fmt.Errorf("updating the spec of Translation %s: %w", want.Name, err)
 	}
 	if out.Generation > have.Generation {
@@ -238,14 +237,14 @@ func (t *Translator) update(ctx context.Context, svc *corev1.Service, have, want
 		}
 	}
 	updated.OwnerReferences = withController(updated.OwnerReferences, want.OwnerReferences[0])
-	key := svc.Namespace + "/" + svc.Name
-	trigger := t.batch.takeTrigger(key)
-	metav1.SetMetaDataAnnotation(&updated.ObjectMeta, negapi.TriggerTimeAnnotation, negapi.FormatTriggerTime(trigger))
-	sent := t.batch.clock.Now()
-	out, err := t.mp.MultiprojectV1alpha1().Translations(svc.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
-	t.batch.wrote(key, t.batch.clock.Since(sent), err)
+	var out *mpv1alpha1.Translation
+	err := t.writeTranslation(svc, func(trigger time.Time) error {
+		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, negapi.TriggerTimeAnnotation, negapi.FormatTriggerTime(trigger))
+		var err error
+		out, err = t.mp.MultiprojectV1alpha1().Translations(svc.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.batch.triggered(key, trigger)
 		// A conflict (the pusher wrote the status since the cache's version) is retried from the cache.
 		return fmt.Errorf("updating Translation %s: %w", want.Name, err)
 	}
@@ -254,6 +253,22 @@ func (t *Translator) update(ctx context.Context, svc *corev1.Service, have, want
 	}
 	klog.FromContext(ctx).V(2).Info("Updated Translation", "translation", want.Name, "endpoints", endpointCount(want))
 	return nil
+}
+
+// writeTranslation makes one Translation write of the Service (send, given the trigger time the write carries) and
+// keeps the group commit's books on it, the same for a create, a spec patch and an update: the trigger time of the
+// changes not written yet is taken for it and given back if it fails, and the API server's answer (its time, a 429)
+// decides whether the Service's next changes are held (groupCommit.wrote).
+func (t *Translator) writeTranslation(svc *corev1.Service, send func(trigger time.Time) error) error {
+	key := svc.Namespace + "/" + svc.Name
+	trigger := t.batch.takeTrigger(key)
+	sent := t.batch.clock.Now()
+	err := send(trigger)
+	t.batch.wrote(key, t.batch.clock.Since(sent), err)
+	if err != nil {
+		t.batch.giveBack(key, trigger)
+	}
+	return err
 }
 
 // triggerTimeOp is the JSON patch operation that sets the Translation's trigger-time annotation to the write's
@@ -287,7 +302,7 @@ func (t *Translator) deleteTranslation(ctx context.Context, tr *mpv1alpha1.Trans
 		return false, fmt.Errorf("deleting stale Translation %s: %w", tr.Name, err)
 	}
 	if uid != "" {
-		t.deleting.Store(uid, struct{}{})
+		t.writes.deletedTranslation(uid)
 	}
 	return true, nil
 }

@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -45,10 +46,11 @@ type batching struct {
 	tr  *Translator
 	clk *testingclock.FakeClock
 
-	mu                         sync.Mutex
-	immediate, delayed, writes []string
-	// slowPatch, if set, is how far a Translation spec patch moves the clock: how long the API server took.
-	slowPatch time.Duration
+	mu                sync.Mutex
+	immediate, writes []string
+	// slowPatch and slowCreate, if set, are how far a Translation spec patch or create moves the clock: how long
+	// the API server took.
+	slowPatch, slowCreate time.Duration
 }
 
 // startBatching runs the translator of webObjects with the ceiling, once Service web's Translation is written (and
@@ -62,18 +64,12 @@ func startBatching(t *testing.T, ceiling time.Duration, synced bool) *batching {
 		t.Fatal(err)
 	}
 	b.tr, h.translator = tr, tr
-	add, addAfter := tr.add, tr.addAfter
+	add := tr.add
 	tr.add = func(key string) {
 		b.mu.Lock()
 		b.immediate = append(b.immediate, key)
 		b.mu.Unlock()
 		add(key)
-	}
-	tr.addAfter = func(key string, d time.Duration) {
-		b.mu.Lock()
-		b.delayed = append(b.delayed, fmt.Sprintf("%s after %v", key, d))
-		b.mu.Unlock()
-		addAfter(key, d)
 	}
 	// Converged before it runs, so that nothing it does on start writes or echoes.
 	h.sync("web")
@@ -107,9 +103,9 @@ func startBatching(t *testing.T, ceiling time.Duration, synced bool) *batching {
 		}
 		b.mu.Lock()
 		b.writes = append(b.writes, a.GetVerb()+" translations"+a.GetSubresource())
-		slow := b.slowPatch
+		slow := map[string]time.Duration{"patch": b.slowPatch, "create": b.slowCreate}[a.GetVerb()]
 		b.mu.Unlock()
-		if a.GetVerb() == "patch" && slow > 0 {
+		if slow > 0 {
 			b.clk.Step(slow)
 		}
 		return false, nil, nil
@@ -121,14 +117,14 @@ func startBatching(t *testing.T, ceiling time.Duration, synced bool) *batching {
 func (b *batching) reset() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.immediate, b.delayed, b.writes = nil, nil, nil
+	b.immediate, b.writes = nil, nil
 }
 
 // seen returns what was enqueued at once, what later, and the Translation writes since the last reset.
-func (b *batching) seen() (immediate, delayed, writes []string) {
+func (b *batching) seen() (immediate, writes []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return slices.Clone(b.immediate), slices.Clone(b.delayed), slices.Clone(b.writes)
+	return slices.Clone(b.immediate), slices.Clone(b.writes)
 }
 
 // change adds n endpoints to slice web-2 one update at a time, each handled before the next, and returns their
@@ -151,10 +147,17 @@ func (b *batching) change(n int) []string {
 	return ips
 }
 
+// waitSyncs waits until the translator's workers are idle: every sync enqueued has run (a held one waits on the
+// fake clock, or for the write in flight to end).
+func (b *batching) waitSyncs() {
+	b.h.t.Helper()
+	b.h.waitFor("the syncs to end", b.tr.workers.Idle)
+}
+
 func (b *batching) handled() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.immediate) + len(b.delayed)
+	return len(b.immediate)
 }
 
 // waitWritten waits until Translation neg-v1-web-80 holds every address.
@@ -178,11 +181,11 @@ func TestEndpointChangeWithNoWriteInFlightIsWrittenAtOnce(t *testing.T) {
 	b := startBatching(t, time.Second, true)
 	ips := b.change(1)
 	b.waitWritten(ips)
-	immediate, delayed, writes := b.seen()
+	immediate, writes := b.seen()
 	// The patch's own event may enqueue it once more (when it comes before the patch is recorded): a sync that
-	// writes nothing.
-	if len(immediate) == 0 || immediate[0] != "shop/web" || len(delayed) != 0 {
-		t.Errorf("enqueued at once %v and later %v, want shop/web at once", immediate, delayed)
+	// writes nothing. The clock never moved: the change was written at once.
+	if len(immediate) == 0 || immediate[0] != "shop/web" {
+		t.Errorf("enqueued %v, want shop/web", immediate)
 	}
 	if !reflect.DeepEqual(writes, []string{"patch translations"}) {
 		t.Errorf("writes = %v, want one Translation spec patch", writes)
@@ -190,16 +193,19 @@ func TestEndpointChangeWithNoWriteInFlightIsWrittenAtOnce(t *testing.T) {
 }
 
 // Endpoint changes that come while the Service's last write is in flight (its Translation not synced at its
-// generation) are held, with the ceiling as their latest time, and make one write once the pusher reports the
-// write done: the clock never moves, so the ceiling did not end the wait.
+// generation) are held by their sync, with the ceiling as their latest time, and make one write once the pusher
+// reports the write done: the clock never moves, so the ceiling did not end the wait. The handler only enqueues.
 func TestEndpointChangesDuringAWriteInFlightMakeOneWriteWhenItIsDone(t *testing.T) {
 	const changes = 5
 	b := startBatching(t, time.Second, false)
 	ips := b.change(changes)
-	b.h.settle()
-	immediate, delayed, writes := b.seen()
-	if len(immediate) != 0 || len(delayed) != changes || delayed[0] != "shop/web after 1s" {
-		t.Errorf("with a write in flight, enqueued at once %v and later %v, want each change after the 1s ceiling", immediate, delayed)
+	b.waitSyncs()
+	immediate, writes := b.seen()
+	if len(immediate) != changes || immediate[0] != "shop/web" {
+		t.Errorf("the handler enqueued %v, want each change at once", immediate)
+	}
+	if !b.tr.batch.isHeld("shop/web") {
+		t.Errorf("with a write in flight, the sync did not hold the changes")
 	}
 	if len(writes) != 0 {
 		t.Errorf("writes while the write was in flight = %v, want none", writes)
@@ -207,7 +213,7 @@ func TestEndpointChangesDuringAWriteInFlightMakeOneWriteWhenItIsDone(t *testing.
 	b.reset()
 	b.h.markSynced("neg-v1-web-80")
 	b.waitWritten(ips)
-	immediate, _, writes = b.seen()
+	immediate, writes = b.seen()
 	if len(immediate) == 0 || immediate[0] != "shop/web" {
 		t.Errorf("the write's end enqueued %v, want shop/web", immediate)
 	}
@@ -221,15 +227,15 @@ func TestHeldEndpointChangesAreWrittenAtTheCeiling(t *testing.T) {
 	const ceiling = 2 * time.Second
 	b := startBatching(t, ceiling, false)
 	ips := b.change(3)
-	b.h.settle()
+	b.waitSyncs()
 	b.clk.Step(ceiling - time.Millisecond)
-	b.h.settle()
-	if _, _, writes := b.seen(); len(writes) != 0 {
+	b.waitSyncs()
+	if _, writes := b.seen(); len(writes) != 0 {
 		t.Fatalf("writes before the ceiling = %v, want none", writes)
 	}
 	b.clk.Step(time.Millisecond)
 	b.waitWritten(ips)
-	if _, _, writes := b.seen(); !reflect.DeepEqual(writes, []string{"patch translations"}) {
+	if _, writes := b.seen(); !reflect.DeepEqual(writes, []string{"patch translations"}) {
 		t.Errorf("writes at the ceiling = %v, want one Translation spec patch", writes)
 	}
 }
@@ -238,10 +244,10 @@ func TestHeldEndpointChangesAreWrittenAtTheCeiling(t *testing.T) {
 func TestZeroBatchPeriodSyncsEveryChangeAtOnce(t *testing.T) {
 	b := startBatching(t, 0, false)
 	b.change(3)
-	immediate, delayed, _ := b.seen()
+	immediate, _ := b.seen()
 	// Each change is written at once, and a patch's own event may enqueue it once more.
-	if len(immediate) < 3 || len(delayed) != 0 {
-		t.Errorf("enqueued at once %v and later %v, want the 3 changes at once", immediate, delayed)
+	if len(immediate) < 3 {
+		t.Errorf("enqueued %v, want the 3 changes at once", immediate)
 	}
 }
 
@@ -260,11 +266,62 @@ func TestSlowAnswerHoldsTheNextChange(t *testing.T) {
 	b.mu.Lock()
 	b.slowPatch = 0
 	b.mu.Unlock()
-	b.change(1)
-	immediate, delayed, _ := b.seen()
-	if len(immediate) != 0 || !reflect.DeepEqual(delayed, []string{"shop/web after " + pushbackBase.String()}) {
-		t.Errorf("after a slow answer, enqueued at once %v and later %v, want shop/web after %v", immediate, delayed, pushbackBase)
+	// Two addresses: the first is the one already written.
+	ips = b.change(2)
+	b.waitSyncs()
+	if _, writes := b.seen(); len(writes) != 0 || !b.tr.batch.isHeld("shop/web") {
+		t.Fatalf("after a slow answer, the next change wrote %v at once, want it held", writes)
 	}
+	b.clk.Step(pushbackBase - time.Millisecond)
+	b.waitSyncs()
+	if _, writes := b.seen(); len(writes) != 0 {
+		t.Fatalf("writes before the pushback's %v = %v, want none", pushbackBase, writes)
+	}
+	b.clk.Step(time.Millisecond)
+	b.waitWritten(ips)
+	if _, writes := b.seen(); !reflect.DeepEqual(writes, []string{"patch translations"}) {
+		t.Errorf("writes at the pushback's end = %v, want one Translation spec patch", writes)
+	}
+}
+
+// A create is a Translation write like the others: answered slowly, it holds the Service's next change for the
+// pushback's backoff.
+func TestASlowCreateHoldsTheNextChangeLikeAnyWrite(t *testing.T) {
+	b := startBatching(t, time.Second, true)
+	b.mu.Lock()
+	b.slowCreate = slowWrite + time.Millisecond
+	b.mu.Unlock()
+	apiSlice := func(ips ...string) *discoveryv1.EndpointSlice {
+		var eps []ep
+		for _, ip := range ips {
+			eps = append(eps, ep{ip: ip, node: "n1"})
+		}
+		return slice("api", "api-1", "http", 8080, eps...)
+	}
+	if _, err := b.h.kube.DiscoveryV1().EndpointSlices(testNamespace).Create(b.h.ctx, apiSlice("10.0.2.1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.h.kube.CoreV1().Services(testNamespace).Create(b.h.ctx, service("api", `{"exposed_ports":{"80":{}}}`, servicePort("http", 80, "8080")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.h.waitFor("the Translation of api to be created", func() bool { return b.h.translations()["neg-v1-api-80"] != nil })
+	b.waitSyncs()
+	b.h.markSynced("neg-v1-api-80")
+	b.h.settle()
+	b.waitSyncs()
+	b.reset()
+	if _, err := b.h.kube.DiscoveryV1().EndpointSlices(testNamespace).Update(b.h.ctx, apiSlice("10.0.2.1", "10.0.2.2"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.h.waitFor("the change to be handled", func() bool { return b.handled() > 0 })
+	b.waitSyncs()
+	if _, writes := b.seen(); len(writes) != 0 {
+		t.Fatalf("after a slow create, the next change wrote %v at once, want it held for the pushback", writes)
+	}
+	b.clk.Step(pushbackBase)
+	b.h.waitFor("the held change to be written", func() bool {
+		return strings.Contains(endpointsOf(b.h.translations()["neg-v1-api-80"]), "10.0.2.2")
+	})
 }
 
 // The pushback's holds double for 429s and slow answers in a row, up to the ceiling, and end with a write answered in
@@ -273,6 +330,11 @@ func TestPushbackBacksOffUpToTheCeiling(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	g := newGroupCommit(300*time.Millisecond, clk)
 	idle := func() bool { return false }
+	// An endpoint change and its sync's decision.
+	change := func(key string, inFlight func() bool) time.Duration {
+		g.endpointsChanged(key, time.Time{})
+		return g.hold(key, inFlight)
+	}
 	tooMany := apierrors.NewTooManyRequests("slow down", 1)
 	const key = "shop/web"
 	var got []time.Duration
@@ -281,21 +343,21 @@ func TestPushbackBacksOffUpToTheCeiling(t *testing.T) {
 		err  error
 	}{{0, tooMany}, {time.Second, nil}, {0, tooMany}, {10 * time.Millisecond, nil}} {
 		g.wrote(key, answer.took, answer.err)
-		got = append(got, g.change(key, idle))
+		got = append(got, change(key, idle))
 	}
 	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond, 0}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("holds after 429, slow, 429, in time = %v, want %v", got, want)
 	}
 	g.wrote(key, 0, tooMany)
-	if g.change(key, idle) == 0 || g.writeDone(key) {
+	if change(key, idle) == 0 || g.writeDone(key) {
 		t.Errorf("during a pushback a change was not held, or the end of a write released it")
 	}
 	clk.Step(time.Second)
 	if !g.writeDone(key) {
 		t.Errorf("after the pushback, the end of a write did not release the held change")
 	}
-	if g.change("shop/other", func() bool { return true }) != 300*time.Millisecond {
+	if change("shop/other", func() bool { return true }) != 300*time.Millisecond {
 		t.Errorf("a change during a write in flight is not held for the ceiling")
 	}
 }
@@ -359,7 +421,7 @@ func TestASliceChangeThatWritesNothingLeavesNoTriggerTime(t *testing.T) {
 	}
 	b.h.waitFor("the change to be handled", func() bool { return b.handled() > before })
 	b.h.waitFor("its sync to end", b.tr.workers.Idle)
-	if _, _, writes := b.seen(); len(writes) != 0 {
+	if _, writes := b.seen(); len(writes) != 0 {
 		t.Fatalf("a change of nothing the Translation holds wrote %v", writes)
 	}
 

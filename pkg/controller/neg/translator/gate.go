@@ -99,7 +99,7 @@ func (t *Translator) onPod(oldObj, newObj any) {
 	}
 	for _, obj := range objs {
 		if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
-			t.enqueueSliceService(slice, true)
+			t.sliceChanged(slice)
 		}
 	}
 }

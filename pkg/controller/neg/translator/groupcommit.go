@@ -17,13 +17,17 @@ limitations under the License.
 package translator
 
 import (
+	"slices"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 )
 
 // slowWrite is the answer time past which a Translation write counts as the API server pushing back: half of the
@@ -34,20 +38,25 @@ const slowWrite = 500 * time.Millisecond
 // pushbackBase is the first hold after a pushback; each further one in a row doubles it, up to the ceiling.
 const pushbackBase = 100 * time.Millisecond
 
-// groupCommit decides when an endpoint change of a Service is written (--neg-endpoint-batch-period). A Service with
+// groupCommit decides when an endpoint change of a Service is written (--neg-endpoint-batch-period). The handlers only
+// enqueue the Service and say an endpoint change came (endpointsChanged); its sync asks hold first. A Service with
 // no Translation write in flight is synced at once. A change that comes while one is in flight (the spec patch sent
 // and not yet done in GCE: a Translation of the Service not synced at its generation), or while the API server
-// pushes back on the Service's writes, is held: the end of the write in flight (its Translation becoming synced)
-// enqueues the Service, so every change held meanwhile makes one write, the group commit of databases. The ceiling
-// bounds the hold: a held change is enqueued by then at the latest (the queue's AddAfter). A ceiling of 0 holds
-// nothing: every change is synced at once.
+// pushes back on the Service's writes, is held: the sync returns and says when to come back, and the end of the
+// write in flight (its Translation becoming synced) enqueues the Service earlier, so every change held meanwhile
+// makes one write, the group commit of databases. The ceiling bounds the hold: a held change is synced by then at
+// the latest. A ceiling of 0 holds nothing: every change is synced at once. Any other cause of a sync (the
+// Service's own change, a Node's, a Translation's) is never held (now).
 type groupCommit struct {
 	ceiling time.Duration
 	clock   clock.PassiveClock
 
 	mu sync.Mutex
-	// held are the Services with a change waiting for the write in flight to end.
-	held sets.Set[string]
+	// changed are the Services with an endpoint change not synced yet; now those with another cause, which is
+	// synced at once.
+	changed, now sets.Set[string]
+	// heldSince is, per Service with changes held, when its first change was held: the ceiling counts from then.
+	heldSince map[string]time.Time
 	// backoff times the holds after pushbacks, per Service, doubling from pushbackBase up to the ceiling; a write
 	// answered in time forgets it.
 	backoff workqueue.TypedRateLimiter[string]
@@ -63,7 +72,9 @@ type groupCommit struct {
 }
 
 func newGroupCommit(ceiling time.Duration, c clock.PassiveClock) *groupCommit {
-	g := &groupCommit{ceiling: ceiling, clock: c, held: sets.New[string](), pushedBackUntil: map[string]time.Time{},
+	// changed, now and heldSince are made by their first entry: a tenant whose endpoints never change (most of
+	// them) holds none.
+	g := &groupCommit{ceiling: ceiling, clock: c, pushedBackUntil: map[string]time.Time{},
 		triggers: map[string]time.Time{}, inSync: map[string]time.Time{}}
 	if ceiling > 0 {
 		g.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[string](min(pushbackBase, ceiling), ceiling)
@@ -71,46 +82,94 @@ func newGroupCommit(ceiling time.Duration, c clock.PassiveClock) *groupCommit {
 	return g
 }
 
-// change decides for an endpoint change of the Service key: it returns 0 to sync at once, or how long the change
-// may wait at most, after which the caller enqueues the Service (the ceiling, or what is left of a pushback's
-// hold). inFlight reads the cache under the lock: a Translation update that ends the write in flight is in the
+// endpointsChanged records an endpoint change of the Service, with its trigger time (zero for none), before the
+// handler enqueues it: its sync may hold it.
+func (g *groupCommit) endpointsChanged(key string, trigger time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.trigger(key, trigger)
+	if g.ceiling > 0 {
+		if g.changed == nil {
+			g.changed = sets.New[string]()
+		}
+		g.changed.Insert(key)
+	}
+}
+
+// otherChange records a change of the Service that is not an endpoint change (with the trigger time of a slice it
+// concerns, zero for none), before the handler enqueues it: its sync is not held.
+func (g *groupCommit) otherChange(key string, trigger time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.trigger(key, trigger)
+	if g.ceiling > 0 {
+		g.release(key)
+	}
+}
+
+// release makes the Service's next sync go ahead at once; g.mu is held.
+func (g *groupCommit) release(key string) {
+	if g.now == nil {
+		g.now = sets.New[string]()
+	}
+	g.now.Insert(key)
+}
+
+// hold decides, as the Service's sync starts, whether it waits: it returns 0 to sync now, or how long the sync may
+// wait at most before it comes back (what is left of the ceiling, or of a pushback's hold). Only endpoint changes
+// are held. inFlight reads the caches under the lock: a Translation update that ends the write in flight is in the
 // cache before its event calls writeDone, so either this sees it done or writeDone sees the hold.
-func (g *groupCommit) change(key string, inFlight func() bool) time.Duration {
+func (g *groupCommit) hold(key string, inFlight func() bool) time.Duration {
 	if g.ceiling <= 0 {
 		return 0
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if !g.changed.Has(key) || g.now.Has(key) {
+		return 0
+	}
+	now := g.clock.Now()
+	since, held := g.heldSince[key]
+	if !held {
+		since = now
+		if g.heldSince == nil {
+			g.heldSince = map[string]time.Time{}
+		}
+	}
+	left := g.ceiling - now.Sub(since)
+	if left <= 0 {
+		return 0
+	}
 	if until, ok := g.pushedBackUntil[key]; ok {
-		if left := until.Sub(g.clock.Now()); left > 0 {
-			g.held.Insert(key)
-			return min(left, g.ceiling)
+		if pushback := until.Sub(now); pushback > 0 {
+			g.heldSince[key] = since
+			return min(pushback, left)
 		}
 		delete(g.pushedBackUntil, key)
 	}
 	if !inFlight() {
 		return 0
 	}
-	g.held.Insert(key)
-	return g.ceiling
+	g.heldSince[key] = since
+	return left
 }
 
-// writeDone says whether the Service had changes held for its write in flight, which has ended; they are no longer
-// held, and the caller enqueues the Service.
+// writeDone says whether the Service had changes held for its write in flight, which has ended; they are released,
+// and the caller enqueues the Service.
 func (g *groupCommit) writeDone(key string) bool {
 	if g.ceiling <= 0 {
 		return false
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.held.Has(key) {
+	if _, held := g.heldSince[key]; !held {
 		return false
 	}
 	if until, ok := g.pushedBackUntil[key]; ok && g.clock.Now().Before(until) {
-		// The API server still pushes back: the pushback's own AddAfter brings the Service.
+		// The API server still pushes back: the held sync comes back when the pushback's hold ends.
 		return false
 	}
-	g.held.Delete(key)
+	g.release(key)
 	return true
 }
 
@@ -118,7 +177,8 @@ func (g *groupCommit) writeDone(key string) bool {
 func (g *groupCommit) isHeld(key string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.held.Has(key)
+	_, held := g.heldSince[key]
+	return held
 }
 
 // syncing forgets the Service's held changes, and takes the trigger time of its changes for the sync: the sync
@@ -130,9 +190,9 @@ func (g *groupCommit) syncing(key string) {
 		g.inSync[key] = at
 		delete(g.triggers, key)
 	}
-	if g.ceiling > 0 {
-		g.held.Delete(key)
-	}
+	g.changed.Delete(key)
+	g.now.Delete(key)
+	delete(g.heldSince, key)
 }
 
 // synced ends the Service's sync: the trigger time it took and no write carried is dropped if it succeeded (its
@@ -167,20 +227,26 @@ func (g *groupCommit) wrote(key string, took time.Duration, err error) {
 	}
 }
 
-// triggered remembers the trigger time of a change of the Service, unless an earlier one waits for a write.
-func (g *groupCommit) triggered(key string, at time.Time) {
+// trigger remembers the trigger time of a change of the Service, unless an earlier one waits for a write; g.mu is
+// held.
+func (g *groupCommit) trigger(key string, at time.Time) {
 	if at.IsZero() {
 		return
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	if was, ok := g.triggers[key]; !ok || at.Before(was) {
 		g.triggers[key] = at
 	}
 }
 
+// giveBack returns the trigger time a write took and did not carry (it failed) for the next write.
+func (g *groupCommit) giveBack(key string, at time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.trigger(key, at)
+}
+
 // takeTrigger returns and forgets the trigger time the Service's next write carries: the earliest of the one its
-// sync took and one a change during the sync left; zero for none. A write that fails gives it back (triggered).
+// sync took and one a change during the sync left; zero for none. A write that fails gives it back (giveBack).
 func (g *groupCommit) takeTrigger(key string) time.Time {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -199,9 +265,24 @@ func (g *groupCommit) forget(key string) {
 	defer g.mu.Unlock()
 	delete(g.triggers, key)
 	delete(g.inSync, key)
-	g.held.Delete(key)
+	g.changed.Delete(key)
+	g.now.Delete(key)
+	delete(g.heldSince, key)
 	delete(g.pushedBackUntil, key)
 	if g.backoff != nil {
 		g.backoff.Forget(key)
 	}
+}
+
+// writeInFlight says whether a Translation write of the Service is under way: sent and not yet shown by the cache,
+// or shown and not yet done in GCE (a Translation not synced at its generation). A Translation the pusher cannot
+// sync (a GCE error) counts as in flight too: its Service's changes then wait for the ceiling.
+func (t *Translator) writeInFlight(key string) bool {
+	if t.writes.translationWritten(key) {
+		return true
+	}
+	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
+	return slices.ContainsFunc(t.translationsNaming(namespace, name), func(tr *mpv1alpha1.Translation) bool {
+		return !t.leaving(tr) && !isSynced(tr)
+	})
 }

@@ -19,6 +19,7 @@ package translator
 import (
 	"maps"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -99,11 +100,11 @@ func (t *Translator) onServiceDelete(obj any) {
 	t.enqueue(svc.Namespace, svc.Name)
 }
 
-// onSlice enqueues the Service of a slice that appeared or went, as an endpoint change (groupCommit).
+// onSlice enqueues the Service of a slice that appeared or went, as an endpoint change.
 func (t *Translator) onSlice(obj any) {
 	obj = worker.LastState(obj)
 	if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
-		t.enqueueSliceService(slice, true)
+		t.sliceChanged(slice)
 	}
 }
 
@@ -117,51 +118,39 @@ func (t *Translator) onSliceUpdate(oldObj, newObj any) {
 		return
 	}
 	if oldSlice.Labels[discoveryv1.LabelServiceName] != newSlice.Labels[discoveryv1.LabelServiceName] {
-		t.enqueueSliceService(oldSlice, true)
+		t.sliceChanged(oldSlice)
 	}
-	t.enqueueSliceService(newSlice, true)
+	t.sliceChanged(newSlice)
 }
 
-// enqueueSliceService enqueues the Service of a slice if it asks for NEGs, at once or, for an endpoint change
-// (batched), when the group commit says; slices of other Services cost a map lookup.
-func (t *Translator) enqueueSliceService(slice *discoveryv1.EndpointSlice, batched bool) {
+// sliceChanged enqueues the Service of a slice as an endpoint change, with the slice's trigger time (kube-proxy's
+// change tracker remembers it on the event too: by the time of the sync the cache may show only a later change).
+// Whether it is written at once or waits for the write in flight is its sync's to decide (groupCommit.hold).
+func (t *Translator) sliceChanged(slice *discoveryv1.EndpointSlice) {
+	if key, ok := t.sliceService(slice); ok {
+		t.batch.endpointsChanged(key, sliceTriggerTime(slice))
+		t.add(key)
+	}
+}
+
+// sliceService returns the key of a slice's Service if it asks for NEGs; slices of other Services cost a map
+// lookup. A Service not seen yet is enqueued by its own Add event.
+func (t *Translator) sliceService(slice *discoveryv1.EndpointSlice) (string, bool) {
 	name := slice.Labels[discoveryv1.LabelServiceName]
 	if name == "" {
-		return
+		return "", false
 	}
 	svc, err := t.serviceLister.Services(slice.Namespace).Get(name)
 	if err != nil || !t.wantsNEGs(svc) {
-		// Not seen yet: its own Add event enqueues it.
-		return
+		return "", false
 	}
-	key := slice.Namespace + "/" + name
-	if at, ok := negapi.TriggerTime(slice.Annotations, negapi.SliceTriggerTime); ok {
-		t.batch.triggered(key, at)
-	}
-	if !batched {
-		t.add(key)
-		return
-	}
-	if wait := t.batch.change(key, func() bool { return t.writeInFlight(slice.Namespace, name) }); wait > 0 {
-		t.addAfter(key, wait)
-		return
-	}
-	t.add(key)
+	return slice.Namespace + "/" + name, true
 }
 
-// writeInFlight says whether a Translation write of the Service is under way: sent and not yet shown by the cache,
-// or shown and not yet done in GCE (a Translation not synced at its generation). A Translation the pusher cannot
-// sync (a GCE error) counts as in flight too: its Service's changes then wait for the ceiling.
-func (t *Translator) writeInFlight(namespace, name string) bool {
-	if t.writes.translationWritten(namespace + "/" + name) {
-		return true
-	}
-	for _, tr := range t.translationsNaming(namespace, name) {
-		if !t.leaving(tr) && !isSynced(tr) {
-			return true
-		}
-	}
-	return false
+// sliceTriggerTime is the slice's endpoints.kubernetes.io/last-change-trigger-time, zero for none.
+func sliceTriggerTime(slice *discoveryv1.EndpointSlice) time.Time {
+	at, _ := negapi.TriggerTime(slice.Annotations, negapi.SliceTriggerTime)
+	return at
 }
 
 // onNodeAdd counts a Node that appeared for the tenant. A Node without a zone changes nothing: its endpoints are
@@ -230,8 +219,12 @@ func (t *Translator) nodeChanged(node string, zonesChanged bool) {
 		return
 	}
 	for _, s := range endpointSlices {
-		if slices.ContainsFunc(s.Endpoints, func(ep discoveryv1.Endpoint) bool { return ptr.Deref(ep.NodeName, "") == node }) {
-			t.enqueueSliceService(s, false)
+		if !slices.ContainsFunc(s.Endpoints, func(ep discoveryv1.Endpoint) bool { return ptr.Deref(ep.NodeName, "") == node }) {
+			continue
+		}
+		if key, ok := t.sliceService(s); ok {
+			t.batch.otherChange(key, sliceTriggerTime(s))
+			t.add(key)
 		}
 	}
 }
@@ -262,10 +255,8 @@ func (t *Translator) onTranslation(obj any) {
 func (t *Translator) onTranslationDelete(obj any) {
 	obj = worker.LastState(obj)
 	if tr, ok := obj.(*mpv1alpha1.Translation); ok {
-		t.deleting.Delete(tr.UID)
-		if service, ok := serviceOf(tr); ok {
-			t.writes.translationGone(tr.Namespace+"/"+service, tr.Name, tr.UID)
-		}
+		service, _ := serviceOf(tr)
+		t.writes.translationGone(tr.Namespace, service, tr.Name, tr.UID)
 		t.enqueueOwner(tr)
 	}
 }
@@ -284,7 +275,7 @@ func (t *Translator) onTranslationUpdate(oldObj, newObj any) {
 	if isSynced(newTr) && !isSynced(oldTr) && IsOurs(newTr) {
 		// The write in flight is done in GCE: the changes held for it make the next write, now.
 		if service, ok := serviceOf(newTr); ok && t.batch.writeDone(newTr.Namespace+"/"+service) {
-			t.enqueue(newTr.Namespace, service)
+			t.add(newTr.Namespace + "/" + service)
 			return
 		}
 	}
@@ -337,6 +328,13 @@ func (t *Translator) hasPredecessorVersion(tr *mpv1alpha1.Translation) bool {
 	return false
 }
 
+// enqueue enqueues the Service for a change other than an endpoint change: its sync is not held.
 func (t *Translator) enqueue(namespace, name string) {
-	t.add(namespace + "/" + name)
+	t.enqueueKey(namespace + "/" + name)
+}
+
+// enqueueKey is enqueue of a Service key (the claims' call when a custom NEG name's holder changes).
+func (t *Translator) enqueueKey(key string) {
+	t.batch.otherChange(key, time.Time{})
+	t.add(key)
 }

@@ -37,7 +37,7 @@ func (t *Translator) planInput(svc *corev1.Service, d desired) planInput {
 		unsettled: d.unsettled,
 		cached:    t.cachedTranslationsFor(svc)}
 	for _, tr := range in.cached {
-		if _, asked := t.deleting.Load(tr.UID); asked {
+		if t.writes.deleteAsked(tr.UID) {
 			if in.asked == nil {
 				in.asked = map[types.UID]bool{}
 			}
@@ -122,6 +122,5 @@ func (t *Translator) leaving(tr *mpv1alpha1.Translation) bool {
 	if tr.DeletionTimestamp != nil {
 		return true
 	}
-	_, asked := t.deleting.Load(tr.UID)
-	return asked
+	return t.writes.deleteAsked(tr.UID)
 }

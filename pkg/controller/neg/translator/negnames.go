@@ -209,7 +209,7 @@ func (t *Translator) joinClaims() (*claims.Member, error) {
 	if t.claims == nil {
 		return nil, errors.New("neg: the tenant.Context has no claims.Set")
 	}
-	return t.claims.Join(t.negNameKind(), t.tenant, t.add)
+	return t.claims.Join(t.negNameKind(), t.tenant, t.enqueueKey)
 }
 
 // negNameKind is the claims.Kind of custom NEG names: Services claim them, Translations publish them.

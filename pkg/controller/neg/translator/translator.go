@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -89,12 +88,11 @@ type Translator struct {
 	workers *worker.Queue
 	// concurrency is how many workers sync at once (--concurrent-neg-syncs), for the start log.
 	concurrency int
-	// add enqueues a Service key; tests replace it to see what the handlers enqueue.
+	// add enqueues a Service key, the handlers' only way to the queue; tests replace it to see what they enqueue.
 	add func(key string)
-	// batch decides when an endpoint change is synced: at once, or with the next write once the one in flight ends,
-	// within --neg-endpoint-batch-period (groupcommit.go).
+	// batch decides, as a sync starts, when an endpoint change is written: at once, or with the next write once the
+	// one in flight ends, within --neg-endpoint-batch-period (groupcommit.go).
 	batch    *groupCommit
-	addAfter func(key string, delay time.Duration)
 	recorder record.EventRecorder
 	// onSynced is called once the caches have synced and the workers run.
 	onSynced func()
@@ -105,11 +103,7 @@ type Translator struct {
 	// names is the translator's membership in the process's claims of custom NEG names, from Run on.
 	names *claims.Member
 
-	// deleting holds the UIDs of the Translations this translator asked to delete whose deletion the tenant's view
-	// has not shown yet: they count as leaving, so a lagging view causes neither a second delete nor a second Event.
-	// An entry goes when the view drops the Translation.
-	deleting sync.Map // types.UID → struct{}
-	// writes holds the creates, updates and status patches the caches do not show yet (see ownWrites).
+	// writes holds the creates, updates, deletes and status patches the caches do not show yet (ownWrites).
 	writes *ownWrites
 	// zones counts the tenant's Nodes per zone, from the Node events, so that a Node event enqueues every Service
 	// only when the set of zones changes.
@@ -175,7 +169,7 @@ func newWithClock(c *tenant.Context, onSynced func(), clk clock.WithDelayedExecu
 		cfg.Retry = &worker.Retry{Clock: clk}
 	}
 	t.workers = worker.New(cfg)
-	t.add, t.addAfter = t.workers.Add, t.workers.AddAfter
+	t.add = t.workers.Add
 	return t, nil
 }
 
@@ -224,6 +218,10 @@ func (t *Translator) useInformers(c *tenant.Context) error {
 // spec, labels or owner reference; a Service patched) makes an event its handlers pass on, which brings the key back
 // as soon as the cache shows it. The requeue is for a write the cache never shows, forgotten by then.
 func (t *Translator) syncKey(ctx context.Context, key string) (worker.Result, error) {
+	if wait := t.batch.hold(key, func() bool { return t.writeInFlight(key) }); wait > 0 {
+		// An endpoint change while the Service's write is in flight: it comes back with the write's end, or then.
+		return worker.Result{RequeueAfter: wait}, nil
+	}
 	t.batch.syncing(key)
 	err := t.sync(ctx, key)
 	t.batch.synced(key, err == nil)

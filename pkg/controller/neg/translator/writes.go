@@ -79,10 +79,12 @@ func (w ownWrite) shows(c cached) bool {
 	}
 }
 
-// ownWrites remembers, per Service, the writes of the translator its caches do not show yet: the Translations it
-// created or updated, and the Service's neg-status patch. It is the endpointslice controller's
-// endpointSliceTracker: a sync that finds the cache older than its own last write waits for the cache instead of
-// writing again.
+// ownWrites remembers the writes of the translator its caches do not show yet: per Service, the Translations it
+// created or updated and the Service's neg-status patch; and the Translations it asked to delete. It is the
+// translator's one own-write tracker, the endpointslice controller's endpointSliceTracker: a sync that finds the
+// cache older than its own last write waits for the cache instead of writing again, and a Translation whose
+// deletion the cache does not show yet counts as leaving, so a lagging view causes neither a second delete nor a
+// second Event.
 type ownWrites struct {
 	clock clock.PassiveClock
 
@@ -91,6 +93,9 @@ type ownWrites struct {
 	translations map[string]map[string]ownWrite
 	// status: Service key → the last neg-status patch.
 	status map[string]ownWrite
+	// deleted: the UIDs of the Translations the translator asked to delete; an entry goes when the cache drops the
+	// Translation (translationGone).
+	deleted map[types.UID]struct{}
 }
 
 func newOwnWrites(c clock.PassiveClock) *ownWrites {
@@ -173,10 +178,34 @@ func (o *ownWrites) translationWritten(service string) bool {
 	return len(o.translations[service]) > 0
 }
 
-// translationGone forgets a write of a Translation the cache has seen deleted.
-func (o *ownWrites) translationGone(service, name string, uid types.UID) {
+// deletedTranslation records the translator's delete of a Translation.
+func (o *ownWrites) deletedTranslation(uid types.UID) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.deleted == nil {
+		o.deleted = map[types.UID]struct{}{}
+	}
+	o.deleted[uid] = struct{}{}
+}
+
+// deleteAsked says whether the translator asked to delete the Translation and the cache still holds it.
+func (o *ownWrites) deleteAsked(uid types.UID) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, asked := o.deleted[uid]
+	return asked
+}
+
+// translationGone forgets the writes of a Translation the cache has seen deleted (namespace's, of Service service:
+// "" when it names none).
+func (o *ownWrites) translationGone(namespace, service, name string, uid types.UID) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.deleted, uid)
+	if service == "" {
+		return
+	}
+	service = namespace + "/" + service
 	if w, ok := o.translations[service][name]; ok && w.uid == uid {
 		delete(o.translations[service], name)
 		if len(o.translations[service]) == 0 {
@@ -227,7 +256,7 @@ func (o *ownWrites) expired(w ownWrite) bool {
 func (o *ownWrites) len() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	n := len(o.status)
+	n := len(o.status) + len(o.deleted)
 	for _, ws := range o.translations {
 		n += len(ws)
 	}
