@@ -431,8 +431,33 @@ func (s *negSync) superseded(status mpv1alpha1.TranslationStatus) bool {
 	if c := meta.FindStatusCondition(status.Conditions, mpv1alpha1.TranslationConditionSynced); c == nil || c.Status != metav1.ConditionTrue {
 		return false
 	}
+	if !recordsNothingNew(status.Resources, s.tr.Status.Resources) {
+		return false
+	}
 	cached, err := s.p.lister.Translations(s.tr.Namespace).Get(s.tr.Name)
 	return err == nil && cached.UID == s.tr.UID && cached.DeletionTimestamp == nil && cached.Generation > s.tr.Generation
+}
+
+// recordsNothingNew reports whether every resource of a status carries the GCE id, self link and backend service
+// memberships the Translation already records: what only this sync learned (a NEG it created, a backend it joined)
+// must be written even when a newer generation follows, since the later sync may not learn it again and the sweep
+// and a later build detach exactly the recorded memberships.
+func recordsNothingNew(next, recorded []mpv1alpha1.BackendResourceStatus) bool {
+	type facts struct {
+		id, selfLink string
+		backends     []string
+	}
+	known := make(map[string]facts, len(recorded))
+	for _, r := range recorded {
+		known[r.Project+"/"+r.Zone+"/"+r.Name] = facts{r.ID, r.SelfLink, r.BackendServices}
+	}
+	for _, r := range next {
+		k, ok := known[r.Project+"/"+r.Zone+"/"+r.Name]
+		if !ok || k.id != r.ID || k.selfLink != r.SelfLink || !slices.Equal(k.backends, r.BackendServices) {
+			return false
+		}
+	}
+	return true
 }
 
 // persistentFailureAttempts is how many syncs in a row must fail with retryable GCE errors before the tenant's
