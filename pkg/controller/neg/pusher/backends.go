@@ -26,6 +26,7 @@ import (
 
 	compute "google.golang.org/api/compute/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
@@ -137,7 +138,7 @@ func (s *negSync) joinBackendServices(ctx context.Context, outcomes []outcome) {
 	slices.SortFunc(refs, func(a, b bsRef) int { return cmp.Compare(a.path(), b.path()) })
 	for _, ref := range refs {
 		c := changes[ref]
-		selfLink, err := s.changeBackendService(ctx, s.gce, ref, c)
+		selfLink, err := s.p.changeBackendService(ctx, s.gce, ref, c, s.tr)
 		for i := range s.tr.Spec.Resources {
 			res, o := &s.tr.Spec.Resources[i], &outcomes[i]
 			neg := negPathOf(s.project, res.Zone, res.Name)
@@ -174,7 +175,7 @@ func (s *negSync) leaveBackendServices(ctx context.Context, gce *gceclient.Clien
 			continue
 		}
 		c := &bsChange{leave: map[string]bool{neg: true}}
-		if _, err := s.changeBackendService(ctx, gce, ref, c); err != nil {
+		if _, err := s.p.changeBackendService(ctx, gce, ref, c, s.tr); err != nil {
 			return left, fmt.Errorf("removing NEG %s in zone %s from backend service %s before deleting it: %w", where.Name, where.Zone, ref, err)
 		}
 		left = slices.DeleteFunc(left, func(u string) bool { return u == url })
@@ -208,8 +209,9 @@ func (s *negSync) withMemberships(where mpv1alpha1.BackendResourceStatus, res *m
 
 // changeBackendService applies c to the backend service: read, change only the backends of c's NEGs, patch with
 // the fingerprint read, again from the read if GCE says the fingerprint is stale. It returns the service's selfLink.
-// A backend service that does not exist has nothing to leave; to join it is an error.
-func (s *negSync) changeBackendService(ctx context.Context, gce *gceclient.Client, ref bsRef, c *bsChange) (string, error) {
+// A backend service that does not exist has nothing to leave; to join it is an error. A change made is an Event on
+// about (the Translation; the ProviderConfig for the sweep's).
+func (p *Pusher) changeBackendService(ctx context.Context, gce *gceclient.Client, ref bsRef, c *bsChange, about runtime.Object) (string, error) {
 	selfLink := ref.path()
 	wrote := false
 	err := retry.OnError(retry.DefaultRetry, gceclient.IsStaleFingerprint, func() error {
@@ -236,11 +238,14 @@ func (s *negSync) changeBackendService(ctx context.Context, gce *gceclient.Clien
 	}
 	if wrote {
 		klog.FromContext(ctx).V(2).Info("Changed backend service", "backendService", ref.path(), "joining", len(c.join), "leaving", len(c.leave))
+		if about == nil {
+			return selfLink, nil
+		}
 		if len(c.join) > 0 {
-			s.p.recorder.Eventf(s.tr, corev1.EventTypeNormal, ReasonBackendServiceJoined, "NEGs %s are backends of backend service %s", describeNEGs(c.join), ref)
+			p.recorder.Eventf(about, corev1.EventTypeNormal, ReasonBackendServiceJoined, "NEGs %s are backends of backend service %s", describeNEGs(c.join), ref)
 		}
 		if len(c.leave) > 0 {
-			s.p.recorder.Eventf(s.tr, corev1.EventTypeNormal, ReasonBackendServiceLeft, "NEGs %s are no longer backends of backend service %s", describeNEGs(c.leave), ref)
+			p.recorder.Eventf(about, corev1.EventTypeNormal, ReasonBackendServiceLeft, "NEGs %s are no longer backends of backend service %s", describeNEGs(c.leave), ref)
 		}
 	}
 	return selfLink, nil
@@ -371,4 +376,23 @@ func backendServiceErrorReason(err error) (reason string, permanent bool) {
 		return ReasonGCEError, false
 	}
 	return ReasonBackendServiceFailed, true
+}
+
+// leaveAllowedBackendServices removes an unclaimed NEG of ours, about to be swept, from every backend service the
+// tenant allows: the Translation that recorded its memberships is gone (force-deleted, or released while GCE
+// refused the leave), and those are the only backend services the manager ever made it join. A backend service it
+// is not in is read and left unwritten.
+func (p *Pusher) leaveAllowedBackendServices(ctx context.Context, gce *gceclient.Client, neg negKey) error {
+	c := &bsChange{leave: map[string]bool{negPathOf(neg.project, neg.zone, neg.name): true}}
+	var about runtime.Object
+	if p.providerConfig != nil {
+		about = p.providerConfig
+	}
+	for _, allowed := range p.gcp.BackendServices {
+		ref := bsRef{project: neg.project, region: allowed.Region, name: allowed.Name}
+		if _, err := p.changeBackendService(ctx, gce, ref, c, about); err != nil {
+			return fmt.Errorf("removing unclaimed NEG %s in zone %s from backend service %s before deleting it: %w", neg.name, neg.zone, ref, err)
+		}
+	}
+	return nil
 }

@@ -194,3 +194,50 @@ func TestARefusedLeaveDoesNotHoldADeletion(t *testing.T) {
 		t.Error("no Warning NEGBackendServiceFailed for the refused leave")
 	}
 }
+
+// A NEG handed to the sweep while a backend service the tenant allows still used it (its Translation released
+// after GCE refused the leave) is taken out of that backend service by the sweep and then deleted: the record of
+// its membership went with the Translation, and the tenant's allowed list names every backend service the manager
+// could have made it join. Someone else's backend in the same service stays.
+func TestTheSweepTakesAnUnclaimedNEGOutOfTheAllowedBackendServices(t *testing.T) {
+	gcp := &mpv1alpha1.GCPConfig{ProjectID: testProject, Network: "default",
+		BackendServices: []mpv1alpha1.AllowedBackendService{{Name: "web"}, {Name: "other", Region: "us-central1"}}}
+	h := newHarness(t, gcp)
+	h.withSweeps(false)
+	if _, err := h.gce.SeedNEG(testProject, "us-central1-a", &compute.NetworkEndpointGroup{Name: "theirs", Network: "default", NetworkEndpointType: "GCE_VM_IP_PORT"}); err != nil {
+		t.Fatal(err)
+	}
+	foreign := &compute.Backend{Group: "projects/" + testProject + "/zones/us-central1-a/networkEndpointGroups/theirs", BalancingMode: "RATE", MaxRatePerEndpoint: 5}
+	if _, err := h.gce.InsertBackendService(testProject, "", &compute.BackendService{Name: "web", HealthChecks: []string{"hc"}, Backends: []*compute.Backend{foreign}}); err != nil {
+		t.Fatal(err)
+	}
+	rate := mpv1alpha1.BackendServiceMembership{Name: "web", BalancingMode: mpv1alpha1.BalancingModeRate, MaxRatePerEndpoint: 10}
+	tr := joining(sweptTranslation(map[string]int{"us-central1-a": 1}), rate)
+	if _, err := h.client.MultiprojectV1alpha1().Translations(testNamespace).Create(context.Background(), tr, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSynced("web", metav1.ConditionTrue)
+	if groups, _ := h.backendGroups("web"); groups["us-central1-a/k8s1-web"] == nil {
+		t.Fatalf("the NEG did not join backend service web: %v", groups)
+	}
+	h.gce.InjectFault(testProject, fakegce.MethodBackendServicePatch, fakegce.Fault{Code: 403})
+	h.markDeleted("web")
+	h.waitReleased("web")
+	if _, ok := h.gce.NEG(testProject, "us-central1-a", "k8s1-web"); !ok {
+		t.Fatal("the NEG is gone before the sweep: GCE would have refused its delete while the backend service uses it")
+	}
+
+	h.waitFor("the sweep to find the NEG still in use", func() bool { return h.pusher.awaiting.count() == 1 })
+	h.gce.ClearFaults(testProject)
+	h.waitFor("the sweep to delete the NEG", func() bool {
+		_, ok := h.gce.NEG(testProject, "us-central1-a", "k8s1-web")
+		return !ok
+	})
+	groups, _ := h.backendGroups("web")
+	if groups["us-central1-a/k8s1-web"] != nil {
+		t.Error("the swept NEG is still a backend of backend service web")
+	}
+	if b := groups["us-central1-a/theirs"]; b == nil || b.MaxRatePerEndpoint != 5 {
+		t.Errorf("someone else's backend changed: %+v", b)
+	}
+}

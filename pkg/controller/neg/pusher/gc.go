@@ -101,8 +101,9 @@ func claims(markers []string, description string) bool {
 // awaiting.go), or leaked by a finalizer stripped by hand, a Translation force-deleted, or a crash before anything
 // was recorded. A NEG found unclaimed is looked at again after gcGrace, with the Translations as the cache then has
 // them, so one whose Translation the informer has not delivered yet is never taken. A NEG without our marker is
-// never touched. A NEG GCE will not delete yet is reported and tried again at the next sweep. Every call takes a
-// token of the tenant's bucket.
+// never touched. Before its delete a NEG leaves the backend services the tenant allows
+// (leaveAllowedBackendServices). A NEG GCE will not delete yet is reported and tried again at the next sweep. Every
+// call takes a token of the tenant's bucket.
 func (p *Pusher) sweep(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	project := p.gcp.ProjectID
@@ -209,6 +210,9 @@ func (p *Pusher) collect(ctx context.Context, gce *gceclient.Client, neg negKey)
 	}
 	// Whatever the delete's outcome, a worker that waited for the entry reads GCE again.
 	e.invalidate()
+	if err := p.leaveAllowedBackendServices(ctx, gce, neg); err != nil {
+		return false, err
+	}
 	err = gce.DeleteNEG(ctx, neg.zone, neg.name)
 	switch gceclient.Classify(err) {
 	case gceclient.ClassNone:
