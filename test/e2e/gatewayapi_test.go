@@ -1,3 +1,5 @@
+//go:build integration
+
 /*
 Copyright The multiproject-controller-manager Authors.
 
