@@ -152,6 +152,14 @@ func resourceHolding(obj any) (claims.Holding, bool) {
 // (claims.KindKey): a recorded route is read live as a route, and claims the exact hostnames it names (more than
 // its controller may publish, never less, so another replica never takes a host from a route that publishes it).
 func hostKindOf(kube kubernetes.Interface, client mpclientset.Interface, gateway gatewayclientset.Interface, labelKey string) claims.Kind {
+	// Ingresses and HTTPRoutes publish hosts alike: the same allowed hosts, the same publishers.
+	allowedHostsOf := func(pc *mpv1alpha1.ProviderConfig, names []string) []string {
+		allowed := newHostAllowance(pc.Name, pc.Spec.Pangolin.AllowedHostnames)
+		return slices.DeleteFunc(names, func(name string) bool { return !allowed.allows(name) })
+	}
+	getPublisher := func(ctx context.Context, namespace, name string) (*tunnelv1alpha1.PangolinResource, error) {
+		return client.TunnelV1alpha1().PangolinResources(namespace).Get(ctx, name, metav1.GetOptions{})
+	}
 	kind := claims.TenantObjects[*networkingv1.Ingress, *tunnelv1alpha1.PangolinResource]{
 		Kube: kube, MP: client, LabelKey: labelKey,
 		GetClaimant: func(ctx context.Context, namespace, name string) (*networkingv1.Ingress, error) {
@@ -159,14 +167,9 @@ func hostKindOf(kube kubernetes.Interface, client mpclientset.Interface, gateway
 		},
 		ClaimedNames: func(ing *networkingv1.Ingress) []string { return claimedNames(ing, hostAllowance{}) },
 		Runs:         func(pc *mpv1alpha1.ProviderConfig) bool { return pc.Spec.Pangolin != nil },
-		ScopeNames: func(pc *mpv1alpha1.ProviderConfig, names []string) []string {
-			allowed := newHostAllowance(pc.Name, pc.Spec.Pangolin.AllowedHostnames)
-			return slices.DeleteFunc(names, func(name string) bool { return !allowed.allows(name) })
-		},
-		GetPublisher: func(ctx context.Context, namespace, name string) (*tunnelv1alpha1.PangolinResource, error) {
-			return client.TunnelV1alpha1().PangolinResources(namespace).Get(ctx, name, metav1.GetOptions{})
-		},
-		HoldingOf: resourceHolding,
+		ScopeNames:   allowedHostsOf,
+		GetPublisher: getPublisher,
+		HoldingOf:    resourceHolding,
 		ListPublishers: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			return client.TunnelV1alpha1().PangolinResources(metav1.NamespaceAll).List(ctx, opts)
 		},
@@ -182,14 +185,9 @@ func hostKindOf(kube kubernetes.Interface, client mpclientset.Interface, gateway
 		},
 		ClaimedNames: routeNamedHosts,
 		Runs:         func(pc *mpv1alpha1.ProviderConfig) bool { return pc.Spec.Pangolin != nil },
-		ScopeNames: func(pc *mpv1alpha1.ProviderConfig, names []string) []string {
-			allowed := newHostAllowance(pc.Name, pc.Spec.Pangolin.AllowedHostnames)
-			return slices.DeleteFunc(names, func(name string) bool { return !allowed.allows(name) })
-		},
-		GetPublisher: func(ctx context.Context, namespace, name string) (*tunnelv1alpha1.PangolinResource, error) {
-			return client.TunnelV1alpha1().PangolinResources(namespace).Get(ctx, name, metav1.GetOptions{})
-		},
-		HoldingOf: resourceHolding,
+		ScopeNames:   allowedHostsOf,
+		GetPublisher: getPublisher,
+		HoldingOf:    resourceHolding,
 	}.Kind(claimKind, informerset.PangolinResources)
 	kind.Live = func(ctx context.Context, tenant, key string, uid types.UID) ([]string, error) {
 		if k, objectKey := claims.SplitKindKey(key); k == routeKind {

@@ -25,6 +25,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
@@ -375,20 +376,27 @@ func priority(path string) int32 {
 	return int32(min(1000, 100+10*len(path)))
 }
 
-// resource builds the desired PangolinResource of one host. Every field the API server would default is set, so the
-// stored object equals the desired one and a converged Ingress costs no write.
+// resource builds the desired PangolinResource of one host of an Ingress.
 func (pl *planner) resource(ing *networkingv1.Ingress, name, host, tunnel, subdomain, domain string, s hostSettings,
 	targets []tunnelv1alpha1.Target) *tunnelv1alpha1.PangolinResource {
+	return pl.publishedResource(ing, ingressGVK, name, host, tunnel, subdomain, domain, s, targets)
+}
+
+// publishedResource builds the desired PangolinResource of one host of a publisher (an Ingress or an HTTPRoute of
+// kind gvk), owned and labeled by it. Every field the API server would default is set, so the stored object equals
+// the desired one and a converged publisher costs no write.
+func (pl *planner) publishedResource(owner metav1.Object, gvk schema.GroupVersionKind, name, host, tunnel, subdomain, domain string,
+	s hostSettings, targets []tunnelv1alpha1.Target) *tunnelv1alpha1.PangolinResource {
 	return &tunnelv1alpha1.PangolinResource{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            name,
-			Namespace:       ing.Namespace,
-			Labels:          pl.labels(ing),
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ing, ingressGVK)},
+			Namespace:       owner.GetNamespace(),
+			Labels:          pl.labels(owner),
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, gvk)},
 		},
 		Spec: tunnelv1alpha1.PangolinResourceSpec{
 			TunnelRef: &tunnelv1alpha1.TunnelReference{Name: tunnel, Namespace: pl.config.TunnelNamespace},
-			Name:      displayName(ing.Namespace, ing.Name, host),
+			Name:      displayName(owner.GetNamespace(), owner.GetName(), host),
 			Protocol:  tunnelv1alpha1.ProtocolHTTP,
 			HTTPConfig: &tunnelv1alpha1.HTTPConfig{
 				Subdomain:   subdomain,
@@ -396,7 +404,7 @@ func (pl *planner) resource(ing *networkingv1.Ingress, name, host, tunnel, subdo
 				SSO:         s.sso,
 				BlockAccess: s.blockAccess,
 			},
-			Targets: targets,
+			Targets: slices.Clone(targets),
 			Enabled: ptr.To(true),
 		},
 	}
@@ -417,11 +425,12 @@ func displayName(namespace, ingress, host string) string {
 	return namespace + "/" + ingress + "/" + host
 }
 
-func (pl *planner) labels(ing *networkingv1.Ingress) map[string]string {
+// labels say which publisher and tenant a PangolinResource is for.
+func (pl *planner) labels(owner metav1.Object) map[string]string {
 	return map[string]string{
-		LabelIngressUID:       string(ing.UID),
-		LabelIngressName:      labelValue(ing.Name),
-		LabelIngressNamespace: ing.Namespace,
+		LabelIngressUID:       string(owner.GetUID()),
+		LabelIngressName:      labelValue(owner.GetName()),
+		LabelIngressNamespace: owner.GetNamespace(),
 		pl.labelKey:           pl.tenant,
 	}
 }

@@ -31,7 +31,6 @@ import (
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	tunnelv1alpha1 "github.com/multiproject/api/pangolin/tunnel/v1alpha1"
@@ -187,32 +186,7 @@ func (c *Controller) ownedBy(p publisher) ([]*tunnelv1alpha1.PangolinResource, e
 // routeResource builds the PangolinResource of one host of a route, as planner.resource does for an Ingress.
 func (c *Controller) routeResource(route *gatewayv1.HTTPRoute, name, host, tunnel, subdomain, domain string, s hostSettings,
 	targets []tunnelv1alpha1.Target) *tunnelv1alpha1.PangolinResource {
-	return &tunnelv1alpha1.PangolinResource{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      name,
-			Namespace: route.Namespace,
-			Labels: map[string]string{
-				LabelIngressUID:       string(route.UID),
-				LabelIngressName:      labelValue(route.Name),
-				LabelIngressNamespace: route.Namespace,
-				c.planner.labelKey:    c.tenant,
-			},
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(route, routeGVK)},
-		},
-		Spec: tunnelv1alpha1.PangolinResourceSpec{
-			TunnelRef: &tunnelv1alpha1.TunnelReference{Name: tunnel, Namespace: c.config.TunnelNamespace},
-			Name:      displayName(route.Namespace, route.Name, host),
-			Protocol:  tunnelv1alpha1.ProtocolHTTP,
-			HTTPConfig: &tunnelv1alpha1.HTTPConfig{
-				Subdomain:   subdomain,
-				DomainName:  domain,
-				SSO:         s.sso,
-				BlockAccess: s.blockAccess,
-			},
-			Targets: slices.Clone(targets),
-			Enabled: ptr.To(true),
-		},
-	}
+	return c.planner.publishedResource(route, routeGVK, name, host, tunnel, subdomain, domain, s, targets)
 }
 
 // writeRouteStatus makes the route's status.parents entries of this controller those of v, with notes added to
