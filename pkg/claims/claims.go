@@ -97,7 +97,7 @@ type reservation struct {
 	since  time.Time
 }
 
-// Registry is the claim state of one kind of name over one holdings informer, in a Set.
+// Registry is the claim state of one kind of name over one holdings informer, in a Service.
 type Registry struct {
 	kind      string
 	store     cache.Store
@@ -108,7 +108,7 @@ type Registry struct {
 	mu      sync.Mutex
 	members map[string]*Member
 	// handler and recordsHandler are the registry's own registrations on the process's shared informers, made
-	// when the first member joins and removed when the Set closes; stopWaiting ends the wait for their sync.
+	// when the first member joins and removed when the Service closes; stopWaiting ends the wait for their sync.
 	handler        cache.ResourceEventHandlerRegistration
 	recordsHandler cache.ResourceEventHandlerRegistration
 	stopWaiting    chan struct{}
@@ -151,7 +151,7 @@ func (r *Registry) syncedLocked() bool {
 // Leave ends the membership: the tenant's claims are released (its controller stops, so it publishes nothing any
 // more) and the claimants of those names are enqueued. Call it once the controller's workers are gone and its
 // handlers removed; claims made afterwards are ignored. The registry goes on watching the objects that publish
-// names, with no member or many, until its Set closes.
+// names, with no member or many, until its Service closes.
 func (m *Member) Leave() {
 	r := m.r
 	r.mu.Lock()

@@ -53,7 +53,7 @@ type world struct {
 	ctx      context.Context
 	kube     *kubefake.Clientset
 	informer *countingInformer
-	set      *Set
+	set      *Service
 }
 
 var configMaps = corev1.SchemeGroupVersion.WithResource("configmaps")
@@ -71,7 +71,7 @@ func newWorld(t *testing.T, objects ...*corev1.ConfigMap) *world {
 	kube := kubefake.NewClientset(objs...)
 	factory := kubeinformers.NewSharedInformerFactory(kube, 0)
 	w := &world{t: t, ctx: ctx, kube: kube, informer: &countingInformer{SharedIndexInformer: factory.Core().V1().ConfigMaps().Informer()}}
-	w.set = NewSet(SetConfig{Informers: w.informers})
+	w.set = NewService(ServiceConfig{Informers: w.informers})
 	factory.Start(ctx.Done())
 	t.Cleanup(func() {
 		if err := w.set.Close(); err != nil {
@@ -304,7 +304,7 @@ func TestConcurrentReservationsGrantOne(t *testing.T) {
 }
 
 // TestTheSetsHandlerOutlivesItsMembers: the registry watches the shared informer itself, from the first Join until
-// the Set closes, so members that come and go never move or re-add it (a stopped informer refuses a handler, and
+// the Service closes, so members that come and go never move or re-add it (a stopped informer refuses a handler, and
 // the manager clears a stopped controller's own handlers).
 func TestTheSetsHandlerOutlivesItsMembers(t *testing.T) {
 	first, second := claimant("ns-a/web", "uid-1", t0), claimant("ns-b/web", "uid-2", t0.Add(time.Hour))
@@ -348,10 +348,10 @@ func TestTheSetsHandlerOutlivesItsMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	if added, removed := w.informer.counts(); added != 1 || removed != 1 {
-		t.Errorf("after the Set closed: %d handlers added, %d removed; want none left", added, removed)
+		t.Errorf("after the Service closed: %d handlers added, %d removed; want none left", added, removed)
 	}
 	if _, err := w.set.Join(kind, "tenant-d", func(string) {}); err == nil {
-		t.Error("a closed Set accepted a member")
+		t.Error("a closed Service accepted a member")
 	}
 }
 

@@ -18,10 +18,10 @@ limitations under the License.
 // published once: a host of a Pangolin-class Ingress (the Pangolin operator binds a second PangolinResource for a
 // host to the first one's remote resource, across tenants), or a custom NEG name of a Service.
 //
-// The command owns the claims: it builds one Set with each controller context (CreateControllerContext), hands it
-// to every tenant's controller through tenant.Context.Claims, and closes it once they have all stopped. A Set holds
+// The command owns the claims: it builds one Service with each controller context (CreateControllerContext), hands it
+// to every tenant's controller through tenant.Context.Claims, and closes it once they have all stopped. A Service holds
 // one Registry per Kind of name; the Registry watches the shared informer of the objects that publish its names
-// itself, from the first controller that joins until the Set closes, so controllers come and go without moving
+// itself, from the first controller that joins until the Service closes, so controllers come and go without moving
 // a handler. There is no package state.
 //
 // Two things are tracked per name in a Registry:
@@ -47,14 +47,14 @@ limitations under the License.
 // object publishing a name comes, changes what it publishes or goes, every claimant of the name is enqueued too.
 //
 // That is enough while one process runs every tenant. Replicas that share the tenants (--sharding) each know only
-// their own tenants' claims, so a Set with Records (records.go) lets the API server decide: one claim record (a
+// their own tenants' claims, so a Service with Records (records.go) lets the API server decide: one claim record (a
 // Lease) per name, created once, taken over with compare-and-swap updates by an earlier claimant while its holder
 // has announced no object, or from a holder a live read no longer finds, and announcing each object before it is
 // created (Acquire); a record that announced its holder's object is kept while that holder claims the name. Who holds a name is
 // answered in two steps: Answer, from memory and the records' cache alone, which a controller's plan may read, and
 // Settle, the record's writes and live reads, which the controller runs where it writes.
 //
-// Files: set.go the Set, its Kinds and lifetime (Join, Close) and each Registry's handlers and release worker;
+// Files: service.go the Service, its Kinds and lifetime (Join, Close) and each Registry's handlers and release worker;
 // claims.go the Registry, its claimants and membership (Leave); member.go what a member asks (Claim, Holder,
 // Reserve, Created); holdings.go the holdings informer's events; answer.go who holds a name (Answer, Settle,
 // Decide); records.go the claim records (Acquire, the release of a record, the records' events); partial.go what

@@ -159,7 +159,7 @@ type process struct {
 	ctx     context.Context
 	holds   cache.SharedIndexInformer
 	records cache.SharedIndexInformer
-	set     *Set
+	set     *Service
 }
 
 func (c *cluster) process() *process { return c.processSeeing() }
@@ -175,7 +175,7 @@ func (c *cluster) processSeeing(namespaces ...string) *process {
 	factory := kubeinformers.NewSharedInformerFactoryWithOptions(c.kube, 0, options...)
 	leases := kubeinformers.NewSharedInformerFactoryWithOptions(c.kube, 0, kubeinformers.WithNamespace(recordsNamespace))
 	p := &process{c: c, ctx: ctx, holds: factory.Core().V1().ConfigMaps().Informer(), records: leases.Coordination().V1().Leases().Informer()}
-	p.set = NewSet(SetConfig{
+	p.set = NewService(ServiceConfig{
 		Informers: func(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
 			return p.holds, gvr == configMaps
 		},

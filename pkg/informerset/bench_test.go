@@ -246,7 +246,7 @@ func bareHeap(b *testing.B, kubeObjects, mpObjects []k8sruntime.Object) uint64 {
 	return after - before
 }
 
-// managerHeap is the heap the manager's tenancy (informerset.NewTenancy: the shared informers, trimmed and indexed,
+// managerHeap is the heap the manager's tenancy (informerset.NewRouting: the shared informers, trimmed and indexed,
 // the Router and the Fanouts) holds over the cluster's objects, with tenants tenants each running what the
 // controllers register: a handler on its views of Services, EndpointSlices, Nodes and Namespaces, and an Interest in
 // its namespace's Project and in one tunnel.
@@ -257,7 +257,7 @@ func managerHeap(b *testing.B, kubeObjects, mpObjects []k8sruntime.Object, tenan
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	before := liveHeap()
-	tn, err := informerset.NewTenancy(informerset.TenancyConfig{Config: informerset.Config{Client: kube, MultiprojectClient: mp, Discovery: servesAll{}}})
+	tn, err := informerset.NewRouting(informerset.RoutingConfig{Config: informerset.Config{Client: kube, MultiprojectClient: mp, Discovery: servesAll{}}})
 	if err != nil {
 		b.Fatal(err)
 	}

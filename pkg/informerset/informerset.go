@@ -17,7 +17,7 @@ limitations under the License.
 // Package informerset owns the process's shared informers: the table of the resources it watches and how each
 // reaches the tenants (Resources), one SharedIndexInformer per resource, created once, trimmed of what no controller
 // reads (trim.go), started once on the global (leader) stop and synced, with a bounded wait, before anything
-// consumes them, and the tenancy Router and Fanouts built over them (NewTenancy). Informers for optional APIs (CRDs
+// consumes them, and the tenancy Router and Fanouts built over them (NewRouting). Informers for optional APIs (CRDs
 // a cluster may not serve) are started only once discovery shows the API, and a missing one never blocks the others.
 // Tracked (counted.go) keeps the handlers registered through an informer: the Set wraps each of its informers in
 // one, which Set.Handlers counts, and the ProviderConfig manager wraps a shared informer it hands a tenant's

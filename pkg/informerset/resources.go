@@ -120,7 +120,7 @@ type Resource struct {
 	Scope tenancy.Scope
 	// InterestKeys, for a NotRouted resource that tenants' controllers watch, files each object under the keys a
 	// controller registers interest in: the shared informer then carries one tenancy.Fanout, which hands an event
-	// only to the tenants interested in it, and takes no handler of its own (Tenancy.Shared returns the Fanout).
+	// only to the tenants interested in it, and takes no handler of its own (Routing.Shared returns the Fanout).
 	InterestKeys tenancy.KeyFunc
 	// Sharded: watched only by replicas that share the tenants with others (Config.ClaimsNamespace set); Shared
 	// has no informer of it otherwise.
@@ -133,7 +133,7 @@ type Resource struct {
 }
 
 // Resources is every resource the process watches, and how each reaches the tenants. Everything that builds
-// shared informers or routes them (New, NewTenancy, and through them the manager and the integration tests) reads
+// shared informers or routes them (New, NewRouting, and through them the manager and the integration tests) reads
 // it.
 var Resources = []Resource{
 	{GVR: Services, Trim: DropLastApplied, Scope: tenancy.Namespaced,

@@ -171,7 +171,7 @@ func (m memory) report(b *testing.B, base memory) (heap float64) {
 // routerSetup is this package: one router, one registration per tenant.
 type routerSetup struct {
 	router   *tenancy.Router
-	tenants  []*tenancy.Tenant
+	tenants  []*tenancy.TenantViews
 	handlers []*countingHandler
 	dispatch cache.ResourceEventHandler
 }

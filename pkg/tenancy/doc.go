@@ -34,7 +34,7 @@ limitations under the License.
 //   - The [Fanout]: the one event handler on a shared informer that belongs to no tenant (Rancher Projects,
 //     PangolinTunnels), which hands each event only to the [Interest]s holding one of the keys the object is filed
 //     under; an Interest is a tenant controller's informer for reading it and watching its keys.
-//   - [Tenant] handles: one per running tenant, from which its [View]s are taken, and whose Close removes every
+//   - [TenantViews] handles: one per running tenant, from which its [View]s are taken, and whose Close removes every
 //     handler the tenant registered, so a stopped tenant leaves nothing behind on the shared informers.
 //
 // Tenant handlers are called synchronously, one event at a time, from the router's own handler on the shared

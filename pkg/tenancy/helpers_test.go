@@ -247,7 +247,7 @@ func newFixtureWithResync(t testing.TB, resync time.Duration, objects ...runtime
 	return f
 }
 
-func (f *fixture) tenant(name string) *tenancy.Tenant {
+func (f *fixture) tenant(name string) *tenancy.TenantViews {
 	f.t.Helper()
 	tenant, err := f.router.Tenant(name)
 	if err != nil {
@@ -256,7 +256,7 @@ func (f *fixture) tenant(name string) *tenancy.Tenant {
 	return tenant
 }
 
-func (f *fixture) view(tenant *tenancy.Tenant, resource schema.GroupVersionResource) *tenancy.View {
+func (f *fixture) view(tenant *tenancy.TenantViews, resource schema.GroupVersionResource) *tenancy.View {
 	f.t.Helper()
 	view, err := tenant.Informer(resource)
 	if err != nil {
@@ -266,7 +266,7 @@ func (f *fixture) view(tenant *tenancy.Tenant, resource schema.GroupVersionResou
 }
 
 // watch registers rec on the tenant's views of every routed resource and waits until it has its initial list.
-func (f *fixture) watch(tenant *tenancy.Tenant, rec *recorder) []cache.ResourceEventHandlerRegistration {
+func (f *fixture) watch(tenant *tenancy.TenantViews, rec *recorder) []cache.ResourceEventHandlerRegistration {
 	f.t.Helper()
 	var regs []cache.ResourceEventHandlerRegistration
 	for _, resource := range allResources {
@@ -506,7 +506,7 @@ func (r *recorder) tombstoneCount(id string) int {
 }
 
 // listedKeys returns the sorted ids of the non-sentinel objects in the tenant's views of the given resources.
-func listedKeys(t testing.TB, tenant *tenancy.Tenant, resources ...schema.GroupVersionResource) []string {
+func listedKeys(t testing.TB, tenant *tenancy.TenantViews, resources ...schema.GroupVersionResource) []string {
 	t.Helper()
 	var ids []string
 	for _, resource := range resources {

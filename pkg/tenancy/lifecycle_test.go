@@ -132,7 +132,7 @@ func TestConcurrentChurnKeepsEveryTenantConsistent(t *testing.T) {
 	f := newFixture(t, objects...)
 
 	recorders := map[string]*recorder{}
-	tenants := map[string]*tenancy.Tenant{}
+	tenants := map[string]*tenancy.TenantViews{}
 	for _, name := range tenantNames {
 		tenants[name] = f.tenant(name)
 		recorders[name] = newRecorder()

@@ -249,11 +249,11 @@ func (r *Router) RegistrationCount() int { return int(r.liveRegistrations.Load()
 // Tenant returns a new handle for the tenant with the given name (a ProviderConfig name). Handles are independent:
 // closing one removes only the handlers registered through it, so a tenant's controllers can be restarted with a
 // new handle while the old one is being closed.
-func (r *Router) Tenant(name string) (*Tenant, error) {
+func (r *Router) Tenant(name string) (*TenantViews, error) {
 	if name == "" {
 		return nil, errors.New("tenancy: a tenant needs a name")
 	}
-	return &Tenant{router: r, name: name}, nil
+	return &TenantViews{router: r, name: name}, nil
 }
 
 func (r *Router) resource(gvr schema.GroupVersionResource) (*routedResource, bool) {

@@ -295,7 +295,7 @@ func TestRouting(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.objects...)
 			recorders := map[string]*recorder{}
-			tenants := map[string]*tenancy.Tenant{}
+			tenants := map[string]*tenancy.TenantViews{}
 			for _, name := range []string{"a", "b", "c"} {
 				rec := newRecorder()
 				tenant := f.tenant(name)

@@ -26,10 +26,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// Tenant is one running tenant's handle on a [Router]. Its views only ever show the tenant's objects, and Close
+// TenantViews is one running tenant's handle on a [Router]. Its views only ever show the tenant's objects, and Close
 // removes every handler registered through them, which is how a stopped tenant leaves nothing behind on the shared
 // informers.
-type Tenant struct {
+type TenantViews struct {
 	router *Router
 	name   string
 
@@ -41,11 +41,11 @@ type Tenant struct {
 }
 
 // Name returns the tenant's name, the value of the label that marks its objects.
-func (t *Tenant) Name() string { return t.name }
+func (t *TenantViews) Name() string { return t.name }
 
 // Informer returns the tenant's view of a routed resource (one given to [Router.AddResource], or
 // [NamespacesResource]).
-func (t *Tenant) Informer(resource schema.GroupVersionResource) (*View, error) {
+func (t *TenantViews) Informer(resource schema.GroupVersionResource) (*View, error) {
 	res, ok := t.router.resource(resource)
 	if !ok {
 		return nil, fmt.Errorf("tenancy: resource %s is not routed", resource)
@@ -57,7 +57,7 @@ func (t *Tenant) Informer(resource schema.GroupVersionResource) (*View, error) {
 // handler call being dispatched at that moment, if any, so a handler may close its own tenant; no later event
 // reaches the handlers. To wait for that call too, pass each registration to cache.ShutDownEventHandler from outside
 // the handlers. Close is idempotent.
-func (t *Tenant) Close() {
+func (t *TenantViews) Close() {
 	t.mu.Lock()
 	t.closed = true
 	registrations := slices.Clone(t.registrations)
@@ -68,20 +68,20 @@ func (t *Tenant) Close() {
 }
 
 // RegistrationCount returns the number of handlers registered through this handle and not yet removed.
-func (t *Tenant) RegistrationCount() int {
+func (t *TenantViews) RegistrationCount() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.registrations)
 }
 
-func (t *Tenant) isClosed() bool {
+func (t *TenantViews) isClosed() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.closed
 }
 
 // addRegistration creates a registration for a handler on res, unless the tenant is closed.
-func (t *Tenant) addRegistration(res *routedResource, handler cache.ResourceEventHandler, wantsResync bool) (*registration, error) {
+func (t *TenantViews) addRegistration(res *routedResource, handler cache.ResourceEventHandler, wantsResync bool) (*registration, error) {
 	g := &registration{
 		tenant:      t,
 		res:         res,
@@ -176,7 +176,7 @@ func (r *Router) initialObjects(res *routedResource, tenant string) []any {
 
 // registration is one tenant handler on one view. It is what AddEventHandler returns.
 type registration struct {
-	tenant      *Tenant
+	tenant      *TenantViews
 	res         *routedResource
 	handler     cache.ResourceEventHandler
 	wantsResync bool

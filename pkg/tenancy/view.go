@@ -34,7 +34,7 @@ import (
 // honestly on a view says so: SetTransform, SetWatchErrorHandler, SetWatchErrorHandlerWithContext and AddIndexers
 // return errors, the indexer's mutating methods return errors, and Run only waits for its stop signal.
 type View struct {
-	tenant *Tenant
+	tenant *TenantViews
 	res    *routedResource
 	// indexer is held by value: one allocation per view, not two.
 	indexer tenantIndexer

@@ -544,7 +544,7 @@ func TestHandlersMayCallBackIntoTheRouter(t *testing.T) {
 }
 
 // watchedRecorder registers a fresh recorder on all of the tenant's views, for barriers.
-func (f *fixture) watchedRecorder(tenant *tenancy.Tenant) *recorder {
+func (f *fixture) watchedRecorder(tenant *tenancy.TenantViews) *recorder {
 	rec := newRecorder()
 	f.watch(tenant, rec)
 	return rec

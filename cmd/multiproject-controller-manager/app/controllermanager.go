@@ -281,7 +281,7 @@ type ControllerContext struct {
 	ComponentConfig config.CompletedConfig
 	// Informers holds the shared informers of informerset.Resources (Informers.Set), the Router that splits them
 	// between tenants (Informers.Router), and which optional APIs are served (Informers.Served).
-	Informers *informerset.Tenancy
+	Informers *informerset.Routing
 	// Replica is this process's part in dividing the tenants among replicas: with --sharding its ProviderConfigs
 	// informer holds only the tenants assigned to its shard, it runs only those it owns, and it gives up those the
 	// sharder drains; without, under leader election, it leaves alone the tenants a live shard may still run.
@@ -289,7 +289,7 @@ type ControllerContext struct {
 	// Claims are the hosts and custom NEG names held once across every tenant of the term (and, with --sharding,
 	// across replicas through claim records); every tenant's controller joins it, and StartControllers closes it
 	// once they have all stopped.
-	Claims *claims.Set
+	Claims *claims.Service
 }
 
 // CreateControllerContext prepares a term on its context: it resolves the cluster's identity
@@ -307,7 +307,7 @@ func CreateControllerContext(ctx context.Context, c config.CompletedConfig, repl
 	}
 	// The router reports, on the object, a tenant label it ignores because the object's namespace names another
 	// tenant (design invariant 4); the process-wide recorder does not block, so it is safe on the dispatch path.
-	informers, err := informerset.NewTenancy(informerset.TenancyConfig{
+	informers, err := informerset.NewRouting(informerset.RoutingConfig{
 		Config: informerset.Config{Client: c.Client, MultiprojectClient: c.MultiprojectClient, GatewayClient: c.GatewayClient,
 			ResyncPeriod:           c.ResyncPeriod,
 			ProviderConfigSelector: replica.ProviderConfigSelector(), ClaimsNamespace: c.TenantControllers.ClaimsNamespace,
@@ -326,15 +326,15 @@ func CreateControllerContext(ctx context.Context, c config.CompletedConfig, repl
 // the claim records of c.TenantControllers.ClaimsNamespace, and with a shard scope (--sharded-watch) whose selector
 // the API server honours, the informers of the objects that publish names read only this replica's namespaces. It
 // starts nothing: a registry watches from the first controller that joins it.
-func newClaims(c config.CompletedConfig, informers *informerset.Tenancy, scope *informerset.ShardScope) *claims.Set {
-	cfg := claims.SetConfig{Informers: informers.Shared}
+func newClaims(c config.CompletedConfig, informers *informerset.Routing, scope *informerset.ShardScope) *claims.Service {
+	cfg := claims.ServiceConfig{Informers: informers.Shared}
 	if records := informers.Set.Informer(informerset.ClaimRecords); records != nil {
 		cfg.Records = &claims.RecordsConfig{Client: c.Client, Namespace: c.TenantControllers.ClaimsNamespace, Informer: records}
 		if scope != nil {
 			cfg.Records.PartialHoldings = func() bool { return !scope.Ignored() }
 		}
 	}
-	return claims.NewSet(cfg)
+	return claims.NewService(cfg)
 }
 
 // StartControllers starts the shared informers on ctx, waits for their caches, then builds the ProviderConfig

@@ -89,9 +89,9 @@ type Controller struct {
 	deps    *dependencies
 	// hosts is the controller's membership in the process's host claims, from Run on.
 	hosts *claims.Member
-	// claims is the run's claims.Set, which holds hosts once across tenants (and replicas); hostKind is how
+	// claims is the run's claims.Service, which holds hosts once across tenants (and replicas); hostKind is how
 	// the controller joins it (hostclaims.go).
-	claims   *claims.Set
+	claims   *claims.Service
 	hostKind claims.Kind
 	// warnings reports an Ingress's problems once while they persist, not on every sync.
 	warnings *tenant.Warnings

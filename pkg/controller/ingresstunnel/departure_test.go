@@ -51,7 +51,7 @@ type routedCluster struct {
 	h      *harness
 	router *tenancy.Router
 	shared tenanttest.TenantInformers
-	claims *claims.Set
+	claims *claims.Service
 }
 
 func newRoutedCluster(t *testing.T, objects ...any) *routedCluster {

@@ -217,7 +217,7 @@ func routeNamedHosts(route *gatewayv1.HTTPRoute) []string {
 // joinClaims joins the run's host claims.
 func (c *Controller) joinClaims() (*claims.Member, error) {
 	if c.claims == nil {
-		return nil, errors.New("ingress-tunnel: the tenant.Context has no claims.Set")
+		return nil, errors.New("ingress-tunnel: the tenant.Context has no claims.Service")
 	}
 	return c.claims.Join(c.hostKind, c.tenant, c.workers.Add)
 }

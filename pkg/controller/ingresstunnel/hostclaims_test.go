@@ -57,8 +57,8 @@ type cluster struct {
 	kube   *kubefake.Clientset
 	mp     *mpfake.Clientset
 	shared map[schema.GroupVersionResource]cache.SharedIndexInformer
-	// claims is the process's claims.Set, which every tenant's controller joins.
-	claims *claims.Set
+	// claims is the process's claims.Service, which every tenant's controller joins.
+	claims *claims.Service
 	// published counts, from a watch started before anything ran, the PangolinResources that exist at once for each
 	// published name; max is the most there ever were.
 	mu        sync.Mutex

@@ -88,7 +88,7 @@ func (i *interestsOf) keys() sets.Set[string] {
 }
 
 // TestProjectWatchDoesNotGrowWithTenants runs 1, then 50 tenants' controllers in one Rancher cluster on the
-// production wiring (informerset.NewTenancy): the shared Project informer carries the same handlers with 50 tenants
+// production wiring (informerset.NewRouting): the shared Project informer carries the same handlers with 50 tenants
 // as with 1; each tenant is interested in exactly the Projects its namespaces' app owners name, so a Project event
 // reaches only that tenant (the Fanout's own tests pin delivery by key); a stopped tenant leaves no Interest and no
 // key.
@@ -104,7 +104,7 @@ func TestProjectWatchDoesNotGrowWithTenants(t *testing.T) {
 	}
 	kube := kubefake.NewClientset(namespaces...)
 	rancher := mpfake.NewClientset()
-	tn, err := informerset.NewTenancy(informerset.TenancyConfig{Config: informerset.Config{
+	tn, err := informerset.NewRouting(informerset.RoutingConfig{Config: informerset.Config{
 		Client: kube, MultiprojectClient: rancher, Discovery: servesProjects{}}})
 	if err != nil {
 		t.Fatal(err)

@@ -41,7 +41,7 @@ type SharedInformerGetter func(resource schema.GroupVersionResource) (cache.Shar
 // informers wrapped so that every handler it adds is recorded and removed when it stops, and its Interests in the
 // shared informers watched by key, closed when it stops.
 type controllerInformers struct {
-	views  *tenancy.Tenant
+	views  *tenancy.TenantViews
 	shared SharedInformerGetter
 
 	mu sync.Mutex

@@ -51,7 +51,7 @@ func (servesTunnels) ServerResourcesForGroupVersion(gv string) (*metav1.APIResou
 func TestControllerInformersCloseTheirInterests(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tn, err := informerset.NewTenancy(informerset.TenancyConfig{Config: informerset.Config{
+	tn, err := informerset.NewRouting(informerset.RoutingConfig{Config: informerset.Config{
 		Client: kubefake.NewClientset(), MultiprojectClient: mpfake.NewClientset(), Discovery: servesTunnels{}}})
 	if err != nil {
 		t.Fatal(err)

@@ -70,8 +70,8 @@ type ManagerConfig struct {
 	Router *tenancy.Router
 	// Shared returns unfiltered shared informers, for Informers.Shared.
 	Shared SharedInformerGetter
-	// Claims is the run's claims.Set, handed to every controller (tenant.Context.Claims).
-	Claims *claims.Set
+	// Claims is the run's claims.Service, handed to every controller (tenant.Context.Claims).
+	Claims *claims.Service
 	// NamespacesRead, if set, is handed to every controller (tenant.Context.NamespacesRead).
 	NamespacesRead func() bool
 	// APIServed reports whether an API a controller requires is served and its informer synced and routed. nil

@@ -121,7 +121,7 @@ func TestTheClaimsSeeHoldingsWhileAndAfterAControllerIsDetached(t *testing.T) {
 	shared := func(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
 		return configMaps, gvr == configMapsGVR
 	}
-	set := claims.NewSet(claims.SetConfig{Informers: shared})
+	set := claims.NewService(claims.ServiceConfig{Informers: shared})
 	defer func() { _ = set.Close() }()
 	widgets := claims.Kind{Name: "Widget", Holdings: configMapsGVR, HoldingOf: holdingOf}
 	m := NewManager(ManagerConfig{

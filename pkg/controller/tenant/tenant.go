@@ -149,7 +149,7 @@ type Context struct {
 	Condition ConditionReporter
 	// Claims are the names published once across every tenant of the run (hosts, custom NEG names), which the
 	// command builds with the controller context; a controller joins it for the kinds of name it claims.
-	Claims  *claims.Set
+	Claims  *claims.Service
 	Options Options
 	// Workers is the controller's --concurrent-<name>-syncs.
 	Workers int

@@ -34,22 +34,22 @@ import (
 // --cache-sync-timeout bounds the wait for its informers.
 const tenancySyncTimeout = 2 * time.Minute
 
-// Tenancy is what the manager builds once per leadership term (informerset.NewTenancy), as a test reads it: the
+// Tenancy is what the manager builds once per leadership term (informerset.NewRouting), as a test reads it: the
 // tenancy Router that gives each tenant its filtered views, and the shared informers.
 type Tenancy struct {
 	Router *tenancy.Router
 	// Informers holds the shared informer of every resource the manager always watches, and of each optional one
 	// the test waited for (ManagerOptions.Served).
 	Informers map[schema.GroupVersionResource]cache.SharedIndexInformer
-	// Production is what informerset.NewTenancy built; its Served and Shared are the binary's (they also count an
+	// Production is what informerset.NewRouting built; its Served and Shared are the binary's (they also count an
 	// optional API the test did not wait for once the cluster serves it).
-	Production *informerset.Tenancy
+	Production *informerset.Routing
 }
 
 // servedTenancy waits until every resource of wanted is served, synced and routed (an optional API, a CRD, is
 // routed once discovery shows it, as in the manager), and returns tn with the informers a test reads: those of
 // every resource the manager always watches, and of each optional one in wanted.
-func servedTenancy(t testing.TB, ctx context.Context, tn *informerset.Tenancy, wanted []schema.GroupVersionResource) *Tenancy {
+func servedTenancy(t testing.TB, ctx context.Context, tn *informerset.Routing, wanted []schema.GroupVersionResource) *Tenancy {
 	t.Helper()
 	notServed := func() []schema.GroupVersionResource {
 		return slices.DeleteFunc(slices.Clone(wanted), tn.Served)

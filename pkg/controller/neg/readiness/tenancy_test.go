@@ -54,7 +54,7 @@ func (servesAll) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceL
 	return list, nil
 }
 
-// TestTenantsTouchOnlyTheirPods runs two tenants' reflectors on the manager's tenant views (informerset.NewTenancy):
+// TestTenantsTouchOnlyTheirPods runs two tenants' reflectors on the manager's tenant views (informerset.NewRouting):
 // each sets the condition only on the Pods of its own namespaces; when a namespace moves from tenant a to tenant b,
 // a forgets the Pod that waited there and b takes it up.
 func TestTenantsTouchOnlyTheirPods(t *testing.T) {
@@ -113,7 +113,7 @@ func TestTenantsTouchOnlyTheirPods(t *testing.T) {
 func startTenants(t *testing.T, ctx context.Context, kube *kubefake.Clientset, tenants ...string) (map[string]*Reflector, map[string]*tenanttest.Events) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
-	tn, err := informerset.NewTenancy(informerset.TenancyConfig{Config: informerset.Config{
+	tn, err := informerset.NewRouting(informerset.RoutingConfig{Config: informerset.Config{
 		Client: kube, MultiprojectClient: mpfake.NewClientset(), Discovery: servesAll{}}})
 	if err != nil {
 		t.Fatal(err)

@@ -207,7 +207,7 @@ func (t *Translator) reserveName(ctx context.Context, svc *corev1.Service, name,
 // project) and a previous holder's Translation.
 func (t *Translator) joinClaims() (*claims.Member, error) {
 	if t.claims == nil {
-		return nil, errors.New("neg: the tenant.Context has no claims.Set")
+		return nil, errors.New("neg: the tenant.Context has no claims.Service")
 	}
 	return t.claims.Join(t.negNameKind(), t.tenant, t.enqueueKey)
 }

@@ -52,8 +52,8 @@ type negCluster struct {
 	kube   *kubefake.Clientset
 	mp     *mpfake.Clientset
 	shared map[schema.GroupVersionResource]cache.SharedIndexInformer
-	// claims is the process's claims.Set, which every tenant's translator joins.
-	claims *claims.Set
+	// claims is the process's claims.Service, which every tenant's translator joins.
+	claims *claims.Service
 	// declaring counts, from a watch started before anything ran, the Translations that declare each NEG name in a
 	// project at once; max is the most there ever were.
 	mu        sync.Mutex

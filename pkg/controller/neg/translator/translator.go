@@ -79,8 +79,8 @@ type Translator struct {
 	// every tenant's Translations count when a name is taken over; and a Service's Translations may be labeled for
 	// another tenant (made before the Service moved here, or by a former Service of its name).
 	allTranslations cache.SharedIndexInformer
-	// claims is the run's claims.Set, which holds custom NEG names once across tenants (and replicas).
-	claims *claims.Set
+	// claims is the run's claims.Service, which holds custom NEG names once across tenants (and replicas).
+	claims *claims.Service
 	// A sync reads Translations from these, by key or by owner (informerset.TranslationsByOwner): the tenant's
 	// (translations') and every tenant's (allTranslations').
 	translationIndex, allTranslationIndex cache.Indexer

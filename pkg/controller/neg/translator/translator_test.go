@@ -321,7 +321,7 @@ func TestRunTranslatesOnEventsAndLeavesNothingBehind(t *testing.T) {
 	<-done
 	for name, inf := range h.informers {
 		// The harness's Translation informer is also the unfiltered one, which carries the NEG name claims' handler:
-		// the run's claims.Set keeps it until the command closes the Set.
+		// the run's claims.Service keeps it until the command closes it.
 		want := 1
 		if name == "translations" {
 			want = 2

@@ -51,16 +51,16 @@ func (i Informers) Shared(resource schema.GroupVersionResource) (cache.SharedInd
 	return i.Informer(resource)
 }
 
-// SharedGetter is the part of tenant.Informers a claims.Set reads from.
+// SharedGetter is the part of tenant.Informers a claims.Service reads from.
 type SharedGetter interface {
 	Shared(resource schema.GroupVersionResource) (cache.SharedIndexInformer, error)
 }
 
-// Claims returns a claims.Set over the shared informers of informers, deciding in memory, as the command builds
+// Claims returns a claims.Service over the shared informers of informers, deciding in memory, as the command builds
 // one per run for every tenant's controllers; it is closed when the test ends. Tenants that must meet in the
 // claims share one.
-func Claims(t testing.TB, informers SharedGetter) *claims.Set {
-	set := claims.NewSet(claims.SetConfig{Informers: func(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
+func Claims(t testing.TB, informers SharedGetter) *claims.Service {
+	set := claims.NewService(claims.ServiceConfig{Informers: func(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
 		inf, err := informers.Shared(gvr)
 		return inf, err == nil
 	}})

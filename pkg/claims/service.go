@@ -34,20 +34,20 @@ import (
 )
 
 // SharedInformers returns the process's unfiltered shared informer of a resource, false while it has none (an
-// optional API not served yet). The Set watches through it directly, not through a controller's handle, whose
+// optional API not served yet). The Service watches through it directly, not through a controller's handle, whose
 // handlers go when that controller stops.
 type SharedInformers func(resource schema.GroupVersionResource) (cache.SharedIndexInformer, bool)
 
-// SetConfig is what a Set is built from.
-type SetConfig struct {
+// ServiceConfig is what a Service is built from.
+type ServiceConfig struct {
 	// Informers hands out the shared informers of the objects that publish names (a Kind's Holdings).
 	Informers SharedInformers
-	// Records, when the replicas share the tenants (--sharding), makes every Registry of the Set hold its names
+	// Records, when the replicas share the tenants (--sharding), makes every Registry of the Service hold its names
 	// across processes through claim records (records.go); nil: the claims are decided in memory.
 	Records *RecordsConfig
 }
 
-// RecordsConfig is where the claim records of a Set are.
+// RecordsConfig is where the claim records of a Service are.
 type RecordsConfig struct {
 	Client kubernetes.Interface
 	// Namespace holds the records (the leader-election namespace); kube-system when empty.
@@ -60,42 +60,42 @@ type RecordsConfig struct {
 	PartialHoldings func() bool
 }
 
-// Kind is one kind of name a controller claims, and what the Set needs to watch and check it.
+// Kind is one kind of name a controller claims, and what the Service needs to watch and check it.
 type Kind struct {
 	// Name names the claimants ("Ingress", "Service"), in messages and in the claim records' names.
 	Name string
 	// Holdings is the resource whose objects publish the names (PangolinResources, Translations), read unfiltered.
 	Holdings  schema.GroupVersionResource
 	HoldingOf HoldingFunc
-	// Live and Object read a recorded holder and a previous holder's object from the API server; only a Set with
+	// Live and Object read a recorded holder and a previous holder's object from the API server; only a Service with
 	// Records uses them (TenantObjects.Kind builds both).
 	Live   LiveFunc
 	Object ObjectFunc
-	// Publishers lists, live, the objects of every namespace that publish a name; only a Set whose holdings
+	// Publishers lists, live, the objects of every namespace that publish a name; only a Service whose holdings
 	// informers are partial (RecordsConfig.PartialHoldings) uses it.
 	Publishers PublishersFunc
 }
 
-// Set is the claims of one run of the controllers: one Registry per Kind, which every tenant's controller of the
+// Service is the claims of one run of the controllers: one Registry per Kind, which every tenant's controller of the
 // run joins. The command builds it with the controller context and closes it once every controller has stopped;
 // nothing of it outlives the run.
-type Set struct {
-	cfg SetConfig
+type Service struct {
+	cfg ServiceConfig
 
 	mu         sync.Mutex
 	registries map[string]*Registry
 	closed     bool
 }
 
-// NewSet returns an empty Set; it watches nothing until a controller joins.
-func NewSet(cfg SetConfig) *Set {
-	return &Set{cfg: cfg, registries: map[string]*Registry{}}
+// NewService returns an empty Service; it watches nothing until a controller joins.
+func NewService(cfg ServiceConfig) *Service {
+	return &Service{cfg: cfg, registries: map[string]*Registry{}}
 }
 
 // Join adds the controller of tenant to the Registry of kind, which is made, and starts watching its holdings,
 // when the first controller joins. enqueue puts one of the tenant's claimants on the tenant's workqueue. A tenant is
 // a member once at a time; Leave ends it.
-func (s *Set) Join(kind Kind, tenant string, enqueue func(key string)) (*Member, error) {
+func (s *Service) Join(kind Kind, tenant string, enqueue func(key string)) (*Member, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -121,7 +121,7 @@ func (s *Set) Join(kind Kind, tenant string, enqueue func(key string)) (*Member,
 
 // newRegistry builds the Registry of kind and registers its handlers on the shared informers. Until they have
 // delivered the informers' objects Reserve refuses (the index may miss an object); then every waiter is woken.
-func (s *Set) newRegistry(kind Kind) (*Registry, error) {
+func (s *Service) newRegistry(kind Kind) (*Registry, error) {
 	holdings, ok := s.cfg.Informers(kind.Holdings)
 	if !ok {
 		return nil, fmt.Errorf("claims: no shared informer for %s, which publishes %s names", kind.Holdings, kind.Name)
@@ -174,7 +174,7 @@ func (r *Registry) wakeOnceSynced() {
 }
 
 // startReleases starts the registry's release queue: one worker, on the product's runtime, that deletes the claim
-// records of names this process stopped claiming, retried with backoff, until the Set closes.
+// records of names this process stopped claiming, retried with backoff, until the Service closes.
 func (r *Registry) startReleases() {
 	r.releases = worker.New(worker.Config{Controller: "claims", Queue: strings.ToLower(r.kind), KeyName: "name",
 		Sync: func(ctx context.Context, name string) (worker.Result, error) {
@@ -200,7 +200,7 @@ func (r *Registry) stopReleasesAndWait() {
 // Close ends the run's claims: the release workers stop (releases not made yet are left to the next claimant,
 // which finds the record's claimant gone) and the handlers leave the shared informers. Call it once every
 // controller that joined has stopped; a later Join fails.
-func (s *Set) Close() error {
+func (s *Service) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	registries := s.registries

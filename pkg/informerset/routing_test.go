@@ -99,7 +99,7 @@ func TestTenancyRoutesByTheTableAndOptionalsOnceServed(t *testing.T) {
 	mp := mpfake.NewClientset(&mpv1alpha1.Translation{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "a-ns", Name: "t", Labels: map[string]string{labelKey: "a"}}})
 	disco := &servedDiscovery{served: sets.New[schema.GroupVersionResource]()}
-	tn, err := NewTenancy(TenancyConfig{
+	tn, err := NewRouting(RoutingConfig{
 		Config:   Config{Client: kube, MultiprojectClient: mp, Discovery: disco, DiscoveryInterval: 10 * time.Millisecond},
 		LabelKey: labelKey,
 	})
@@ -185,7 +185,7 @@ func TestTenancyRoutesByTheTableAndOptionalsOnceServed(t *testing.T) {
 }
 
 func TestNewTenancyNeedsBothClients(t *testing.T) {
-	if _, err := NewTenancy(TenancyConfig{Config: Config{Client: fake.NewClientset()}}); err == nil {
-		t.Error("NewTenancy without a multiproject client succeeded")
+	if _, err := NewRouting(RoutingConfig{Config: Config{Client: fake.NewClientset()}}); err == nil {
+		t.Error("NewRouting without a multiproject client succeeded")
 	}
 }

@@ -34,8 +34,8 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 )
 
-// TenancyConfig configures NewTenancy.
-type TenancyConfig struct {
+// RoutingConfig configures NewRouting.
+type RoutingConfig struct {
 	// Config configures the Set; both clients are required. The tenancy index is added to its Indexers.
 	Config
 	// LabelKey names an object's tenant (mpv1alpha1.DefaultProviderConfigLabelKey if empty).
@@ -44,10 +44,10 @@ type TenancyConfig struct {
 	Recorder record.EventRecorder
 }
 
-// Tenancy is what the process builds once per leadership term: the Set of every shared informer of Resources and
+// Routing is what the process builds once per leadership term: the Set of every shared informer of Resources and
 // the Router that splits them between tenants, each by the Scope its entry names. The manager and the
-// integration tests build it with NewTenancy, so both run on the same wiring.
-type Tenancy struct {
+// integration tests build it with NewRouting, so both run on the same wiring.
+type Routing struct {
 	Set    *Set
 	Router *tenancy.Router
 
@@ -57,10 +57,10 @@ type Tenancy struct {
 	fanouts map[schema.GroupVersionResource]*tenancy.Fanout
 }
 
-// NewTenancy builds the shared informers of Resources, indexed for the tenancy Router, and the Router with every
+// NewRouting builds the shared informers of Resources, indexed for the tenancy Router, and the Router with every
 // resource that is not optional routed. Optional resources are routed by RouteOptionals once served. Nothing runs
 // until Start.
-func NewTenancy(cfg TenancyConfig) (*Tenancy, error) {
+func NewRouting(cfg RoutingConfig) (*Routing, error) {
 	if cfg.Client == nil || cfg.MultiprojectClient == nil {
 		return nil, errors.New("informerset: a Kubernetes and a multiproject client are required")
 	}
@@ -81,7 +81,7 @@ func NewTenancy(cfg TenancyConfig) (*Tenancy, error) {
 	if err != nil {
 		return nil, err
 	}
-	tn := &Tenancy{Set: set, Router: router, served: sets.New[schema.GroupVersionResource](),
+	tn := &Routing{Set: set, Router: router, served: sets.New[schema.GroupVersionResource](),
 		fanouts: map[schema.GroupVersionResource]*tenancy.Fanout{}}
 	for _, r := range Resources {
 		if r.Optional {
@@ -97,7 +97,7 @@ func NewTenancy(cfg TenancyConfig) (*Tenancy, error) {
 
 // route hands a served resource to the tenants: through the Router, by its Scope, or, for a NotRouted resource
 // with InterestKeys, through a Fanout.
-func (t *Tenancy) route(r Resource, inf cache.SharedIndexInformer) error {
+func (t *Routing) route(r Resource, inf cache.SharedIndexInformer) error {
 	if r.Scope != NotRouted {
 		return t.Router.AddResource(r.GVR, inf, r.Scope)
 	}
@@ -117,7 +117,7 @@ func (t *Tenancy) route(r Resource, inf cache.SharedIndexInformer) error {
 // RouteOptionals waits, for every optional resource, until its API is served and its informer synced, then routes
 // it (if its Scope says so), marks it Served and calls onServed (if not nil) with it. It returns once every optional
 // resource is served, or when ctx ends. Call it once, after Set.Start.
-func (t *Tenancy) RouteOptionals(ctx context.Context, onServed func(schema.GroupVersionResource)) {
+func (t *Routing) RouteOptionals(ctx context.Context, onServed func(schema.GroupVersionResource)) {
 	logger := klog.FromContext(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -142,7 +142,7 @@ func (t *Tenancy) RouteOptionals(ctx context.Context, onServed func(schema.Group
 	}
 }
 
-func (t *Tenancy) routeWhenServed(ctx context.Context, r Resource) error {
+func (t *Routing) routeWhenServed(ctx context.Context, r Resource) error {
 	_, started, ok := t.Set.Optional(r.GVR)
 	if !ok {
 		return fmt.Errorf("informerset: %s is not registered", r.GVR)
@@ -161,7 +161,7 @@ func (t *Tenancy) routeWhenServed(ctx context.Context, r Resource) error {
 
 // Served reports whether the informer of gvr is there to be used: always for the resources that are not optional,
 // and for optional ones once RouteOptionals has found them served, synced and routed.
-func (t *Tenancy) Served(gvr schema.GroupVersionResource) bool {
+func (t *Routing) Served(gvr schema.GroupVersionResource) bool {
 	if r, ok := LookupResource(gvr); ok && !r.Optional {
 		// A Sharded one only where it was built.
 		return !r.Sharded || t.Set.Informer(gvr) != nil
@@ -174,7 +174,7 @@ func (t *Tenancy) Served(gvr schema.GroupVersionResource) bool {
 // Shared returns the unfiltered shared informer of gvr, or false while the process has none that is Served. For a
 // resource with InterestKeys it is the informer's tenancy.Fanout: read it as the informer, and watch it through
 // Interests (it refuses handlers of its own).
-func (t *Tenancy) Shared(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
+func (t *Routing) Shared(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
 	t.mu.RLock()
 	f := t.fanouts[gvr]
 	t.mu.RUnlock()
@@ -193,7 +193,7 @@ func (t *Tenancy) Shared(gvr schema.GroupVersionResource) (cache.SharedIndexInfo
 
 // Close removes the Router's and the Fanouts' handlers from the shared informers. Call it once RouteOptionals has
 // returned.
-func (t *Tenancy) Close() error {
+func (t *Routing) Close() error {
 	t.mu.Lock()
 	fanouts := t.fanouts
 	t.fanouts = map[schema.GroupVersionResource]*tenancy.Fanout{}
