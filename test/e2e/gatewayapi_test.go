@@ -57,6 +57,7 @@ func TestHTTPRoutesPublishLikeIngresses(t *testing.T) {
 	if _, err := controlPlane.ApplyManifestDir(ctx, "test/fixtures/gateway-api"); err != nil {
 		t.Fatal(err)
 	}
+	waitOwnerKindMapped(t, "gateway.networking.k8s.io/v1", "HTTPRoute")
 	gw, err := gatewayclientset.NewForConfig(controlPlane.AdminConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +109,7 @@ func TestHTTPRoutesPublishLikeIngresses(t *testing.T) {
 	createRoute(t, gw, a.appNS, "shared", parent, host("shared"), backendTo("", "backend"))
 	waitRouteCondition(t, gw, a.appNS, "shared", "Accepted", metav1.ConditionTrue, "Accepted",
 		"Host "+host("shared")+" is already published by Ingress "+a.appNS+"/web")
+	waitEvent(ctx, t, "HTTPRoute", a.appNS, "shared", ingresstunnel.ReasonHostConflict, host("shared"))
 	waitPublisher(t, a, host("shared"), "Ingress", "web")
 
 	// A Service of another namespace of the tenant: refused until a ReferenceGrant there allows it.
@@ -284,4 +286,24 @@ func waitPublisher(t *testing.T, w *workload, host, kind, name string) *tunnelv1
 		t.Fatalf("%s is not published once by %s %s within %s: %v", host, kind, name, convergeTimeout, owners)
 	}
 	return got[0]
+}
+
+// waitOwnerKindMapped waits until the API server's admission maps kind, a CRD's just installed: until then (its
+// RESTMapper is refreshed every 30 s or so) it refuses an object whose owner reference blocks the owner's deletion
+// with "cannot find RESTMapping", which the manager would retry and log as forbidden. A dry-run ConfigMap owned by
+// such an object asks it without writing.
+func waitOwnerKindMapped(t *testing.T, apiVersion, kind string) {
+	t.Helper()
+	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, GenerateName: "owner-probe-",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: "probe", UID: "probe",
+			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}}}
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, last = controlPlane.AdminClient().CoreV1().ConfigMaps(metav1.NamespaceDefault).Create(ctx, probe,
+			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the API server's admission does not map %s %s: %v", apiVersion, kind, last)
+	}
 }

@@ -34,6 +34,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	gatewayclientset "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	gatewayscheme "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/scheme"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
@@ -44,13 +45,15 @@ import (
 	"github.com/multiproject/multiproject-controller-manager/pkg/tenancy"
 )
 
-// Scheme knows the built-in kinds and ours (ProviderConfig, Translation, Rancher Project, Pangolin kinds), so that
-// Events can be recorded on any object a controller handles.
+// Scheme knows the built-in kinds, ours (ProviderConfig, Translation, Rancher Project, Pangolin kinds) and Gateway
+// API's, so that Events can be recorded on any object a controller handles: a recorder drops an Event on a kind its
+// scheme does not know.
 var Scheme = runtime.NewScheme()
 
 func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
 	utilruntime.Must(mpscheme.AddToScheme(Scheme))
+	utilruntime.Must(gatewayscheme.AddToScheme(Scheme))
 }
 
 // NamedFactory is one kind of per-tenant controller enabled in this process.
