@@ -57,7 +57,6 @@ func TestHTTPRoutesPublishLikeIngresses(t *testing.T) {
 	if _, err := controlPlane.ApplyManifestDir(ctx, "test/fixtures/gateway-api"); err != nil {
 		t.Fatal(err)
 	}
-	waitOwnerKindMapped(t, "gateway.networking.k8s.io/v1", "HTTPRoute")
 	gw, err := gatewayclientset.NewForConfig(controlPlane.AdminConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +89,10 @@ func TestHTTPRoutesPublishLikeIngresses(t *testing.T) {
 
 	le := leaderElection{leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: time.Second}
 	m := startManager(t, "a", managerKubeconfig(t), gce.Endpoint(), le)
+	// Right after the CRDs are installed, the API server's admission may not map HTTPRoute yet (its RESTMapper is
+	// refreshed every 30 s or so) and refuses a PangolinResource whose owner reference blocks the route's deletion;
+	// the manager retries until it does (docs/ingress-tunnel.md). That refusal is no RBAC rule's.
+	m.allowForbiddenMessage("cannot set blockOwnerDeletion in this case because cannot find RESTMapping")
 	waitLeader(t, m.identity(), 2*time.Minute)
 	parent := gatewayv1.ParentReference{Namespace: ptr.To(gatewayv1.Namespace(a.appNS)), Name: "public"}
 
@@ -286,24 +289,4 @@ func waitPublisher(t *testing.T, w *workload, host, kind, name string) *tunnelv1
 		t.Fatalf("%s is not published once by %s %s within %s: %v", host, kind, name, convergeTimeout, owners)
 	}
 	return got[0]
-}
-
-// waitOwnerKindMapped waits until the API server's admission maps kind, a CRD's just installed: until then (its
-// RESTMapper is refreshed every 30 s or so) it refuses an object whose owner reference blocks the owner's deletion
-// with "cannot find RESTMapping", which the manager would retry and log as forbidden. A dry-run ConfigMap owned by
-// such an object asks it without writing.
-func waitOwnerKindMapped(t *testing.T, apiVersion, kind string) {
-	t.Helper()
-	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, GenerateName: "owner-probe-",
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: "probe", UID: "probe",
-			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}}}
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, last = controlPlane.AdminClient().CoreV1().ConfigMaps(metav1.NamespaceDefault).Create(ctx, probe,
-			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("the API server's admission does not map %s %s: %v", apiVersion, kind, last)
-	}
 }

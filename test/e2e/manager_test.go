@@ -121,6 +121,8 @@ type manager struct {
 	// forbiddenAllowed are byte ranges of the log in which "forbidden" is expected: a kube-apiserver that is
 	// starting serves requests before its RBAC authorizer has loaded the roles, and refuses them meanwhile.
 	forbiddenAllowed [][2]int64
+	// forbiddenMessages are refusals that are not RBAC's, allowed anywhere in the log (allowForbiddenMessage).
+	forbiddenMessages []string
 }
 
 // logSize is the current length of the manager's log, to mark a range of it.
@@ -135,6 +137,12 @@ func (m *manager) logSize() int64 {
 // allowForbidden exempts the log written between the offsets from checkNoForbidden.
 func (m *manager) allowForbidden(from, to int64) {
 	m.forbiddenAllowed = append(m.forbiddenAllowed, [2]int64{from, to})
+}
+
+// allowForbiddenMessage exempts the log lines containing message from checkNoForbidden: a refusal the API server
+// answers with "forbidden" that no RBAC rule causes.
+func (m *manager) allowForbiddenMessage(message string) {
+	m.forbiddenMessages = append(m.forbiddenMessages, message)
 }
 
 // managerKubeconfig writes a kubeconfig for the manifests' ServiceAccount kube-system/multiproject-controller-manager
@@ -335,6 +343,9 @@ func (m *manager) checkNoForbidden() {
 		allowed := false
 		for _, r := range m.forbiddenAllowed {
 			allowed = allowed || (start >= r[0] && start < r[1])
+		}
+		for _, message := range m.forbiddenMessages {
+			allowed = allowed || strings.Contains(line, message)
 		}
 		if !allowed {
 			hits = append(hits, line)
