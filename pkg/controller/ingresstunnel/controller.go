@@ -265,6 +265,9 @@ func (c *Controller) Start(ctx context.Context, done func()) {
 		}
 	}
 	c.workers.WaitFor(hosts.HasSynced)
+	if c.gateway != nil {
+		c.workers.WaitFor(c.gateway.readOnly...)
+	}
 
 	logger.Info("Starting ingress-tunnel controller", "tunnelNamespace", c.config.TunnelNamespace, "gatewayAPI", c.gateway != nil)
 	c.workers.Start(ctx, worker.RunOptions{Stop: c.stop, Started: func() {

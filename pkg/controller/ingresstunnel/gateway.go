@@ -79,6 +79,9 @@ type gatewayAPI struct {
 	allRoutes  gatewaylisters.HTTPRouteLister
 	grants     gatewaylisters.ReferenceGrantLister
 	namespaces corelisters.NamespaceLister
+	// readOnly are the informers read without a handler (every Gateway, every route, the Namespaces): the workers
+	// wait for them too, or a first sync would take a backend's namespace for another tenant's and never look again.
+	readOnly []cache.InformerSynced
 }
 
 // newGatewayAPI returns the controller's Gateway API side, or nil when the process has no Gateway client or the
@@ -119,6 +122,7 @@ func newGatewayAPI(c *tenant.Context) *gatewayAPI {
 		grants:          gatewaylisters.NewReferenceGrantLister(informers[4].GetIndexer()),
 		namespaces:      corelisters.NewNamespaceLister(informers[5].GetIndexer()),
 		allRoutes:       gatewaylisters.NewHTTPRouteLister(informers[6].GetIndexer()),
+		readOnly:        []cache.InformerSynced{informers[2].HasSynced, informers[5].HasSynced, informers[6].HasSynced},
 	}
 }
 
