@@ -37,6 +37,9 @@ import (
 // delay, also after a success (a periodic check, or a wait that no event ends).
 type Result struct {
 	RequeueAfter time.Duration
+	// Postponed says the sync did nothing but say when to come back (RequeueAfter): it waits for something, and
+	// is not counted as a sync in the metrics.
+	Postponed bool
 }
 
 // ErrWaiting marks a sync error that means "not yet" rather than "failed": the key is retried with backoff as for
@@ -456,7 +459,9 @@ func (w *Queue) processNextWorkItem(run *runState, queue workqueue.TypedInterfac
 
 	logger := klog.FromContext(ctx).WithValues(w.cfg.keyName(), key)
 	result, err := w.cfg.Sync(klog.NewContext(ctx, logger), key)
-	w.observe(key, err)
+	if !result.Postponed || err != nil {
+		w.observe(key, err)
+	}
 	if w.cfg.AfterSync != nil {
 		w.cfg.AfterSync(key, err)
 	}

@@ -101,10 +101,11 @@ func TestWorkersSyncRetryRequeueAndStop(t *testing.T) {
 	metrics.Register()
 	// The series outlives the test (a -count run repeats it): count from what it holds now.
 	errorsBefore, _ := metrics.Syncs.Value("tenant-a", "test-controller", "error")
+	successesBefore, _ := metrics.Syncs.Value("tenant-a", "test-controller", "success")
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	informer := startConfigMaps(t, ctx, "fails-once", "requeues-once", "plain")
+	informer := startConfigMaps(t, ctx, "fails-once", "requeues-once", "postponed-once", "plain")
 
 	var mu sync.Mutex
 	syncs := map[string]int{}
@@ -122,6 +123,8 @@ func TestWorkersSyncRetryRequeueAndStop(t *testing.T) {
 				return Result{}, errors.New("boom")
 			case key == "ns/requeues-once" && syncs[key] == 1:
 				return Result{RequeueAfter: 10 * time.Millisecond}, nil
+			case key == "ns/postponed-once" && syncs[key] == 1:
+				return Result{RequeueAfter: 10 * time.Millisecond, Postponed: true}, nil
 			}
 			return Result{}, nil
 		},
@@ -137,7 +140,7 @@ func TestWorkersSyncRetryRequeueAndStop(t *testing.T) {
 	}()
 	<-started
 
-	want := map[string]int{"ns/fails-once": 2, "ns/requeues-once": 2, "ns/plain": 1}
+	want := map[string]int{"ns/fails-once": 2, "ns/requeues-once": 2, "ns/postponed-once": 2, "ns/plain": 1}
 	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -159,6 +162,11 @@ func TestWorkersSyncRetryRequeueAndStop(t *testing.T) {
 	}
 	if errorsCounted, _ := metrics.Syncs.Value("tenant-a", "test-controller", "error"); errorsCounted-errorsBefore != 1 {
 		t.Errorf("error syncs counted: %v, want 1", errorsCounted-errorsBefore)
+	}
+	// A postponed sync only said when to come back: fails-once's retry, requeues-once's two, postponed-once's
+	// second and plain's one are the successes.
+	if successes, _ := metrics.Syncs.Value("tenant-a", "test-controller", "success"); successes-successesBefore != 5 {
+		t.Errorf("successful syncs counted: %v, want 5", successes-successesBefore)
 	}
 	if informer.handlers() != 1 {
 		t.Fatalf("handlers while running: %d, want 1", informer.handlers())

@@ -24,6 +24,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pushed"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pusher"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/readiness"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/translator"
@@ -71,6 +72,12 @@ func New(_ context.Context, c *tenant.Context) (tenant.Controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The status reports of a busy Translation wait (pusher/reports.go); meanwhile the translator and the reflector
+	// learn from the pusher itself what GCE holds.
+	pushes := pushed.New()
+	p.ReportPushesTo(pushes)
+	t.FollowPushes(pushes)
+	r.FollowPushes(pushes)
 	return &Controller{translator: t, pusher: p, readiness: r}, nil
 }
 

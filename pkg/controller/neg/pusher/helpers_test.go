@@ -64,6 +64,8 @@ type harness struct {
 	done       chan struct{}
 	// gcGrace, if set, replaces the pusher's grace before a sweep deletes: set before start, which the sweep reads.
 	gcGrace time.Duration
+	// configure, if set, is applied to each pusher start builds, before it runs.
+	configure func(*Pusher)
 }
 
 func newHarness(t testing.TB, gcp *mpv1alpha1.GCPConfig, objects ...runtime.Object) *harness {
@@ -123,6 +125,9 @@ func (h *harness) start(cleanupOnly bool) {
 	}
 	if h.gcGrace > 0 {
 		p.gcGrace = h.gcGrace
+	}
+	if h.configure != nil {
+		h.configure(p)
 	}
 	h.pusher = p
 	_, ctx := ktesting.NewTestContext(h.t)
@@ -191,6 +196,17 @@ func (h *harness) get(name string) *mpv1alpha1.Translation {
 		h.t.Fatalf("getting Translation %s: %v", name, err)
 	}
 	return tr
+}
+
+// statusUpdates counts the status writes the pusher sent.
+func (h *harness) statusUpdates() int {
+	n := 0
+	for _, a := range h.client.Actions() {
+		if a.GetVerb() == "update" && a.GetSubresource() == "status" {
+			n++
+		}
+	}
+	return n
 }
 
 // waitFor polls cond until it holds.

@@ -35,6 +35,7 @@ import (
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 	mplisters "github.com/multiproject/client-go/listers/multiproject/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pushed"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	gceclient "github.com/multiproject/multiproject-controller-manager/pkg/gce/client"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
@@ -116,6 +117,11 @@ type Pusher struct {
 	// cleanupOf is the Context a cleanup was built from, under which Pending finds awaiting; nil for a pusher.
 	cleanupOf *tenant.Context
 
+	// pushed, when set (ReportPushesTo), holds the generations pushed whose status report waits (reports): the
+	// translator and the readiness reflector read them. Without it every status is written at once.
+	pushed  *pushed.Generations
+	reports *reports
+
 	// memberships holds, per Translation key, how many backend service memberships its status records
 	// (backends.go), for the tenant's metric.
 	memberships sync.Map // string → int
@@ -146,6 +152,11 @@ func NewCleanup(c *tenant.Context) (tenant.Controller, error) {
 	}
 	return p, nil
 }
+
+// ReportPushesTo makes the pusher hold a status write that only reports what a sync pushed (a new generation, new
+// endpoint counts) while the Translation keeps changing, and record the generation in g meanwhile, for the readers
+// in the process (reports.go). Call it before Start.
+func (p *Pusher) ReportPushesTo(g *pushed.Generations) { p.pushed = g }
 
 func newPusher(c *tenant.Context) (*Pusher, error) {
 	if c.ProviderConfig == nil || c.ProviderConfig.Spec.GCP == nil {
@@ -180,6 +191,7 @@ func newPusher(c *tenant.Context) (*Pusher, error) {
 		problems:           newProblemSet(),
 		awaiting:           &awaitingSet{},
 	}
+	p.reports = newReports(func() time.Time { return p.now() })
 	if namespaces, err := c.Informers.Informer(informerset.Namespaces); err == nil {
 		p.namespaces = namespaces.GetIndexer()
 	}

@@ -295,6 +295,9 @@ func (s *negSync) writeStatus(ctx context.Context, status mpv1alpha1.Translation
 	if err != nil {
 		return fmt.Errorf("writing the status: %w", err)
 	}
+	// The status now says what the pusher did: it carries every report held (reports.go).
+	s.p.reports.wrote(s.key, s.tr.UID)
+	s.p.pushed.Reported(s.key)
 	s.tr = updated
 	return nil
 }

@@ -25,7 +25,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -67,6 +66,8 @@ func (p *Pusher) sync(ctx context.Context, key string) (worker.Result, error) {
 		// Gone: its NEGs were deleted before its finalizer was removed, or it was never ours to clean up.
 		p.cache.forgetTranslation(key)
 		p.programmed.Delete(key)
+		p.reports.forget(key)
+		p.pushed.Reported(key)
 		p.setProblem(key, nil)
 		p.reportMemberships(key, nil)
 		return worker.Result{}, nil
@@ -422,44 +423,6 @@ func (s *negSync) claimedByAnother(neg negKey) string {
 	return ""
 }
 
-// superseded says whether status only reports a generation the spec has already left: every resource done (Synced
-// True) while the cache holds the same Translation at a newer generation, whose event has enqueued it again. The
-// newer generation's sync writes the status a moment later; written now, it would be one more write of the
-// Translation per change, bound to a version that no longer is (a 409 conflict, retried) or overwritten at once.
-// A status that says something is wrong is written whatever the spec does.
-func (s *negSync) superseded(status mpv1alpha1.TranslationStatus) bool {
-	if c := meta.FindStatusCondition(status.Conditions, mpv1alpha1.TranslationConditionSynced); c == nil || c.Status != metav1.ConditionTrue {
-		return false
-	}
-	if !recordsNothingNew(status.Resources, s.tr.Status.Resources) {
-		return false
-	}
-	cached, err := s.p.lister.Translations(s.tr.Namespace).Get(s.tr.Name)
-	return err == nil && cached.UID == s.tr.UID && cached.DeletionTimestamp == nil && cached.Generation > s.tr.Generation
-}
-
-// recordsNothingNew reports whether every resource of a status carries the GCE id, self link and backend service
-// memberships the Translation already records: what only this sync learned (a NEG it created, a backend it joined)
-// must be written even when a newer generation follows, since the later sync may not learn it again and the sweep
-// and a later build detach exactly the recorded memberships.
-func recordsNothingNew(next, recorded []mpv1alpha1.BackendResourceStatus) bool {
-	type facts struct {
-		id, selfLink string
-		backends     []string
-	}
-	known := make(map[string]facts, len(recorded))
-	for _, r := range recorded {
-		known[r.Project+"/"+r.Zone+"/"+r.Name] = facts{r.ID, r.SelfLink, r.BackendServices}
-	}
-	for _, r := range next {
-		k, ok := known[r.Project+"/"+r.Zone+"/"+r.Name]
-		if !ok || k.id != r.ID || k.selfLink != r.SelfLink || !slices.Equal(k.backends, r.BackendServices) {
-			return false
-		}
-	}
-	return true
-}
-
 // persistentFailureAttempts is how many syncs in a row must fail with retryable GCE errors before the tenant's
 // condition says so. With the queue's exponential backoff, ten attempts span about five seconds; a single 5xx or
 // a short rate limit stays out of the condition.
@@ -469,10 +432,10 @@ const persistentFailureAttempts = 10
 // retried.
 func (s *negSync) finish(ctx context.Context, outcomes []outcome) (worker.Result, error) {
 	status := buildStatus(s.tr, outcomes)
-	if !s.superseded(status) {
-		if err := s.writeStatus(ctx, status); err != nil {
-			return worker.Result{}, err
-		}
+	summarize(s.tr, &status, s.project)
+	reportIn, err := s.report(ctx, status)
+	if err != nil {
+		return worker.Result{}, err
 	}
 	s.p.reportMemberships(s.key, status.Resources)
 	permanent, retryable := problemOf(outcomes)
@@ -488,6 +451,9 @@ func (s *negSync) finish(ctx context.Context, outcomes []outcome) (worker.Result
 	}
 	if permanent != nil {
 		return worker.Result{RequeueAfter: s.p.permanentRetry}, nil
+	}
+	if reportIn > 0 {
+		return worker.Result{RequeueAfter: reportIn}, nil
 	}
 	return worker.Result{RequeueAfter: s.p.verifyPeriod}, nil
 }

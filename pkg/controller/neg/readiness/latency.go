@@ -34,7 +34,7 @@ func (r *Reflector) triggerOf(namespace string, ips []string) (latest time.Time,
 	objs, _ := r.translations.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
 	for _, obj := range objs {
 		tr, isTr := obj.(*mpv1alpha1.Translation)
-		if !isTr || !negapi.TranslationSynced(tr) || !lists(tr, ips) {
+		if !isTr || !r.pushed.Synced(tr) || !lists(tr, ips) {
 			continue
 		}
 		if at, has := negapi.TriggerTime(tr.Annotations, negapi.TriggerTimeAnnotation); has && at.After(latest) {

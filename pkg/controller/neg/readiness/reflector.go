@@ -31,6 +31,9 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pushed"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
@@ -66,6 +69,10 @@ type Reflector struct {
 	now      func() time.Time
 	// namespacesRead is tenant.Context.NamespacesRead: nil, or whether the informers hold every namespace they read.
 	namespacesRead func() bool
+
+	// pushed holds the generations the pusher has pushed and not reported in a status yet (nil: the status alone
+	// says what is synced): a Pod is attached as soon as GCE holds it.
+	pushed *pushed.Generations
 
 	// waiting holds, by namespace and name, the Pods whose condition is not True yet, and when the reflector first
 	// saw each one attached: the Translation and Service events of a namespace look at its waiting Pods again, and
@@ -122,6 +129,14 @@ func New(c *tenant.Context, clients ClientFunc) (*Reflector, error) {
 		Retry:      &worker.Retry{RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](pollRound, maxPollBackoff)},
 	})
 	return r, nil
+}
+
+// FollowPushes makes the reflector read, with the Translations' status, the generations the pusher has pushed and
+// not reported yet, and look again at the waiting Pods of a Translation's namespace when one is pushed, as on a
+// status update. Call it before Start.
+func (r *Reflector) FollowPushes(g *pushed.Generations) {
+	r.pushed = g
+	g.OnPushed(func(tr *mpv1alpha1.Translation) { r.enqueueNamespace(tr) })
 }
 
 // Run runs the reflector until ctx ends.

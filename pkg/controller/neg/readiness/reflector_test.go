@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pushed"
 	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
@@ -177,6 +178,23 @@ func TestTheAttachFollowsTheTranslationStatus(t *testing.T) {
 	if _, err := h.mp.MultiprojectV1alpha1().Translations(testNamespace).UpdateStatus(context.Background(), tr, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	h.waitCondition("web-1", corev1.ConditionTrue, ReasonReady)
+}
+
+// TestTheAttachFollowsThePusherBeforeTheStatus: a generation the pusher pushed and has not reported yet
+// (pushed.Generations) attaches the Pods it lists at once, with no Translation event: the pusher's word brings the
+// namespace's waiting Pods back.
+func TestTheAttachFollowsThePusherBeforeTheStatus(t *testing.T) {
+	tr := translation("neg-v1-web-80", "neg-web", false, "10.0.0.1")
+	pushes := pushed.New()
+	h := newHarness(t, 0, func(h *harness) {
+		h.health.set("neg-web", "10.0.0.1", "HEALTHY")
+		h.r.FollowPushes(pushes)
+	}, negService("web"), tr, gatedPod("web-1", "10.0.0.1", map[string]string{"app": "web"}))
+
+	h.waitCondition("web-1", corev1.ConditionFalse, ReasonNotReady)
+	h.waitFor("the queue to be idle", h.r.workers.Idle)
+	pushes.Pushed(tr)
 	h.waitCondition("web-1", corev1.ConditionTrue, ReasonReady)
 }
 

@@ -132,7 +132,7 @@ func (r *Reflector) gather(ctx context.Context, pod *corev1.Pod) (input, error) 
 
 // memberships are the NEGs whose Translation (of the tenant, in the Pod's namespace) lists the Pod's endpoint
 // (listsPod). One is attached once the pusher has synced the Translation's current spec
-// (negapi.TranslationSynced).
+// (pushed.Generations.Synced).
 func (r *Reflector) memberships(pod *corev1.Pod, ips []string) []membership {
 	if len(ips) == 0 {
 		return nil
@@ -144,7 +144,7 @@ func (r *Reflector) memberships(pod *corev1.Pod, ips []string) []membership {
 		if !ok || tr.DeletionTimestamp != nil {
 			continue
 		}
-		attached := negapi.TranslationSynced(tr)
+		attached := r.pushed.Synced(tr)
 		for i := range tr.Spec.Resources {
 			res := &tr.Spec.Resources[i]
 			if res.NetworkEndpointGroup == nil {

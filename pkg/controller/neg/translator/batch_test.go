@@ -35,6 +35,8 @@ import (
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
 
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pushed"
+	"github.com/multiproject/multiproject-controller-manager/pkg/metrics"
 	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
@@ -56,12 +58,20 @@ type batching struct {
 // startBatching runs the translator of webObjects with the ceiling, once Service web's Translation is written (and
 // marked synced if synced) and the start's syncs are over.
 func startBatching(t *testing.T, ceiling time.Duration, synced bool) *batching {
+	return startBatchingWith(t, ceiling, synced, nil)
+}
+
+// startBatchingWith is startBatching with configure applied to the translator before it runs.
+func startBatchingWith(t *testing.T, ceiling time.Duration, synced bool, configure func(*Translator)) *batching {
 	h := newHarness(t, webObjects()...)
 	b := &batching{h: h, clk: testingclock.NewFakeClock(time.Now())}
 	h.tctx.Options.NEGEndpointBatchPeriod = ceiling
 	tr, err := newWithClock(h.tctx, nil, b.clk)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if configure != nil {
+		configure(tr)
 	}
 	b.tr, h.translator = tr, tr
 	add := tr.add
@@ -198,8 +208,14 @@ func TestEndpointChangeWithNoWriteInFlightIsWrittenAtOnce(t *testing.T) {
 func TestEndpointChangesDuringAWriteInFlightMakeOneWriteWhenItIsDone(t *testing.T) {
 	const changes = 5
 	b := startBatching(t, time.Second, false)
+	metrics.Register()
+	syncsBefore, _ := metrics.Syncs.Value(testTenant, "neg", "success")
 	ips := b.change(changes)
 	b.waitSyncs()
+	// A held sync only said when to come back: it is not a sync in the metrics.
+	if syncs, _ := metrics.Syncs.Value(testTenant, "neg", "success"); syncs != syncsBefore {
+		t.Errorf("%v syncs counted while every change was held, want none", syncs-syncsBefore)
+	}
 	immediate, writes := b.seen()
 	if len(immediate) != changes || immediate[0] != "shop/web" {
 		t.Errorf("the handler enqueued %v, want each change at once", immediate)
@@ -219,6 +235,29 @@ func TestEndpointChangesDuringAWriteInFlightMakeOneWriteWhenItIsDone(t *testing.
 	}
 	if !reflect.DeepEqual(writes, []string{"patch translations"}) {
 		t.Errorf("writes for %d changes held = %v, want one Translation spec patch", changes, writes)
+	}
+}
+
+// The write in flight ends when the pusher says it pushed the generation (pushed.Generations), before any status
+// write says so: the changes held make one write then, and the Translation's status is still the old one.
+func TestAWriteInFlightEndsWhenThePusherPushedItBeforeItsStatusSaysSo(t *testing.T) {
+	pushes := pushed.New()
+	b := startBatchingWith(t, time.Second, false, func(tr *Translator) { tr.FollowPushes(pushes) })
+	ips := b.change(3)
+	b.waitSyncs()
+	if !b.tr.batch.isHeld("shop/web") {
+		t.Fatal("with a write in flight, the sync did not hold the changes")
+	}
+	b.reset()
+	inFlight := b.h.translations()["neg-v1-web-80"]
+	pushes.Pushed(inFlight)
+	b.waitWritten(ips)
+	_, writes := b.seen()
+	if !reflect.DeepEqual(writes, []string{"patch translations"}) {
+		t.Errorf("writes for the changes held = %v, want one Translation spec patch", writes)
+	}
+	if negapi.TranslationSynced(b.h.translations()["neg-v1-web-80"]) {
+		t.Error("the Translation's status says synced: the test must end the write in flight through the pusher alone")
 	}
 }
 

@@ -283,6 +283,6 @@ func (t *Translator) writeInFlight(key string) bool {
 	}
 	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
 	return slices.ContainsFunc(t.translationsNaming(namespace, name), func(tr *mpv1alpha1.Translation) bool {
-		return !t.leaving(tr) && !isSynced(tr)
+		return !t.leaving(tr) && !t.synced(tr)
 	})
 }

@@ -272,17 +272,13 @@ func (t *Translator) onTranslationUpdate(oldObj, newObj any) {
 	if !ok1 || !ok2 {
 		return
 	}
-	if isSynced(newTr) && !isSynced(oldTr) && IsOurs(newTr) {
-		// The write in flight is done in GCE: the changes held for it make the next write, now.
-		if service, ok := serviceOf(newTr); ok && t.batch.writeDone(newTr.Namespace+"/"+service) {
-			t.add(newTr.Namespace + "/" + service)
-			return
-		}
+	if t.synced(newTr) && !t.synced(oldTr) && t.writeDone(newTr) {
+		return
 	}
 	sameMeta := oldTr.DeletionTimestamp.Equal(newTr.DeletionTimestamp) && maps.Equal(oldTr.Labels, newTr.Labels) &&
 		apiequality.Semantic.DeepEqual(oldTr.OwnerReferences, newTr.OwnerReferences)
 	if oldTr.Generation == newTr.Generation && sameMeta &&
-		(isSynced(oldTr) || !isSynced(newTr) || !t.hasPredecessorVersion(newTr)) {
+		(t.synced(oldTr) || !t.synced(newTr) || !t.hasPredecessorVersion(newTr)) {
 		return
 	}
 	if sameMeta && oldTr.Generation != newTr.Generation {
@@ -300,6 +296,29 @@ func (t *Translator) onTranslationUpdate(oldObj, newObj any) {
 		}
 	}
 	t.enqueueOwner(newTr)
+}
+
+// onPushed hears from the pusher that a Translation's generation is done in GCE before its status says so
+// (pushed.Generations): what its status update would have done here, the write in flight ended or a predecessor
+// version's Translation deleted, is done now.
+func (t *Translator) onPushed(tr *mpv1alpha1.Translation) {
+	if !t.writeDone(tr) && t.hasPredecessorVersion(tr) {
+		t.enqueueOwner(tr)
+	}
+}
+
+// writeDone ends the write in flight of the Service of a Translation of ours now synced: the changes held for it
+// make the next write, now. It says whether it enqueued the Service.
+func (t *Translator) writeDone(tr *mpv1alpha1.Translation) bool {
+	if !IsOurs(tr) {
+		return false
+	}
+	service, ok := serviceOf(tr)
+	if !ok || !t.batch.writeDone(tr.Namespace+"/"+service) {
+		return false
+	}
+	t.add(tr.Namespace + "/" + service)
+	return true
 }
 
 // enqueueOwner enqueues the Service a Translation of ours was made for: the one its controller reference names or,

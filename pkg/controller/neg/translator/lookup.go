@@ -34,8 +34,8 @@ import (
 // asked to delete.
 func (t *Translator) planInput(svc *corev1.Service, d desired) planInput {
 	in := planInput{service: svc, tenant: t.tenant, labelKey: t.labelKey, project: t.gcp.ProjectID, version: t.version, desired: d.translations, custom: d.custom,
-		unsettled: d.unsettled,
-		cached:    t.cachedTranslationsFor(svc)}
+		unsettled: d.unsettled, synced: t.synced,
+		cached: t.cachedTranslationsFor(svc)}
 	for _, tr := range in.cached {
 		if t.writes.deleteAsked(tr.UID) {
 			if in.asked == nil {

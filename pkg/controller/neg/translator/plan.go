@@ -27,6 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
+
+	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 // planInput is what a sync knows of a Service's Translations before it writes, all read from caches and claims.
@@ -50,6 +52,9 @@ type planInput struct {
 	asked map[types.UID]bool
 	// unsettled are the custom NEG names whose claim desired assumed and the claim records must confirm.
 	unsettled []unsettledName
+	// synced says whether the pusher has pushed a Translation's current spec (Translator.synced); nil reads the
+	// status alone.
+	synced func(*mpv1alpha1.Translation) bool
 }
 
 // plan is what one sync does to a Service's Translations, decided from planInput alone (planTranslations) and
@@ -241,6 +246,14 @@ func (in planInput) currentVersion() string { return cmp.Or(in.version, translat
 // ours says whether a Translation is labeled for the tenant.
 func (in planInput) ours(tr *mpv1alpha1.Translation) bool { return tr.Labels[in.labelKey] == in.tenant }
 
+// translationSynced says whether the pusher has pushed a Translation's current spec.
+func (in planInput) translationSynced(tr *mpv1alpha1.Translation) bool {
+	if in.synced == nil {
+		return negapi.TranslationSynced(tr)
+	}
+	return in.synced(tr)
+}
+
 // leaving says whether a Translation is on its way out: marked for deletion, or deleted by this translator and not
 // yet seen so by the caches.
 func (in planInput) leaving(tr *mpv1alpha1.Translation) bool {
@@ -262,7 +275,7 @@ func (in planInput) pendingSuccessor(have *mpv1alpha1.Translation, wanted, exist
 	if want == nil || sharesNEGs(have, want) {
 		return ""
 	}
-	if current := existing[name]; current != nil && current.DeletionTimestamp == nil && in.ours(current) && isSynced(current) {
+	if current := existing[name]; current != nil && current.DeletionTimestamp == nil && in.ours(current) && in.translationSynced(current) {
 		return ""
 	}
 	return name

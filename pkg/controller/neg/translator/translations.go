@@ -24,8 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	mpv1alpha1 "github.com/multiproject/api/multiproject/v1alpha1"
-
-	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
 )
 
 // isOurs says whether this controller wrote the Translation, whatever its version: its name has our prefix.
@@ -59,9 +57,10 @@ func ownerUID(tr *mpv1alpha1.Translation) types.UID {
 	return ""
 }
 
-// isSynced says whether the pusher has pushed the Translation's current spec: its NEGs exist as declared
-// (negapi.TranslationSynced, the rule the readiness reflector reads too).
-func isSynced(tr *mpv1alpha1.Translation) bool { return negapi.TranslationSynced(tr) }
+// synced says whether the pusher has pushed the Translation's current spec: its NEGs exist as declared, as its
+// status says or, before the pusher reports it, as the pusher told the process (pushed.Generations.Synced, the
+// rule the readiness reflector reads too).
+func (t *Translator) synced(tr *mpv1alpha1.Translation) bool { return t.pushed.Synced(tr) }
 
 // sharesNEGs says whether two Translations list a NEG of the same zone and name. Generated names differ between
 // versions and Service ports; a custom name (the annotation's "name") is the same in every version.

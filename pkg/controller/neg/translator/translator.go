@@ -35,6 +35,7 @@ import (
 	mpclientset "github.com/multiproject/client-go/clientset/versioned"
 
 	"github.com/multiproject/multiproject-controller-manager/pkg/claims"
+	"github.com/multiproject/multiproject-controller-manager/pkg/controller/neg/pushed"
 	"github.com/multiproject/multiproject-controller-manager/pkg/controller/tenant"
 	"github.com/multiproject/multiproject-controller-manager/pkg/informerset"
 	"github.com/multiproject/multiproject-controller-manager/pkg/negapi"
@@ -103,6 +104,9 @@ type Translator struct {
 	// names is the translator's membership in the process's claims of custom NEG names, from Run on.
 	names *claims.Member
 
+	// pushed holds the generations the pusher has pushed and not reported in a status yet; nil until FollowPushes,
+	// when the status alone says what is synced (synced).
+	pushed *pushed.Generations
 	// writes holds the creates, updates, deletes and status patches the caches do not show yet (ownWrites).
 	writes *ownWrites
 	// zones counts the tenant's Nodes per zone, from the Node events, so that a Node event enqueues every Service
@@ -220,7 +224,8 @@ func (t *Translator) useInformers(c *tenant.Context) error {
 func (t *Translator) syncKey(ctx context.Context, key string) (worker.Result, error) {
 	if wait := t.batch.hold(key, func() bool { return t.writeInFlight(key) }); wait > 0 {
 		// An endpoint change while the Service's write is in flight: it comes back with the write's end, or then.
-		return worker.Result{RequeueAfter: wait}, nil
+		// Nothing was synced, so nothing is counted.
+		return worker.Result{RequeueAfter: wait, Postponed: true}, nil
 	}
 	t.batch.syncing(key)
 	err := t.sync(ctx, key)
@@ -235,6 +240,13 @@ func (t *Translator) syncKey(ctx context.Context, key string) (worker.Result, er
 // lagRecheck is when a sync that waits for the cache to show the translator's own writes looks again if no event
 // brought it back: once what it waits for is forgotten.
 const lagRecheck = ownWriteTimeout + time.Second
+
+// FollowPushes makes the translator read, with the Translations' status, the generations the pusher has pushed
+// and not reported yet, and hear of each as it is pushed, as of a status update. Call it before Start.
+func (t *Translator) FollowPushes(g *pushed.Generations) {
+	t.pushed = g
+	g.OnPushed(t.onPushed)
+}
 
 // Run translates until ctx ends. On return its handlers are removed, its workers are gone and its NEG name claims
 // are released.
