@@ -130,7 +130,8 @@ func TestReportsHoldABusyTranslationsReportsUntilItIsQuiet(t *testing.T) {
 // TestTheStatusOfABusyTranslationFollowsOnceItIsQuiet: with a pushed.Generations, a sync that only reports a new
 // generation right after a status write leaves the status as it was and tells the process (Synced for the new
 // generation, the listeners called); GCE holds the new endpoints meanwhile. Once the Translation is quiet, its next
-// sync writes the exact status and the process holds nothing. A pusher without one writes every status at once.
+// sync writes the exact status and the process holds nothing. A report held when the pusher stops is written by the
+// next pusher at its start.
 func TestTheStatusOfABusyTranslationFollowsOnceItIsQuiet(t *testing.T) {
 	h := newHarness(t, nil)
 	h.shutdown()
@@ -177,5 +178,23 @@ func TestTheStatusOfABusyTranslationFollowsOnceItIsQuiet(t *testing.T) {
 	got := h.get("web")
 	if !pushes.Synced(got) || got.Status.EndpointCount != 5 || pushes.Len() != 0 {
 		t.Fatalf("after the quiet spell: endpoint count %d (want 5), %d held in the process (want 0)", got.Status.EndpointCount, pushes.Len())
+	}
+
+	// A pusher that stops with a report held leaves it to the next, which writes it at its start.
+	got.Generation = 3
+	got.Spec.Resources[0] = negResource("web", "us-central1-a", 1)
+	if _, err := h.client.MultiprojectV1alpha1().Translations(testNamespace).Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("generation 3 pushed", func() bool { return pushes.Synced(h.get("web")) })
+	if observed := h.get("web").Status.ObservedGeneration; observed != 2 {
+		t.Fatalf("generation 3's report was not held: the status observes %d", observed)
+	}
+	h.shutdown()
+	h.configure = func(p *Pusher) { p.ReportPushesTo(pushed.New()) }
+	h.start(false)
+	h.waitFor("generation 3 reported by the next pusher", func() bool { return h.get("web").Status.ObservedGeneration == 3 })
+	if n := h.get("web").Status.EndpointCount; n != 1 {
+		t.Errorf("the next pusher reported %d endpoints, want 1", n)
 	}
 }

@@ -372,7 +372,7 @@ func TestPushbackBacksOffUpToTheCeiling(t *testing.T) {
 	// An endpoint change and its sync's decision.
 	change := func(key string, inFlight func() bool) time.Duration {
 		g.endpointsChanged(key, time.Time{})
-		return g.hold(key, inFlight)
+		return g.begin(key, inFlight)
 	}
 	tooMany := apierrors.NewTooManyRequests("slow down", 1)
 	const key = "shop/web"

@@ -39,7 +39,7 @@ const slowWrite = 500 * time.Millisecond
 const pushbackBase = 100 * time.Millisecond
 
 // groupCommit decides when an endpoint change of a Service is written (--neg-endpoint-batch-period). The handlers only
-// enqueue the Service and say an endpoint change came (endpointsChanged); its sync asks hold first. A Service with
+// enqueue the Service and say an endpoint change came (endpointsChanged); its sync asks begin first. A Service with
 // no Translation write in flight is synced at once. A change that comes while one is in flight (the spec patch sent
 // and not yet done in GCE: a Translation of the Service not synced at its generation), or while the API server
 // pushes back on the Service's writes, is held: the sync returns and says when to come back, and the end of the
@@ -115,17 +115,24 @@ func (g *groupCommit) release(key string) {
 	g.now.Insert(key)
 }
 
-// hold decides, as the Service's sync starts, whether it waits: it returns 0 to sync now, or how long the sync may
-// wait at most before it comes back (what is left of the ceiling, or of a pushback's hold). Only endpoint changes
-// are held. inFlight reads the caches under the lock: a Translation update that ends the write in flight is in the
-// cache before its event calls writeDone, so either this sees it done or writeDone sees the hold.
-func (g *groupCommit) hold(key string, inFlight func() bool) time.Duration {
-	if g.ceiling <= 0 {
-		return 0
-	}
+// begin decides, as the Service's sync starts, whether it waits: it returns 0 when the sync goes ahead, having taken
+// the Service's changes for it (syncing), or how long the sync may wait at most before it comes back (what is left of
+// the ceiling, or of a pushback's hold). Only endpoint changes are held. inFlight reads the caches and the pusher's
+// word (pushed.Generations) under the lock: what ends the write in flight is recorded before writeDone is called, so
+// either this sees it done or writeDone sees the hold.
+func (g *groupCommit) begin(key string, inFlight func() bool) time.Duration {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.changed.Has(key) || g.now.Has(key) {
+	if wait := g.hold(key, inFlight); wait > 0 {
+		return wait
+	}
+	g.syncing(key)
+	return 0
+}
+
+// hold is begin's decision; g.mu is held.
+func (g *groupCommit) hold(key string, inFlight func() bool) time.Duration {
+	if g.ceiling <= 0 || !g.changed.Has(key) || g.now.Has(key) {
 		return 0
 	}
 	now := g.clock.Now()
@@ -182,10 +189,8 @@ func (g *groupCommit) isHeld(key string) bool {
 }
 
 // syncing forgets the Service's held changes, and takes the trigger time of its changes for the sync: the sync
-// about to run writes them.
+// about to run writes them. g.mu is held.
 func (g *groupCommit) syncing(key string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	if at, ok := g.triggers[key]; ok {
 		g.inSync[key] = at
 		delete(g.triggers, key)

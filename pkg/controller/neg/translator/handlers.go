@@ -125,7 +125,7 @@ func (t *Translator) onSliceUpdate(oldObj, newObj any) {
 
 // sliceChanged enqueues the Service of a slice as an endpoint change, with the slice's trigger time (kube-proxy's
 // change tracker remembers it on the event too: by the time of the sync the cache may show only a later change).
-// Whether it is written at once or waits for the write in flight is its sync's to decide (groupCommit.hold).
+// Whether it is written at once or waits for the write in flight is its sync's to decide (groupCommit.begin).
 func (t *Translator) sliceChanged(slice *discoveryv1.EndpointSlice) {
 	if key, ok := t.sliceService(slice); ok {
 		t.batch.endpointsChanged(key, sliceTriggerTime(slice))

@@ -222,12 +222,11 @@ func (t *Translator) useInformers(c *tenant.Context) error {
 // spec, labels or owner reference; a Service patched) makes an event its handlers pass on, which brings the key back
 // as soon as the cache shows it. The requeue is for a write the cache never shows, forgotten by then.
 func (t *Translator) syncKey(ctx context.Context, key string) (worker.Result, error) {
-	if wait := t.batch.hold(key, func() bool { return t.writeInFlight(key) }); wait > 0 {
+	if wait := t.batch.begin(key, func() bool { return t.writeInFlight(key) }); wait > 0 {
 		// An endpoint change while the Service's write is in flight: it comes back with the write's end, or then.
 		// Nothing was synced, so nothing is counted.
 		return worker.Result{RequeueAfter: wait, Postponed: true}, nil
 	}
-	t.batch.syncing(key)
 	err := t.sync(ctx, key)
 	t.batch.synced(key, err == nil)
 	if errors.Is(err, errCacheLagging) {
