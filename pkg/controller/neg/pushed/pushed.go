@@ -48,9 +48,10 @@ type pushedAt struct {
 	generation int64
 }
 
-// New returns an empty Generations.
+// New returns an empty Generations. Its map is made by the first generation held: a tenant whose endpoints never
+// change (most of them) holds none.
 func New() *Generations {
-	return &Generations{pending: map[string]pushedAt{}}
+	return &Generations{}
 }
 
 // Synced says whether the Translation's current spec is done in GCE: its status says so (negapi.TranslationSynced),
@@ -78,6 +79,9 @@ func (g *Generations) Pushed(tr *mpv1alpha1.Translation) {
 	key, at := tr.Namespace+"/"+tr.Name, pushedAt{uid: tr.UID, generation: tr.Generation}
 	g.mu.Lock()
 	was, had := g.pending[key]
+	if g.pending == nil {
+		g.pending = map[string]pushedAt{}
+	}
 	g.pending[key] = at
 	listeners := g.listeners
 	g.mu.Unlock()

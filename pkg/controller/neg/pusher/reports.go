@@ -50,10 +50,12 @@ type reports struct {
 
 	mu    sync.Mutex
 	byKey map[string]*reportState
+	// swept is when wrote last dropped the entries of Translations quiet since their last write.
+	swept time.Time
 }
 
-// reportState is what is known of one Translation's reports. An entry lives from a status write until a sync finds
-// nothing to report past reportQuiet (every Translation is synced again within the verify period).
+// reportState is what is known of one Translation's reports. An entry lives from a status write until, past
+// reportQuiet with nothing held, a later write of any Translation or the Translation's own sync drops it.
 type reportState struct {
 	uid types.UID
 	// written is when this pusher last wrote the Translation's status.
@@ -65,7 +67,8 @@ type reportState struct {
 }
 
 func newReports(now func() time.Time) *reports {
-	return &reports{quiet: reportQuiet, maxDelay: reportMaxDelay, now: now, byKey: map[string]*reportState{}}
+	// byKey is made by the first status write: a tenant whose Translations never change holds none.
+	return &reports{quiet: reportQuiet, maxDelay: reportMaxDelay, now: now}
 }
 
 // hold says how long the report of tr's generation, just pushed, waits: 0 to write it now.
@@ -101,7 +104,21 @@ func (r *reports) hold(key string, tr *mpv1alpha1.Translation) time.Duration {
 func (r *reports) wrote(key string, uid types.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.byKey[key] = &reportState{uid: uid, written: r.now()}
+	if r.byKey == nil {
+		r.byKey = map[string]*reportState{}
+	}
+	now := r.now()
+	r.byKey[key] = &reportState{uid: uid, written: now}
+	if now.Sub(r.swept) >= r.quiet {
+		// Most Translations written once are not synced again before the verify period: the entries of those
+		// quiet since go here, at most once per quiet time, not only at their next sync.
+		r.swept = now
+		for k, st := range r.byKey {
+			if st.first.IsZero() && now.Sub(st.written) >= r.quiet {
+				delete(r.byKey, k)
+			}
+		}
+	}
 }
 
 // idle drops what is known of a Translation whose sync had nothing to write, once its last write is older than
