@@ -155,7 +155,6 @@ func (s *negSync) report(ctx context.Context, status mpv1alpha1.TranslationStatu
 		s.p.reports.idle(s.key)
 		return 0, nil
 	case s.superseded(status):
-		s.p.pushed.Pushed(s.tr)
 		return 0, nil
 	case s.p.pushed != nil && onlyReports(s.tr.Status, status):
 		if wait := s.p.reports.hold(s.key, s.tr); wait > 0 {

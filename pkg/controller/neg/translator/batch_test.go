@@ -250,6 +250,14 @@ func TestAWriteInFlightEndsWhenThePusherPushedItBeforeItsStatusSaysSo(t *testing
 	}
 	b.reset()
 	inFlight := b.h.translations()["neg-v1-web-80"]
+	// A generation the cache has left ends nothing: the write in flight is the newer one.
+	older := inFlight.DeepCopy()
+	older.Generation--
+	pushes.Pushed(older)
+	b.waitSyncs()
+	if !b.tr.batch.isHeld("shop/web") {
+		t.Fatal("the push of an older generation released the changes held for the write in flight")
+	}
 	pushes.Pushed(inFlight)
 	b.waitWritten(ips)
 	_, writes := b.seen()

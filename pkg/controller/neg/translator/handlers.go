@@ -300,8 +300,16 @@ func (t *Translator) onTranslationUpdate(oldObj, newObj any) {
 
 // onPushed hears from the pusher that a Translation's generation is done in GCE before its status says so
 // (pushed.Generations): what its status update would have done here, the write in flight ended or a predecessor
-// version's Translation deleted, is done now.
+// version's Translation deleted, is done now. A generation the cache has already left ends nothing: the write in
+// flight is the newer one.
 func (t *Translator) onPushed(tr *mpv1alpha1.Translation) {
+	obj, exists, err := t.translationIndex.GetByKey(tr.Namespace + "/" + tr.Name)
+	if err != nil || !exists {
+		return
+	}
+	if current, ok := obj.(*mpv1alpha1.Translation); !ok || current.UID != tr.UID || current.Generation != tr.Generation {
+		return
+	}
 	if !t.writeDone(tr) && t.hasPredecessorVersion(tr) {
 		t.enqueueOwner(tr)
 	}
