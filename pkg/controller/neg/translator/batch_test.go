@@ -348,6 +348,12 @@ func TestASlowCreateHoldsTheNextChangeLikeAnyWrite(t *testing.T) {
 	if _, err := b.h.kube.DiscoveryV1().EndpointSlices(testNamespace).Create(b.h.ctx, apiSlice("10.0.2.1"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The slice in the translator's cache first: a create that saw no endpoint would be followed by a spec patch
+	// answered in time, which ends the create's pushback before the change the test holds.
+	b.h.waitFor("the slice of api in the translator's cache", func() bool {
+		_, err := b.tr.sliceLister.EndpointSlices(testNamespace).Get("api-1")
+		return err == nil
+	})
 	if _, err := b.h.kube.CoreV1().Services(testNamespace).Create(b.h.ctx, service("api", `{"exposed_ports":{"80":{}}}`, servicePort("http", 80, "8080")), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
