@@ -162,7 +162,7 @@ func (s *negSync) report(ctx context.Context, status mpv1alpha1.TranslationStatu
 			return wait, nil
 		}
 	}
-	return 0, s.writeStatus(ctx, status)
+	return 0, s.sendStatus(ctx, status)
 }
 
 // superseded says whether status only reports a generation the spec has already left: every resource done (Synced
@@ -217,13 +217,16 @@ func onlyReports(recorded, next mpv1alpha1.TranslationStatus) bool {
 	return apiequality.Semantic.DeepEqual(a, b)
 }
 
-// withoutReport is a copy of status with what only reports cleared.
+// withoutReport is a copy of status, to compare and not to keep (its entries share their slices with status's), with
+// what only reports cleared. It runs on every sync that pushed a new generation: no deep copy.
 func withoutReport(status mpv1alpha1.TranslationStatus) mpv1alpha1.TranslationStatus {
-	out := *status.DeepCopy()
+	out := status
 	out.ObservedGeneration, out.EndpointCount = 0, 0
+	out.Resources = slices.Clone(status.Resources)
 	for i := range out.Resources {
 		out.Resources[i].EndpointCount = 0
 	}
+	out.Conditions = slices.Clone(status.Conditions)
 	for i := range out.Conditions {
 		if out.Conditions[i].Type == mpv1alpha1.TranslationConditionSynced {
 			out.Conditions[i].ObservedGeneration, out.Conditions[i].Message = 0, ""

@@ -18,6 +18,7 @@ package pusher
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -143,8 +144,13 @@ func TestTheStatusOfABusyTranslationFollowsOnceItIsQuiet(t *testing.T) {
 	h := newHarness(t, nil)
 	h.shutdown()
 	pushes := pushed.New()
+	var mu sync.Mutex
 	var heard []int64
-	pushes.OnPushed(func(tr *mpv1alpha1.Translation) { heard = append(heard, tr.Generation) })
+	pushes.OnPushed(func(tr *mpv1alpha1.Translation) {
+		mu.Lock()
+		defer mu.Unlock()
+		heard = append(heard, tr.Generation)
+	})
 	var clock atomic.Int64
 	clock.Store(time.Unix(2_000_000, 0).UnixNano())
 	h.configure = func(p *Pusher) {
@@ -175,9 +181,11 @@ func TestTheStatusOfABusyTranslationFollowsOnceItIsQuiet(t *testing.T) {
 		t.Fatalf("the status of generation 2 was written (observed %d, %d status writes, %d before) a moment after generation 1's",
 			got.Status.ObservedGeneration, h.statusUpdates(), writes)
 	}
+	mu.Lock()
 	if len(heard) != 1 || heard[0] != 2 {
 		t.Fatalf("the listeners heard %v, want [2]", heard)
 	}
+	mu.Unlock()
 
 	clock.Add(int64(reportQuiet))
 	h.pusher.workers.Add(testNamespace + "/web")

@@ -288,6 +288,11 @@ func (s *negSync) writeStatus(ctx context.Context, status mpv1alpha1.Translation
 	if apiequality.Semantic.DeepEqual(s.tr.Status, status) {
 		return nil
 	}
+	return s.sendStatus(ctx, status)
+}
+
+// sendStatus writes status, summarized and different from the Translation's, through the status subresource.
+func (s *negSync) sendStatus(ctx context.Context, status mpv1alpha1.TranslationStatus) error {
 	next := s.tr.DeepCopy()
 	next.Status = status
 	// The API server answers with the metadata only: the Translation written is next with it.
