@@ -147,8 +147,8 @@ func (r *reports) len() int {
 
 // report writes the status a sync amounts to, unless the Translation has it already, or it only reports a
 // generation the spec has left (superseded), or it only reports what went well while the Translation keeps changing
-// (reports.hold). Then the generation pushed is recorded for the process (pushed.Generations) and report returns
-// how long the status write waits: the sync comes back then.
+// (reports.hold). In that last case only, the generation pushed is recorded for the process (pushed.Generations)
+// and report returns how long the status write waits: the sync comes back then.
 func (s *negSync) report(ctx context.Context, status mpv1alpha1.TranslationStatus) (time.Duration, error) {
 	switch {
 	case apiequality.Semantic.DeepEqual(s.tr.Status, status):
